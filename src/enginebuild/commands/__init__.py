@@ -1,0 +1,1 @@
+"""One module per verb: `add_arguments(parser)` and `run(args, workspace) -> exit code`."""

@@ -1,0 +1,58 @@
+"""Build images: resolve the plan from spec and lock, fetch what is missing, and build
+with BuildKit only the stages whose inputs changed. With nothing changed, no builder runs."""
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+from enginebuild.errors import UserError
+
+
+def add_arguments(parser):
+    parser.add_argument("images", nargs="+", metavar="IMAGE")
+    parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
+                        help="override an engine build argument (part of the stage key)")
+    parser.add_argument("--builder", metavar="NAME", help="buildx builder to use (default: $BUILDX_BUILDER)")
+    parser.add_argument("--push", action="store_true", help="push after building (needs --to)")
+    parser.add_argument("--to", metavar="REPO", help="with --push: registry repository, REGISTRY/REPO[:TAG]")
+    parser.add_argument("--tag", action="append", default=[], help="with --push: tag to push (repeatable)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="stream the builder's output")
+
+
+def parse_build_args(values) -> dict:
+    out = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or any(c in text for c in "\n\r\x00"):
+            raise UserError(f"--build-arg {value!r}: expected NAME=VALUE on one line")
+        out[name] = text
+    return out
+
+
+def run(args, ws) -> int:
+    from enginebuild.executor import execute
+    from enginebuild.fetch import Fetcher
+    from enginebuild.stages import plan_image
+
+    if args.push and not args.to:
+        raise UserError("--push needs --to REGISTRY/REPO")
+    build_args = parse_build_args(args.build_arg)
+    names = ws.select(args.images, all_when_empty=False)
+    for name in names:
+        start = time.monotonic()
+        lock = ws.lock(name)
+        plan = plan_image(ws.spec(name), lock, build_args=build_args)
+        outcome = execute(plan, Fetcher(ws.home, lock), ws.home, builder_name=args.builder, verbose=args.verbose)
+        elapsed = time.monotonic() - start
+        if outcome.built:
+            print(f"{name}: built {len(outcome.built)} of {len(plan.stages)} stages "
+                  f"({', '.join(outcome.built)}) in {elapsed:.1f}s -> {plan.image_tag}")
+        else:
+            print(f"{name}: all {len(plan.stages)} stages exist; nothing to build "
+                  f"({elapsed * 1000:.0f} ms) -> {plan.image_tag}")
+        print(f"  final stage {plan.final.key}", file=sys.stderr)
+        if args.push:
+            from enginebuild.commands.push import push_image
+            push_image(ws, name, plan, args.to, args.tag)
+    return 0

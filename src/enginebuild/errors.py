@@ -1,0 +1,86 @@
+"""The errors a user can meet, each with its exit code.
+
+Exit codes: 0 ok, 1 a failed build or check, 2 bad input or usage.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+@dataclass(frozen=True)
+class Where:
+    """A place in a user's file: `images/x/image.yaml:12` and a key path."""
+
+    file: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+class EngineBuildError(Exception):
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def render(self) -> str:
+        text = f"error: {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class UserError(EngineBuildError):
+    """Bad input or usage: a spec, a lockfile, a command line. Exit 2."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class SpecError(UserError):
+    """An error in a spec file, located at file:line and a key path."""
+
+    def __init__(self, where: Where | None, key: str, message: str, *, hint: str | None = None):
+        prefix = f"{where}: " if where else ""
+        keypart = f"{key}: " if key else ""
+        super().__init__(f"{prefix}{keypart}{message}", hint=hint)
+        self.where = where
+        self.key = key
+
+
+class LockError(UserError):
+    """A lockfile is missing, stale or unreadable where a pinned input is required."""
+
+
+class FetchError(EngineBuildError):
+    """An input could not be fetched or did not match its pinned sha256."""
+
+
+class ResolveError(EngineBuildError):
+    """A floating reference could not be resolved to a pin."""
+
+
+class RegistryError(EngineBuildError):
+    """A registry refused or failed a request."""
+
+
+class BuildFailed(EngineBuildError):
+    """The builder failed a stage."""
+
+
+class CheckFailed(EngineBuildError):
+    """A check (lock --check, patches check) found a problem."""
+
+
+class ToolMissing(UserError):
+    """A required external program (docker, git, BuildKit) is not available."""
+
+
+class Interrupted(EngineBuildError):
+    exit_code = 130

@@ -1,0 +1,88 @@
+"""One HTTP session for every call: bounded retries that honour Retry-After.
+
+Retried: connection errors and resets, 429, 502, 503, 504. Not retried: anything a
+retry cannot fix (4xx other than 429). Each retry waits Retry-After when the server
+sends one (capped), otherwise an exponential backoff.
+"""
+from __future__ import annotations
+
+import email.utils
+import os
+import sys
+import time
+
+import requests
+
+from enginebuild import __version__
+
+RETRY_STATUS = {429, 502, 503, 504}
+MAX_ATTEMPTS = 6
+MAX_WAIT_S = 30.0
+USER_AGENT = f"enginebuild/{__version__}"
+
+
+class HttpFailure(Exception):
+    """The request failed after bounded retries; `response` is the last one, if any."""
+
+    def __init__(self, message: str, response: requests.Response | None = None):
+        super().__init__(message)
+        self.response = response
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _backoff(attempt: int) -> float:
+    base = float(os.environ.get("ENGINEBUILD_HTTP_BACKOFF", "0.5"))
+    return min(MAX_WAIT_S, base * (2 ** attempt))
+
+
+class Http:
+    def __init__(self, *, attempts: int = MAX_ATTEMPTS, timeout: float = 60.0, log=None):
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = USER_AGENT
+        self.attempts = attempts
+        self.timeout = timeout
+        self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.waited_s = 0.0
+
+    def request(self, method: str, url: str, *, retry_body: bool = True, **kwargs) -> requests.Response:
+        kwargs.setdefault("timeout", self.timeout)
+        last_error = "no attempt made"
+        response = None
+        for attempt in range(self.attempts):
+            if attempt and not retry_body and kwargs.get("data") is not None and hasattr(kwargs["data"], "read"):
+                raise HttpFailure(f"{method} {url}: {last_error} (a streamed body cannot be sent again)", response)
+            try:
+                response = self.session.request(method, url, **kwargs)
+            except requests.RequestException as exc:
+                last_error = f"connection failed: {type(exc).__name__}"
+                wait = _backoff(attempt)
+            else:
+                if response.status_code not in RETRY_STATUS:
+                    return response
+                last_error = f"HTTP {response.status_code}"
+                advised = _retry_after(response)
+                wait = min(MAX_WAIT_S, advised) if advised is not None else _backoff(attempt)
+                response.close()
+            if attempt + 1 < self.attempts:
+                self.log(f"  {method} {_short(url)}: {last_error}; retrying in {wait:.1f}s "
+                         f"(attempt {attempt + 2} of {self.attempts})")
+                time.sleep(wait)
+                self.waited_s += wait
+        raise HttpFailure(f"{method} {_short(url)}: {last_error} after {self.attempts} attempts", response)
+
+
+def _short(url: str) -> str:
+    return url.split("?", 1)[0]

@@ -1,0 +1,1 @@
+"""Resolvers turn floating references into pins: image digests, commits, file hashes."""

@@ -1,0 +1,297 @@
+"""The plan: an image spec and its lock become an ordered chain of content-addressed stages.
+
+Pure: no builder, no network. A stage's key hashes its parent's key, its rendered
+instructions and the exact bytes of every file in its own build context, so a change
+reaches only the stages at and after the one whose inputs changed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from enginebuild import render
+from enginebuild.context import ContextItem, tar_directory
+from enginebuild.errors import LockError
+from enginebuild.lockfile import Lock, stale_inputs
+from enginebuild.spec import ImageSpec, Source
+
+STAGE_REPO = "enginebuild/stage"
+KEY_VERSION = "enginebuild-stage-v1"
+PLUGIN_DIR = "/opt/enginebuild/plugins"
+MANIFEST_PATH = "/opt/enginebuild/manifest.json"
+
+
+def _sha(data) -> str:
+    if isinstance(data, str):
+        data = data.encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    parent_ref: str
+    parent_key: str
+    dockerfile: str
+    context: tuple
+    inputs: dict = field(compare=False, hash=False)
+    secrets: tuple = ()
+    key: str = ""
+
+    @property
+    def tag(self) -> str:
+        return f"{STAGE_REPO}:{self.key}"
+
+    @property
+    def short(self) -> str:
+        return self.key[:12]
+
+
+@dataclass(frozen=True)
+class Plan:
+    image: str
+    platform: str
+    base_ref: str
+    stages: tuple
+    manifest: dict = field(compare=False, hash=False)
+
+    @property
+    def final(self) -> Stage:
+        return self.stages[-1]
+
+    @property
+    def image_tag(self) -> str:
+        return f"enginebuild/{self.image}:latest"
+
+
+def _finish(name, parent_ref, parent_key, platform, dockerfile, items, extra_inputs=None, secrets=()) -> Stage:
+    items = tuple(sorted(items, key=lambda i: i.arcname))
+    body = "\n".join(line for line in dockerfile.splitlines() if not line.startswith("FROM "))
+    inputs = {"parent": parent_key, "instructions": _sha(body)}
+    for item in items:
+        inputs[f"file {item.arcname}"] = item.digest
+    for k, v in (extra_inputs or {}).items():
+        inputs[k] = _sha(_canonical(v))
+    key = _sha(_canonical({
+        "v": KEY_VERSION, "stage": name, "platform": platform, "parent": parent_key, "dockerfile": dockerfile,
+        "context": [[i.arcname, i.mode, i.digest] for i in items], "secrets": list(secrets),
+    }))
+    return Stage(name=name, parent_ref=parent_ref, parent_key=parent_key, dockerfile=dockerfile,
+                 context=items, inputs=inputs, secrets=tuple(secrets), key=key)
+
+
+def pinned(lock: Lock, name: str, spec: ImageSpec):
+    entry = lock.inputs.get(name) or {}
+    resolved = entry.get("resolved")
+    if resolved is None:
+        why = entry.get("unresolved", "not resolved")
+        raise LockError(f"{spec.file}: input {name!r} is not pinned in lockfiles/{spec.name}.lock: {why}",
+                        hint=f"run `python BUILD.py lock {spec.name}` where its source is reachable")
+    return resolved
+
+
+def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
+    problems = stale_inputs(spec, lock)
+    if problems:
+        detail = "; ".join(f"{name}: {why}" for name, why in problems)
+        raise LockError(f"{spec.file}: refusing to build with inputs that are not pinned in the lock ({detail})",
+                        hint=f"run `python BUILD.py lock {spec.name}` and commit lockfiles/{spec.name}.lock")
+    for name in lock.inputs:
+        pinned(lock, name, spec)
+    return lock
+
+
+class _Planner:
+    def __init__(self, spec: ImageSpec, lock: Lock, build_args: dict):
+        self.spec, self.lock, self.build_args = spec, lock, build_args
+        self.stages: list = []
+        base = pinned(lock, "base", spec)
+        self.base_ref = base["ref"]
+        self.parent_ref = self.base_ref
+        self.parent_key = _sha(_canonical({"base": self.base_ref, "platform": spec.platform}))
+
+    def add(self, name, template, values, items, extra_inputs=None, secrets=()):
+        dockerfile = render.render(template, parent=self.parent_ref, **values)
+        stage = _finish(name, self.parent_ref, self.parent_key, self.spec.platform, dockerfile, items,
+                        extra_inputs, secrets)
+        self.stages.append(stage)
+        self.parent_ref, self.parent_key = stage.tag, stage.key
+
+    # -- sources ---------------------------------------------------------------------------
+    def source_item(self, source: Source, resolved: dict, arc_dir: str, prefix: str) -> tuple:
+        """(context item, top folder inside the archive) for an engine or plugin source."""
+        if source.kind == "pypi":
+            filename = resolved["filename"]
+            top = _sdist_top(filename)
+            item = ContextItem(f"{arc_dir}/{filename}", resolved["sha256"], artifact=resolved["sha256"])
+            return item, top, f"{resolved['name']}=={resolved['version']} sha256:{resolved['sha256'][:12]}"
+        if source.kind == "git":
+            commit = resolved["commit"]
+            digest = _sha(_canonical({"git": resolved["url"], "commit": commit, "prefix": prefix}))
+            item = ContextItem(f"{arc_dir}/{prefix}.tar", digest, derive=("git-archive", resolved["url"], commit, prefix))
+            return item, prefix, f"{resolved['url']} {commit}"
+        data = tar_directory(source.path, prefix)
+        return ContextItem(f"{arc_dir}/{prefix}.tar", _sha(data), data=data), prefix, f"path {source.display}"
+
+    def patch_items(self, patches, arc_dir: str) -> tuple:
+        items = [ContextItem(f"{arc_dir}/apply_patches.sh", _sha(render.template_bytes("apply_patches.sh")),
+                             mode=0o755, data=render.template_bytes("apply_patches.sh"))]
+        names = []
+        for patch in patches:
+            name = patch.name.replace("/", "__")
+            data = patch.path.read_bytes()
+            items.append(ContextItem(f"{arc_dir}/{name}", _sha(data), data=data))
+            names.append(name)
+        return items, names
+
+    # -- stages ----------------------------------------------------------------------------
+    def system(self):
+        s = self.spec.system
+        if not s or not (s.packages or s.run):
+            return
+        debs = pinned(self.lock, "system", self.spec)["packages"] if s.packages else []
+        if s.install == "extract":
+            digest = _sha(_canonical({"sysroot": [d["sha256"] for d in debs]}))
+            items = [ContextItem("sysroot.tar", digest, derive=("sysroot", tuple((d["sha256"], d["filename"]) for d in debs)))]
+        else:
+            items = [ContextItem(f"debs/{Path(d['filename']).name}", d["sha256"], artifact=d["sha256"]) for d in debs]
+        self.add("system", "system.Dockerfile", {"packages": debs, "install": s.install, "run": list(s.run)}, items,
+                 {"packages": [(d["name"], d["version"]) for d in debs], "run": list(s.run)})
+
+    def python(self):
+        p = self.spec.python
+        if not p or not p.requirements:
+            return
+        files = pinned(self.lock, "python", self.spec)["files"]
+        lines = [f"{f['name']}=={f['version']} --hash=sha256:{f['sha256']}\n" for f in files]
+        req = "".join(lines).encode()
+        items = [ContextItem(f"python/{f['filename']}", f["sha256"], artifact=f["sha256"]) for f in files]
+        items.append(ContextItem("python/requirements.txt", _sha(req), data=req))
+        self.add("python", "python.Dockerfile", {"count": len(files), "pip": p.pip}, items,
+                 {"requirements": [(f["name"], f["version"]) for f in files]})
+
+    def engine(self) -> str | None:
+        """Adds the source stage; returns the folder the patch stack applies to."""
+        e = self.spec.engine
+        if e is None:
+            return None
+        if e.overlay:
+            return e.installed
+        resolved = pinned(self.lock, "engine", self.spec) if e.source.kind != "path" else {}
+        item, top, pin = self.source_item(e.source, resolved, "source", e.name)
+        self.add("engine-source", "engine-source.Dockerfile",
+                 {"engine": e.name, "pin": pin, "archive": item.arcname, "dest": e.dest}, [item], {"source": pin})
+        return f"{e.dest}/{top}"
+
+    def patches(self, target: str | None):
+        if not self.spec.patches:
+            return
+        items, names = self.patch_items(self.spec.patches, "patches")
+        self.add("patches", "patches.Dockerfile", {"engine": self.spec.engine.name, "target": target, "names": names},
+                 items, {"stack": names})
+
+    def engine_build(self, srcdir: str | None):
+        e = self.spec.engine
+        if e is None or e.build is None:
+            return
+        args = dict(e.build.args)
+        args.update({k: v for k, v in self.build_args.items()})
+        data = e.build.script.src.read_bytes()
+        items = [ContextItem("build.sh", _sha(data), mode=0o755, data=data)]
+        self.add("engine-build", "engine-build.Dockerfile",
+                 {"engine": e.name, "srcdir": srcdir, "cache": list(e.build.cache), "secrets": list(e.build.secrets),
+                  "args": sorted(args.items())},
+                 items, {"args": sorted(args.items())}, secrets=e.build.secrets)
+
+    def plugins(self):
+        if not self.spec.plugins:
+            return
+        items, rendered = [], []
+        for plugin in self.spec.plugins:
+            resolved = pinned(self.lock, f"plugin.{plugin.name}", self.spec) if plugin.source.kind != "path" else {}
+            item, top, _ = self.source_item(plugin.source, resolved, "plugin-src", plugin.name)
+            items.append(item)
+            patch_items, names = self.patch_items(plugin.patches, f"plugin-{plugin.name}") if plugin.patches else ([], [])
+            items += patch_items
+            items += [ContextItem(f"plugin-files-{plugin.name}{f.dest}", _sha(f.src.read_bytes()), mode=f.mode,
+                                  path=f.src) for f in plugin.files]
+            rendered.append({"name": plugin.name, "archive": item.arcname, "srcdir": f"{PLUGIN_DIR}/{top}",
+                             "patches": names, "has_files": bool(plugin.files)})
+        pip = self.spec.python.pip if self.spec.python else "python3 -m pip"
+        self.add("plugins", "plugins.Dockerfile", {"plugins": rendered, "pip": pip}, items)
+
+    def files(self, manifest: dict, labels: list):
+        s = self.spec
+        items = [ContextItem(f"files{f.dest}", _sha(f.src.read_bytes()), mode=f.mode, path=f.src) for f in s.files]
+        data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+        items.append(ContextItem(f"files{MANIFEST_PATH}", _sha(data), data=data))
+        self.add("files", "files.Dockerfile",
+                 {"image": s.name, "env": list(s.env), "labels": labels, "expose": list(s.expose),
+                  "workdir": s.workdir, "user": s.user, "entrypoint": s.entrypoint, "cmd": s.cmd},
+                 items, {"env": list(s.env), "labels": labels, "entrypoint": s.entrypoint, "cmd": s.cmd})
+
+
+def _sdist_top(filename: str) -> str:
+    for suffix in (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar"):
+        if filename.endswith(suffix):
+            return filename[: -len(suffix)]
+    raise LockError(f"source archive {filename} is not a tar archive; only tar sdists can be unpacked by the builder")
+
+
+def patch_list(spec: ImageSpec) -> list:
+    out = [{"name": p.name, "sha256": _sha(p.path.read_bytes()), "applies_to": spec.engine.name if spec.engine else ""}
+           for p in spec.patches]
+    for plugin in spec.plugins:
+        out += [{"name": p.name, "sha256": _sha(p.path.read_bytes()), "applies_to": plugin.name} for p in plugin.patches]
+    return out
+
+
+def build_manifest(spec: ImageSpec, lock: Lock) -> dict:
+    inputs = {name: entry.get("resolved") for name, entry in sorted(lock.inputs.items())}
+    return {"enginebuild-manifest": 1, "image": spec.name, "platform": spec.platform, "created": lock.created,
+            "inputs": inputs, "patches": patch_list(spec)}
+
+
+def image_labels(spec: ImageSpec, lock: Lock, manifest: dict) -> list:
+    engine = lock.resolved("engine") or {}
+    revision = engine.get("commit") or (f"{engine.get('name')}=={engine.get('version')}" if engine.get("version") else "")
+    labels = {
+        "org.opencontainers.image.title": spec.name,
+        "org.opencontainers.image.description": spec.description,
+        "org.opencontainers.image.source": engine.get("url", "") if engine.get("kind") == "git" else "",
+        "org.opencontainers.image.revision": revision,
+    }
+    labels.update(dict(spec.labels))
+    base = lock.resolved("base") or {}
+    labels.update({
+        "org.opencontainers.image.created": lock.created,
+        "org.opencontainers.image.base.name": base.get("ref", ""),
+        "org.opencontainers.image.base.digest": base.get("digest", ""),
+        "org.enginebuild.platform": spec.platform,
+        "org.enginebuild.engine": revision,
+        "org.enginebuild.patches": ",".join(f"{p['name']}@sha256:{p['sha256']}" for p in manifest["patches"]),
+        "org.enginebuild.manifest": MANIFEST_PATH,
+        "org.enginebuild.inputs": _sha(_canonical(manifest["inputs"])),
+    })
+    return sorted((k, v) for k, v in labels.items() if v)
+
+
+def plan_image(spec: ImageSpec, lock: Lock | None, *, build_args: dict | None = None) -> Plan:
+    lock = check_lock_for_build(spec, lock)
+    planner = _Planner(spec, lock, build_args or {})
+    planner.system()
+    planner.python()
+    target = planner.engine()
+    planner.patches(target)
+    planner.engine_build(target)
+    planner.plugins()
+    manifest = build_manifest(spec, lock)
+    planner.files(manifest, image_labels(spec, lock, manifest))
+    return Plan(image=spec.name, platform=spec.platform, base_ref=planner.base_ref,
+                stages=tuple(planner.stages), manifest=manifest)

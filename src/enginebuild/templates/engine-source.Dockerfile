@@ -1,0 +1,3 @@
+# enginebuild stage: {{ engine }} source ({{ pin }})
+FROM {{ parent }}
+ADD {{ archive }} {{ dest }}/
