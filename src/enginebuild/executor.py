@@ -60,7 +60,11 @@ def execute(plan: Plan, fetcher: Fetcher, home: Path, *, engine: EngineAPI | Non
             outcome.existing.append(stage.name)
     if todo:
         items = [item for stage in todo for item in stage.context]
-        fetcher.fetch(items, report=lambda what, cached: None if cached else say(f"  fetched {what}"))
+        fetched: list = []
+        fetcher.fetch(items, report=lambda what, cached: None if cached else fetched.append(what))
+        if fetched:
+            say(f"  fetched {len(fetched)} input(s) into the store: {', '.join(fetched[:3])}"
+                + (f" and {len(fetched) - 3} more" if len(fetched) > 3 else ""))
         builder = detect_builder(builder_name)
         outcome.builder_called = True
         say(f"  builder: {builder.describe()}")
@@ -85,11 +89,12 @@ def execute(plan: Plan, fetcher: Fetcher, home: Path, *, engine: EngineAPI | Non
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     context_file.unlink()
-            history.record(plan.image, stage)
+            history.record(plan.image, [stage])
             outcome.built.append(stage.name)
             outcome.seconds[stage.name] = elapsed
             say(f"  [{index}/{total}] {stage.name:<14} {stage.short}  built in {elapsed:.1f}s")
     ensure_image_tag(engine, plan)
+    BuildHistory(home).record(plan.image, plan.stages)
     return outcome
 
 

@@ -21,10 +21,14 @@ class BuildHistory:
         except (OSError, ValueError):
             return {}
 
-    def record(self, image: str, stage) -> None:
+    def record(self, image: str, stages) -> None:
+        """Remember the stages an image now consists of; written only when something changed."""
         data = self.read(image)
-        data[stage.name] = {"key": stage.key, "inputs": stage.inputs}
-        write_atomic(self._path(image), (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+        fresh = dict(data)
+        for stage in stages:
+            fresh[stage.name] = {"key": stage.key, "inputs": stage.inputs}
+        if fresh != data:
+            write_atomic(self._path(image), (json.dumps(fresh, indent=1, sort_keys=True) + "\n").encode())
 
 
 def changed_inputs(stage, previous: dict | None) -> list:

@@ -3,7 +3,7 @@
 The archive's InRelease lists the sha256 of each Packages index; the index we read
 must match it (and InRelease is checked with gpgv when a keyring is installed). For an
 image built FROM scratch the whole dependency closure is pinned; on a base that has
-dpkg, packages of priority `required` are assumed present.
+dpkg, essential and required packages (and what they depend on) are assumed present.
 """
 from __future__ import annotations
 
@@ -110,34 +110,43 @@ class DebianArchive:
                 return sorted(self.provides[name])[0]
         return None
 
+    def assumed_present(self) -> set:
+        """What every dpkg-based system has: essential and required packages and their closure."""
+        core = tuple(n for n, f in self.packages.items()
+                     if f.get("Essential") == "yes" or f.get("Priority") == "required")
+        return set(self._walk(core, set()))
+
     def closure(self, requested: tuple, *, skip_required: bool) -> list:
-        chosen: dict = {}
-        todo = list(requested)
         for name in requested:
             if name not in self.packages:
                 raise ResolveError(f"no package {name!r} in {self.url} {self.suite} ({self.arch})")
-        while todo:
-            name = todo.pop()
-            if name in chosen:
-                continue
-            fields = self.packages[name]
-            if skip_required and name not in requested and fields.get("Priority") == "required":
-                continue
-            chosen[name] = fields
-            for field in ("Pre-Depends", "Depends"):
-                for group in fields.get(field, "").split(","):
-                    alternatives = _names(group.replace("|", ","))
-                    if not alternatives or any(a in chosen for a in alternatives):
-                        continue
-                    picked = self._pick(alternatives)
-                    if picked is None:
-                        raise ResolveError(f"{name} depends on {group.strip()}, which {self.suite} does not have")
-                    todo.append(picked)
+        skip = (self.assumed_present() - set(requested)) if skip_required else set()
+        chosen = self._walk(tuple(requested), skip)
         return [
             {"name": n, "version": f["Version"], "arch": f.get("Architecture", self.arch),
              "filename": f["Filename"], "sha256": f["SHA256"], "size": int(f.get("Size", 0))}
             for n, f in sorted(chosen.items())
         ]
+
+    def _walk(self, requested: tuple, skip: set) -> dict:
+        chosen: dict = {}
+        todo = list(requested)
+        while todo:
+            name = todo.pop()
+            if name in chosen or name in skip:
+                continue
+            fields = self.packages[name]
+            chosen[name] = fields
+            for field in ("Pre-Depends", "Depends"):
+                for group in fields.get(field, "").split(","):
+                    alternatives = _names(group.replace("|", ","))
+                    if not alternatives or any(a in chosen or a in skip for a in alternatives):
+                        continue
+                    picked = self._pick(alternatives)
+                    if picked is None:
+                        raise ResolveError(f"{name} depends on {group.strip()}, which {self.suite} does not have")
+                    todo.append(picked)
+        return chosen
 
 
 def _names(text: str) -> list:

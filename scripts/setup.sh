@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian/Ubuntu machine for enginebuild and its tests, idempotently:
+# Debian packages (Docker engine, registry, busybox, shellcheck, git), the pinned Python
+# dependencies, a running Docker engine with BuildKit, and an OCI registry on 127.0.0.1:5000.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+PY=${PYTHON:-python3}
+
+packages=()
+command -v dockerd >/dev/null || packages+=(docker.io)
+command -v docker-registry >/dev/null || packages+=(docker-registry)
+[ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx httpd || packages+=(busybox-static)
+command -v shellcheck >/dev/null || packages+=(shellcheck)
+command -v git >/dev/null || packages+=(git)
+command -v htpasswd >/dev/null || packages+=(apache2-utils)
+command -v gpgv >/dev/null || packages+=(gpgv)
+[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || packages+=(debian-archive-keyring)
+if [ ${#packages[@]} -gt 0 ]; then
+    echo "setup: installing ${packages[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+fi
+
+"$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt
+
+# The Docker engine: the one enginebuild builds with.
+if ! docker version >/dev/null 2>&1; then
+    echo "setup: starting dockerd"
+    $SUDO sh -c 'nohup dockerd --host=unix:///var/run/docker.sock >/tmp/enginebuild-dockerd.log 2>&1 &'
+    for _ in $(seq 1 60); do
+        docker version >/dev/null 2>&1 && break
+        sleep 1
+    done
+    docker version >/dev/null 2>&1 || { echo "setup: dockerd did not start; see /tmp/enginebuild-dockerd.log" >&2; exit 1; }
+fi
+
+# A local OCI registry for pushes and the registry-backed stage cache.
+if ! curl -fsS -o /dev/null http://127.0.0.1:5000/v2/ 2>/dev/null; then
+    echo "setup: starting a registry on 127.0.0.1:5000"
+    mkdir -p /tmp/enginebuild-registry
+    cat >/tmp/enginebuild-registry/config.yml <<'YAML'
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: /tmp/enginebuild-registry/data
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:5000
+YAML
+    nohup docker-registry serve /tmp/enginebuild-registry/config.yml >/tmp/enginebuild-registry/log 2>&1 &
+    for _ in $(seq 1 30); do
+        curl -fsS -o /dev/null http://127.0.0.1:5000/v2/ 2>/dev/null && break
+        sleep 0.5
+    done
+    curl -fsS -o /dev/null http://127.0.0.1:5000/v2/ || { echo "setup: the registry did not start" >&2; exit 1; }
+fi
+echo "setup: ready (docker $(docker version --format '{{.Server.Version}}'), registry 127.0.0.1:5000)"

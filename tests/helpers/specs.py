@@ -1,0 +1,28 @@
+"""Writing small images into a workspace copy for tests."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+
+def write_image(workspace: Path, name: str, spec: str, files: dict | None = None) -> Path:
+    folder = workspace / "images" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "image.yaml").write_text(textwrap.dedent(spec).lstrip())
+    for rel, content in (files or {}).items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        if rel.endswith(".sh"):
+            path.chmod(0o755)
+    return folder
+
+
+def write_patch(workspace: Path, name: str, text: str) -> Path:
+    path = workspace / "patches" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path

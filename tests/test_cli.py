@@ -1,0 +1,46 @@
+"""The command line: verbs, --help, exit codes (0 ok, 1 failed, 2 bad input or usage)."""
+import pytest
+from conftest import ROOT, run_cli
+
+VERBS = ["list", "render", "plan", "lock", "fetch", "image", "push"]
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_has_help(verb):
+    proc = run_cli([verb, "--help"], ROOT)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith(f"usage: BUILD.py {verb}")
+
+
+def test_the_top_level_help_lists_every_verb():
+    proc = run_cli(["--help"], ROOT)
+    assert proc.returncode == 0
+    for verb in VERBS:
+        assert f"    {verb}" in proc.stdout
+
+
+def test_usage_errors_exit_2():
+    assert run_cli(["frobnicate"], ROOT).returncode == 2
+    assert run_cli(["image"], ROOT).returncode == 2
+    assert run_cli(["image", "demo", "--build-arg", "no-equals-sign"], ROOT).returncode == 2
+
+
+def test_an_unknown_image_exits_2_with_a_suggestion():
+    proc = run_cli(["plan", "dmeo"], ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: no image named 'dmeo' (looked for images/dmeo/image.yaml)\n  hint: did you mean 'demo'?\n"
+
+
+def test_list_shows_the_demo_as_locked():
+    proc = run_cli(["list"], ROOT)
+    assert proc.returncode == 0
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("demo "))
+    assert "linux/amd64" in row and "locked" in row
+
+
+def test_build_py_is_the_entry_point():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(ROOT / "BUILD.py"), "list"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "demo" in proc.stdout

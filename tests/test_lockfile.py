@@ -1,0 +1,84 @@
+"""Lockfiles: --check is offline and names the input that changed; builds refuse unpinned inputs."""
+import json
+
+from conftest import run_cli
+from helpers.specs import write_image
+
+from enginebuild.atomic import write_atomic
+
+
+def test_lock_check_passes_on_the_committed_lockfiles(workspace):
+    proc = run_cli(["lock", "--check"], workspace)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "demo: ok" in proc.stdout
+
+
+def test_lock_check_fails_naming_the_input_after_a_pinned_input_is_edited(workspace):
+    spec = workspace / "images/demo/image.yaml"
+    spec.write_text(spec.read_text().replace("packages: [busybox-static, gcc, libc6-dev]",
+                                             "packages: [busybox-static, gcc, libc6-dev, make]"))
+    proc = run_cli(["lock", "--check", "demo"], workspace)
+    assert proc.returncode == 1
+    assert ('demo: STALE system: packages changed from ["busybox-static", "gcc", "libc6-dev"] '
+            'to ["busybox-static", "gcc", "libc6-dev", "make"]') in proc.stdout
+
+
+def test_lock_check_fails_when_a_lock_is_missing(workspace):
+    (workspace / "lockfiles/demo.lock").unlink()
+    proc = run_cli(["lock", "--check", "demo"], workspace)
+    assert proc.returncode == 1
+    assert "demo: STALE lockfile: lockfiles/demo.lock does not exist" in proc.stdout
+
+
+def test_a_build_refuses_an_input_that_is_not_pinned(workspace):
+    write_image(workspace, "t", "base: 127.0.0.1:5999/nowhere/base:latest\nplatform: linux/amd64\n")
+    proc = run_cli(["image", "t"], workspace)
+    assert proc.returncode == 2
+    assert "images/t/image.yaml: refusing to build with inputs that are not pinned in the lock" in proc.stderr
+    assert "lockfile: lockfiles/t.lock does not exist" in proc.stderr
+
+
+def test_an_input_recorded_as_unresolvable_blocks_the_build_with_the_reason(workspace):
+    write_image(workspace, "t", "base: 127.0.0.1:5999/nowhere/base:latest\nplatform: linux/amd64\n")
+    proc = run_cli(["lock", "t"], workspace, env={"ENGINEBUILD_HTTP_BACKOFF": "0"})
+    assert proc.returncode == 1
+    assert "t: base is NOT pinned" in proc.stderr
+    lock = json.loads((workspace / "lockfiles/t.lock").read_text())
+    assert lock["inputs"]["base"]["resolved"] is None
+    assert run_cli(["lock", "--check", "t"], workspace).returncode == 0
+    proc = run_cli(["image", "t"], workspace)
+    assert proc.returncode == 2
+    assert "input 'base' is not pinned in lockfiles/t.lock" in proc.stderr
+
+
+def test_a_hand_edited_pin_is_refused_naming_the_file(workspace):
+    path = workspace / "lockfiles/demo.lock"
+    doc = json.loads(path.read_text())
+    doc["inputs"]["system"]["resolved"]["packages"][0]["sha256"] = "not-a-digest"
+    path.write_text(json.dumps(doc))
+    proc = run_cli(["render", "demo"], workspace)
+    assert proc.returncode == 2
+    assert "lockfiles/demo.lock: inputs.system: sha256 'not-a-digest' is not 64 hex digits" in proc.stderr
+
+
+def test_a_lock_that_is_not_json_is_refused_naming_the_file(workspace):
+    (workspace / "lockfiles/demo.lock").write_text("{ torn")
+    proc = run_cli(["lock", "--check", "demo"], workspace)
+    assert proc.returncode == 2
+    assert "lockfiles/demo.lock: not valid JSON" in proc.stderr
+
+
+def test_lock_is_idempotent_and_offline_when_nothing_changed(workspace):
+    before = (workspace / "lockfiles/demo.lock").read_bytes()
+    proc = run_cli(["lock", "demo"], workspace, env={"https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"})
+    assert proc.returncode == 0, proc.stderr
+    assert "up to date" in proc.stdout
+    assert (workspace / "lockfiles/demo.lock").read_bytes() == before
+
+
+def test_atomic_writes_leave_no_temporary_files(tmp_path):
+    target = tmp_path / "x.lock"
+    write_atomic(target, b"one")
+    write_atomic(target, b"two")
+    assert target.read_bytes() == b"two"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.lock"]

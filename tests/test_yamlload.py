@@ -1,0 +1,63 @@
+import pytest
+
+from enginebuild.errors import SpecError
+from enginebuild.yamlload import MAX_BYTES, load_yaml_file, load_yaml_text
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(SpecError) as info:
+        load_yaml_text(text, "images/x/image.yaml")
+    return info.value.message
+
+
+def test_every_key_remembers_its_line():
+    tree = load_yaml_text("base: scratch\nengine:\n  name: vllm\n", "f.yaml")
+    assert tree.at("base").line == 1
+    assert tree["engine"].at("name").line == 3
+
+
+def test_duplicate_keys_are_refused_with_both_lines():
+    assert error_of("base: a\nenv:\n  A: 1\n  A: 2\n") == \
+        "images/x/image.yaml:4: A: duplicate key (first defined at line 3)"
+
+
+def test_python_tags_are_refused_before_anything_is_constructed():
+    message = error_of("base: !!python/object/apply:os.system ['touch /tmp/pwned']\n")
+    assert message.startswith("images/x/image.yaml:1: unsupported YAML tag")
+
+
+def test_anchors_and_aliases_are_refused_so_alias_bombs_cannot_expand():
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b]\n"
+    assert "anchors" in error_of(bomb)
+
+
+def test_merge_keys_are_refused():
+    assert "not allowed" in error_of("a: {x: 1}\nb:\n  <<: {x: 2}\n")
+
+
+def test_nul_bytes_are_refused_with_their_line():
+    assert error_of("base: scratch\nenv: {A: \"x\x00y\"}\n") == "images/x/image.yaml:2: NUL byte in file"
+
+
+def test_non_string_keys_are_refused():
+    assert "keys must be strings" in error_of("1: x\n")
+
+
+def test_syntax_errors_name_the_line():
+    assert error_of("base: [a, b\nenv: 1\n").startswith("images/x/image.yaml:")
+
+
+def test_huge_files_are_refused_without_being_parsed(tmp_path):
+    path = tmp_path / "image.yaml"
+    path.write_bytes(b"a: " + b"x" * (MAX_BYTES + 1))
+    with pytest.raises(SpecError) as info:
+        load_yaml_file(path, "images/x/image.yaml")
+    assert "at most" in info.value.message
+
+
+def test_invalid_utf8_is_refused_with_its_line(tmp_path):
+    path = tmp_path / "image.yaml"
+    path.write_bytes(b"base: scratch\nenv: {A: \xff}\n")
+    with pytest.raises(SpecError) as info:
+        load_yaml_file(path, "images/x/image.yaml")
+    assert info.value.message == "images/x/image.yaml:2: not valid UTF-8"
