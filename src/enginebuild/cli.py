@@ -17,6 +17,7 @@ VERBS = {
     "fetch": ("fetch", "download and verify every pinned input of an image into the store"),
     "image": ("image", "build an image: only the stages whose inputs changed"),
     "push": ("push", "push a built image and record its digest"),
+    "patches": ("patches", "check patch stacks against the engine sources they apply to"),
 }
 
 

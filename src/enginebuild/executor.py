@@ -49,10 +49,13 @@ def write_stage_context(fetcher: Fetcher, stage, folder: Path) -> Path:
 
 
 def execute(plan: Plan, fetcher: Fetcher, home: Path, *, engine: EngineAPI | None = None,
-            builder_name: str | None = None, verbose: bool = False) -> Outcome:
+            builder_name: str | None = None, verbose: bool = False, preflight=None) -> Outcome:
+    """Build what is missing. `preflight(names of stages to build)` runs before anything is fetched or built."""
     engine = engine or EngineAPI()
     existing = engine.tags_of(STAGE_REPO)
     todo = stages_to_build(plan, existing)
+    if todo and preflight is not None:
+        preflight([s.name for s in todo])
     outcome = Outcome()
     todo_keys = {s.key for s in todo}
     for stage in plan.stages:

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from enginebuild.errors import SpecError, Where
+from enginebuild.patches.patchfile import load_patch
 from enginebuild.yamlload import YList, YMap
 
 DEFAULT_PLATFORM = "linux/arm64"
@@ -208,6 +209,7 @@ class _Builder:
             real = candidate.resolve()
             if patch_root not in real.parents or not real.is_file():
                 raise SpecError(where, sub, f"patches/{name} must be a regular file inside patches/")
+            load_patch(real, name)  # loading a patch lints it
             out.append(PatchRef(name=name, path=real, where=where))
         return tuple(out)
 

@@ -30,6 +30,28 @@ def parse_build_args(values) -> dict:
     return out
 
 
+def check_patches_before_build(ws, spec, lock, stages) -> None:
+    """A source build's patch stack is checked on the host before any stage is built, so a
+    patch that no longer applies stops the build at once, naming patch, file and hunk. (An
+    overlay's installed tree is only known inside the image: its patch stage is the check.)"""
+    if "patches" not in stages or spec.engine is None or spec.engine.overlay:
+        return
+    from enginebuild.errors import BuildFailed
+    from enginebuild.patches.check import check_stack
+    from enginebuild.patches.targets import stack_targets
+
+    for target in stack_targets(ws.home, spec, lock):
+        if target.component != spec.engine.name:
+            continue
+        for result in check_stack(target.patches, target.tree, is_ancestor=target.is_ancestor):
+            if result.conflict is not None:
+                raise BuildFailed(f"stage patches: patch {result.name} does not apply to {target.component} "
+                                  f"{target.tree.description} ({result.status}): {result.detail}",
+                                  hint=f"`python BUILD.py patches check {spec.name}` shows what the source has instead")
+            if result.status != "applies":
+                print(f"  warning: {result.name}: {result.detail}", file=sys.stderr)
+
+
 def run(args, ws) -> int:
     from enginebuild.executor import execute
     from enginebuild.fetch import Fetcher
@@ -43,7 +65,9 @@ def run(args, ws) -> int:
         start = time.monotonic()
         lock = ws.lock(name)
         plan = plan_image(ws.spec(name), lock, build_args=build_args)
-        outcome = execute(plan, Fetcher(ws.home, lock), ws.home, builder_name=args.builder, verbose=args.verbose)
+        spec = ws.spec(name)
+        outcome = execute(plan, Fetcher(ws.home, lock), ws.home, builder_name=args.builder, verbose=args.verbose,
+                          preflight=lambda stages, spec=spec, lock=lock: check_patches_before_build(ws, spec, lock, stages))
         elapsed = time.monotonic() - start
         if outcome.built:
             print(f"{name}: built {len(outcome.built)} of {len(plan.stages)} stages "

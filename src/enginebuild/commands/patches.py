@@ -1,0 +1,64 @@
+"""Check patch stacks against the exact engine source each image pins, without compiling:
+per patch, applies (with offsets), already upstream, obsolete (its header says upstream
+fixed it at or before the pinned version) or conflicts (file, hunk, what the source has
+instead). With --engine, check against another version or ref without touching the lock.
+Exit 1 when any patch is not `applies`."""
+from __future__ import annotations
+
+import json
+import sys
+
+from enginebuild.errors import EXIT_FAILED, UserError
+
+
+def add_arguments(parser):
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    check = sub.add_parser("check", help="check patch stacks", description=__doc__.strip())
+    check.add_argument("images", nargs="*", metavar="IMAGE")
+    check.add_argument("--all", action="store_true", help="every image of the catalogue that has a patch stack")
+    check.add_argument("--engine", metavar="REF_OR_VERSION",
+                       help="check the engine's stack against this version (sdist) or git ref instead of the lock's pin")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args, ws) -> int:
+    from enginebuild.patches.check import check_stack
+    from enginebuild.patches.targets import stack_targets
+
+    if not args.images and not args.all:
+        raise UserError("name images to check, or --all")
+    names = ws.select(args.images) if args.images else ws.buildable()
+    report, failed = [], False
+    for name in names:
+        spec = ws.spec(name)
+        for target in stack_targets(ws.home, spec, ws.lock(name), engine_ref=args.engine):
+            results = check_stack(target.patches, target.tree, is_ancestor=target.is_ancestor)
+            failed |= any(not r.ok for r in results)
+            report.append((target, results))
+    if args.json:
+        print(json.dumps([{"image": t.image, "component": t.component, "source": t.tree.description,
+                           "override": t.override, "patches": [r.to_json() for r in results]}
+                          for t, results in report], indent=2))
+    else:
+        for target, results in report:
+            note = " (--engine: the lock is not touched)" if target.override else ""
+            print(f"{target.image}: {target.component} {target.tree.description}{note}")
+            for result in results:
+                print(f"  {result.status:<17} {result.name}  {result.detail}")
+                if result.status == "conflicts":
+                    _show_conflict(result.conflict)
+        if not report:
+            print("no image has a patch stack", file=sys.stderr)
+    return EXIT_FAILED if failed else 0
+
+
+def _show_conflict(conflict) -> None:
+    if conflict.expected:
+        print("      the patch expects:")
+        for line in conflict.expected[:12]:
+            print(f"        | {line}")
+    if conflict.found:
+        print(f"      the source has (from line {conflict.found_at}):" if conflict.found_at else "      the source has:")
+        for line in conflict.found[:12]:
+            print(f"        | {line}")

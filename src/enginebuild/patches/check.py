@@ -1,0 +1,112 @@
+"""Checking a patch stack against the exact upstream source it applies to.
+
+Each patch, in order, is: `applies` (hunk offsets reported), `already-upstream` (the
+source already contains its change: the reverse applies), `obsolete` (its header says
+upstream fixed it at or before the pinned version or commit) or `conflicts` (which file,
+which hunk, and what the source has there instead). Nothing is ever skipped silently.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from packaging.version import InvalidVersion, Version
+
+from enginebuild.patches.apply import Text, apply_file
+from enginebuild.patches.patchfile import PatchFile
+from enginebuild.patches.sources import SourceTree
+
+APPLIES, UPSTREAM, OBSOLETE, CONFLICTS = "applies", "already-upstream", "obsolete", "conflicts"
+
+
+@dataclass
+class PatchResult:
+    name: str
+    sha256: str
+    subject: str
+    status: str
+    hunks: list = field(default_factory=list)  # HunkResult of the forward application
+    conflict: object = None  # the first HunkResult that failed
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == APPLIES
+
+    def to_json(self) -> dict:
+        doc = {"name": self.name, "sha256": self.sha256, "subject": self.subject, "status": self.status,
+               "detail": self.detail,
+               "hunks": [{"file": h.file, "hunk": h.index, "header": h.header, "offset": h.offset}
+                         for h in self.hunks if h.applied]}
+        if self.conflict is not None:
+            c = self.conflict
+            doc["conflict"] = {"file": c.file, "hunk": c.index, "header": c.header, "problem": c.problem,
+                               "expected": c.expected, "found": c.found, "found_at_line": c.found_at}
+        return doc
+
+
+def fixed_upstream(patch: PatchFile, tree: SourceTree, is_ancestor=None) -> str | None:
+    """Why the header says this patch is no longer needed at this source, or None."""
+    fixed = patch.fixed_in
+    if fixed.get("commit") and tree.commit and is_ancestor is not None:
+        if is_ancestor(fixed["commit"], tree.commit):
+            return f"its header says upstream fixed it in commit {fixed['commit']}, which {tree.commit[:12]} contains"
+    if fixed.get("version") and tree.version:
+        try:
+            if Version(tree.version) >= Version(fixed["version"]):
+                return f"its header says upstream fixed it in {fixed['version']}; the source is {tree.version}"
+        except InvalidVersion:
+            return None
+    return None
+
+
+def _apply_patch(patch: PatchFile, overlay: dict, tree: SourceTree) -> tuple:
+    """(all applied?, hunk results, new contents by path) against the overlay of earlier patches."""
+    results, updated = [], {}
+    for file_patch in patch.files:
+        path = file_patch.path
+        link = tree.symlink_on_path(path)
+        if link:
+            from enginebuild.patches.apply import HunkResult
+            return False, results + [HunkResult(path, 1, file_patch.hunks[0].header,
+                                                problem=f"writes through a symlink in the source ({link})")], {}
+        current = overlay[path]
+        text = Text.parse(current) if current is not None else None
+        new_text, hunk_results = apply_file(path, text, file_patch)
+        results += hunk_results
+        if not all(h.applied for h in hunk_results):
+            return False, results, {}
+        updated[path] = new_text.dump() if new_text is not None else None
+    return True, results, updated
+
+
+def check_stack(patches: list, tree: SourceTree, *, is_ancestor=None) -> list:
+    paths = sorted({f.path for p in patches for f in p.files})
+    overlay = tree.read_many(paths)
+    out = []
+    for patch in patches:
+        applied, hunks, updated = _apply_patch(patch, overlay, tree)
+        fixed = fixed_upstream(patch, tree, is_ancestor)
+        result = PatchResult(patch.name, patch.sha256, patch.subject, APPLIES, hunks=hunks)
+        if applied:
+            overlay.update(updated)
+            if fixed:
+                result.status, result.detail = OBSOLETE, f"{fixed}; it still applies, but drop it from the stack"
+            else:
+                offsets = [h.offset for h in hunks]
+                moved = [o for o in offsets if o]
+                result.detail = (f"{len(hunks)} hunk(s) at offset 0" if not moved else
+                                 f"{len(hunks)} hunk(s), offsets " + ", ".join(f"{o:+d}" for o in offsets))
+        else:
+            result.conflict = next(h for h in hunks if not h.applied)
+            reverse_ok, _, _ = _apply_patch(patch.reversed(), overlay, tree)
+            if reverse_ok:
+                result.status = UPSTREAM
+                result.detail = "the source already has this change; drop the patch"
+            elif fixed:
+                result.status, result.detail = OBSOLETE, f"{fixed}; drop it from the stack"
+            else:
+                c = result.conflict
+                result.status = CONFLICTS
+                result.detail = f"{c.file}: hunk {c.index} {c.header}: {c.problem}"
+        out.append(result)
+    return out

@@ -1,0 +1,247 @@
+"""Patch files: a DEP-3-like header, then a git-style unified diff.
+
+    Subject: one line saying what the patch does
+    Description: why it exists (continuation lines start with a space)
+    Upstream: the PR or commit that fixes or supersedes it (or "not forwarded: why")
+    Fixed-In: first upstream version and/or commit where it is no longer needed (optional)
+    ---
+    diff --git a/path b/path
+    ...
+
+Loading lints it: a missing header, a path that is absolute or leaves the tree, a
+symlink, a binary or rename patch, or a malformed hunk is an error naming the file.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from enginebuild.errors import UserError
+
+REQUIRED = ("Subject", "Description", "Upstream")
+_HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)")
+_FIELD = re.compile(r"([A-Z][A-Za-z0-9-]*):(.*)")
+_HEX = re.compile(r"[0-9a-f]{7,40}")
+
+
+class PatchError(UserError):
+    pass
+
+
+@dataclass(frozen=True)
+class Hunk:
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    section: str
+    lines: tuple  # (tag, text) with tag in " -+"; text without its newline
+    old_eof_newline: bool = True  # False when "\ No newline at end of file" follows the old side's last line
+    new_eof_newline: bool = True
+
+    @property
+    def header(self) -> str:
+        return f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@"
+
+    @property
+    def old_lines(self) -> list:
+        return [t for tag, t in self.lines if tag in " -"]
+
+    @property
+    def new_lines(self) -> list:
+        return [t for tag, t in self.lines if tag in " +"]
+
+    def reversed(self) -> "Hunk":
+        swap = {" ": " ", "-": "+", "+": "-"}
+        return Hunk(self.new_start, self.new_len, self.old_start, self.old_len, self.section,
+                    tuple((swap[tag], t) for tag, t in self.lines), self.new_eof_newline, self.old_eof_newline)
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    old_path: str | None  # None: the patch creates the file
+    new_path: str | None  # None: the patch deletes the file
+    hunks: tuple
+
+    @property
+    def path(self) -> str:
+        return self.new_path or self.old_path
+
+    def reversed(self) -> "FilePatch":
+        return FilePatch(self.new_path, self.old_path, tuple(h.reversed() for h in self.hunks))
+
+
+@dataclass(frozen=True)
+class PatchFile:
+    name: str
+    sha256: str
+    header: dict
+    files: tuple
+
+    @property
+    def subject(self) -> str:
+        return self.header.get("Subject", "")
+
+    @property
+    def fixed_in(self) -> dict:
+        """{"version": "0.22.0", "commit": "c628a93a64"} from the Fixed-In field, where given."""
+        text = self.header.get("Fixed-In", "").strip()
+        out: dict = {}
+        if not text or text.lower() in ("none", "-", "n/a"):
+            return out
+        for token in re.split(r"[\s,;()]+", text):
+            token = token.strip()
+            if not token or token.lower() in ("commit", "version", "in"):
+                continue
+            if _HEX.fullmatch(token) and not re.fullmatch(r"\d+", token):
+                out.setdefault("commit", token)
+            elif re.fullmatch(r"v?\d+(?:\.\d+)*(?:[a-z0-9.+-]*)", token):
+                out.setdefault("version", token.lstrip("v"))
+        return out
+
+    def reversed(self) -> "PatchFile":
+        return PatchFile(self.name, self.sha256, self.header, tuple(f.reversed() for f in self.files))
+
+
+def _fail(name: str, line: int | None, message: str) -> PatchError:
+    where = f"patches/{name}" + (f":{line}" if line else "")
+    return PatchError(f"{where}: {message}")
+
+
+def _clean_path(name: str, line: int, raw: str, strip: str) -> str | None:
+    raw = raw.split("\t", 1)[0].strip()
+    if raw == "/dev/null":
+        return None
+    if raw.startswith('"'):
+        raise _fail(name, line, f"quoted path {raw} is not supported")
+    if raw.startswith("/"):
+        raise _fail(name, line, f"absolute path {raw!r}: patches must name paths inside the tree")
+    if not raw.startswith(strip):
+        raise _fail(name, line, f"path {raw!r} does not start with {strip!r} (git-style a/ b/ paths expected)")
+    path = raw[len(strip):]
+    parts = path.split("/")
+    if not path or any(p in ("", ".", "..") for p in parts):
+        raise _fail(name, line, f"path {raw!r} leaves the tree or is not normal")
+    if ".git" in parts or any(ord(c) < 32 or c == "\\" for c in path):
+        raise _fail(name, line, f"path {raw!r} is not allowed")
+    return path
+
+
+def parse_patch(name: str, data: bytes) -> PatchFile:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _fail(name, None, "not valid UTF-8") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    header: dict = {}
+    i, last = 0, None
+    while i < len(lines) and not (lines[i].startswith("diff --git ") or lines[i].startswith("--- ")):
+        line = lines[i]
+        if line.strip() == "---" or not line.strip():
+            last = None
+        elif line[:1] in (" ", "\t") and last:
+            header[last] += "\n" + line.strip()
+        else:
+            match = _FIELD.fullmatch(line)
+            if not match:
+                raise _fail(name, i + 1, f"header line is not 'Field: value': {line[:60]!r}")
+            last = match.group(1)
+            if last in header:
+                raise _fail(name, i + 1, f"header field {last} given twice")
+            header[last] = match.group(2).strip()
+        i += 1
+    missing = [f for f in REQUIRED if not header.get(f)]
+    if missing:
+        raise _fail(name, None, f"header lacks {', '.join(missing)}",) if header else _fail(
+            name, None, "no header: a patch starts with Subject:, Description: and Upstream: lines, then ---")
+    files = []
+    while i < len(lines):
+        i, file_patch = _parse_file(name, lines, i)
+        files.append(file_patch)
+    if not files:
+        raise _fail(name, None, "no diff after the header")
+    paths = [f.path for f in files]
+    if len(set(paths)) != len(paths):
+        raise _fail(name, None, "the same file is patched twice in one patch")
+    return PatchFile(name=name, sha256=hashlib.sha256(data).hexdigest(), header=header, files=tuple(files))
+
+
+def _parse_file(name: str, lines: list, i: int) -> tuple:
+    start = i
+    if lines[i].startswith("diff --git "):
+        i += 1
+        while i < len(lines) and not lines[i].startswith("--- ") and not lines[i].startswith("diff --git "):
+            meta = lines[i]
+            if re.match(r"(new file mode|new mode|old mode|deleted file mode) 120000", meta):
+                raise _fail(name, i + 1, "the patch creates or changes a symlink; patches may only write regular files")
+            if meta.startswith(("rename from", "rename to", "copy from", "copy to", "similarity index")):
+                raise _fail(name, i + 1, "renames and copies are not supported; write them as delete and create")
+            if meta.startswith(("GIT binary patch", "Binary files")):
+                raise _fail(name, i + 1, "binary patches are not supported")
+            i += 1
+        if i >= len(lines) or lines[i].startswith("diff --git "):
+            raise _fail(name, start + 1, "a file section without ---/+++ lines (mode-only changes are not supported)")
+    if not lines[i].startswith("--- ") or i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
+        raise _fail(name, i + 1, "expected '--- a/PATH' followed by '+++ b/PATH'")
+    old = _clean_path(name, i + 1, lines[i][4:], "a/")
+    new = _clean_path(name, i + 2, lines[i + 1][4:], "b/")
+    if old is None and new is None:
+        raise _fail(name, i + 1, "both sides are /dev/null")
+    if old and new and old != new:
+        raise _fail(name, i + 1, f"renames are not supported ({old} -> {new})")
+    i += 2
+    hunks = []
+    while i < len(lines) and lines[i].startswith("@@"):
+        i, hunk = _parse_hunk(name, lines, i)
+        hunks.append(hunk)
+    if not hunks:
+        raise _fail(name, i + 1, f"no hunk for {new or old}")
+    if i < len(lines) and not lines[i].startswith("diff --git ") and not lines[i].startswith("--- "):
+        raise _fail(name, i + 1, f"unexpected line after the last hunk: {lines[i][:60]!r}")
+    return i, FilePatch(old, new, tuple(hunks))
+
+
+def _parse_hunk(name: str, lines: list, i: int) -> tuple:
+    match = _HUNK.fullmatch(lines[i])
+    if not match:
+        raise _fail(name, i + 1, f"malformed hunk header {lines[i][:60]!r}")
+    old_start, old_len = int(match.group(1)), int(match.group(2) if match.group(2) is not None else 1)
+    new_start, new_len = int(match.group(3)), int(match.group(4) if match.group(4) is not None else 1)
+    header_line = i + 1
+    i += 1
+    body, seen_old, seen_new = [], 0, 0
+    old_eof = new_eof = True
+    while seen_old < old_len or seen_new < new_len:
+        if i >= len(lines):
+            raise _fail(name, header_line, f"hunk {lines[header_line - 1]} ends early "
+                                           f"({seen_old}/{old_len} old, {seen_new}/{new_len} new lines)")
+        line = lines[i]
+        tag, content = (line[:1], line[1:]) if line else (" ", "")
+        if tag not in " -+":
+            raise _fail(name, i + 1, f"malformed hunk line {line[:60]!r} (hunk {lines[header_line - 1]} "
+                                     f"promised {old_len} old and {new_len} new lines)")
+        body.append((tag, content))
+        seen_old += tag in " -"
+        seen_new += tag in " +"
+        i += 1
+        if i < len(lines) and lines[i].startswith("\\"):
+            if tag in " -" and seen_old == old_len:
+                old_eof = False
+            if tag in " +" and seen_new == new_len:
+                new_eof = False
+            i += 1
+    if seen_old != old_len or seen_new != new_len:
+        raise _fail(name, header_line, "hunk line counts do not match its header")
+    return i, Hunk(old_start, old_len, new_start, new_len, match.group(5), tuple(body), old_eof, new_eof)
+
+
+def load_patch(path: Path, name: str) -> PatchFile:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise _fail(name, None, f"cannot read: {exc.strerror}") from None
+    return parse_patch(name, data)

@@ -1,0 +1,202 @@
+"""`patches check` against real sources: local git repositories, and real vLLM sdists from PyPI."""
+import json
+import textwrap
+
+import pytest
+from conftest import run_cli
+from helpers.gitrepo import Repo
+from helpers.specs import write_image, write_patch
+
+BUGGY = textwrap.dedent("""\
+    def aux_layers(cfg):
+        \"\"\"Which hidden states the drafter reads.\"\"\"
+        layer_ids = cfg["target_layer_ids"]
+        return tuple(layer_ids)
+    """)
+FIXED = BUGGY.replace('layer_ids = cfg["target_layer_ids"]', 'layer_ids = [i + 1 for i in cfg["target_layer_ids"]]')
+REWRITTEN = BUGGY.replace('layer_ids = cfg["target_layer_ids"]', 'layer_ids = shift(cfg.get("target_layer_ids", []))')
+
+FIX_PATCH = """\
+    Subject: add one to each drafter layer id
+    Description: drafters count the embeddings as state 0.
+    Upstream: https://example.invalid/pull/1
+    Fixed-In: 1.3
+    ---
+    diff --git a/engine/runner.py b/engine/runner.py
+    --- a/engine/runner.py
+    +++ b/engine/runner.py
+    @@ -1,4 +1,4 @@
+     def aux_layers(cfg):
+         \"\"\"Which hidden states the drafter reads.\"\"\"
+    -    layer_ids = cfg["target_layer_ids"]
+    +    layer_ids = [i + 1 for i in cfg["target_layer_ids"]]
+         return tuple(layer_ids)
+    """
+
+NOTE_PATCH = """\
+    Subject: document the layer ids
+    Description: a second patch, touching the same function.
+    Upstream: not forwarded
+    ---
+    diff --git a/engine/runner.py b/engine/runner.py
+    --- a/engine/runner.py
+    +++ b/engine/runner.py
+    @@ -1,2 +1,2 @@
+     def aux_layers(cfg):
+    -    \"\"\"Which hidden states the drafter reads.\"\"\"
+    +    \"\"\"Which hidden states the drafter reads (ids counted after the embeddings).\"\"\"
+    """
+
+
+@pytest.fixture
+def upstream(tmp_path, git_available):
+    repo = Repo(tmp_path / "engine-upstream")
+    commits = {
+        "v1.0": repo.commit({"engine/runner.py": BUGGY, "engine/config.py": "X = 1\n"}, "1.0", tag="v1.0"),
+        "v1.1": repo.commit({"engine/runner.py": "import os\n\n\n" + BUGGY}, "1.1", tag="v1.1"),
+        "v1.2": repo.commit({"engine/runner.py": "import os\n\n\n" + FIXED}, "1.2", tag="v1.2"),
+        "v1.3": repo.commit({"engine/runner.py": "import os\n\n\n" + REWRITTEN}, "1.3", tag="v1.3"),
+        "v1.4": repo.commit({"engine/runner.py": ("symlink", "/etc/hostname")}, "1.4", tag="v1.4"),
+    }
+    return repo, commits
+
+
+@pytest.fixture
+def image(workspace, upstream):
+    repo, _ = upstream
+    write_patch(workspace, "engine/0001-layer-ids.patch", FIX_PATCH)
+    write_patch(workspace, "engine/0002-docstring.patch", NOTE_PATCH)
+    write_image(workspace, "t", f"""
+        base: scratch
+        platform: linux/amd64
+        engine:
+          name: engine
+          source:
+            git: {{url: "{repo.url}", ref: v1.0}}
+        patches: [engine/0001-layer-ids.patch, engine/0002-docstring.patch]
+        """)
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    return workspace
+
+
+def check(workspace, *extra):
+    proc = run_cli(["patches", "check", "t", "--json", *extra], workspace)
+    assert proc.returncode in (0, 1), proc.stderr
+    doc = json.loads(proc.stdout)
+    return proc.returncode, {p["name"]: p for p in doc[0]["patches"]}
+
+
+def test_the_pinned_stack_applies(image):
+    code, patches = check(image)
+    assert code == 0
+    assert patches["engine/0001-layer-ids.patch"]["status"] == "applies"
+    assert patches["engine/0001-layer-ids.patch"]["hunks"] == [
+        {"file": "engine/runner.py", "hunk": 1, "header": "@@ -1,4 +1,4 @@", "offset": 0}]
+
+
+def test_a_moved_function_applies_with_the_offset_reported(image):
+    code, patches = check(image, "--engine", "v1.1")
+    assert code == 0
+    assert [h["offset"] for h in patches["engine/0001-layer-ids.patch"]["hunks"]] == [3]
+    assert [h["offset"] for h in patches["engine/0002-docstring.patch"]["hunks"]] == [3]
+
+
+def test_a_change_already_upstream_is_reported_and_fails_the_check(image):
+    code, patches = check(image, "--engine", "v1.2")
+    assert code == 1
+    assert patches["engine/0001-layer-ids.patch"]["status"] == "already-upstream"
+    assert patches["engine/0002-docstring.patch"]["status"] == "applies"
+
+
+def test_a_patch_whose_header_says_it_is_fixed_is_obsolete(image):
+    code, patches = check(image, "--engine", "v1.3")
+    assert code == 1
+    assert patches["engine/0001-layer-ids.patch"]["status"] == "obsolete"
+    assert "fixed it in 1.3" in patches["engine/0001-layer-ids.patch"]["detail"]
+
+
+def test_a_conflict_names_file_hunk_and_what_the_source_has_instead(image, workspace):
+    patch = workspace / "patches/engine/0001-layer-ids.patch"
+    patch.write_text(patch.read_text().replace("Fixed-In: 1.3\n", ""))
+    proc = run_cli(["patches", "check", "t", "--engine", "v1.3"], workspace)
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert lines[1] == ("  conflicts         engine/0001-layer-ids.patch  engine/runner.py: hunk 1 @@ -1,4 +1,4 @@: "
+                        "the source differs from the hunk's context")
+    assert "      the source has (from line 4):" in lines
+    assert '        |     layer_ids = shift(cfg.get("target_layer_ids", []))' in lines
+
+
+def test_writing_through_a_symlink_of_the_source_is_a_conflict(image):
+    code, patches = check(image, "--engine", "v1.4")
+    assert code == 1
+    conflict = patches["engine/0002-docstring.patch"]["conflict"]
+    assert conflict["problem"] == "writes through a symlink in the source (engine/runner.py)"
+
+
+def test_obsolescence_by_commit_follows_git_ancestry(image, upstream, workspace):
+    _, commits = upstream
+    patch = workspace / "patches/engine/0001-layer-ids.patch"
+    patch.write_text(patch.read_text().replace("Fixed-In: 1.3", f"Fixed-In: commit {commits['v1.2'][:10]}"))
+    assert check(image, "--engine", "v1.1")[1]["engine/0001-layer-ids.patch"]["status"] == "applies"
+    assert check(image, "--engine", "v1.3")[1]["engine/0001-layer-ids.patch"]["status"] == "obsolete"
+
+
+def test_engine_override_does_not_touch_the_lock(image):
+    before = (image / "lockfiles/t.lock").read_bytes()
+    check(image, "--engine", "v1.3")
+    assert (image / "lockfiles/t.lock").read_bytes() == before
+
+
+def test_a_hostile_patch_is_refused_when_the_spec_loads(image, workspace):
+    patch = workspace / "patches/engine/0002-docstring.patch"
+    patch.write_text(patch.read_text().replace("a/engine/runner.py", "a/../outside.py").replace(
+        "b/engine/runner.py", "b/../outside.py"))
+    for command in (["patches", "check", "t"], ["lock", "--check", "t"], ["render", "t"]):
+        proc = run_cli(command, workspace)
+        assert proc.returncode == 2
+        assert proc.stderr.startswith("error: patches/engine/0002-docstring.patch:6: path 'a/../outside.py' leaves the tree")
+
+
+# -- the mission's vLLM patches against the real sdists from PyPI -----------------------------
+
+@pytest.fixture
+def vllm_image(workspace, pypi_reachable):
+    write_image(workspace, "v", """
+        base: scratch
+        platform: linux/arm64
+        engine:
+          name: vllm
+          source:
+            pypi: {version: 0.21.0}
+        patches:
+          - vllm/0001-dflash-target-layer-ids-off-by-one.patch
+          - vllm/0002-qwen3-next-supports-eagle3.patch
+        """)
+    assert run_cli(["lock", "v"], workspace).returncode == 0
+    return workspace
+
+
+@pytest.mark.network
+def test_the_vllm_stack_applies_to_the_021_sdist(vllm_image):
+    proc = run_cli(["patches", "check", "v"], vllm_image)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "  applies           vllm/0001-dflash-target-layer-ids-off-by-one.patch  1 hunk(s) at offset 0" in proc.stdout
+    assert "  applies           vllm/0002-qwen3-next-supports-eagle3.patch  2 hunk(s) at offset 0" in proc.stdout
+
+
+@pytest.mark.network
+def test_on_022_the_off_by_one_fix_is_obsolete_and_the_check_fails(vllm_image):
+    proc = run_cli(["patches", "check", "v", "--engine", "0.22.0", "--json"], vllm_image)
+    assert proc.returncode == 1
+    patches = {p["name"]: p for p in json.loads(proc.stdout)[0]["patches"]}
+    assert patches["vllm/0001-dflash-target-layer-ids-off-by-one.patch"]["status"] in ("obsolete", "already-upstream")
+    assert patches["vllm/0002-qwen3-next-supports-eagle3.patch"]["status"] == "applies"
+
+
+@pytest.mark.network
+def test_on_024_the_supports_eagle3_marker_is_already_upstream(vllm_image):
+    proc = run_cli(["patches", "check", "v", "--engine", "0.24.0", "--json"], vllm_image)
+    assert proc.returncode == 1
+    patches = {p["name"]: p for p in json.loads(proc.stdout)[0]["patches"]}
+    assert patches["vllm/0002-qwen3-next-supports-eagle3.patch"]["status"] == "already-upstream"

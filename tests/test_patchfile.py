@@ -1,0 +1,94 @@
+"""Loading a patch lints it: each problem is an error naming the patch file (and line)."""
+import textwrap
+
+import pytest
+
+from enginebuild.patches.patchfile import PatchError, parse_patch
+
+HEADER = "Subject: s\nDescription: d\nUpstream: https://example.invalid/pr/1\nFixed-In: 0.22.0, commit c628a93a64\n---\n"
+DIFF = textwrap.dedent("""\
+    diff --git a/pkg/mod.py b/pkg/mod.py
+    --- a/pkg/mod.py
+    +++ b/pkg/mod.py
+    @@ -1,3 +1,3 @@
+     a
+    -b
+    +B
+     c
+    """)
+
+
+def error(text: str) -> str:
+    with pytest.raises(PatchError) as info:
+        parse_patch("vllm/0001-x.patch", text.encode())
+    return info.value.message
+
+
+def test_a_well_formed_patch_parses_with_its_header_and_hunks():
+    patch = parse_patch("vllm/0001-x.patch", (HEADER + DIFF).encode())
+    assert patch.subject == "s"
+    assert patch.fixed_in == {"version": "0.22.0", "commit": "c628a93a64"}
+    (file_patch,) = patch.files
+    assert file_patch.path == "pkg/mod.py"
+    assert file_patch.hunks[0].old_lines == ["a", "b", "c"] and file_patch.hunks[0].new_lines == ["a", "B", "c"]
+
+
+def test_a_patch_without_a_header_is_refused():
+    assert error(DIFF) == ("patches/vllm/0001-x.patch: no header: a patch starts with Subject:, Description: "
+                           "and Upstream: lines, then ---")
+
+
+def test_a_header_missing_a_required_field_is_named():
+    assert error("Subject: s\nUpstream: u\n---\n" + DIFF) == "patches/vllm/0001-x.patch: header lacks Description"
+
+
+def test_absolute_paths_are_refused():
+    text = HEADER + DIFF.replace("--- a/pkg/mod.py", "--- /etc/passwd")
+    assert error(text) == ("patches/vllm/0001-x.patch:7: absolute path '/etc/passwd': "
+                           "patches must name paths inside the tree")
+
+
+def test_paths_leaving_the_tree_are_refused():
+    text = HEADER + DIFF.replace("a/pkg/mod.py", "a/../../etc/cron.d/x").replace("b/pkg/mod.py", "b/../../etc/cron.d/x")
+    assert "leaves the tree" in error(text)
+
+
+def test_paths_into_git_metadata_are_refused():
+    text = HEADER + DIFF.replace("pkg/mod.py", ".git/hooks/post-checkout")
+    assert "is not allowed" in error(text)
+
+
+def test_symlinks_are_refused():
+    text = HEADER + "diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+/etc/passwd\n"
+    assert error(text) == ("patches/vllm/0001-x.patch:7: the patch creates or changes a symlink; "
+                           "patches may only write regular files")
+
+
+def test_binary_patches_are_refused():
+    text = HEADER + "diff --git a/x.bin b/x.bin\nGIT binary patch\nliteral 1\n"
+    assert "binary patches are not supported" in error(text)
+
+
+def test_a_hunk_shorter_than_its_header_is_refused_with_its_line():
+    text = HEADER + DIFF.replace("@@ -1,3 +1,3 @@", "@@ -1,4 +1,4 @@")
+    assert error(text) == ("patches/vllm/0001-x.patch:9: hunk @@ -1,4 +1,4 @@ ends early "
+                           "(3/4 old, 3/4 new lines)")
+
+
+def test_a_garbled_hunk_line_is_refused():
+    text = HEADER + DIFF.replace(" c\n", "*c\n")
+    assert "malformed hunk line" in error(text)
+
+
+def test_a_malformed_hunk_header_is_refused():
+    assert "malformed hunk header" in error(HEADER + DIFF.replace("@@ -1,3 +1,3 @@", "@@ -1,3 @@"))
+
+
+def test_renames_are_refused():
+    text = HEADER + DIFF.replace("+++ b/pkg/mod.py", "+++ b/pkg/other.py")
+    assert "renames are not supported" in error(text)
+
+
+def test_a_patch_that_is_not_utf8_is_refused():
+    with pytest.raises(PatchError):
+        parse_patch("x.patch", b"Subject: \xff\n")
