@@ -11,8 +11,6 @@ import os
 import sys
 import time
 
-import requests
-
 from enginebuild import __version__
 
 RETRY_STATUS = {429, 502, 503, 504}
@@ -24,12 +22,12 @@ USER_AGENT = f"enginebuild/{__version__}"
 class HttpFailure(Exception):
     """The request failed after bounded retries; `response` is the last one, if any."""
 
-    def __init__(self, message: str, response: requests.Response | None = None):
+    def __init__(self, message: str, response=None):
         super().__init__(message)
         self.response = response
 
 
-def _retry_after(response: requests.Response) -> float | None:
+def _retry_after(response) -> float | None:
     value = response.headers.get("Retry-After")
     if not value:
         return None
@@ -50,23 +48,33 @@ def _backoff(attempt: int) -> float:
 
 class Http:
     def __init__(self, *, attempts: int = MAX_ATTEMPTS, timeout: float = 60.0, log=None):
-        self.session = requests.Session()
-        self.session.headers["User-Agent"] = USER_AGENT
+        self._session = None
         self.attempts = attempts
         self.timeout = timeout
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.waited_s = 0.0
 
-    def request(self, method: str, url: str, *, retry_body: bool = True, **kwargs) -> requests.Response:
+    @property
+    def session(self):
+        if self._session is None:
+            import requests  # imported on first use: commands that never touch the network do not pay for it
+
+            self._requests = requests
+            self._session = requests.Session()
+            self._session.headers["User-Agent"] = USER_AGENT
+        return self._session
+
+    def request(self, method: str, url: str, *, retry_body: bool = True, **kwargs):
         kwargs.setdefault("timeout", self.timeout)
         last_error = "no attempt made"
         response = None
         for attempt in range(self.attempts):
             if attempt and not retry_body and kwargs.get("data") is not None and hasattr(kwargs["data"], "read"):
                 raise HttpFailure(f"{method} {url}: {last_error} (a streamed body cannot be sent again)", response)
+            session = self.session
             try:
-                response = self.session.request(method, url, **kwargs)
-            except requests.RequestException as exc:
+                response = session.request(method, url, **kwargs)
+            except self._requests.RequestException as exc:
                 last_error = f"connection failed: {type(exc).__name__}"
                 wait = _backoff(attempt)
             else:

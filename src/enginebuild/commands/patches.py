@@ -18,7 +18,8 @@ def add_arguments(parser):
     check.add_argument("images", nargs="*", metavar="IMAGE")
     check.add_argument("--all", action="store_true", help="every image of the catalogue that has a patch stack")
     check.add_argument("--engine", metavar="REF_OR_VERSION",
-                       help="check the engine's stack against this version (sdist) or git ref instead of the lock's pin")
+                       help="check the engine's stack against this version (sdist) or git ref instead of the lock's pin; "
+                            "`latest` is the newest release (upstream HEAD for git sources)")
     check.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -32,6 +33,10 @@ def run(args, ws) -> int:
     report, failed = [], False
     for name in names:
         spec = ws.spec(name)
+        if args.engine and spec.engine and spec.engine.source.kind == "path" and not args.images:
+            print(f"{name}: not checked against --engine {args.engine}: its engine source is a folder of this "
+                  "repository", file=sys.stderr)
+            continue
         for target in stack_targets(ws.home, spec, ws.lock(name), engine_ref=args.engine):
             results = check_stack(target.patches, target.tree, is_ancestor=target.is_ancestor)
             failed |= any(not r.ok for r in results)

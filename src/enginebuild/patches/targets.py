@@ -58,10 +58,17 @@ def tree_for(home, source: Source, pin: dict, http: Http, request_ref: str = "")
 
 
 def override_pin(home, source: Source, ref: str, http: Http) -> dict:
+    """The pin of another version of the engine; `latest` is the newest release (or upstream HEAD)."""
     if source.kind == "pypi":
-        return {"kind": "pypi", **PyPI(http).resolve_sdist(source.name, ref)}
+        pypi = PyPI(http)
+        version = pypi.project(source.name)[0]["info"]["version"] if ref == "latest" else ref
+        return {"kind": "pypi", **pypi.resolve_sdist(source.name, version)}
     if source.kind == "git":
-        return {"kind": "git", "url": source.url, "commit": Mirror(home, source.url).resolve(ref)}
+        mirror = Mirror(home, source.url)
+        commit = mirror.remote_refs().get("HEAD") if ref == "latest" else mirror.resolve(ref)
+        if not commit:
+            raise UserError(f"--engine latest: {source.url} advertises no HEAD")
+        return {"kind": "git", "url": source.url, "commit": commit}
     raise UserError(f"--engine: the engine's source is a folder of this repository ({source.display}); "
                     "there is no other version to check against")
 

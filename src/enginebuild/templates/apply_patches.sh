@@ -20,7 +20,7 @@ for name in "$@"; do
     case $tool in
         git) git apply --check -p1 "$file" >"$log" 2>&1 && git apply -p1 "$file" >>"$log" 2>&1 ;;
         gnu) patch -p1 -F0 -N --batch --dry-run -i "$file" >"$log" 2>&1 && patch -p1 -F0 -N --batch -i "$file" >>"$log" 2>&1 ;;
-        busybox) patch -p1 -N --dry-run -i "$file" >"$log" 2>&1 && patch -p1 -N -i "$file" >>"$log" 2>&1 ;;
+        busybox) patch -p1 --dry-run -i "$file" >"$log" 2>&1 && patch -p1 -i "$file" >>"$log" 2>&1 ;;
     esac || {
         echo "enginebuild: patch $name does not apply to $target ($tool):" >&2
         sed 's/^/    /' "$log" >&2
