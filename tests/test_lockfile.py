@@ -34,7 +34,7 @@ def test_a_build_refuses_an_input_that_is_not_pinned(workspace):
     write_image(workspace, "t", "base: 127.0.0.1:5999/nowhere/base:latest\nplatform: linux/amd64\n")
     proc = run_cli(["image", "t"], workspace)
     assert proc.returncode == 2
-    assert "images/t/image.yaml: refusing to build with inputs that are not pinned in the lock" in proc.stderr
+    assert "images/t/image.yaml:1: refusing to build with inputs that are not pinned in the lock" in proc.stderr
     assert "lockfile: lockfiles/t.lock does not exist" in proc.stderr
 
 
@@ -48,7 +48,7 @@ def test_an_input_recorded_as_unresolvable_blocks_the_build_with_the_reason(work
     assert run_cli(["lock", "--check", "t"], workspace).returncode == 0
     proc = run_cli(["image", "t"], workspace)
     assert proc.returncode == 2
-    assert "input 'base' is not pinned in lockfiles/t.lock" in proc.stderr
+    assert "images/t/image.yaml:1: input 'base' is not pinned in lockfiles/t.lock" in proc.stderr
 
 
 def test_a_hand_edited_pin_is_refused_naming_the_file(workspace):

@@ -149,6 +149,7 @@ def test_cli_reports_spec_errors_with_exit_2_and_no_traceback(workspace):
 
 
 def test_a_patch_stack_without_an_engine_is_refused(workspace):
-    write_patch(workspace, "e/0001-x.patch", "Subject: x\n---\n")
+    write_patch(workspace, "e/0001-x.patch", "Subject: x\nDescription: y\nUpstream: z\n---\n"
+                "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
     write_image(workspace, "t", MINIMAL + "patches: [e/0001-x.patch]\n")
     assert "needs an engine" in spec_error(workspace, "t")

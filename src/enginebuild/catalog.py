@@ -41,7 +41,8 @@ class Catalog:
             raise UserError(f"no image named {name!r} (looked for {self.display(name)})",
                             hint=f"did you mean {close[0]!r}?" if close else "`python BUILD.py list` shows the images")
         chain, tree = self._merged(name)
-        spec_schema.IMAGE.check(tree, "", tree.where, partial=False)
+        # an abstract image is a shared definition: it need not be complete
+        spec_schema.IMAGE.check(tree, "", tree.where, partial=bool(tree.get("abstract")))
         return build_image_spec(self.root, name, tuple(chain), tree)
 
     def load_all(self) -> list:

@@ -92,12 +92,12 @@ def execute(plan: Plan, fetcher: Fetcher, home: Path, *, engine: EngineAPI | Non
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     context_file.unlink()
-            history.record(plan.image, [stage])
+            history.record(plan.image_tag, [stage])
             outcome.built.append(stage.name)
             outcome.seconds[stage.name] = elapsed
             say(f"  [{index}/{total}] {stage.name:<14} {stage.short}  built in {elapsed:.1f}s")
     ensure_image_tag(engine, plan)
-    BuildHistory(home).record(plan.image, plan.stages)
+    BuildHistory(home).record(plan.image_tag, plan.stages)
     return outcome
 
 

@@ -33,7 +33,7 @@ def artifact_sources(lock: Lock) -> dict:
             out[f["sha256"]] = (f["url"], f["filename"])
     for name, entry in lock.inputs.items():
         resolved = entry.get("resolved") or {}
-        if (name == "engine" or name.startswith("plugin.")) and resolved.get("kind") == "pypi":
+        if (name == "engine" or name.startswith(("plugin.", "vendor."))) and resolved.get("kind") == "pypi":
             out[resolved["sha256"]] = (resolved["url"], resolved["filename"])
     return out
 

@@ -12,7 +12,8 @@ class BuildHistory:
         self.folder = Path(home) / "history"
 
     def _path(self, image: str) -> Path:
-        return self.folder / f"{image}.json"
+        """`image` is the image's tag (enginebuild/NAME:latest, or :on-... for a stand-in base)."""
+        return self.folder / (image.replace("/", "_").replace(":", "@") + ".json")
 
     def read(self, image: str) -> dict:
         try:

@@ -10,6 +10,7 @@ import email.utils
 import os
 import sys
 import time
+from urllib.parse import urlsplit
 
 from enginebuild import __version__
 
@@ -49,6 +50,7 @@ def _backoff(attempt: int) -> float:
 class Http:
     def __init__(self, *, attempts: int = MAX_ATTEMPTS, timeout: float = 60.0, log=None):
         self._session = None
+        self.unresolvable: set = set()  # hosts whose name did not resolve: not asked again this run
         self.attempts = attempts
         self.timeout = timeout
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
@@ -68,6 +70,9 @@ class Http:
         kwargs.setdefault("timeout", self.timeout)
         last_error = "no attempt made"
         response = None
+        host = urlsplit(url).hostname or ""
+        if host in self.unresolvable:
+            raise HttpFailure(f"{method} {_short(url)}: the name {host} does not resolve (not retried)")
         for attempt in range(self.attempts):
             if attempt and not retry_body and kwargs.get("data") is not None and hasattr(kwargs["data"], "read"):
                 raise HttpFailure(f"{method} {url}: {last_error} (a streamed body cannot be sent again)", response)
@@ -75,6 +80,10 @@ class Http:
             try:
                 response = session.request(method, url, **kwargs)
             except self._requests.RequestException as exc:
+                if _name_not_resolved(exc):
+                    self.unresolvable.add(host)
+                    raise HttpFailure(f"{method} {_short(url)}: the name {host} does not resolve "
+                                      "(no network access to it from here?)") from None
                 last_error = f"connection failed: {type(exc).__name__}"
                 wait = _backoff(attempt)
             else:
@@ -90,6 +99,19 @@ class Http:
                 time.sleep(wait)
                 self.waited_s += wait
         raise HttpFailure(f"{method} {_short(url)}: {last_error} after {self.attempts} attempts", response)
+
+
+def _name_not_resolved(exc: BaseException) -> bool:
+    """A DNS failure, which a retry seconds later will not mend."""
+    seen = 0
+    while exc is not None and seen < 10:
+        text = f"{type(exc).__name__}: {exc}"
+        if "NameResolutionError" in text or "Name or service not known" in text or "Temporary failure in name resolution" in text \
+                or "No address associated with hostname" in text or "nodename nor servname" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__ or (exc.args[0] if exc.args and isinstance(exc.args[0], BaseException) else None)
+        seen += 1
+    return False
 
 
 def _short(url: str) -> str:

@@ -72,6 +72,9 @@ def resolve_input(resolvers: Resolvers, spec: ImageSpec, name: str) -> dict:
         return {"files": [index.resolve_requirement(r, tags) for r in p.requirements]}
     if name == "engine":
         return resolve_source(resolvers, spec.engine.source)
+    if name.startswith("vendor."):
+        vendor = next(v for v in spec.engine.vendor if f"vendor.{v.name}" == name)
+        return resolve_source(resolvers, vendor.source)
     if name.startswith("plugin."):
         plugin = next(p for p in spec.plugins if f"plugin.{p.name}" == name)
         return resolve_source(resolvers, plugin.source)

@@ -30,7 +30,7 @@ def source_request(source: Source) -> dict:
 
 def requests_for(spec: ImageSpec) -> dict:
     """What each floating input of the spec asks for, keyed by input name."""
-    out: dict = {"base": {"ref": spec.base, "platform": spec.platform}}
+    out: dict = {"base": {"ref": spec.base, "platform": spec.platform}} if spec.base else {}
     if spec.system and spec.system.packages:
         s = spec.system
         out["system"] = {"packages": sorted(s.packages), "archive": s.archive_url, "suite": s.suite,
@@ -39,8 +39,13 @@ def requests_for(spec: ImageSpec) -> dict:
         p = spec.python
         out["python"] = {"requirements": list(p.requirements), "index": p.index, "python": p.version,
                          "arch": spec.arch}
-    if spec.engine and spec.engine.source.kind != "path":
-        out["engine"] = source_request(spec.engine.source)
+    engine = spec.engine
+    # an overlay's source only matters to check its patches against
+    if engine and engine.source.kind != "path" and (not engine.overlay or spec.patches):
+        out["engine"] = source_request(engine.source)
+    for vendor in engine.vendor if engine else ():
+        if vendor.source.kind != "path":
+            out[f"vendor.{vendor.name}"] = source_request(vendor.source)
     for plugin in spec.plugins:
         if plugin.source.kind != "path":
             out[f"plugin.{plugin.name}"] = source_request(plugin.source)

@@ -50,12 +50,22 @@ class Build:
 
 
 @dataclass(frozen=True)
+class Vendor:
+    """A third-party source the engine's build would otherwise download, handed over by path."""
+
+    name: str
+    source: Source
+    env: str
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     source: Source
     installed: str | None
     dest: str
     build: Build | None
+    vendor: tuple = ()
 
     @property
     def overlay(self) -> bool:
@@ -97,14 +107,23 @@ class Python:
 
 
 @dataclass(frozen=True)
+class Model:
+    name: str = ""
+    quantization: str = ""
+    format: str = ""
+    drafter: str = ""
+
+
+@dataclass(frozen=True)
 class ImageSpec:
     name: str
     file: str
     chain: tuple  # this image and the images it extends, nearest first
     abstract: bool
     description: str
+    model: Model
     platform: str
-    base: str
+    base: str | None
     system: System | None
     python: Python | None
     engine: Engine | None
@@ -249,7 +268,8 @@ def build_image_spec(root: Path, name: str, chain: tuple, tree: YMap) -> ImageSp
             pip=b.get(node, "pip", "python", DEFAULT_PIP),
         )
     engine = None
-    if "engine" in tree:
+    abstract = bool(tree.get("abstract"))
+    if "engine" in tree and not (abstract and "source" not in tree["engine"]):
         node = b.get(tree, "engine", "")
         engine_name = b.get(node, "name", "engine")
         build = None
@@ -266,12 +286,23 @@ def build_image_spec(root: Path, name: str, chain: tuple, tree: YMap) -> ImageSp
         if installed and build:
             raise SpecError(b.where("engine.build"), "engine.build",
                             "an installed (overlay) engine is not built; remove engine.build or engine.installed")
+        vendor = []
+        for i, vnode in enumerate(b.get(node, "vendor", "engine", ()) or ()):
+            path = f"engine.vendor[{i}]"
+            vname = b.get(vnode, "name", path)
+            vendor.append(Vendor(vname, b.source(b.get(vnode, "source", path), f"{path}.source", vname),
+                                 b.get(vnode, "env", path)))
+        if vendor and installed:
+            raise SpecError(b.where("engine.vendor"), "engine.vendor", "vendored sources are for source builds only")
+        if len({v.name for v in vendor}) != len(vendor):
+            raise SpecError(b.where("engine.vendor"), "engine.vendor", "two vendored sources have the same name")
         engine = Engine(
             name=engine_name,
             source=b.source(b.get(node, "source", "engine"), "engine.source", engine_name),
             installed=installed,
             dest=b.get(node, "dest", "engine", DEFAULT_SRC_DIR),
             build=build,
+            vendor=tuple(vendor),
         )
     patches = b.patches(b.get(tree, "patches", ""), "patches")
     if patches and engine is None:
@@ -298,6 +329,7 @@ def build_image_spec(root: Path, name: str, chain: tuple, tree: YMap) -> ImageSp
         chain=chain,
         abstract=bool(b.get(tree, "abstract", "", False)),
         description=b.get(tree, "description", "", ""),
+        model=Model(**{k: v for k, v in (b.get(tree, "model", "", {}) or {}).items()}),
         platform=b.get(tree, "platform", "", DEFAULT_PLATFORM),
         base=b.get(tree, "base", ""),
         system=system,

@@ -142,6 +142,16 @@ BUILD = Record(
     doc="{script, args, cache, secrets}",
 )
 
+VENDOR = Record(
+    {
+        "name": Str(pattern=NAME, what="a lower-case name"),
+        "source": SOURCE,
+        "env": Str(pattern=ENV_NAME, what="an environment variable name"),
+    },
+    required=("name", "source", "env"),
+    doc="{name, source, env}",
+)
+
 ENGINE = Record(
     {
         "name": Str(pattern=NAME, what="a lower-case name"),
@@ -149,9 +159,20 @@ ENGINE = Record(
         "installed": ABS,
         "dest": ABS,
         "build": BUILD,
+        "vendor": ListOf(VENDOR),
     },
     required=("name", "source"),
-    doc="{name, source, installed, dest, build}",
+    doc="{name, source, installed, dest, build, vendor}",
+)
+
+MODEL = Record(
+    {
+        "name": TEXT,
+        "quantization": Enum(("nvfp4", "mxfp4", "fp8", "bf16", "int4", "gguf")),
+        "format": Enum(("modelopt", "compressed-tensors", "gguf", "hf")),
+        "drafter": TEXT,
+    },
+    doc="{name, quantization, format, drafter}",
 )
 
 PLUGIN = Record(
@@ -170,6 +191,7 @@ IMAGE = Record(
         "extends": Str(pattern=NAME, what="the name of another image"),
         "abstract": Bool(),
         "description": TEXT,
+        "model": MODEL,
         "platform": Str(pattern=PLATFORM, what="a platform such as linux/arm64"),
         "base": Str(pattern=r"scratch|" + IMAGE_REF, what="an image reference (repo:tag or repo@sha256:...) or scratch"),
         "system": Record(

@@ -6,6 +6,7 @@ reaches only the stages at and after the one whose inputs changed.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -60,14 +61,11 @@ class Plan:
     base_ref: str
     stages: tuple
     manifest: dict = field(compare=False, hash=False)
+    image_tag: str = ""
 
     @property
     def final(self) -> Stage:
         return self.stages[-1]
-
-    @property
-    def image_tag(self) -> str:
-        return f"enginebuild/{self.image}:latest"
 
 
 def _finish(name, parent_ref, parent_key, platform, dockerfile, items, extra_inputs=None, secrets=()) -> Stage:
@@ -91,7 +89,7 @@ def pinned(lock: Lock, name: str, spec: ImageSpec):
     resolved = entry.get("resolved")
     if resolved is None:
         why = entry.get("unresolved", "not resolved")
-        raise LockError(f"{spec.file}: input {name!r} is not pinned in lockfiles/{spec.name}.lock: {why}",
+        raise LockError(f"{spec.where(name.split('.')[0])}: input {name!r} is not pinned in lockfiles/{spec.name}.lock: {why}",
                         hint=f"run `python BUILD.py lock {spec.name}` where its source is reachable")
     return resolved
 
@@ -100,7 +98,8 @@ def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
     problems = stale_inputs(spec, lock)
     if problems:
         detail = "; ".join(f"{name}: {why}" for name, why in problems)
-        raise LockError(f"{spec.file}: refusing to build with inputs that are not pinned in the lock ({detail})",
+        where = spec.where(problems[0][0]) if problems[0][0] != "lockfile" else spec.where("base")
+        raise LockError(f"{where}: refusing to build with inputs that are not pinned in the lock ({detail})",
                         hint=f"run `python BUILD.py lock {spec.name}` and commit lockfiles/{spec.name}.lock")
     for name in lock.inputs:
         pinned(lock, name, spec)
@@ -108,11 +107,11 @@ def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
 
 
 class _Planner:
-    def __init__(self, spec: ImageSpec, lock: Lock, build_args: dict):
+    def __init__(self, spec: ImageSpec, lock: Lock, build_args: dict, base_ref: str | None = None):
         self.spec, self.lock, self.build_args = spec, lock, build_args
         self.stages: list = []
-        base = pinned(lock, "base", spec)
-        self.base_ref = base["ref"]
+        self.vendor_env: dict = {}
+        self.base_ref = base_ref or pinned(lock, "base", spec)["ref"]
         self.parent_ref = self.base_ref
         self.parent_key = _sha(_canonical({"base": self.base_ref, "platform": spec.platform}))
 
@@ -185,8 +184,16 @@ class _Planner:
             return e.installed
         resolved = pinned(self.lock, "engine", self.spec) if e.source.kind != "path" else {}
         item, top, pin = self.source_item(e.source, resolved, "source", e.name)
+        items, vendor, pins = [item], [], {"source": pin}
+        for v in e.vendor:
+            vpin = pinned(self.lock, f"vendor.{v.name}", self.spec) if v.source.kind != "path" else {}
+            vitem, vtop, vdesc = self.source_item(v.source, vpin, "vendor", v.name)
+            items.append(vitem)
+            vendor.append({"archive": vitem.arcname})
+            self.vendor_env[v.env] = f"{e.dest}/vendor/{vtop}"
+            pins[f"vendor {v.name}"] = vdesc
         self.add("engine-source", "engine-source.Dockerfile",
-                 {"engine": e.name, "pin": pin, "archive": item.arcname, "dest": e.dest}, [item], {"source": pin})
+                 {"engine": e.name, "pin": pin, "archive": item.arcname, "dest": e.dest, "vendor": vendor}, items, pins)
         return f"{e.dest}/{top}"
 
     def patches(self, target: str | None):
@@ -200,8 +207,9 @@ class _Planner:
         e = self.spec.engine
         if e is None or e.build is None:
             return
-        args = dict(e.build.args)
-        args.update({k: v for k, v in self.build_args.items()})
+        args = dict(self.vendor_env)
+        args.update(dict(e.build.args))
+        args.update(self.build_args)
         data = e.build.script.src.read_bytes()
         items = [ContextItem("build.sh", _sha(data), mode=0o755, data=data)]
         self.add("engine-build", "engine-build.Dockerfile",
@@ -282,16 +290,35 @@ def image_labels(spec: ImageSpec, lock: Lock, manifest: dict) -> list:
     return sorted((k, v) for k, v in labels.items() if v)
 
 
-def plan_image(spec: ImageSpec, lock: Lock | None, *, build_args: dict | None = None) -> Plan:
+STAGE_KINDS = ("system", "python", "engine-source", "patches", "engine-build", "plugins", "files")
+
+
+def plan_image(spec: ImageSpec, lock: Lock | None, *, build_args: dict | None = None,
+               on: str | None = None, only=None, platform: str | None = None) -> Plan:
+    """The stage chain of an image. `on` (a digest-pinned image) replaces the base and `only`
+    keeps some stage kinds: how a recipe's last stages are tried on a stand-in base."""
     lock = check_lock_for_build(spec, lock)
-    planner = _Planner(spec, lock, build_args or {})
-    planner.system()
-    planner.python()
-    target = planner.engine()
-    planner.patches(target)
-    planner.engine_build(target)
-    planner.plugins()
+    if platform:
+        spec = dataclasses.replace(spec, platform=platform)
+    only = set(only or STAGE_KINDS)
+    planner = _Planner(spec, lock, build_args or {}, base_ref=on)
+    if "system" in only:
+        planner.system()
+    if "python" in only:
+        planner.python()
+    target = planner.engine() if "engine-source" in only else (spec.engine.installed if spec.engine else None)
+    if "patches" in only:
+        planner.patches(target)
+    if "engine-build" in only:
+        planner.engine_build(target)
+    if "plugins" in only:
+        planner.plugins()
     manifest = build_manifest(spec, lock)
-    planner.files(manifest, image_labels(spec, lock, manifest))
+    labels = image_labels(spec, lock, manifest)
+    if on:
+        labels = sorted([(k, v) for k, v in labels if not k.startswith("org.opencontainers.image.base.")]
+                        + [("org.opencontainers.image.base.name", on), ("org.enginebuild.stand-in-base", on)])
+    planner.files(manifest, labels)
+    tag = f"enginebuild/{spec.name}:latest" if not on else f"enginebuild/{spec.name}:on-{on.rsplit(':', 1)[-1][:12]}"
     return Plan(image=spec.name, platform=spec.platform, base_ref=planner.base_ref,
-                stages=tuple(planner.stages), manifest=manifest)
+                stages=tuple(planner.stages), manifest=manifest, image_tag=tag)

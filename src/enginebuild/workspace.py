@@ -1,6 +1,7 @@
 """A checkout of a recipe repository: its catalogue, lockfiles, and the machine's store."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -26,8 +27,14 @@ class Workspace:
         return home()
 
     def spec(self, name: str):
+        """The image's spec, validated and linted (warnings go to stderr once)."""
         if name not in self._specs:
-            self._specs[name] = self.catalog.load(name)
+            from enginebuild.lints import lint_spec
+
+            spec = self.catalog.load(name)
+            for warning in lint_spec(spec):
+                print(warning, file=sys.stderr)
+            self._specs[name] = spec
         return self._specs[name]
 
     def lock(self, name: str):

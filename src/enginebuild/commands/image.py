@@ -17,6 +17,13 @@ def add_arguments(parser):
     parser.add_argument("--push", action="store_true", help="push after building (needs --to)")
     parser.add_argument("--to", metavar="REPO", help="with --push: registry repository, REGISTRY/REPO[:TAG]")
     parser.add_argument("--tag", action="append", default=[], help="with --push: tag to push (repeatable)")
+    parser.add_argument("--on", metavar="IMAGE@sha256:...",
+                        help="build on this digest-pinned base instead of the locked one (with --stages: try a "
+                             "recipe's last stages on a stand-in base); tagged enginebuild/IMAGE:on-<digest>")
+    parser.add_argument("--platform", metavar="OS/ARCH",
+                        help="with --on: build for this platform instead of the spec's (a stand-in base's own)")
+    parser.add_argument("--stages", metavar="KIND,...", default=None,
+                        help="with --on: which stage kinds to build (default: files)")
     parser.add_argument("-v", "--verbose", action="store_true", help="stream the builder's output")
 
 
@@ -28,6 +35,29 @@ def parse_build_args(values) -> dict:
             raise UserError(f"--build-arg {value!r}: expected NAME=VALUE on one line")
         out[name] = text
     return out
+
+
+def parse_on(on, stages) -> tuple:
+    from enginebuild.reference import parse_image_ref
+    from enginebuild.stages import STAGE_KINDS
+
+    if stages and not on:
+        raise UserError("--stages goes with --on")
+    if not on:
+        return None, None
+    try:
+        ref = parse_image_ref(on)
+    except ValueError as exc:
+        raise UserError(f"--on {on!r}: {exc}") from None
+    if not ref.digest:
+        raise UserError(f"--on {on!r}: give a digest-pinned reference (REPO@sha256:...); a tag could move")
+    only = [s.strip() for s in (stages or "files").split(",") if s.strip()]
+    unknown = [s for s in only if s not in STAGE_KINDS]
+    if unknown:
+        raise UserError(f"--stages: unknown stage kind(s) {', '.join(unknown)}; known: {', '.join(STAGE_KINDS)}")
+    if "files" not in only:
+        only.append("files")
+    return ref.with_digest(ref.digest), only
 
 
 def check_patches_before_build(ws, spec, lock, stages) -> None:
@@ -59,12 +89,17 @@ def run(args, ws) -> int:
 
     if args.push and not args.to:
         raise UserError("--push needs --to REGISTRY/REPO")
+    on, only = parse_on(args.on, args.stages)
+    if args.platform and not on:
+        raise UserError("--platform goes with --on (a spec's platform is part of what it pins)")
+    if args.platform and not re.fullmatch(r"linux/[a-z0-9]+(?:/v[0-9])?", args.platform):
+        raise UserError(f"--platform {args.platform!r}: expected os/arch such as linux/amd64")
     build_args = parse_build_args(args.build_arg)
     names = ws.select(args.images, all_when_empty=False)
     for name in names:
         start = time.monotonic()
         lock = ws.lock(name)
-        plan = plan_image(ws.spec(name), lock, build_args=build_args)
+        plan = plan_image(ws.spec(name), lock, build_args=build_args, on=on, only=only, platform=args.platform)
         spec = ws.spec(name)
         outcome = execute(plan, Fetcher(ws.home, lock), ws.home, builder_name=args.builder, verbose=args.verbose,
                           preflight=lambda stages, spec=spec, lock=lock: check_patches_before_build(ws, spec, lock, stages))

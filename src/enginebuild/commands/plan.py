@@ -21,7 +21,7 @@ def describe_plan(ws, name: str, build_args: dict) -> dict:
     plan = plan_image(ws.spec(name), ws.lock(name), build_args=build_args)
     existing = EngineAPI().tags_of(STAGE_REPO)
     todo = {s.key for s in stages_to_build(plan, existing)}
-    history = BuildHistory(ws.home).read(name)
+    history = BuildHistory(ws.home).read(plan.image_tag)
     stages = []
     for stage in plan.stages:
         row = {"stage": stage.name, "key": stage.key, "exists": stage.key in existing,

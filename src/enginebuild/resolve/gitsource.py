@@ -55,7 +55,8 @@ class Mirror:
         """name -> commit for every branch and tag upstream (annotated tags peeled)."""
         result = git(["ls-remote", "--", self.url], check=False)
         if result.returncode != 0:
-            raise ResolveError(f"cannot list refs of {self.url}: {result.err.strip().splitlines()[-1:] or 'no answer'}",
+            last = (result.err.strip().splitlines() or ["no answer"])[-1]
+            raise ResolveError(f"cannot list refs of {self.url}: {last}",
                                hint="check the URL and your network access to it")
         refs: dict = {}
         for line in result.out.splitlines():

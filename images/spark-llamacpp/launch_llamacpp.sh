@@ -1,0 +1,57 @@
+#!/bin/sh
+# enginebuild's llama.cpp launcher: builds the exact `llama-server` command line from the
+# runtime contract, prints it, and runs it.
+#
+#   MODEL_PATH (required)   a .gguf file, or a directory holding one (the first shard is used)
+#   SERVED_MODEL_NAME       default: the file name without .gguf (and shard suffix)
+#   HOST, PORT              default: 0.0.0.0, 8012
+#   CTX_SIZE (65536), N_GPU_LAYERS (999), PARALLEL (1), FLASH_ATTN (on|off|auto; unset: the default)
+#   SPEC_TYPE               n-gram speculation: ngram-simple (default), another llama.cpp spec type, or off
+#   DRAFT_MAX (64), DRAFT_MIN (unset)
+#   LLAMA_ARG_API_KEY       read by llama-server from the environment; never on the command line
+#   EXTRA_ARGS              appended verbatim to `llama-server`
+set -eu
+
+say() { echo "launch_server.sh: $*"; }
+die() { echo "launch_server.sh: $*" >&2; exit 2; }
+is_int() { case $1 in '' | *[!0-9]*) return 1 ;; esac; }
+
+[ -n "${MODEL_PATH:-}" ] || die "MODEL_PATH is not set: mount a GGUF model and set MODEL_PATH to the file or its folder"
+if [ -d "$MODEL_PATH" ]; then
+    gguf=$(find "$MODEL_PATH" -maxdepth 1 -name '*.gguf' | sort | head -n 1)
+    [ -n "$gguf" ] || die "MODEL_PATH=$MODEL_PATH holds no .gguf file"
+elif [ -f "$MODEL_PATH" ]; then
+    case $MODEL_PATH in *.gguf) gguf=$MODEL_PATH ;; *) die "MODEL_PATH=$MODEL_PATH is not a .gguf file" ;; esac
+else
+    die "MODEL_PATH=$MODEL_PATH does not exist (is the model mounted?)"
+fi
+
+port=${PORT:-8012}
+ctx=${CTX_SIZE:-65536}
+ngl=${N_GPU_LAYERS:-999}
+parallel=${PARALLEL:-1}
+draft_max=${DRAFT_MAX:-64}
+for pair in "PORT=$port" "CTX_SIZE=$ctx" "N_GPU_LAYERS=$ngl" "PARALLEL=$parallel" "DRAFT_MAX=$draft_max"; do
+    is_int "${pair#*=}" || die "${pair%%=*} must be a whole number, got '${pair#*=}'"
+done
+name=$(basename "$gguf" .gguf)
+name=${name%-00001-of-*}
+served=${SERVED_MODEL_NAME:-$name}
+
+set -- llama-server -m "$gguf" --alias "$served" --host "${HOST:-0.0.0.0}" --port "$port" \
+    -c "$ctx" -ngl "$ngl" -np "$parallel"
+if [ -n "${FLASH_ATTN:-}" ]; then set -- "$@" --flash-attn "$FLASH_ATTN"; fi
+spec=${SPEC_TYPE:-ngram-simple}
+if [ "$spec" != off ]; then
+    set -- "$@" --spec-type "$spec" --draft-max "$draft_max"
+    if [ -n "${DRAFT_MIN:-}" ]; then
+        is_int "$DRAFT_MIN" || die "DRAFT_MIN must be a whole number, got '$DRAFT_MIN'"
+        set -- "$@" --draft-min "$DRAFT_MIN"
+    fi
+fi
+if [ -n "${LLAMA_ARG_API_KEY:-}" ]; then say "API key: taken by llama-server from LLAMA_ARG_API_KEY (not shown)"; fi
+# EXTRA_ARGS carries extra options for llama-server: splitting it on whitespace is the point.
+# shellcheck disable=SC2086
+set -- "$@" ${EXTRA_ARGS:-}
+say "$*"
+exec "$@"
