@@ -5,8 +5,13 @@ set -eu
 url=${1:-http://127.0.0.1:${PORT:-8000}}
 timeout=${2:-600}
 fetch() {
-    if command -v curl >/dev/null 2>&1; then curl -fsS -o /dev/null --max-time 5 "$1"
-    else wget -q -O /dev/null -T 5 "$1"; fi
+    if command -v curl >/dev/null 2>&1; then
+        curl -fsS -o /dev/null --max-time 5 "$1"
+    elif command -v timeout >/dev/null 2>&1; then
+        timeout 5 wget -q -O /dev/null "$1"  # (busybox wget -T crashes in some builds)
+    else
+        wget -q -O /dev/null "$1"
+    fi
 }
 waited=0
 while [ "$waited" -lt "$timeout" ]; do

@@ -171,6 +171,13 @@ class _Builder:
     def where(self, path: str) -> Where:
         return self.wheres.get(path, self.tree.where)
 
+    def pairs(self, node, path: str) -> tuple:
+        """NAME: value mappings (env, labels, build args), each key's line remembered."""
+        for key in node or {}:
+            if isinstance(node, YMap):
+                self.wheres[f"{path}.{key}"] = node.at(key)
+        return _pairs(node)
+
     def local_file(self, rel: str, path: str, *, directory: bool = False) -> tuple:
         where = self.where(path)
         folder = (self.root / PurePosixPath(where.file).parent).resolve()
@@ -278,7 +285,7 @@ def build_image_spec(root: Path, name: str, chain: tuple, tree: YMap) -> ImageSp
             script_path, display = b.local_file(b.get(bnode, "script", "engine.build"), "engine.build.script")
             build = Build(
                 script=FileEntry(dest="", src=script_path, display=display, mode=0o755),
-                args=_pairs(b.get(bnode, "args", "engine.build")),
+                args=b.pairs(b.get(bnode, "args", "engine.build"), "engine.build.args"),
                 cache=tuple(b.get(bnode, "cache", "engine.build", ()) or ()),
                 secrets=tuple(b.get(bnode, "secrets", "engine.build", ()) or ()),
             )
@@ -338,12 +345,12 @@ def build_image_spec(root: Path, name: str, chain: tuple, tree: YMap) -> ImageSp
         patches=patches,
         plugins=tuple(plugins),
         files=b.files(b.get(tree, "files", ""), "files"),
-        env=_pairs(b.get(tree, "env", "")),
+        env=b.pairs(b.get(tree, "env", ""), "env"),
         workdir=b.get(tree, "workdir", ""),
         user=b.get(tree, "user", ""),
         expose=tuple(b.get(tree, "expose", "", ()) or ()),
         entrypoint=tuple(entrypoint) if entrypoint is not None else None,
         cmd=tuple(cmd) if cmd is not None else None,
-        labels=_pairs(b.get(tree, "labels", "")),
+        labels=b.pairs(b.get(tree, "labels", ""), "labels"),
         wheres=b.wheres,
     )

@@ -94,6 +94,20 @@ def pinned(lock: Lock, name: str, spec: ImageSpec):
     return resolved
 
 
+def placeholder(lock: Lock, name: str) -> dict:
+    """What `render --unpinned` shows for an input the lock could not resolve: the request itself."""
+    request = (lock.inputs.get(name) or {}).get("request") or {}
+    if name == "base":
+        return {"ref": f"{request.get('ref')}  # NOT PINNED"}
+    if name == "system":
+        return {"packages": []}
+    if name == "python":
+        return {"files": []}
+    if request.get("kind") == "git":
+        return {"kind": "git", "url": request["url"], "commit": f"UNPINNED-{request['ref']}"}
+    return dict(request)
+
+
 def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
     problems = stale_inputs(spec, lock)
     if problems:
@@ -107,13 +121,19 @@ def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
 
 
 class _Planner:
-    def __init__(self, spec: ImageSpec, lock: Lock, build_args: dict, base_ref: str | None = None):
-        self.spec, self.lock, self.build_args = spec, lock, build_args
+    def __init__(self, spec: ImageSpec, lock: Lock, build_args: dict, base_ref: str | None = None,
+                 strict: bool = True):
+        self.spec, self.lock, self.build_args, self.strict = spec, lock, build_args, strict
         self.stages: list = []
         self.vendor_env: dict = {}
-        self.base_ref = base_ref or pinned(lock, "base", spec)["ref"]
+        self.base_ref = base_ref or self.pin("base")["ref"]
         self.parent_ref = self.base_ref
         self.parent_key = _sha(_canonical({"base": self.base_ref, "platform": spec.platform}))
+
+    def pin(self, name: str) -> dict:
+        if not self.strict and (self.lock.inputs.get(name) or {}).get("resolved") is None:
+            return placeholder(self.lock, name)
+        return pinned(self.lock, name, self.spec)
 
     def add(self, name, template, values, items, extra_inputs=None, secrets=()):
         dockerfile = render.render(template, parent=self.parent_ref, **values)
@@ -154,7 +174,7 @@ class _Planner:
         s = self.spec.system
         if not s or not (s.packages or s.run):
             return
-        debs = pinned(self.lock, "system", self.spec)["packages"] if s.packages else []
+        debs = self.pin("system")["packages"] if s.packages else []
         if s.install == "extract":
             digest = _sha(_canonical({"sysroot": [d["sha256"] for d in debs]}))
             items = [ContextItem("sysroot.tar", digest, derive=("sysroot", tuple((d["sha256"], d["filename"]) for d in debs)))]
@@ -167,7 +187,7 @@ class _Planner:
         p = self.spec.python
         if not p or not p.requirements:
             return
-        files = pinned(self.lock, "python", self.spec)["files"]
+        files = self.pin("python")["files"]
         lines = [f"{f['name']}=={f['version']} --hash=sha256:{f['sha256']}\n" for f in files]
         req = "".join(lines).encode()
         items = [ContextItem(f"python/{f['filename']}", f["sha256"], artifact=f["sha256"]) for f in files]
@@ -182,11 +202,11 @@ class _Planner:
             return None
         if e.overlay:
             return e.installed
-        resolved = pinned(self.lock, "engine", self.spec) if e.source.kind != "path" else {}
+        resolved = self.pin("engine") if e.source.kind != "path" else {}
         item, top, pin = self.source_item(e.source, resolved, "source", e.name)
         items, vendor, pins = [item], [], {"source": pin}
         for v in e.vendor:
-            vpin = pinned(self.lock, f"vendor.{v.name}", self.spec) if v.source.kind != "path" else {}
+            vpin = self.pin(f"vendor.{v.name}") if v.source.kind != "path" else {}
             vitem, vtop, vdesc = self.source_item(v.source, vpin, "vendor", v.name)
             items.append(vitem)
             vendor.append({"archive": vitem.arcname})
@@ -222,7 +242,7 @@ class _Planner:
             return
         items, rendered = [], []
         for plugin in self.spec.plugins:
-            resolved = pinned(self.lock, f"plugin.{plugin.name}", self.spec) if plugin.source.kind != "path" else {}
+            resolved = self.pin(f"plugin.{plugin.name}") if plugin.source.kind != "path" else {}
             item, top, _ = self.source_item(plugin.source, resolved, "plugin-src", plugin.name)
             items.append(item)
             patch_items, names = self.patch_items(plugin.patches, f"plugin-{plugin.name}") if plugin.patches else ([], [])
@@ -290,18 +310,28 @@ def image_labels(spec: ImageSpec, lock: Lock, manifest: dict) -> list:
     return sorted((k, v) for k, v in labels.items() if v)
 
 
+def _fresh(spec: ImageSpec, lock: Lock | None) -> Lock:
+    problems = stale_inputs(spec, lock)
+    if problems:
+        check_lock_for_build(spec, lock)  # raises, naming the stale input
+    return lock
+
+
 STAGE_KINDS = ("system", "python", "engine-source", "patches", "engine-build", "plugins", "files")
 
 
 def plan_image(spec: ImageSpec, lock: Lock | None, *, build_args: dict | None = None,
-               on: str | None = None, only=None, platform: str | None = None) -> Plan:
+               on: str | None = None, only=None, platform: str | None = None, strict: bool = True) -> Plan:
     """The stage chain of an image. `on` (a digest-pinned image) replaces the base and `only`
-    keeps some stage kinds: how a recipe's last stages are tried on a stand-in base."""
-    lock = check_lock_for_build(spec, lock)
+    keeps some stage kinds: how a recipe's last stages are tried on a stand-in base. With
+    strict=False, inputs the lock records as unresolved are shown as what was requested
+    (for reading a plan, never for building it)."""
+    # on a stand-in base, only the stages built need their inputs pinned (checked as they are planned)
+    lock = check_lock_for_build(spec, lock) if strict and not on else _fresh(spec, lock)
     if platform:
         spec = dataclasses.replace(spec, platform=platform)
     only = set(only or STAGE_KINDS)
-    planner = _Planner(spec, lock, build_args or {}, base_ref=on)
+    planner = _Planner(spec, lock, build_args or {}, base_ref=on, strict=strict)
     if "system" in only:
         planner.system()
     if "python" in only:

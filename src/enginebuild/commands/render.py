@@ -8,6 +8,8 @@ def add_arguments(parser):
     parser.add_argument("--out", metavar="DIR", help="write Dockerfiles and build contexts here")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override an engine build argument")
+    parser.add_argument("--unpinned", action="store_true",
+                        help="show inputs the lock records as unresolved as requested (to read, not to build)")
 
 
 def run(args, ws) -> int:
@@ -19,8 +21,15 @@ def run(args, ws) -> int:
     from enginebuild.stages import plan_image
 
     spec = ws.spec(args.image)
-    plan = plan_image(spec, ws.lock(args.image), build_args=parse_build_args(args.build_arg))
+    if args.unpinned and args.out:
+        from enginebuild.errors import UserError
+        raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out)")
+    lock = ws.lock(args.image)
+    plan = plan_image(spec, lock, build_args=parse_build_args(args.build_arg), strict=not args.unpinned)
     if not args.out:
+        unresolved = lock.unresolved() if lock else {}
+        if args.unpinned and unresolved:
+            print(f"# NOT BUILDABLE: inputs not pinned in lockfiles/{args.image}.lock: {', '.join(sorted(unresolved))}")
         for i, stage in enumerate(plan.stages, 1):
             print(f"### stage {i}/{len(plan.stages)}: {stage.name}  key {stage.key}")
             print(stage.dockerfile)

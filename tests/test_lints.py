@@ -1,0 +1,112 @@
+"""Domain lints: each has a spec that triggers it and one that does not."""
+import pytest
+from conftest import run_cli
+from helpers.specs import write_image
+
+from enginebuild.catalog import Catalog
+from enginebuild.errors import SpecError
+from enginebuild.lints import lint_spec
+
+SOURCE_BUILD = """
+base: scratch
+platform: linux/arm64
+model: {{quantization: {quant}}}
+engine:
+  name: vllm
+  source: {{path: src}}
+  build:
+    script: build.sh
+    args: {{TORCH_CUDA_ARCH_LIST: "{arch}"}}
+"""
+
+
+def lint(workspace, name, text, files=None):
+    write_image(workspace, name, text, files or {})
+    return lint_spec(Catalog(workspace).load(name))
+
+
+def lint_error(workspace, name, text, files=None) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        lint(workspace, name, text, files)
+    return info.value
+
+
+FILES = {"src/a.c": "int a;\n", "build.sh": "true\n"}
+
+
+def test_bare_12_1_in_an_nvfp4_image_is_an_error_at_its_line(workspace):
+    error = lint_error(workspace, "t", SOURCE_BUILD.format(quant="nvfp4", arch="12.1"), FILES)
+    assert error.message.startswith("images/t/image.yaml:9: engine.build.args.TORCH_CUDA_ARCH_LIST: bare 12.1")
+
+
+def test_12_1a_in_an_nvfp4_image_passes(workspace):
+    assert lint(workspace, "t", SOURCE_BUILD.format(quant="nvfp4", arch="12.1a"), FILES) == []
+
+
+def test_bare_12_1_is_not_an_nvfp4_error_in_a_bf16_image(workspace):
+    assert lint(workspace, "t", SOURCE_BUILD.format(quant="bf16", arch="12.1"), FILES) == []
+
+
+def test_dflash_with_an_fp8_kv_cache_is_an_error(workspace):
+    error = lint_error(workspace, "t", "base: scratch\nenv:\n  DFLASH_DRAFTER: /models/d\n  KV_CACHE_DTYPE: fp8_e4m3\n"
+                                       "  ATTENTION_BACKEND: flash_attn\n")
+    assert error.message == "images/t/image.yaml:4: env.KV_CACHE_DTYPE: DFlash needs a BF16 KV cache, got 'fp8_e4m3'"
+
+
+def test_dflash_with_fp8_in_extra_args_is_an_error(workspace):
+    error = lint_error(workspace, "t", "base: scratch\nenv:\n  DFLASH_DRAFTER: /models/d\n"
+                                       "  EXTRA_ARGS: --kv-cache-dtype fp8\n  ATTENTION_BACKEND: flash_attn\n")
+    assert "env.EXTRA_ARGS: DFlash needs a BF16 KV cache" in error.message
+
+
+def test_dflash_with_a_bf16_cache_and_flash_attn_passes(workspace):
+    assert lint(workspace, "t", "base: scratch\nenv:\n  DFLASH_DRAFTER: /models/d\n  KV_CACHE_DTYPE: auto\n"
+                                "  ATTENTION_BACKEND: flash_attn\n") == []
+
+
+def test_fp8_kv_without_dflash_passes(workspace):
+    assert lint(workspace, "t", "base: scratch\nenv:\n  KV_CACHE_DTYPE: fp8\n") == []
+
+
+def test_dflash_without_flash_attn_is_a_warning_with_its_line(workspace):
+    warnings = lint(workspace, "t", "base: scratch\nenv:\n  DFLASH_DRAFTER: /models/d\n  ATTENTION_BACKEND: flashinfer\n")
+    assert warnings == ["images/t/image.yaml:4: warning: DFlash is non-causal and is meant to run with "
+                        "ATTENTION_BACKEND=flash_attn (got 'flashinfer')"]
+
+
+@pytest.mark.parametrize("text,where", [
+    ("env:\n  VLLM_API_KEY: abc123\n", "images/t/image.yaml:3: env.VLLM_API_KEY: looks like a secret"),
+    ("env:\n  HF_TOKEN: x\n", "images/t/image.yaml:3: env.HF_TOKEN: looks like a secret"),
+    ("env:\n  NOTE: hf_abcdefghijklmnopqrstuvwxyz0123\n", "images/t/image.yaml:3: env.NOTE: the value looks like a token"),
+    ("labels:\n  org.x.token: ghp_abcdefghijklmnopqrstuvwxyz0123\n", "images/t/image.yaml:3: labels.org.x.token"),
+    ("cmd: [\"--api-key=abc\"]\n", "images/t/image.yaml:2: cmd[0]: looks like a secret on the command line"),
+])
+def test_secret_looking_values_are_errors(workspace, text, where):
+    assert lint_error(workspace, "t", "base: scratch\n" + text).message.startswith(where)
+
+
+def test_secret_names_with_empty_defaults_and_ordinary_values_pass(workspace):
+    assert lint(workspace, "t", "base: scratch\nenv:\n  VLLM_API_KEY: \"\"\n  MAX_NUM_SEQS: 16\n"
+                                "labels:\n  org.opencontainers.image.title: t\n") == []
+
+
+def test_a_secret_in_build_args_is_an_error(workspace):
+    error = lint_error(workspace, "t", SOURCE_BUILD.format(quant="bf16", arch="12.1a").replace(
+        'TORCH_CUDA_ARCH_LIST: "12.1a"', 'TORCH_CUDA_ARCH_LIST: "12.1a", HF_TOKEN: "hf_x"'), FILES)
+    assert "engine.build.args.HF_TOKEN: looks like a secret" in error.message
+
+
+def test_lint_errors_exit_2_from_the_cli_and_warnings_do_not(workspace):
+    write_image(workspace, "bad", "base: scratch\nenv:\n  HF_TOKEN: x\n")
+    proc = run_cli(["lock", "--check", "bad"], workspace)
+    assert proc.returncode == 2 and "env.HF_TOKEN: looks like a secret" in proc.stderr
+    write_image(workspace, "warn", "base: scratch\nplatform: linux/amd64\nenv:\n  DFLASH_DRAFTER: d\n")
+    proc = run_cli(["lock", "warn"], workspace)
+    assert proc.returncode == 0 and "warning: DFlash is non-causal" in proc.stderr
+
+
+def test_a_floating_base_without_a_lock_entry_is_refused_at_its_line(workspace):
+    write_image(workspace, "t", "platform: linux/amd64\nbase: ghcr.io/spark-arena/dgx-vllm-eugr-nightly:latest\n")
+    proc = run_cli(["render", "t"], workspace)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: images/t/image.yaml:2: refusing to build with inputs that are not pinned")
