@@ -55,7 +55,7 @@ def test_each_stage_context_holds_only_its_own_files(workspace):
     assert contexts["engine-build"] == ["build.sh"]
     assert contexts["patches"] == ["patches/apply_patches.sh",
                                    "patches/demo-engine__0001-aux-layer-ids-off-by-one.patch"]
-    assert "files/opt/enginebuild/bin/launch_server.sh" in contexts["files"]
+    assert "files/01/opt/enginebuild/bin/launch_server.sh" in contexts["files"]
     assert not any(a.startswith("files/") for a in contexts["system"])
 
 
@@ -80,7 +80,7 @@ def test_the_final_stage_carries_oci_labels_and_the_patch_list(workspace):
     assert '"org.opencontainers.image.created"="' + read_lock(workspace, "demo").created + '"' in final
     assert '"org.opencontainers.image.title"="demo"' in final
     assert "demo-engine/0001-aux-layer-ids-off-by-one.patch@sha256:" in final
-    manifest = next(i for i in plan.final.context if i.arcname == "files/opt/enginebuild/manifest.json")
+    manifest = next(i for i in plan.final.context if i.arcname == "files/00/opt/enginebuild/manifest.json")
     doc = json.loads(manifest.data)
     assert doc["patches"][0]["name"] == "demo-engine/0001-aux-layer-ids-off-by-one.patch"
     assert doc["inputs"]["system"]["packages"][0]["sha256"]

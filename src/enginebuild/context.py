@@ -34,6 +34,7 @@ class ContextItem:
     path: Path | None = field(default=None, compare=False)
     artifact: str | None = field(default=None, compare=False)
     derive: tuple | None = field(default=None, compare=False)
+    label: str = field(default="", compare=False)  # what a user calls it, for "which input changed"
 
 
 def _info(name: str, size: int = 0, mode: int = 0o644, kind=tarfile.REGTYPE) -> tarfile.TarInfo:

@@ -24,6 +24,8 @@ from enginebuild.stages import STAGE_REPO, Plan
 class Outcome:
     built: list = field(default_factory=list)
     existing: list = field(default_factory=list)
+    pulled: list = field(default_factory=list)
+    pushed: list = field(default_factory=list)
     builder_called: bool = False
     seconds: dict = field(default_factory=dict)
 
@@ -48,15 +50,32 @@ def write_stage_context(fetcher: Fetcher, stage, folder: Path) -> Path:
     return Path(path)
 
 
+def pull_from_cache(plan: Plan, existing: set, cache, engine: EngineAPI, outcome: "Outcome") -> None:
+    """Pull the last stage the cache has (from the end back to the last local one)."""
+    total = len(plan.stages)
+    for index in range(total - 1, -1, -1):
+        stage = plan.stages[index]
+        if stage.key in existing:
+            return
+        if cache.has(stage.key):
+            say(f"  [{index + 1}/{total}] {stage.name:<14} {stage.short}  pulling from {cache.name} ...")
+            if cache.pull(stage.key, engine):
+                existing.add(stage.key)
+                outcome.pulled.append(stage.name)
+                return
+
+
 def execute(plan: Plan, fetcher: Fetcher, home: Path, *, engine: EngineAPI | None = None,
-            builder_name: str | None = None, verbose: bool = False, preflight=None) -> Outcome:
+            builder_name: str | None = None, verbose: bool = False, preflight=None, cache=None) -> Outcome:
     """Build what is missing. `preflight(names of stages to build)` runs before anything is fetched or built."""
     engine = engine or EngineAPI()
     existing = engine.tags_of(STAGE_REPO)
+    outcome = Outcome()
+    if cache is not None and stages_to_build(plan, existing):
+        pull_from_cache(plan, existing, cache, engine, outcome)
     todo = stages_to_build(plan, existing)
     if todo and preflight is not None:
         preflight([s.name for s in todo])
-    outcome = Outcome()
     todo_keys = {s.key for s in todo}
     for stage in plan.stages:
         if stage.key not in todo_keys:
@@ -96,6 +115,11 @@ def execute(plan: Plan, fetcher: Fetcher, home: Path, *, engine: EngineAPI | Non
             outcome.built.append(stage.name)
             outcome.seconds[stage.name] = elapsed
             say(f"  [{index}/{total}] {stage.name:<14} {stage.short}  built in {elapsed:.1f}s")
+            if cache is not None and cache.push_enabled:
+                pushed = cache.push(stage.key, engine)
+                outcome.pushed.append(stage.name)
+                say(f"  [{index}/{total}] {stage.name:<14} {stage.short}  pushed to {cache.name} "
+                    f"({pushed['layers_pushed']} new layer(s), {pushed['bytes_pushed']} bytes)")
     ensure_image_tag(engine, plan)
     BuildHistory(home).record(plan.image_tag, plan.stages)
     return outcome

@@ -97,7 +97,11 @@ class RegistryClient:
         return f"Bearer {token}"
 
     def manifest_digest(self, ref: ImageRef) -> tuple:
-        """(digest, media type) of a tag's manifest, verified against the bytes served.
+        digest, media_type, _ = self.manifest(ref)
+        return digest, media_type
+
+    def manifest(self, ref: ImageRef) -> tuple:
+        """(digest, media type, body) of a tag's manifest, verified against the bytes served.
 
         The manifest body is fetched and hashed: a `Docker-Content-Digest` header that
         disagrees with the body is an error, never a recorded digest.
@@ -121,7 +125,7 @@ class RegistryClient:
                                 hint="a proxy or registry is corrupting responses; nothing was recorded")
         if ref.digest and ref.digest != actual:
             raise RegistryError(f"{ref}: served manifest hashes to {actual}, not the pinned {ref.digest}")
-        return actual, response.headers.get("Content-Type", "")
+        return actual, response.headers.get("Content-Type", ""), body
 
     def head_digest(self, ref: ImageRef) -> str | None:
         """The Docker-Content-Digest a HEAD reports for a tag, or None when it does not exist."""

@@ -27,5 +27,11 @@ def render(template: str, **values) -> str:
     return _environment().get_template(template).render(**values)
 
 
+def templates_dir():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parent / "templates"
+
+
 def template_bytes(name: str) -> bytes:
     return resources.files("enginebuild").joinpath("templates", name).read_bytes()

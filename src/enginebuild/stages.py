@@ -22,6 +22,7 @@ STAGE_REPO = "enginebuild/stage"
 KEY_VERSION = "enginebuild-stage-v1"
 PLUGIN_DIR = "/opt/enginebuild/plugins"
 MANIFEST_PATH = "/opt/enginebuild/manifest.json"
+MAX_FILE_LAYERS = 32  # files beyond this share the last layer
 
 
 def _sha(data) -> str:
@@ -73,7 +74,7 @@ def _finish(name, parent_ref, parent_key, platform, dockerfile, items, extra_inp
     body = "\n".join(line for line in dockerfile.splitlines() if not line.startswith("FROM "))
     inputs = {"parent": parent_key, "instructions": _sha(body)}
     for item in items:
-        inputs[f"file {item.arcname}"] = item.digest
+        inputs[f"file {item.label or item.arcname}"] = item.digest
     for k, v in (extra_inputs or {}).items():
         inputs[k] = _sha(_canonical(v))
     key = _sha(_canonical({
@@ -165,7 +166,7 @@ class _Planner:
         for patch in patches:
             name = patch.name.replace("/", "__")
             data = patch.path.read_bytes()
-            items.append(ContextItem(f"{arc_dir}/{name}", _sha(data), data=data))
+            items.append(ContextItem(f"{arc_dir}/{name}", _sha(data), data=data, label=f"patches/{patch.name}"))
             names.append(name)
         return items, names
 
@@ -231,7 +232,7 @@ class _Planner:
         args.update(dict(e.build.args))
         args.update(self.build_args)
         data = e.build.script.src.read_bytes()
-        items = [ContextItem("build.sh", _sha(data), mode=0o755, data=data)]
+        items = [ContextItem("build.sh", _sha(data), mode=0o755, data=data, label=e.build.script.display)]
         self.add("engine-build", "engine-build.Dockerfile",
                  {"engine": e.name, "srcdir": srcdir, "cache": list(e.build.cache), "secrets": list(e.build.secrets),
                   "args": sorted(args.items())},
@@ -248,19 +249,24 @@ class _Planner:
             patch_items, names = self.patch_items(plugin.patches, f"plugin-{plugin.name}") if plugin.patches else ([], [])
             items += patch_items
             items += [ContextItem(f"plugin-files-{plugin.name}{f.dest}", _sha(f.src.read_bytes()), mode=f.mode,
-                                  path=f.src) for f in plugin.files]
+                                  path=f.src, label=f.display) for f in plugin.files]
             rendered.append({"name": plugin.name, "archive": item.arcname, "srcdir": f"{PLUGIN_DIR}/{top}",
                              "patches": names, "has_files": bool(plugin.files)})
         pip = self.spec.python.pip if self.spec.python else "python3 -m pip"
         self.add("plugins", "plugins.Dockerfile", {"plugins": rendered, "pip": pip}, items)
 
     def files(self, manifest: dict, labels: list):
+        """One layer per file (the manifest first), so an edit re-uploads only its own layer."""
         s = self.spec
-        items = [ContextItem(f"files{f.dest}", _sha(f.src.read_bytes()), mode=f.mode, path=f.src) for f in s.files]
         data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-        items.append(ContextItem(f"files{MANIFEST_PATH}", _sha(data), data=data))
+        items = [ContextItem(f"files/00{MANIFEST_PATH}", _sha(data), data=data)]
+        for i, f in enumerate(s.files, 1):
+            layer = f"{min(i, MAX_FILE_LAYERS):02d}"
+            items.append(ContextItem(f"files/{layer}{f.dest}", _sha(f.src.read_bytes()), mode=f.mode, path=f.src,
+                                     label=f.display))
+        layers = sorted({item.arcname.split("/")[1] for item in items})
         self.add("files", "files.Dockerfile",
-                 {"image": s.name, "env": list(s.env), "labels": labels, "expose": list(s.expose),
+                 {"image": s.name, "layers": layers, "env": list(s.env), "labels": labels, "expose": list(s.expose),
                   "workdir": s.workdir, "user": s.user, "entrypoint": s.entrypoint, "cmd": s.cmd},
                  items, {"env": list(s.env), "labels": labels, "entrypoint": s.entrypoint, "cmd": s.cmd})
 

@@ -7,10 +7,8 @@ from functools import cached_property
 from pathlib import Path
 
 from enginebuild.atomic import file_lock, remove_stale_temporaries
-from enginebuild.catalog import Catalog
 from enginebuild.errors import UserError
 from enginebuild.home import home
-from enginebuild.lockfile import read_lock
 
 
 @dataclass
@@ -19,7 +17,9 @@ class Workspace:
     _specs: dict = field(default_factory=dict)
 
     @cached_property
-    def catalog(self) -> Catalog:
+    def catalog(self):
+        from enginebuild.catalog import Catalog  # imported on use: a no-op `image` never loads a spec
+
         return Catalog(self.root)
 
     @cached_property
@@ -38,6 +38,8 @@ class Workspace:
         return self._specs[name]
 
     def lock(self, name: str):
+        from enginebuild.lockfile import read_lock
+
         return read_lock(self.root, name)
 
     def buildable(self) -> list:

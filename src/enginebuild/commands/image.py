@@ -24,7 +24,16 @@ def add_arguments(parser):
                         help="with --on: build for this platform instead of the spec's (a stand-in base's own)")
     parser.add_argument("--stages", metavar="KIND,...", default=None,
                         help="with --on: which stage kinds to build (default: files)")
+    add_cache_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="stream the builder's output")
+
+
+def add_cache_arguments(parser) -> None:
+    parser.add_argument("--cache", metavar="REGISTRY/REPO",
+                        help="registry-backed stage cache: pull stages found there, push stages built here "
+                             "(default: $ENGINEBUILD_CACHE, or cache.repository in enginebuild.yaml)")
+    parser.add_argument("--no-cache", action="store_true", help="ignore any configured stage cache")
+    parser.add_argument("--cache-readonly", action="store_true", help="pull from the stage cache, never push to it")
 
 
 def parse_build_args(values) -> dict:
@@ -38,13 +47,13 @@ def parse_build_args(values) -> dict:
 
 
 def parse_on(on, stages) -> tuple:
-    from enginebuild.reference import parse_image_ref
-    from enginebuild.stages import STAGE_KINDS
-
     if stages and not on:
         raise UserError("--stages goes with --on")
     if not on:
         return None, None
+    from enginebuild.reference import parse_image_ref
+    from enginebuild.stages import STAGE_KINDS
+
     try:
         ref = parse_image_ref(on)
     except ValueError as exc:
@@ -83,10 +92,6 @@ def check_patches_before_build(ws, spec, lock, stages) -> None:
 
 
 def run(args, ws) -> int:
-    from enginebuild.executor import execute
-    from enginebuild.fetch import Fetcher
-    from enginebuild.stages import plan_image
-
     if args.push and not args.to:
         raise UserError("--push needs --to REGISTRY/REPO")
     on, only = parse_on(args.on, args.stages)
@@ -95,23 +100,67 @@ def run(args, ws) -> int:
     if args.platform and not re.fullmatch(r"linux/[a-z0-9]+(?:/v[0-9])?", args.platform):
         raise UserError(f"--platform {args.platform!r}: expected os/arch such as linux/amd64")
     build_args = parse_build_args(args.build_arg)
-    names = ws.select(args.images, all_when_empty=False)
-    for name in names:
+    options = {"build_args": build_args, "on": on, "only": only, "platform": args.platform}
+    for name in list(dict.fromkeys(args.images)):
         start = time.monotonic()
-        lock = ws.lock(name)
-        plan = plan_image(ws.spec(name), lock, build_args=build_args, on=on, only=only, platform=args.platform)
-        spec = ws.spec(name)
-        outcome = execute(plan, Fetcher(ws.home, lock), ws.home, builder_name=args.builder, verbose=args.verbose,
-                          preflight=lambda stages, spec=spec, lock=lock: check_patches_before_build(ws, spec, lock, stages))
-        elapsed = time.monotonic() - start
-        if outcome.built:
-            print(f"{name}: built {len(outcome.built)} of {len(plan.stages)} stages "
-                  f"({', '.join(outcome.built)}) in {elapsed:.1f}s -> {plan.image_tag}")
-        else:
-            print(f"{name}: all {len(plan.stages)} stages exist; nothing to build "
-                  f"({elapsed * 1000:.0f} ms) -> {plan.image_tag}")
-        print(f"  final stage {plan.final.key}", file=sys.stderr)
-        if args.push:
-            from enginebuild.commands.push import push_image
-            push_image(ws, name, plan, args.to, args.tag)
+        if not args.push and answer_from_memo(ws, name, options, start):
+            continue
+        build_one(ws, name, args, options, start)
     return 0
+
+
+def answer_from_memo(ws, name: str, options: dict, start: float) -> bool:
+    """Nothing changed since the last successful run: say so after one question to the engine."""
+    from enginebuild.engine_api import EngineAPI
+    from enginebuild.memo import PlanMemo, memo_key
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name):
+        return False
+    result = PlanMemo(ws.home).lookup(memo_key(ws.root, name, options))
+    if not result:
+        return False
+    engine = EngineAPI()
+    final = engine.inspect(result["final_tag"])
+    if final is None:
+        return False
+    current = engine.inspect(result["image_tag"])
+    if current is None or current.get("Id") != final.get("Id"):
+        repo, _, tag = result["image_tag"].rpartition(":")
+        engine.tag(result["final_tag"], repo, tag)
+    print(f"{name}: all {result['stages']} stages exist; nothing to build "
+          f"({(time.monotonic() - start) * 1000:.0f} ms) -> {result['image_tag']}")
+    return True
+
+
+def build_one(ws, name: str, args, options: dict, start: float) -> None:
+    from enginebuild.executor import execute
+    from enginebuild.fetch import Fetcher
+    from enginebuild.memo import PlanMemo, memo_key, plan_input_paths
+    from enginebuild.render import templates_dir
+    from enginebuild.stages import plan_image
+
+    spec = ws.select([name], all_when_empty=False) and ws.spec(name)
+    lock = ws.lock(name)
+    plan = plan_image(spec, lock, build_args=options["build_args"], on=options["on"], only=options["only"],
+                      platform=options["platform"])
+    from enginebuild.stagecache import cache_from_settings
+
+    cache = cache_from_settings(ws, args.cache, args.no_cache, args.cache_readonly)
+    outcome = execute(plan, Fetcher(ws.home, lock), ws.home, builder_name=args.builder, verbose=args.verbose,
+                      preflight=lambda stages: check_patches_before_build(ws, spec, lock, stages), cache=cache)
+    elapsed = time.monotonic() - start
+    pulled = f", pulled {', '.join(outcome.pulled)} from the cache" if outcome.pulled else ""
+    if outcome.built:
+        print(f"{name}: built {len(outcome.built)} of {len(plan.stages)} stages "
+              f"({', '.join(outcome.built)}){pulled} in {elapsed:.1f}s -> {plan.image_tag}")
+    elif outcome.pulled:
+        print(f"{name}: nothing to build{pulled} in {elapsed:.1f}s -> {plan.image_tag}")
+    else:
+        print(f"{name}: all {len(plan.stages)} stages exist; nothing to build "
+              f"({elapsed * 1000:.0f} ms) -> {plan.image_tag}")
+    print(f"  final stage {plan.final.key}", file=sys.stderr)
+    PlanMemo(ws.home).store(memo_key(ws.root, name, options), plan_input_paths(ws.root, spec, templates_dir()),
+                            {"final_tag": plan.final.tag, "image_tag": plan.image_tag, "stages": len(plan.stages)})
+    if args.push:
+        from enginebuild.commands.push import push_image
+        push_image(ws, name, plan, args.to, args.tag)

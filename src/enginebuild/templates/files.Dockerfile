@@ -1,6 +1,8 @@
 # enginebuild stage: files, scripts and configuration of {{ image }}
 FROM {{ parent }}
-COPY files/ /
+{% for layer in layers -%}
+COPY files/{{ layer }}/ /
+{% endfor -%}
 {% if env -%}
 ENV{% for name, value in env %} {{ name }}={{ value|dq }}{% endfor %}
 {% endif -%}

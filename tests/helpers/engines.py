@@ -1,0 +1,58 @@
+"""A second, independent Docker engine on this machine: a fresh CI runner with an empty store.
+
+It gets its own bridge: an engine started with --bridge=none deletes the host's docker0,
+which breaks the first engine's containers.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Engine:
+    host: str
+    folder: Path
+    process: subprocess.Popen
+    bridge: str
+
+    @property
+    def env(self) -> dict:
+        return {"DOCKER_HOST": self.host}
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+        subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_engine(folder: Path, index: int = 2) -> Engine:
+    folder.mkdir(parents=True, exist_ok=True)
+    bridge = f"ebtest{index}{os.getpid() % 1000}"[:15]
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True, capture_output=True)
+    subprocess.run(["ip", "addr", "add", f"172.31.{240 + index}.1/24", "dev", bridge], check=True, capture_output=True)
+    subprocess.run(["ip", "link", "set", bridge, "up"], check=True, capture_output=True)
+    sock = folder / "docker.sock"
+    log = open(folder / "dockerd.log", "w")
+    process = subprocess.Popen(
+        ["dockerd", "-H", f"unix://{sock}", "--data-root", str(folder / "data"), "--exec-root", str(folder / "exec"),
+         "--pidfile", str(folder / "docker.pid"), f"--bridge={bridge}", "--iptables=false", "--ip-masq=false"],
+        stdout=log, stderr=subprocess.STDOUT)
+    host = f"unix://{sock}"
+    for _ in range(120):
+        if process.poll() is not None:
+            raise RuntimeError(f"second dockerd exited: {(folder / 'dockerd.log').read_text()[-2000:]}")
+        if subprocess.run(["docker", "-H", host, "version"], capture_output=True).returncode == 0:
+            return Engine(host, folder, process, bridge)
+        time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("second dockerd did not answer")
