@@ -3,9 +3,14 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "src"))
-
-from enginebuild.cli import main  # noqa: E402
+ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(ROOT, "src"))
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:], root=os.path.dirname(os.path.abspath(__file__))))
+    from enginebuild.fastpath import answer_noop  # a no-op `image` answers before the CLI loads
+
+    if answer_noop(sys.argv[1:], ROOT):
+        sys.exit(0)
+    from enginebuild.cli import main
+
+    sys.exit(main(sys.argv[1:], root=ROOT))

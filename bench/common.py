@@ -33,6 +33,8 @@ class Row:
 
 def run(args, cwd=None, env=None, check=True, stdin=None) -> subprocess.CompletedProcess:
     full = dict(os.environ)
+    # enginebuild runs as Python usually does, with its bytecode cache (some sandboxes turn it off)
+    full.pop("PYTHONDONTWRITEBYTECODE", None)
     full.update(env or {})
     proc = subprocess.run(args, cwd=cwd, env=full, capture_output=True, text=True, stdin=stdin)
     if check and proc.returncode != 0:

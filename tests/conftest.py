@@ -124,3 +124,12 @@ def debian_reachable():
 def git_available():
     need(shutil.which("git") is not None, "git is not installed")
     return True
+
+
+def pytest_terminal_summary(terminalreporter):
+    from helpers import report
+
+    if report.FIGURES:
+        for line in report.render():
+            terminalreporter.write_line(line)
+        report.write(ROOT / "build" / "reliability-report.json")

@@ -81,11 +81,54 @@ class Builder:
         return args, env
 
 
+def _detection_key(candidates: list) -> str:
+    import json
+
+    stats = []
+    for path in candidates:
+        try:
+            st = os.stat(path)
+            stats.append([path, st.st_mtime_ns, st.st_size, st.st_ino])
+        except OSError:
+            stats.append([path])
+    plugins = os.path.expanduser("~/.docker/cli-plugins")
+    for folder in (plugins, "/usr/libexec/docker/cli-plugins", "/usr/lib/docker/cli-plugins",
+                   "/usr/local/lib/docker/cli-plugins"):
+        try:
+            stats.append([folder, os.stat(folder).st_mtime_ns])
+        except OSError:
+            pass
+    return json.dumps(stats)
+
+
 def detect_builder(builder_name: str | None = None) -> Builder:
+    """The BuildKit client to use; the answer is remembered until a docker binary or plugin folder changes."""
+    import json
+
+    from enginebuild.atomic import write_atomic
+    from enginebuild.home import home
+
     candidates = _candidates()
+    builder_name = builder_name or os.environ.get("BUILDX_BUILDER") or None
+    record = home() / "builder.json"
+    key = _detection_key(candidates)
+    try:
+        known = json.loads(record.read_text())
+        if known.get("key") == key:
+            return Builder(known["docker"], known["kind"], builder_name if known["kind"] == "buildx" else None)
+    except (OSError, ValueError, KeyError):
+        pass
+    builder = _detect(candidates, builder_name)
+    try:
+        write_atomic(record, json.dumps({"key": key, "docker": builder.docker, "kind": builder.kind}).encode())
+    except OSError:
+        pass
+    return builder
+
+
+def _detect(candidates: list, builder_name: str | None) -> Builder:
     if not candidates:
         raise ToolMissing("no docker client on PATH", hint="install docker (see README: set-up)")
-    builder_name = builder_name or os.environ.get("BUILDX_BUILDER") or None
     for docker in candidates:
         if _has_buildx(docker):
             return Builder(docker, "buildx", builder_name)

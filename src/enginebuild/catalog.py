@@ -52,8 +52,8 @@ class Catalog:
         display = self.display(name)
         tree = load_yaml_file(self.spec_path(name), display)
         if not isinstance(tree, YMap):
-            raise SpecError(Where(display, getattr(tree, "where", Where(display)).line if tree is not None else None),
-                            "", "a spec must be a mapping of keys (base:, engine:, ...)")
+            line = tree.where.line if isinstance(tree, YList) else 1
+            raise SpecError(Where(display, line), "", "a spec must be a mapping of keys (base:, engine:, ...)")
         spec_schema.IMAGE.check(tree, "", tree.where, partial=True)
         return tree
 

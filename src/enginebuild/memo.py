@@ -9,14 +9,12 @@ trusted to differ from a later edit), means a full plan.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
-from pathlib import Path
+import zlib
 
 from enginebuild import __version__
-from enginebuild.atomic import write_atomic
 
 RACY_SECONDS = 2.0
 
@@ -29,19 +27,27 @@ def _stat(path: str):
     return [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
-def memo_key(root: Path, image: str, options: dict) -> str:
-    text = json.dumps({"v": __version__, "root": str(root), "image": image, "options": options}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+def memo_key(root, image: str, options: dict) -> str:
+    """What the memo is for: this checkout, this image, these options, this enginebuild."""
+    return json.dumps({"v": __version__, "root": str(root), "image": image, "options": options}, sort_keys=True)
 
 
 class PlanMemo:
-    def __init__(self, home: Path):
-        self.folder = Path(home) / "plans"
+    # only os, json and zlib here: this module is on the no-op fast path (see fastpath.py)
+    def __init__(self, home):
+        self.folder = os.path.join(str(home), "plans")
+
+    def _file(self, key: str) -> str:
+        image = json.loads(key)["image"]
+        return os.path.join(self.folder, f"{image}-{zlib.crc32(key.encode()):08x}.json")
 
     def lookup(self, key: str) -> dict | None:
         try:
-            doc = json.loads((self.folder / f"{key}.json").read_text())
+            with open(self._file(key)) as handle:
+                doc = json.load(handle)
         except (OSError, ValueError):
+            return None
+        if doc.get("key") != key:
             return None
         for path, recorded in doc.get("inputs", {}).items():
             if _stat(path) != recorded:
@@ -56,11 +62,15 @@ class PlanMemo:
             if st is None or now - st[0] / 1e9 < RACY_SECONDS:
                 return False  # too fresh to trust its time stamp; the next run will record it
             inputs[path] = st
-        write_atomic(self.folder / f"{key}.json", json.dumps({"inputs": inputs, "result": result}).encode())
+        from pathlib import Path
+
+        from enginebuild.atomic import write_atomic
+
+        write_atomic(Path(self._file(key)), json.dumps({"key": key, "inputs": inputs, "result": result}).encode())
         return True
 
 
-def plan_input_paths(root: Path, spec, templates_dir: Path) -> list:
+def plan_input_paths(root, spec, templates_dir) -> list:
     """Every file and folder whose change could change the plan of this spec."""
     paths = [root / "images" / name / "image.yaml" for name in spec.chain]
     paths.append(root / "lockfiles" / f"{spec.name}.lock")

@@ -9,6 +9,20 @@ import jinja2
 from enginebuild.quote import FILTERS
 
 
+def _bytecode_cache():
+    """Compiled templates kept between runs (keyed by template source), so a run need not lex them."""
+    import os
+
+    from enginebuild.home import home
+
+    folder = home() / "jinja"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(folder)) if os.access(folder, os.W_OK) else None
+
+
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -18,6 +32,7 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         trim_blocks=False,
         lstrip_blocks=False,
+        bytecode_cache=_bytecode_cache(),
     )
     env.filters.update(FILTERS)
     return env

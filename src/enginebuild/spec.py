@@ -213,7 +213,8 @@ class _Builder:
     def source(self, node, path: str, default_name: str) -> Source:
         if "git" in node:
             git = self.get(node, "git", path)
-            return Source("git", url=self.get(git, "url", f"{path}.git"), ref=self.get(git, "ref", f"{path}.git"))
+            ref = self.get(git, "ref", f"{path}.git") or self.get(git, "commit", f"{path}.git")
+            return Source("git", url=self.get(git, "url", f"{path}.git"), ref=ref)
         if "pypi" in node:
             pypi = self.get(node, "pypi", path)
             return Source("pypi", name=self.get(pypi, "name", f"{path}.pypi", default_name),

@@ -100,7 +100,7 @@ def _patch_name(value: str) -> str | None:
 
 
 def _mode(value: str) -> str | None:
-    if not re.fullmatch(r"0?[0-7]{3}", value):
+    if not re.fullmatch(r"[0-7]{3,4}", value):
         return f"expected an octal file mode such as '0755', got {value!r}"
     if int(value, 8) & 0o7000:
         return "setuid, setgid and sticky bits are not allowed"
@@ -111,7 +111,16 @@ TEXT = Str(test=_no_control)
 SCALAR_TEXT = Str(test=_no_control, allow_int=True, what="a string (quote it)")
 ABS = Str(test=_abs_path, what="an absolute path")
 REL = Str(test=_rel_path, what="a relative path")
-COMMAND = OneOf((Str(test=_no_control, what="a shell command"),
+def _command(value: str) -> str | None:
+    problem = _no_control(value)
+    if problem:
+        return problem
+    if value.rstrip().endswith("\\"):
+        return "a command may not end in a backslash (it would continue into the next instruction)"
+    return None
+
+
+COMMAND = OneOf((Str(test=_command, what="a shell command"),
                  ListOf(Str(test=_no_control), max_items=256)))
 FILE_ENTRY = OneOf((REL, Record({"src": REL, "mode": Str(test=_mode, what="an octal mode")},
                                 required=("src",), doc="{src, mode}")))
@@ -119,8 +128,10 @@ FILES = MapOf(FILE_ENTRY, key_pattern=ABS_PATH.pattern, key_what="an absolute de
 
 SOURCE = Record(
     {
-        "git": Record({"url": Str(test=_git_url, what="a git URL"), "ref": Str(test=_git_ref, what="a git ref")},
-                      required=("url", "ref"), doc="{url, ref}"),
+        "git": Record({"url": Str(test=_git_url, what="a git URL"), "ref": Str(test=_git_ref, what="a git ref"),
+                       "commit": Str(pattern=r"[0-9a-f]{40}", what="a full commit id (40 lower-case hex digits)")},
+                      exclusive=(("ref", "commit"),), need_one_of=("ref", "commit"), required=("url",),
+                      doc="{url, ref} or {url, commit}"),
         "pypi": Record({"name": Str(pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*", what="a project name"),
                         "version": Str(test=_version, what="a version")},
                        required=("version",), doc="{name, version}"),

@@ -6,8 +6,9 @@ import json
 
 
 def add_arguments(parser):
-    parser.add_argument("image", metavar="IMAGE")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("images", nargs="*", metavar="IMAGE")
+    parser.add_argument("--all", action="store_true", help="every image of the catalogue")
+    parser.add_argument("--json", action="store_true", help="machine-readable output (a list with --all)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override an engine build argument")
     from enginebuild.commands.image import add_cache_arguments
@@ -20,7 +21,9 @@ def describe_plan(ws, name: str, build_args: dict, cache=None) -> dict:
     from enginebuild.history import BuildHistory, changed_inputs
     from enginebuild.stages import STAGE_REPO, plan_image
 
-    plan = plan_image(ws.spec(name), ws.lock(name), build_args=build_args)
+    lock = ws.lock(name)
+    unresolved = sorted(lock.unresolved()) if lock else []
+    plan = plan_image(ws.spec(name), lock, build_args=build_args, strict=not unresolved)
     existing = EngineAPI().tags_of(STAGE_REPO)
     in_cache = set()
     if cache is not None and stages_to_build(plan, existing):
@@ -40,27 +43,39 @@ def describe_plan(ws, name: str, build_args: dict, cache=None) -> dict:
         if stage.key in todo:
             row["changed"] = changed_inputs(stage, history.get(stage.name))
         stages.append(row)
+    if unresolved:
+        for row in stages:
+            row["action"] = "not buildable"
+            row.pop("changed", None)
     return {"image": name, "platform": plan.platform, "base": plan.base_ref, "tag": plan.image_tag,
+            "buildable": not unresolved, "unresolved": unresolved,
             "final_key": plan.final.key, "stages": stages, "to_build": [s["stage"] for s in stages if s["action"] == "build"],
             "from_cache": [s["stage"] for s in stages if s["action"] == "pull from cache"]}
 
 
 def run(args, ws) -> int:
     from enginebuild.commands.image import parse_build_args
-
+    from enginebuild.errors import UserError
     from enginebuild.stagecache import cache_from_settings
 
+    if not args.images and not args.all:
+        raise UserError("name an image, or --all")
+    names = ws.select(args.images) if args.images else ws.buildable()
     cache = cache_from_settings(ws, args.cache, args.no_cache, True)
-    doc = describe_plan(ws, args.image, parse_build_args(args.build_arg), cache)
+    docs = [describe_plan(ws, name, parse_build_args(args.build_arg), cache) for name in names]
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(docs if args.all or len(docs) > 1 else docs[0], indent=2))
         return 0
-    print(f"{doc['image']}  ({doc['platform']}, base {doc['base']})")
-    for i, row in enumerate(doc["stages"], 1):
-        line = f"  {i}. {row['stage']:<14} {row['key'][:12]}  {row['action']}"
-        if row.get("changed"):
-            line += "  <- " + ", ".join(row["changed"])
-        print(line)
-    count = len(doc["to_build"])
-    print(f"  {count} stage(s) to build" if count else "  nothing to build")
+    for doc in docs:
+        print(f"{doc['image']}  ({doc['platform']}, base {doc['base']})")
+        for i, row in enumerate(doc["stages"], 1):
+            line = f"  {i}. {row['stage']:<14} {row['key'][:12]}  {row['action']}"
+            if row.get("changed"):
+                line += "  <- " + ", ".join(row["changed"])
+            print(line)
+        if not doc["buildable"]:
+            print(f"  not buildable until `lock` resolves: {', '.join(doc['unresolved'])}")
+        else:
+            count = len(doc["to_build"])
+            print(f"  {count} stage(s) to build" if count else "  nothing to build")
     return 0

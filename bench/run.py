@@ -1,0 +1,202 @@
+"""enginebuild's benchmark suite: every figure measured side by side with its baseline, in one run.
+
+    python bench/run.py [--units N] [--only a,b,c,d,e,f] [--registry 127.0.0.1:5000]
+
+a. no-op `image demo` vs `docker build` of the same rendered Dockerfiles, fully cached
+b. script edit, warm machine: enginebuild vs a hand-written single Dockerfile (scripts last)
+c. script edit on a fresh engine sharing the registry: enginebuild --cache vs the hand-written
+   Dockerfile on a fresh engine (the engine stage compiles DEMO_ENGINE_UNITS kernel units)
+d. bytes and layers pushed after a script edit vs the size of the edited file
+e. patch check of one stack against the vllm 0.21.0 sdist vs extract + git init + git apply
+f. plan of the whole catalogue
+
+Needs the set-up of scripts/setup.sh (Docker engine, registry on 127.0.0.1:5000), root
+(for a second engine), and network access to PyPI and Debian's archive.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from common import ROOT, Row, eb, print_table, run, scratch_workspace, timed  # noqa: E402
+
+DOCKER = os.environ.get("ENGINEBUILD_DOCKER", "/usr/bin/docker")
+
+
+def docker_build(context: Path, tag: str, env=None, build_args=()) -> float:
+    args = [DOCKER, "build", "-q", "-t", tag]
+    for arg in build_args:
+        args += ["--build-arg", arg]
+    start = time.perf_counter()
+    run(args + [str(context)], env={"DOCKER_BUILDKIT": "1", **(env or {})})
+    return time.perf_counter() - start
+
+
+def handwritten_context(ws: Path, rendered: Path, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "bench/handwritten/Dockerfile", folder / "Dockerfile")
+    shutil.copy(next(rendered.glob("*-system")) / "sysroot.tar", folder / "sysroot.tar")
+    shutil.copytree(ws / "images/demo/engine", folder / "engine")
+    shutil.copy(ws / "patches/demo-engine/0001-aux-layer-ids-off-by-one.patch", folder)
+    for name in ("build_engine.sh", "launch_server.sh", "wait_for_server.sh"):
+        shutil.copy(ws / "images/demo" / name, folder / name)
+    return folder
+
+
+def edit(path: Path) -> int:
+    with open(path, "a") as handle:
+        handle.write(f"# tuned {uuid.uuid4().hex[:8]}\n")
+    return path.stat().st_size
+
+
+def bench_noop(ws, env) -> Row:
+    run(eb(ws, "image", "demo"), cwd=ws, env=env)
+    time.sleep(2.5)  # inputs written seconds ago are not trusted by the plan memo
+    run(eb(ws, "image", "demo"), cwd=ws, env=env)
+    ours = timed(eb(ws, "image", "demo"), repeat=7, cwd=ws, env=env)
+    rendered = Path(tempfile.mkdtemp(prefix="eb-bench-render-"))
+    run(eb(ws, "render", "demo", "--out", str(rendered)), cwd=ws, env=env)
+    stages = sorted(rendered.iterdir())
+
+    def all_stages():
+        for i, folder in enumerate(stages):
+            docker_build(folder, f"enginebuild/stage:{json.loads(json.dumps(folder.name))}-bench{i}")
+
+    all_stages()  # warm
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        all_stages()
+        times.append(time.perf_counter() - start)
+    shutil.rmtree(rendered, ignore_errors=True)
+    return Row("a. no-op image demo", ours, statistics.median(times), "s",
+               "python BUILD.py image demo   (nothing changed)",
+               f"docker build of the {len(stages)} rendered stage Dockerfiles (render --out), all cached")
+
+
+def bench_warm_edit(ws, env, hand: Path) -> Row:
+    ours_times, baseline_times = [], []
+    docker_build(hand, "enginebuild-bench/handwritten:warm")
+    for attempt in range(4):  # the first edit of each warms up (builder detection, bytecode); not counted
+        edit(ws / "images/demo/launch_server.sh")
+        start = time.perf_counter()
+        run(eb(ws, "image", "demo"), cwd=ws, env=env)
+        ours_times.append(time.perf_counter() - start)
+        edit(hand / "launch_server.sh")
+        baseline_times.append(docker_build(hand, "enginebuild-bench/handwritten:warm"))
+    ours, baseline = statistics.median(ours_times[1:]), statistics.median(baseline_times[1:])
+    return Row("b. script edit, warm machine", ours, baseline, "s",
+               "python BUILD.py image demo   (after editing launch_server.sh)",
+               "docker build of the hand-written Dockerfile (BuildKit, warm cache)")
+
+
+def bench_fresh_edit(ws, env, hand: Path, registry: str, units: int) -> Row:
+    from helpers.engines import start_engine
+
+    cache = f"{registry}/enginebuild-bench/cache-{uuid.uuid4().hex[:8]}"
+    arg = f"DEMO_ENGINE_UNITS={units}"
+    start = time.perf_counter()
+    run(eb(ws, "image", "demo", "--build-arg", arg, "--cache", cache), cwd=ws, env=env)
+    print(f"  (c) populating the cache on this machine took {time.perf_counter() - start:.0f}s", file=sys.stderr)
+    edit(ws / "images/demo/launch_server.sh")
+    edit(hand / "launch_server.sh")
+    scratch = Path(tempfile.mkdtemp(prefix="eb-bench-engines-"))
+    engine = start_engine(scratch / "ours", index=3)
+    try:
+        fresh_env = {**env, "DOCKER_HOST": engine.host, "ENGINEBUILD_HOME": str(scratch / "home-ours")}
+        start = time.perf_counter()
+        run(eb(ws, "image", "demo", "--build-arg", arg, "--cache", cache), cwd=ws, env=fresh_env)
+        ours = time.perf_counter() - start
+    finally:
+        engine.stop()
+    engine = start_engine(scratch / "baseline", index=4)
+    try:
+        baseline = docker_build(hand, "enginebuild-bench/handwritten:fresh", env={"DOCKER_HOST": engine.host},
+                                build_args=[arg])
+    finally:
+        engine.stop()
+    shutil.rmtree(scratch, ignore_errors=True)
+    return Row(f"c. script edit, fresh engine ({units} units)", ours, baseline, "s",
+               f"python BUILD.py image demo --build-arg {arg} --cache REGISTRY/cache   (new, empty engine)",
+               f"docker build --build-arg {arg} of the hand-written Dockerfile (new, empty engine)")
+
+
+def bench_push(ws, env, registry: str) -> Row:
+    repo = f"{registry}/enginebuild-bench/push-{uuid.uuid4().hex[:8]}"
+    run(eb(ws, "image", "demo"), cwd=ws, env=env)
+    run(eb(ws, "push", "demo", "--to", repo, "--tag", "before"), cwd=ws, env=env)
+    size = edit(ws / "images/demo/launch_server.sh")
+    run(eb(ws, "image", "demo"), cwd=ws, env=env)
+    run(eb(ws, "push", "demo", "--to", repo, "--tag", "after"), cwd=ws, env=env)
+    record = next(r for r in json.loads((ws / "lockfiles/demo.pushes.json").read_text())["pushes"] if r["tag"] == "after")
+    import requests
+
+    manifest = requests.get(f"http://{repo.split('/', 1)[0]}/v2/{repo.split('/', 1)[1]}/manifests/after",
+                            headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    manifests = len(manifest.content) + manifest.json()["config"]["size"]
+    return Row("d. bytes pushed after a script edit", record["bytes_pushed"], 2 * size + manifests, "bytes",
+               f"python BUILD.py push demo --to REPO   ({record['layers_pushed']} layer(s) uploaded)",
+               f"2 x the edited file ({size} bytes) + image manifest and config ({manifests} bytes)",
+               note=f"layers uploaded: {record['layers_pushed']}")
+
+
+def bench_plan(ws, env) -> Row:
+    names = json.loads(run(eb(ws, "list", "--json"), cwd=ws, env=env).stdout)
+    count = sum(1 for r in names if r["lock"] != "abstract")
+    ours = timed(eb(ws, "plan", "--all", "--json"), repeat=5, cwd=ws, env=env)
+    each = timed(eb(ws, "plan", "demo", "--json"), repeat=5, cwd=ws, env=env)
+    return Row(f"f. plan of the whole catalogue ({count} images)", ours, each * count, "s",
+               "python BUILD.py plan --all --json",
+               f"python BUILD.py plan IMAGE --json, {count} times (one image per run)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--units", type=int, default=110, help="kernel units for (c); 110 is about 75 s here")
+    parser.add_argument("--only", default="a,b,c,d,e,f")
+    parser.add_argument("--registry", default="127.0.0.1:5000")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    home = Path(os.environ.get("ENGINEBUILD_HOME") or tempfile.mkdtemp(prefix="eb-bench-home-"))
+    env = {"ENGINEBUILD_HOME": str(home)}
+    ws = scratch_workspace("suite")
+    rows = []
+    try:
+        if "a" in only:
+            rows.append(bench_noop(ws, env))
+        hand = None
+        if only & {"b", "c"}:
+            rendered = Path(tempfile.mkdtemp(prefix="eb-bench-render-"))
+            run(eb(ws, "render", "demo", "--out", str(rendered)), cwd=ws, env=env)
+            hand = handwritten_context(ws, rendered, Path(tempfile.mkdtemp(prefix="eb-bench-hand-")) / "ctx")
+            shutil.rmtree(rendered, ignore_errors=True)
+        if "b" in only:
+            rows.append(bench_warm_edit(ws, env, hand))
+        if "c" in only:
+            rows.append(bench_fresh_edit(ws, env, hand, args.registry, args.units))
+        if "d" in only:
+            rows.append(bench_push(ws, env, args.registry))
+        if "e" in only:
+            from patchcheck import bench as bench_patches
+            rows += bench_patches(home)
+        if "f" in only:
+            rows.append(bench_plan(ws, env))
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
