@@ -203,6 +203,12 @@ def run_build(builder: Builder, *, context_file: Path, tag: str, platform: str, 
                 done.set()
         elapsed = time.monotonic() - start
         if code != 0:
+            from enginebuild.engine_api import EngineAPI, docker_host
+
+            if not EngineAPI().ping():
+                raise BuildFailed(f"the Docker engine at {docker_host()} stopped answering while stage {what} was "
+                                  f"building ({elapsed:.1f}s in); nothing was recorded for that stage",
+                                  hint="start the engine and run the same command again: stages already built are kept")
             shown = "\n    ".join(tail)
             raise BuildFailed(f"stage {what} failed after {elapsed:.1f}s (builder exit {code}); builder output:\n    {shown}",
                               hint=f"full log: {log_path}")

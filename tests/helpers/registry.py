@@ -70,6 +70,16 @@ def start_registry(folder: Path) -> Registry:
     return _serve(folder)
 
 
+def start_htpasswd_registry(folder: Path, user: str, password: str) -> Registry:
+    """A registry that wants Basic credentials (the htpasswd file is bcrypt, made with htpasswd)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    htpasswd = folder / "htpasswd"
+    line = subprocess.run(["htpasswd", "-Bbn", user, password], capture_output=True, text=True, check=True).stdout
+    htpasswd.write_text(line.strip() + "\n")
+    auth = f"auth:\n  htpasswd:\n    realm: enginebuild-test\n    path: {htpasswd}\n"
+    return _serve(folder, auth)
+
+
 # -- a token service that signs JWTs the registry verifies against our own CA certificate --------
 
 def _b64(data: bytes) -> str:

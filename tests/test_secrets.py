@@ -1,0 +1,133 @@
+"""No secret reaches an image layer, its history, its config, a Dockerfile, a lockfile, our output or logs;
+registry passwords never appear on a command line."""
+import base64
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import need, run_cli
+from helpers import report
+from helpers.docker import docker
+from helpers.registry import start_htpasswd_registry
+from helpers.specs import write_image
+
+pytestmark = [pytest.mark.docker, pytest.mark.network]
+
+SENTINEL = "hf_SENTINELsecret" + uuid.uuid4().hex  # looks like a Hugging Face token
+BUILD = """#!/bin/sh
+set -eu
+test -s /run/secrets/HF_TOKEN
+mkdir -p /opt/probe
+wc -c < /run/secrets/HF_TOKEN > /opt/probe/secret-length
+echo "the build printed the token: $(cat /run/secrets/HF_TOKEN)"
+"""
+
+
+def spec(marker: str) -> str:
+    return "\n".join([
+        "base: scratch", "platform: linux/amd64",
+        "system:", "  install: extract", "  packages: [busybox-static]",
+        "  run:", '    - ["/bin/busybox", "--install", "-s", "/bin"]', '    - "mkdir -p /tmp && chmod 1777 /tmp"',
+        "engine:", "  name: probe", "  source: {path: src}",
+        "  build:", "    script: build.sh", "    secrets: [HF_TOKEN]", f"    args: {{RUN_MARKER: \"{marker}\"}}",
+        "env: {MODEL_PATH: /models/m}", ""])
+
+
+def hits(data, needle: str) -> int:
+    if isinstance(data, str):
+        data = data.encode("utf-8", "replace")
+    return data.count(needle.encode())
+
+
+def scan(place: str, data, needle: str) -> int:
+    found = hits(data, needle)
+    report.count("secrets", "places checked")
+    report.count("secrets", "hits", found)
+    assert found == 0, f"the secret appears in {place}"
+    return found
+
+
+def test_a_build_secret_reaches_the_build_and_nothing_else(workspace, docker_engine, debian_reachable, eb_home):
+    write_image(workspace, "sec", spec(uuid.uuid4().hex), {"build.sh": BUILD, "src/x": "x\n"})
+    assert run_cli(["lock", "sec"], workspace).returncode == 0
+    proc = run_cli(["image", "sec", "-v"], workspace, env={"HF_TOKEN": SENTINEL})
+    assert proc.returncode == 0, proc.stderr
+    assert "the build printed the token: [redacted]" in proc.stderr  # the build saw it; we did not repeat it
+    length = docker("run", "--rm", "--entrypoint", "cat", "enginebuild/sec:latest", "/opt/probe/secret-length").stdout
+    assert int(length) == len(SENTINEL)
+    scan("enginebuild's output", proc.stdout + proc.stderr, SENTINEL)
+    scan("docker history", docker("history", "--no-trunc", "enginebuild/sec:latest").stdout, SENTINEL)
+    scan("docker inspect", docker("image", "inspect", "enginebuild/sec:latest").stdout, SENTINEL)
+    saved = subprocess.run(["docker", "save", "enginebuild/sec:latest"], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(saved)) as outer:
+        for member in outer.getmembers():
+            if member.isfile():
+                content = outer.extractfile(member).read()
+                scan(f"image file {member.name}", content, SENTINEL)
+                if member.name.endswith("layer.tar"):
+                    with tarfile.open(fileobj=io.BytesIO(content)) as layer:
+                        for entry in layer.getmembers():
+                            if entry.isfile():
+                                scan(f"layer entry {entry.name}", layer.extractfile(entry).read(), SENTINEL)
+    scan("rendered Dockerfiles", run_cli(["render", "sec"], workspace).stdout, SENTINEL)
+    for path in (workspace / "lockfiles").iterdir():
+        scan(str(path), path.read_bytes(), SENTINEL)
+    for path in Path(eb_home).rglob("*"):
+        if path.is_file() and "cas" not in path.parts:
+            scan(str(path), path.read_bytes(), SENTINEL)
+
+
+def test_registry_passwords_never_appear_on_a_command_line_or_in_output(workspace, docker_engine, tmp_path, eb_home):
+    need(shutil.which("htpasswd") is not None, "htpasswd is not installed (apache2-utils; run scripts/setup.sh)")
+    password = "pw-" + uuid.uuid4().hex
+    registry = start_htpasswd_registry(tmp_path / "reg", "pusher", password)
+    try:
+        config = tmp_path / "docker-config"
+        config.mkdir()
+        auth = base64.b64encode(f"pusher:{password}".encode()).decode()
+        (config / "config.json").write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}))
+        assert run_cli(["image", "demo"], workspace).returncode == 0
+        seen, done = [], threading.Event()
+
+        def watch():
+            while not done.is_set():
+                for pid in os.listdir("/proc"):
+                    if pid.isdigit():
+                        try:
+                            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+                        except OSError:
+                            continue
+                        if password.encode() in cmdline:
+                            seen.append(cmdline)
+                done.wait(0.005)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            proc = run_cli(["push", "demo", "--to", f"{registry.host}/enginebuild/demo", "--tag", "private"], workspace,
+                           env={"DOCKER_CONFIG": str(config)})
+        finally:
+            done.set()
+            watcher.join()
+        assert proc.returncode == 0, proc.stderr
+        report.count("secrets", "places checked")
+        report.count("secrets", "hits", len(seen))
+        assert seen == []  # no process of ours (or docker's) had it in its argv
+        scan("push output", proc.stdout + proc.stderr, password)
+        scan("push record", (workspace / "lockfiles/demo.pushes.json").read_bytes(), password)
+        for path in Path(eb_home).rglob("*"):
+            if path.is_file() and "cas" not in path.parts:
+                scan(str(path), path.read_bytes(), password)
+        # and without the credentials the registry refuses: the password was what made it work
+        denied = run_cli(["push", "demo", "--to", f"{registry.host}/enginebuild/demo", "--tag", "anon"], workspace,
+                         env={"DOCKER_CONFIG": str(tmp_path / "empty-config")})
+        assert denied.returncode == 1
+    finally:
+        registry.stop()
