@@ -98,8 +98,9 @@ def build_lock(resolvers: Resolvers, spec: ImageSpec, previous: Lock | None, *, 
         try:
             resolved = resolve_input(resolvers, spec, name)
         except EngineBuildError as exc:
-            inputs[name] = {"request": request, "resolved": None, "unresolved": exc.message}
-            report(name, "unresolved", exc.message)
+            why = exc.message + (f"; {exc.hint}" if exc.hint else "")
+            inputs[name] = {"request": request, "resolved": None, "unresolved": why}
+            report(name, "unresolved", why)
             continue
         inputs[name] = {"request": request, "resolved": resolved}
         report(name, "changed" if old and old.get("resolved") != resolved else ("new" if not old else "same"), "")

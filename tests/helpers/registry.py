@@ -53,6 +53,7 @@ def _wait(url: str, process: subprocess.Popen, log: Path) -> None:
 
 
 def _serve(folder: Path, auth_yaml: str = "") -> Registry:
+    folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     config = folder / "config.yml"
     config.write_text(

@@ -1,0 +1,177 @@
+"""A misbehaving registry: bounded retries that honour Retry-After, the token flow with the scope
+asked, clear messages, and never a wrong digest or a push recorded that did not happen."""
+import json
+import time
+import uuid
+
+import pytest
+from conftest import ROOT, run_cli
+from helpers import report
+from helpers.faultproxy import FaultProxy
+from helpers.registry import push_blob_image
+from helpers.specs import write_image
+
+from enginebuild.lockfile import read_lock
+
+pytestmark = [pytest.mark.registry]
+
+MANIFEST = r"/v2/enginebuild-test/fault/manifests/"
+
+
+@pytest.fixture(scope="module")
+def proxied(registry):
+    proxy = FaultProxy(registry.host)
+    digest = push_blob_image(registry.host, "enginebuild-test/fault", "1")
+    yield proxy, digest
+    proxy.shutdown()
+
+
+@pytest.fixture
+def proxy(proxied):
+    proxy, digest = proxied
+    proxy.reset()
+    return proxy, digest
+
+
+def lock_through(proxy, workspace, env=None):
+    write_image(workspace, "t", f"base: {proxy.host}/enginebuild-test/fault:1\nplatform: linux/amd64\n")
+    start = time.monotonic()
+    proc = run_cli(["lock", "--update", "t"], workspace, env={"ENGINEBUILD_HTTP_BACKOFF": "0.05", **(env or {})})
+    return proc, time.monotonic() - start, read_lock(workspace, "t")
+
+
+def outcome(kind: str, correct: bool):
+    report.count("registry faults", f"{kind} injected")
+    report.count("registry faults", f"{kind} handled", int(correct))
+    assert correct
+
+
+def test_a_bearer_challenge_is_answered_with_the_scope_the_registry_named(proxy, workspace):
+    proxy, digest = proxy
+    proxy.bearer = True
+    proc, _, lock = lock_through(proxy, workspace)
+    outcome("401 bearer", proc.returncode == 0 and lock.resolved("base")["digest"] == digest
+            and proxy.scopes == ["repository:enginebuild-test/fault:pull"])
+
+
+def test_403_is_a_clear_error_and_records_no_digest(proxy, workspace):
+    proxy, _ = proxy
+    proxy.add("GET", MANIFEST, "status", status=403, times=100)
+    proc, _, lock = lock_through(proxy, workspace)
+    outcome("403", proc.returncode == 1 and lock.resolved("base") is None
+            and "access denied" in proc.stderr and "lack pull access" in lock.unresolved()["base"])
+
+
+def test_404_says_there_is_no_such_manifest(proxy, workspace):
+    proxy, _ = proxy
+    proxy.add("GET", MANIFEST, "status", status=404, times=100)
+    proc, _, lock = lock_through(proxy, workspace)
+    outcome("404", proc.returncode == 1 and lock.resolved("base") is None and "no such manifest" in proc.stderr)
+
+
+def test_429_waits_as_long_as_retry_after_says(proxy, workspace):
+    proxy, digest = proxy
+    proxy.add("GET", MANIFEST, "status", status=429, headers={"Retry-After": "2"}, times=1)
+    proc, elapsed, lock = lock_through(proxy, workspace)
+    outcome("429 retry-after", proc.returncode == 0 and lock.resolved("base")["digest"] == digest
+            and elapsed >= 2.0 and "HTTP 429; retrying in 2.0s" in proc.stderr)
+
+
+def test_a_burst_of_503_is_retried_a_bounded_number_of_times(proxy, workspace):
+    proxy, digest = proxy
+    proxy.add("GET", MANIFEST, "status", status=503, times=3)
+    proc, _, lock = lock_through(proxy, workspace)
+    outcome("503 burst", proc.returncode == 0 and lock.resolved("base")["digest"] == digest)
+    proxy.reset()
+    proxy.add("GET", MANIFEST, "status", status=503, times=1000)
+    proc, elapsed, lock = lock_through(proxy, workspace)
+    attempts = sum(1 for entry in proxy.log if entry[2] == 503)
+    outcome("503 forever", proc.returncode == 1 and lock.resolved("base") is None and attempts == 6
+            and "after 6 attempts" in proc.stderr and "try again later" in proc.stderr and elapsed < 30)
+
+
+def test_connection_resets_are_retried(proxy, workspace):
+    proxy, digest = proxy
+    proxy.add("GET", MANIFEST, "reset", times=2)
+    proc, _, lock = lock_through(proxy, workspace)
+    outcome("connection reset", proc.returncode == 0 and lock.resolved("base")["digest"] == digest)
+
+
+def test_a_digest_header_that_disagrees_with_the_body_is_never_recorded(proxy, workspace):
+    proxy, _ = proxy
+    proxy.add("GET", MANIFEST, "lie", times=100)
+    proc, _, lock = lock_through(proxy, workspace)
+    outcome("digest mismatch", proc.returncode == 1 and lock.resolved("base") is None
+            and "claims digest" in proc.stderr and "nothing was recorded" in proc.stderr)
+
+
+# -- pushes through the proxy: the Docker engine uploads, enginebuild checks and records -------------
+
+@pytest.fixture(scope="module")
+def tiny(docker_engine, debian_reachable, tmp_path_factory):
+    import shutil
+
+    workspace = tmp_path_factory.mktemp("tiny-repo")
+    for part in ("images", "patches", "lockfiles"):
+        shutil.copytree(ROOT / part, workspace / part)
+    write_image(workspace, "tiny", "\n".join([
+        "base: scratch", "platform: linux/amd64", "system:", "  install: extract", "  packages: [busybox-static]",
+        "  run:", '    - ["/bin/busybox", "--install", "-s", "/bin"]', '    - "mkdir -p /tmp && chmod 1777 /tmp"',
+        "files:", "  /opt/hello.txt: hello.txt", ""]), {"hello.txt": f"hello {uuid.uuid4().hex}\n"})
+    assert run_cli(["lock", "tiny"], workspace).returncode == 0
+    assert run_cli(["image", "tiny"], workspace).returncode == 0
+    return workspace
+
+
+def push_through(proxy, workspace, tag):
+    repo = f"{proxy.host}/enginebuild-test/pushed-{uuid.uuid4().hex[:8]}"
+    proc = run_cli(["push", "tiny", "--to", repo, "--tag", tag], workspace, env={"ENGINEBUILD_HTTP_BACKOFF": "0.05"})
+    path = workspace / "lockfiles/tiny.pushes.json"
+    records = json.loads(path.read_text())["pushes"] if path.exists() else []
+    return proc, repo, [r for r in records if r["repository"] == repo]
+
+
+def consistent(proxy, proc, repo, records) -> bool:
+    """A record exists exactly when the push succeeded, and holds what the registry serves."""
+    import requests
+
+    if proc.returncode != 0:
+        return records == []
+    if len(records) != 1:
+        return False
+    name = repo.split("/", 1)[1]
+    served = requests.head(f"http://{proxy.upstream}/v2/{name}/manifests/{records[0]['tag']}",
+                           headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    return served.headers.get("Docker-Content-Digest") == records[0]["digest"]
+
+
+@pytest.mark.docker
+def test_a_push_behind_a_bearer_challenge_is_recorded_with_the_served_digest(proxy, tiny):
+    proxy, _ = proxy
+    proxy.bearer = True
+    proc, repo, records = push_through(proxy, tiny, "bearer")
+    outcome("push 401 bearer", proc.returncode == 0 and consistent(proxy, proc, repo, records))
+
+
+@pytest.mark.docker
+def test_a_connection_reset_mid_upload_never_records_a_failed_push(proxy, tiny):
+    proxy, _ = proxy
+    proxy.add("*", r"/blobs/uploads/", "reset", times=3)
+    proc, repo, records = push_through(proxy, tiny, "reset")
+    outcome("push reset mid-upload", consistent(proxy, proc, repo, records))
+
+
+@pytest.mark.docker
+def test_a_registry_that_lies_about_the_pushed_digest_gets_no_record(proxy, tiny):
+    proxy, _ = proxy
+    proxy.add("HEAD", r"/manifests/lie$", "lie", times=100)
+    proc, repo, records = push_through(proxy, tiny, "lie")
+    outcome("push digest mismatch", proc.returncode == 1 and records == [] and "nothing recorded" in proc.stderr)
+
+
+@pytest.mark.docker
+def test_a_registry_that_keeps_failing_gets_no_record(proxy, tiny):
+    proxy, _ = proxy
+    proxy.add("PUT", r"/manifests/down$", "status", status=503, times=1000)
+    proc, repo, records = push_through(proxy, tiny, "down")
+    outcome("push 503", proc.returncode == 1 and records == [] and "push of" in proc.stderr)
