@@ -6,6 +6,8 @@ import pytest
 from conftest import run_cli
 from helpers.specs import write_image
 
+from helpers import report
+
 from enginebuild.errors import ResolveError
 from enginebuild.fetch import Fetcher
 from enginebuild.http import Http
@@ -73,6 +75,7 @@ def test_a_fetched_file_that_no_longer_matches_its_pin_is_refused_and_deleted(py
         fetcher.fetch([ContextItem("python/six.whl", "0" * 64, artifact="0" * 64)])
     assert "the lock pins 0000" in info.value.message
     assert not Store(eb_home).has("0" * 64)
+    report.count("upstream integrity", "downloads not matching their pin refused")
 
 
 def test_wheels_are_chosen_for_the_target_platform_not_the_host():
@@ -144,6 +147,7 @@ def test_a_commit_reachable_from_no_branch_or_tag_is_refused(upstream, eb_home):
     with pytest.raises(ResolveError) as info:
         Mirror(eb_home, upstream["url"]).resolve(upstream["dangling"])
     assert "not reachable from any branch or tag" in info.value.message or "has no commit" in info.value.message
+    report.count("upstream integrity", "unreachable commits refused")
 
 
 def test_an_unknown_ref_is_a_clear_error(upstream, eb_home):

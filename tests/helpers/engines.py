@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +20,13 @@ class Engine:
     folder: Path
     process: subprocess.Popen
     bridge: str
+    run_dir: Path
 
     @property
     def env(self) -> dict:
         return {"DOCKER_HOST": self.host}
 
-    def stop(self) -> None:
+    def stop(self, keep_data: bool = False) -> None:
         self.process.terminate()
         try:
             self.process.wait(30)
@@ -32,7 +34,9 @@ class Engine:
             self.process.kill()
             self.process.wait(10)
         subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def start_engine(folder: Path, index: int = 2) -> Engine:
@@ -41,18 +45,20 @@ def start_engine(folder: Path, index: int = 2) -> Engine:
     subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True, capture_output=True)
     subprocess.run(["ip", "addr", "add", f"172.31.{240 + index}.1/24", "dev", bridge], check=True, capture_output=True)
     subprocess.run(["ip", "link", "set", bridge, "up"], check=True, capture_output=True)
-    sock = folder / "docker.sock"
+    # sockets live under a short path: a unix socket path may not exceed 107 bytes
+    run_dir = Path(tempfile.mkdtemp(prefix="ebe-", dir="/tmp"))
+    sock = run_dir / "docker.sock"
     log = open(folder / "dockerd.log", "w")
     process = subprocess.Popen(
-        ["dockerd", "-H", f"unix://{sock}", "--data-root", str(folder / "data"), "--exec-root", str(folder / "exec"),
-         "--pidfile", str(folder / "docker.pid"), f"--bridge={bridge}", "--iptables=false", "--ip-masq=false"],
+        ["dockerd", "-H", f"unix://{sock}", "--data-root", str(folder / "data"), "--exec-root", str(run_dir / "exec"),
+         "--pidfile", str(run_dir / "docker.pid"), f"--bridge={bridge}", "--iptables=false", "--ip-masq=false"],
         stdout=log, stderr=subprocess.STDOUT)
     host = f"unix://{sock}"
     for _ in range(120):
         if process.poll() is not None:
             raise RuntimeError(f"second dockerd exited: {(folder / 'dockerd.log').read_text()[-2000:]}")
         if subprocess.run(["docker", "-H", host, "version"], capture_output=True).returncode == 0:
-            return Engine(host, folder, process, bridge)
+            return Engine(host, folder, process, bridge, run_dir)
         time.sleep(0.5)
     process.kill()
     raise RuntimeError("second dockerd did not answer")
