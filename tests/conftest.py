@@ -96,27 +96,24 @@ def token_registry(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture(scope="session")
-def pypi_reachable():
+def _reachable(method: str, url: str) -> bool:
     import requests
 
     try:
-        ok = requests.get("https://pypi.org/pypi/six/json", timeout=20).status_code == 200
+        return requests.request(method, url, timeout=20).status_code == 200
     except requests.RequestException:
-        ok = False
-    need(ok, "PyPI is not reachable")
+        return False
+
+
+@pytest.fixture(scope="session")
+def pypi_reachable():
+    need(_reachable("GET", "https://pypi.org/pypi/six/json"), "PyPI is not reachable")
     return True
 
 
 @pytest.fixture(scope="session")
 def debian_reachable():
-    import requests
-
-    try:
-        ok = requests.head("http://deb.debian.org/debian/dists/bookworm/InRelease", timeout=20).status_code == 200
-    except requests.RequestException:
-        ok = False
-    need(ok, "Debian's archive is not reachable")
+    need(_reachable("HEAD", "http://deb.debian.org/debian/dists/bookworm/InRelease"), "Debian's archive is not reachable")
     return True
 
 

@@ -6,7 +6,7 @@ import subprocess
 import uuid
 
 import pytest
-from conftest import ROOT, need, run_cli
+from conftest import need, run_cli
 from helpers.docker import docker, layers
 from helpers.engines import start_engine
 
@@ -63,7 +63,7 @@ def test_a_cache_entry_that_is_not_its_stage_is_refused_and_built(workspace, reg
     env = {**fresh_engine.env, "ENGINEBUILD_HOME": str(tmp_path / "home2")}
     proc = run_cli(["image", "demo", "--cache", cache, "--cache-readonly", *args], workspace, env=env, timeout=1800)
     assert proc.returncode == 0, proc.stderr
-    assert f"is not the stage it is named after" in proc.stderr
+    assert "is not the stage it is named after" in proc.stderr
     assert "built 5 of 5 stages" in proc.stdout
 
 

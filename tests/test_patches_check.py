@@ -200,3 +200,22 @@ def test_on_024_the_supports_eagle3_marker_is_already_upstream(vllm_image):
     assert proc.returncode == 1
     patches = {p["name"]: p for p in json.loads(proc.stdout)[0]["patches"]}
     assert patches["vllm/0002-qwen3-next-supports-eagle3.patch"]["status"] == "already-upstream"
+
+
+def test_a_stack_whose_source_is_not_pinned_here_is_reported_not_checked_never_skipped(workspace, git_available):
+    write_patch(workspace, "engine/0001-layer-ids.patch", FIX_PATCH)
+    write_image(workspace, "t", """
+        base: scratch
+        platform: linux/amd64
+        engine:
+          name: engine
+          source:
+            git: {url: "file:///nonexistent/engine-upstream", ref: v1.0}
+        patches: [engine/0001-layer-ids.patch]
+        """)
+    assert run_cli(["lock", "t"], workspace).returncode == 1  # recorded as unresolved
+    proc = run_cli(["patches", "check", "t"], workspace)
+    assert proc.returncode == 0
+    assert "  NOT CHECKED       engine/0001-layer-ids.patch  its source is not pinned here" in proc.stdout
+    assert "warning: t: the engine stack (1 patch(es)) was NOT checked" in proc.stderr
+    assert run_cli(["patches", "check", "t", "--strict"], workspace).returncode == 1

@@ -66,7 +66,7 @@ class Http:
             self._session.headers["User-Agent"] = USER_AGENT
         return self._session
 
-    def request(self, method: str, url: str, *, retry_body: bool = True, **kwargs):
+    def request(self, method: str, url: str, **kwargs):
         kwargs.setdefault("timeout", self.timeout)
         last_error = "no attempt made"
         response = None
@@ -74,8 +74,6 @@ class Http:
         if host in self.unresolvable:
             raise HttpFailure(f"{method} {_short(url)}: the name {host} does not resolve (not retried)")
         for attempt in range(self.attempts):
-            if attempt and not retry_body and kwargs.get("data") is not None and hasattr(kwargs["data"], "read"):
-                raise HttpFailure(f"{method} {url}: {last_error} (a streamed body cannot be sent again)", response)
             session = self.session
             try:
                 response = session.request(method, url, **kwargs)

@@ -6,6 +6,7 @@ scope the registry asked for; a `Basic` challenge with the stored credentials.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -71,7 +72,6 @@ class RegistryClient:
             if not creds:
                 raise RegistryError(f"{ref.registry} needs credentials for {ref.repository}",
                                     hint=f"log in with `docker login {ref.registry}`")
-            import base64
             return "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
         if scheme != "bearer" or "realm" not in params:
             raise RegistryError(f"{ref.registry} sent an authentication challenge enginebuild cannot answer: {scheme!r}")

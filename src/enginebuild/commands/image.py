@@ -80,7 +80,7 @@ def check_patches_before_build(ws, spec, lock, stages) -> None:
     from enginebuild.patches.targets import stack_targets
 
     for target in stack_targets(ws.home, spec, lock):
-        if target.component != spec.engine.name:
+        if target.component != spec.engine.name or target.tree is None:
             continue
         for result in check_stack(target.patches, target.tree, is_ancestor=target.is_ancestor):
             if result.conflict is not None:

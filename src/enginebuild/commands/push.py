@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 
-from enginebuild.errors import BuildFailed, RegistryError, UserError
+from enginebuild.errors import BuildFailed, UserError
 
 
 def add_arguments(parser):
@@ -61,5 +61,3 @@ def push_image(ws, name: str, plan, to: str, tags) -> list:
                   file=sys.stderr)
     return results
 
-
-__all__ = ["RegistryError", "push_image", "split_destination"]

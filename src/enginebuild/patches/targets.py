@@ -5,7 +5,6 @@ import re
 from dataclasses import dataclass
 
 from enginebuild.errors import LockError, UserError
-from enginebuild.fetch import Fetcher
 from enginebuild.http import Http
 from enginebuild.lockfile import stale_inputs
 from enginebuild.patches.patchfile import load_patch
@@ -20,9 +19,14 @@ class StackTarget:
     image: str
     component: str
     patches: list
-    tree: object
+    tree: object  # None when the source is not pinned where this runs (see `unchecked`)
     source: dict
     override: bool = False
+    unchecked: str = ""
+
+    @property
+    def description(self) -> str:
+        return self.tree.description if self.tree is not None else "(source not pinned here)"
 
     def is_ancestor(self, ancestor: str, commit: str) -> bool:
         mirror = getattr(self.tree, "mirror", None)
@@ -88,25 +92,24 @@ def stack_targets(home, spec: ImageSpec, lock, *, engine_ref: str | None = None,
             request_ref = engine_ref
         else:
             pin = (lock.resolved("engine") if source.kind != "path" else {}) or {}
-            if source.kind != "path" and not pin:
-                raise LockError(f"{spec.file}: engine source is not pinned: "
-                                f"{lock.unresolved().get('engine', 'not resolved')}",
-                                hint=f"run `python BUILD.py lock {spec.name}` where the source is reachable")
             request_ref = source.ref
         patches = [load_patch(p.path, p.name) for p in spec.patches]
-        targets.append(StackTarget(spec.name, spec.engine.name, patches,
-                                   tree_for(home, source, pin, http, request_ref), pin, override=bool(engine_ref)))
+        if source.kind != "path" and not pin:
+            targets.append(StackTarget(spec.name, spec.engine.name, patches, None, {},
+                                       unchecked=lock.unresolved().get("engine", "not resolved")))
+        else:
+            targets.append(StackTarget(spec.name, spec.engine.name, patches,
+                                       tree_for(home, source, pin, http, request_ref), pin, override=bool(engine_ref)))
     for plugin in spec.plugins:
         if not plugin.patches:
             continue
         pin = lock.resolved(f"plugin.{plugin.name}") if plugin.source.kind != "path" else {}
-        if plugin.source.kind != "path" and not pin:
-            raise LockError(f"{spec.file}: plugin {plugin.name} is not pinned: "
-                            f"{lock.unresolved().get(f'plugin.{plugin.name}', 'not resolved')}")
         patches = [load_patch(p.path, p.name) for p in plugin.patches]
+        if plugin.source.kind != "path" and not pin:
+            targets.append(StackTarget(spec.name, plugin.name, patches, None, {},
+                                       unchecked=lock.unresolved().get(f"plugin.{plugin.name}", "not resolved")))
+            continue
         targets.append(StackTarget(spec.name, plugin.name, patches,
                                    tree_for(home, plugin.source, pin, http, plugin.source.ref), pin))
     return targets
 
-
-__all__ = ["Fetcher", "StackTarget", "stack_targets"]
