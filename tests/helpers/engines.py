@@ -34,9 +34,20 @@ class Engine:
             self.process.kill()
             self.process.wait(10)
         subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True)
+        unmount_below(self.run_dir)
+        unmount_below(self.folder)
         shutil.rmtree(self.run_dir, ignore_errors=True)
         if not keep_data:
             shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def unmount_below(folder: Path) -> None:
+    """A stopped engine can leave overlay and netns mounts behind; they would pin its folders."""
+    prefix = str(Path(folder).resolve()) + "/"
+    with open("/proc/mounts") as handle:
+        points = [line.split()[1] for line in handle if line.split()[1].startswith(prefix)]
+    for point in sorted(points, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True)
 
 
 def start_engine(folder: Path, index: int = 2) -> Engine:
