@@ -44,12 +44,17 @@ def run_limited(args, cwd):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
+    import tempfile
+
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    proc = subprocess.Popen([sys.executable, "-m", "enginebuild", *args], cwd=cwd, env=env, preexec_fn=limit,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stdout, stderr = proc.communicate(timeout=120)
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return proc.returncode, stdout, stderr, usage.ru_maxrss
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "enginebuild", *args], cwd=cwd, env=env, preexec_fn=limit,
+                                stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak memory
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return proc.returncode, out.read(), err.read(), usage.ru_maxrss
 
 
 def test_the_corpus_has_at_least_forty_bad_specs():

@@ -107,8 +107,8 @@ def test_python_requirements_and_a_patched_plugin_install_offline(docker_engine,
     archive = Store(tmp_path).fetch(Http(), pin["url"], pin["sha256"], pin["filename"])
     with tarfile.open(archive) as tar:
         head = tar.extractfile("turboquant-0.2.0/turboquant/__init__.py").read().decode().splitlines()[:3]
-    patch = workspace / "patches/turboquant/0001-mark.patch"
-    patch.parent.mkdir(parents=True)
+    patch = workspace / "patches/turboquant-test/0001-mark.patch"
+    patch.parent.mkdir(parents=True, exist_ok=True)
     patch.write_text(textwrap.dedent(PLUGIN_PATCH) + "".join(f" {line}\n" for line in head))
     write_image(workspace, "py", """
         base: scratch
@@ -125,7 +125,7 @@ def test_python_requirements_and_a_patched_plugin_install_offline(docker_engine,
         plugins:
           - name: turboquant
             source: {pypi: {version: 0.2.0}}
-            patches: [turboquant/0001-mark.patch]
+            patches: [turboquant-test/0001-mark.patch]
             files:
               /usr/local/lib/python3.11/dist-packages/enginebuild-tq-boot.pth: boot.pth
         env:
