@@ -78,22 +78,23 @@ def docker_engine():
     return EngineAPI()
 
 
+def _serve_registry(tmp_path_factory, start, name):
+    need(shutil.which("docker-registry") is not None, "docker-registry is not installed (run scripts/setup.sh)")
+    server = start(tmp_path_factory.mktemp(name))
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
     """A real distribution registry on 127.0.0.1, started for this session."""
-    need(shutil.which("docker-registry") is not None, "docker-registry is not installed (run scripts/setup.sh)")
-    server = registry_helpers.start_registry(tmp_path_factory.mktemp("registry"))
-    yield server
-    server.stop()
+    yield from _serve_registry(tmp_path_factory, registry_helpers.start_registry, "registry")
 
 
 @pytest.fixture(scope="session")
 def token_registry(tmp_path_factory):
     """A real registry that demands Bearer tokens from a real token service."""
-    need(shutil.which("docker-registry") is not None, "docker-registry is not installed (run scripts/setup.sh)")
-    server = registry_helpers.start_token_registry(tmp_path_factory.mktemp("token-registry"))
-    yield server
-    server.stop()
+    yield from _serve_registry(tmp_path_factory, registry_helpers.start_token_registry, "token-registry")
 
 
 def _reachable(method: str, url: str) -> bool:

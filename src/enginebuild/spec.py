@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from enginebuild.errors import SpecError, Where
-from enginebuild.patches.patchfile import load_patch
+from enginebuild.patches.patchfile import parse_patch
 from enginebuild.yamlload import YList, YMap
 
 DEFAULT_PLATFORM = "linux/arm64"
@@ -78,6 +78,8 @@ class PatchRef:
     name: str  # relative to patches/
     path: Path
     where: Where
+    data: bytes = field(default=b"", compare=False, repr=False)
+    parsed: object = field(default=None, compare=False, repr=False)  # the linted PatchFile
 
 
 @dataclass(frozen=True)
@@ -236,8 +238,9 @@ class _Builder:
             real = candidate.resolve()
             if patch_root not in real.parents or not real.is_file():
                 raise SpecError(where, sub, f"patches/{name} must be a regular file inside patches/")
-            load_patch(real, name)  # loading a patch lints it
-            out.append(PatchRef(name=name, path=real, where=where))
+            data = real.read_bytes()
+            out.append(PatchRef(name=name, path=real, where=where, data=data,
+                                parsed=parse_patch(name, data)))  # loading a patch lints it
         return tuple(out)
 
 

@@ -165,8 +165,8 @@ class _Planner:
         names = []
         for patch in patches:
             name = patch.name.replace("/", "__")
-            data = patch.path.read_bytes()
-            items.append(ContextItem(f"{arc_dir}/{name}", _sha(data), data=data, label=f"patches/{patch.name}"))
+            items.append(ContextItem(f"{arc_dir}/{name}", patch.parsed.sha256, data=patch.data,
+                                     label=f"patches/{patch.name}"))
             names.append(name)
         return items, names
 
@@ -279,10 +279,10 @@ def _sdist_top(filename: str) -> str:
 
 
 def patch_list(spec: ImageSpec) -> list:
-    out = [{"name": p.name, "sha256": _sha(p.path.read_bytes()), "applies_to": spec.engine.name if spec.engine else ""}
+    out = [{"name": p.name, "sha256": p.parsed.sha256, "applies_to": spec.engine.name if spec.engine else ""}
            for p in spec.patches]
     for plugin in spec.plugins:
-        out += [{"name": p.name, "sha256": _sha(p.path.read_bytes()), "applies_to": plugin.name} for p in plugin.patches]
+        out += [{"name": p.name, "sha256": p.parsed.sha256, "applies_to": plugin.name} for p in plugin.patches]
     return out
 
 

@@ -102,34 +102,8 @@ def run(args, ws) -> int:
     build_args = parse_build_args(args.build_arg)
     options = {"build_args": build_args, "on": on, "only": only, "platform": args.platform}
     for name in list(dict.fromkeys(args.images)):
-        start = time.monotonic()
-        if not args.push and answer_from_memo(ws, name, options, start):
-            continue
-        build_one(ws, name, args, options, start)
+        build_one(ws, name, args, options, time.monotonic())
     return 0
-
-
-def answer_from_memo(ws, name: str, options: dict, start: float) -> bool:
-    """Nothing changed since the last successful run: say so after one question to the engine."""
-    from enginebuild.engine_api import EngineAPI
-    from enginebuild.memo import PlanMemo, memo_key
-
-    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name):
-        return False
-    result = PlanMemo(ws.home).lookup(memo_key(ws.root, name, options))
-    if not result:
-        return False
-    engine = EngineAPI()
-    final = engine.inspect(result["final_tag"])
-    if final is None:
-        return False
-    current = engine.inspect(result["image_tag"])
-    if current is None or current.get("Id") != final.get("Id"):
-        repo, _, tag = result["image_tag"].rpartition(":")
-        engine.tag(result["final_tag"], repo, tag)
-    print(f"{name}: all {result['stages']} stages exist; nothing to build "
-          f"({(time.monotonic() - start) * 1000:.0f} ms) -> {result['image_tag']}")
-    return True
 
 
 def build_one(ws, name: str, args, options: dict, start: float) -> None:

@@ -237,11 +237,3 @@ def _parse_hunk(name: str, lines: list, i: int) -> tuple:
     if seen_old != old_len or seen_new != new_len:
         raise _fail(name, header_line, "hunk line counts do not match its header")
     return i, Hunk(old_start, old_len, new_start, new_len, match.group(5), tuple(body), old_eof, new_eof)
-
-
-def load_patch(path: Path, name: str) -> PatchFile:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise _fail(name, None, f"cannot read: {exc.strerror}") from None
-    return parse_patch(name, data)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from enginebuild.errors import LockError, UserError
 from enginebuild.http import Http
 from enginebuild.lockfile import stale_inputs
-from enginebuild.patches.patchfile import load_patch
 from enginebuild.patches.sources import DirTree, GitTree, SdistTree
 from enginebuild.resolve.gitsource import Mirror, git
 from enginebuild.resolve.pypi import PyPI
@@ -93,7 +92,7 @@ def stack_targets(home, spec: ImageSpec, lock, *, engine_ref: str | None = None,
         else:
             pin = (lock.resolved("engine") if source.kind != "path" else {}) or {}
             request_ref = source.ref
-        patches = [load_patch(p.path, p.name) for p in spec.patches]
+        patches = [p.parsed for p in spec.patches]
         if source.kind != "path" and not pin:
             targets.append(StackTarget(spec.name, spec.engine.name, patches, None, {},
                                        unchecked=lock.unresolved().get("engine", "not resolved")))
@@ -104,7 +103,7 @@ def stack_targets(home, spec: ImageSpec, lock, *, engine_ref: str | None = None,
         if not plugin.patches:
             continue
         pin = lock.resolved(f"plugin.{plugin.name}") if plugin.source.kind != "path" else {}
-        patches = [load_patch(p.path, p.name) for p in plugin.patches]
+        patches = [p.parsed for p in plugin.patches]
         if plugin.source.kind != "path" and not pin:
             targets.append(StackTarget(spec.name, plugin.name, patches, None, {},
                                        unchecked=lock.unresolved().get(f"plugin.{plugin.name}", "not resolved")))
