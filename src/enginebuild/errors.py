@@ -1,19 +1,22 @@
 """The errors a user can meet, each with its exit code.
 
-Exit codes: 0 ok, 1 a failed build or check, 2 bad input or usage.
+Exit codes: 0 ok, 1 a failed build or check, 2 bad input or usage, 130 interrupted
+(Ctrl-C), 143 terminated (SIGTERM).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 @dataclass(frozen=True)
 class Where:
-    """A place in a user's file: `images/x/image.yaml:12` and a key path."""
+    """A place in a user's file: `images/x/image.yaml:12`."""
 
     file: str
     line: int | None = None
@@ -71,16 +74,16 @@ class RegistryError(EngineBuildError):
 
 
 class BuildFailed(EngineBuildError):
-    """The builder failed a stage."""
+    """The builder failed a component or a step."""
 
 
-class CheckFailed(EngineBuildError):
-    """A check (lock --check, patches check) found a problem."""
+class SecretLeak(BuildFailed):
+    """A build left a secret (or a credential) in a layer; nothing was tagged or recorded."""
+
+
+class VerifyFailed(EngineBuildError):
+    """An image lacks the kernel architectures its spec declares."""
 
 
 class ToolMissing(UserError):
-    """A required external program (docker, git, BuildKit) is not available."""
-
-
-class Interrupted(EngineBuildError):
-    exit_code = 130
+    """A required external program (docker, git, BuildKit, uv) is not available."""

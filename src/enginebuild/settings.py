@@ -1,36 +1,106 @@
-"""Repository-wide settings: enginebuild.yaml at the top of the checkout (optional).
+"""Every environment variable enginebuild reads, read in one place and documented here.
 
-    cache:
-      repository: ghcr.io/org/enginebuild-cache   # the registry-backed stage cache
-      push: true                                  # push stages built here (false: read only)
+Standard library only: the no-op fast path imports this module.
+
+| variable | meaning |
+|---|---|
+| `ENGINEBUILD_HOME` | machine-local state (store, records, mirrors); default `$XDG_CACHE_HOME/enginebuild` |
+| `DOCKER_HOST` | the Docker engine (`unix://` or `tcp://`); default `unix:///var/run/docker.sock` |
+| `ENGINEBUILD_DOCKER` | the docker client to drive BuildKit with (default: detected on PATH) |
+| `BUILDX_BUILDER` | the buildx builder to use, where buildx is present |
+| `ENGINEBUILD_CACHE` | the registry-backed cache repository (as `--cache`) |
+| `ENGINEBUILD_CACHE_READONLY` | `1`: pull from the cache, never push to it |
+| `ENGINEBUILD_INSECURE_REGISTRIES` | comma-separated registries spoken to over plain HTTP (loopback always is) |
+| `ENGINEBUILD_HTTP_BACKOFF` | base of the exponential backoff between HTTP retries, in seconds (default 0.5) |
+| `SOURCE_DATE_EPOCH` | time stamp of every layer entry and of the image (default: the lock's `created`) |
+| `DOCKER_CONFIG` | where registry credentials are read (`config.json`), as the Docker CLI does |
+| `ENGINEBUILD_FAULT` | tests only: `NAME` or `NAME:N` stops the process at a named point (see io/faults.py) |
+| `NO_COLOR`, `CI` | plain progress lines instead of a live terminal line |
 """
+
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from enginebuild.schema import Bool, Record, Str
-from enginebuild.yamlload import load_yaml_file
-
-FILE = "enginebuild.yaml"
-SCHEMA = Record({"cache": Record({"repository": Str(pattern=r"[A-Za-z0-9._:/-]+", what="a registry repository"),
-                                  "push": Bool()}, required=("repository",), doc="{repository, push}")},
-                doc="enginebuild settings")
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+ENGINE_API_VERSION = "v1.41"
 
 
 @dataclass(frozen=True)
 class Settings:
-    cache_repository: str | None = None
-    cache_push: bool = True
+    home: Path
+    docker_host: str
+    docker_client: str | None
+    buildx_builder: str | None
+    cache: str | None
+    cache_readonly: bool
+    insecure_registries: frozenset[str]
+    http_backoff_s: float
+    source_date_epoch: int | None
+    docker_config: Path
+    fault: str | None
+    plain_progress: bool
 
 
-def load_settings(root: Path) -> Settings:
-    path = Path(root) / FILE
-    if not path.is_file():
-        return Settings()
-    tree = load_yaml_file(path, FILE)
-    if tree is None:
-        return Settings()
-    SCHEMA.check(tree, "", getattr(tree, "where", None), partial=False)
-    cache = tree.get("cache") or {}
-    return Settings(cache_repository=cache.get("repository"), cache_push=cache.get("push", True))
+def _home(environ: dict[str, str]) -> Path:
+    explicit = environ.get("ENGINEBUILD_HOME")
+    if explicit:
+        return Path(explicit)
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "enginebuild"
+
+
+def _epoch(text: str | None) -> int | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def _backoff(text: str | None) -> float:
+    try:
+        return max(0.0, float(text)) if text else 0.5
+    except ValueError:
+        return 0.5
+
+
+def read_settings(environ: dict[str, str] | None = None) -> Settings:
+    env = dict(os.environ if environ is None else environ)
+    insecure = frozenset(h.strip() for h in env.get("ENGINEBUILD_INSECURE_REGISTRIES", "").split(",") if h.strip())
+    docker_config = env.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+    return Settings(
+        home=_home(env),
+        docker_host=env.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST,
+        docker_client=env.get("ENGINEBUILD_DOCKER") or None,
+        buildx_builder=env.get("BUILDX_BUILDER") or None,
+        cache=env.get("ENGINEBUILD_CACHE") or None,
+        cache_readonly=env.get("ENGINEBUILD_CACHE_READONLY", "").lower() in ("1", "true", "yes"),
+        insecure_registries=insecure,
+        http_backoff_s=_backoff(env.get("ENGINEBUILD_HTTP_BACKOFF")),
+        source_date_epoch=_epoch(env.get("SOURCE_DATE_EPOCH")),
+        docker_config=Path(docker_config),
+        fault=env.get("ENGINEBUILD_FAULT") or None,
+        plain_progress=bool(env.get("NO_COLOR")) or env.get("CI", "").lower() in ("1", "true", "yes"),
+    )
+
+
+_CURRENT: Settings | None = None
+
+
+def settings() -> Settings:
+    """The settings of this process, read on first use."""
+    global _CURRENT
+    if _CURRENT is None:
+        _CURRENT = read_settings()
+    return _CURRENT
+
+
+def reset_settings() -> None:
+    """Forget what was read (for a process that changes its own environment, such as tests)."""
+    global _CURRENT
+    _CURRENT = None

@@ -36,7 +36,7 @@ class Hunk:
     new_start: int
     new_len: int
     section: str
-    lines: tuple  # (tag, text) with tag in " -+"; text without its newline
+    lines: tuple[tuple[str, str], ...]  # (tag, text) with tag in " -+"; text without its newline
     old_eof_newline: bool = True  # False when "\ No newline at end of file" follows the old side's last line
     new_eof_newline: bool = True
 
@@ -45,11 +45,11 @@ class Hunk:
         return f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@"
 
     @property
-    def old_lines(self) -> list:
+    def old_lines(self) -> list[str]:
         return [t for tag, t in self.lines if tag in " -"]
 
     @property
-    def new_lines(self) -> list:
+    def new_lines(self) -> list[str]:
         return [t for tag, t in self.lines if tag in " +"]
 
     def reversed(self) -> "Hunk":
@@ -62,32 +62,33 @@ class Hunk:
 class FilePatch:
     old_path: str | None  # None: the patch creates the file
     new_path: str | None  # None: the patch deletes the file
-    hunks: tuple
+    hunks: tuple[Hunk, ...]
+    new_mode: int | None = None  # the mode a created file gets (git's "new file mode")
 
     @property
     def path(self) -> str:
-        return self.new_path or self.old_path
+        return self.new_path or self.old_path or ""
 
     def reversed(self) -> "FilePatch":
-        return FilePatch(self.new_path, self.old_path, tuple(h.reversed() for h in self.hunks))
+        return FilePatch(self.new_path, self.old_path, tuple(h.reversed() for h in self.hunks), self.new_mode)
 
 
 @dataclass(frozen=True)
 class PatchFile:
     name: str
     sha256: str
-    header: dict
-    files: tuple
+    header: dict[str, str]
+    files: tuple[FilePatch, ...]
 
     @property
     def subject(self) -> str:
         return self.header.get("Subject", "")
 
     @property
-    def fixed_in(self) -> dict:
+    def fixed_in(self) -> dict[str, str]:
         """{"version": "0.22.0", "commit": "c628a93a64"} from the Fixed-In field, where given."""
         text = self.header.get("Fixed-In", "").strip()
-        out: dict = {}
+        out: dict[str, str] = {}
         if not text or text.lower() in ("none", "-", "n/a"):
             return out
         for token in re.split(r"[\s,;()]+", text):
@@ -133,10 +134,13 @@ def parse_patch(name: str, data: bytes) -> PatchFile:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise _fail(name, None, "not valid UTF-8") from None
+    if text and not text.endswith("\n"):
+        raise _fail(name, text.count("\n") + 1, "the file does not end with a newline; git apply calls such a "
+                                                 "patch corrupt (add the final newline)")
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    header: dict = {}
+    header: dict[str, str] = {}
     i, last = 0, None
     while i < len(lines) and not (lines[i].startswith("diff --git ") or lines[i].startswith("--- ")):
         line = lines[i]
@@ -169,12 +173,18 @@ def parse_patch(name: str, data: bytes) -> PatchFile:
     return PatchFile(name=name, sha256=hashlib.sha256(data).hexdigest(), header=header, files=tuple(files))
 
 
-def _parse_file(name: str, lines: list, i: int) -> tuple:
+def _parse_file(name: str, lines: list[str], i: int) -> tuple[int, FilePatch]:
     start = i
+    created = deleted = False
+    mode = None
     if lines[i].startswith("diff --git "):
         i += 1
         while i < len(lines) and not lines[i].startswith("--- ") and not lines[i].startswith("diff --git "):
             meta = lines[i]
+            created |= meta.startswith("new file mode ")
+            if meta.startswith("new file mode 100755"):
+                mode = 0o755
+            deleted |= meta.startswith("deleted file mode ")
             if re.match(r"(new file mode|new mode|old mode|deleted file mode) 120000", meta):
                 raise _fail(name, i + 1, "the patch creates or changes a symlink; patches may only write regular files")
             if meta.startswith(("rename from", "rename to", "copy from", "copy to", "similarity index")):
@@ -183,6 +193,12 @@ def _parse_file(name: str, lines: list, i: int) -> tuple:
                 raise _fail(name, i + 1, "binary patches are not supported")
             i += 1
         if i >= len(lines) or lines[i].startswith("diff --git "):
+            if created or deleted:  # git writes an empty file's creation or deletion without ---/+++ lines
+                match = re.fullmatch(r"diff --git a/(\S+) b/(\S+)", lines[start])
+                if not match or match.group(1) != match.group(2):
+                    raise _fail(name, start + 1, "cannot read the path of an empty file's creation or deletion")
+                path = _clean_path(name, start + 1, "b/" + match.group(2), "b/")
+                return i, FilePatch(None if created else path, path if created else None, (), mode)
             raise _fail(name, start + 1, "a file section without ---/+++ lines (mode-only changes are not supported)")
     if not lines[i].startswith("--- ") or i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
         raise _fail(name, i + 1, "expected '--- a/PATH' followed by '+++ b/PATH'")
@@ -201,10 +217,10 @@ def _parse_file(name: str, lines: list, i: int) -> tuple:
         raise _fail(name, i + 1, f"no hunk for {new or old}")
     if i < len(lines) and not lines[i].startswith("diff --git ") and not lines[i].startswith("--- "):
         raise _fail(name, i + 1, f"unexpected line after the last hunk: {lines[i][:60]!r}")
-    return i, FilePatch(old, new, tuple(hunks))
+    return i, FilePatch(old, new, tuple(hunks), mode)
 
 
-def _parse_hunk(name: str, lines: list, i: int) -> tuple:
+def _parse_hunk(name: str, lines: list[str], i: int) -> tuple[int, Hunk]:
     match = _HUNK.fullmatch(lines[i])
     if not match:
         raise _fail(name, i + 1, f"malformed hunk header {lines[i][:60]!r}")
@@ -212,7 +228,8 @@ def _parse_hunk(name: str, lines: list, i: int) -> tuple:
     new_start, new_len = int(match.group(3)), int(match.group(4) if match.group(4) is not None else 1)
     header_line = i + 1
     i += 1
-    body, seen_old, seen_new = [], 0, 0
+    body: list[tuple[str, str]] = []
+    seen_old = seen_new = 0
     old_eof = new_eof = True
     while seen_old < old_len or seen_new < new_len:
         if i >= len(lines):

@@ -1,0 +1,251 @@
+"""The content-addressed store: fetched artifacts, layer blobs and component outputs.
+
+A blob lives at cas/sha256/<2 hex>/<64 hex> and enters only after its bytes hashed to
+its name. It is re-hashed before every use: a blob that no longer matches is deleted and
+named, and the caller fetches or derives it again. Records (records/<kind>/<key>.json)
+map a key enginebuild computed (a layer's inputs, a component's key) to the digests of
+what was made from it; they are written atomically, after the blob is in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from enginebuild.errors import FetchError
+from enginebuild.io import faults
+from enginebuild.io.files import disk_full, mutex, sweep, temp_path, write_atomic
+from enginebuild.io.http import Http, HttpFailure
+from enginebuild.io.progress import Transfer, output
+
+CHUNK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class BadBlob(FetchError):
+    """A stored blob no longer matches its digest; it was deleted."""
+
+
+class HashingWriter:
+    """A file-like sink that hashes and counts what passes through it."""
+
+    def __init__(self, handle: BinaryIO):
+        self.handle = handle
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        self.size += len(data)
+        self.handle.write(data)
+        return len(data)
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+    def hexdigest(self) -> str:
+        return self.digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Blob:
+    sha256: str
+    size: int
+
+
+class Store:
+    def __init__(self, home: Path):
+        self.home = Path(home)
+        self.root = self.home / "cas" / "sha256"
+        self.records = self.home / "records"
+
+    # -- blobs ---------------------------------------------------------------------------
+    def path(self, sha256: str) -> Path:
+        return self.root / sha256[:2] / sha256
+
+    def has(self, sha256: str) -> bool:
+        return self.path(sha256).is_file()
+
+    def verified(self, sha256: str, what: str) -> Path:
+        """The stored blob, re-hashed now; a blob that no longer matches is deleted and refused."""
+        path = self.path(sha256)
+        if not path.is_file():
+            raise FetchError(f"{what} (sha256 {sha256[:12]}) is not in the store", hint="run `python BUILD.py fetch`")
+        actual = sha256_file(path)
+        if actual != sha256:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            raise BadBlob(f"{what}: the stored file {path} hashes to {actual[:12]}, not {sha256[:12]}; deleted it",
+                          hint="it is fetched or made again on the next run")
+        return path
+
+    def check(self, sha256: str, what: str) -> bool:
+        """True when the blob is present and intact; a damaged one is deleted (and reported)."""
+        if not self.has(sha256):
+            return False
+        try:
+            self.verified(sha256, what)
+        except BadBlob as exc:
+            output().say(f"  warning: {exc.message}")
+            return False
+        return True
+
+    @contextlib.contextmanager
+    def ingest(self, what: str) -> Iterator[HashingWriter]:
+        """Write a new blob; it is named by its digest when the block ends without error.
+
+        The caller reads `writer.hexdigest()` after the block; a failure leaves nothing behind."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = temp_path(self.root, "ingest")
+        try:
+            with open(tmp, "xb") as handle:
+                writer = HashingWriter(handle)
+                yield writer
+                handle.flush()
+                os.fsync(handle.fileno())
+            target = self.path(writer.hexdigest())
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target)
+        except OSError as exc:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            if exc.errno == errno.ENOSPC:
+                raise disk_full(self.root, exc) from None
+            raise
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+
+    def put_bytes(self, data: bytes, what: str = "blob") -> Blob:
+        digest = sha256_bytes(data)
+        if not self.check(digest, what):
+            with self.ingest(what) as sink:
+                sink.write(data)
+        return Blob(digest, len(data))
+
+    def fetch(self, http: Http, urls: list[str], sha256: str, what: str, size: int | None = None,
+              alternatives: Callable[[], list[str]] | None = None) -> Path:
+        """The pinned file, from the store if intact, else downloaded (trying each URL, then the
+        `alternatives`, such as the same file looked up by name on its index) and verified."""
+        if self.check(sha256, what):
+            return self.path(sha256)
+        target = self.path(sha256)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with mutex(target.parent / f".{sha256}.lock", what, quiet=True):
+            if self.check(sha256, what):
+                return target
+            problems: list[str] = []
+            tried: set[str] = set()
+            for batch in (lambda: urls, alternatives or (lambda: [])):
+                for url in batch():
+                    if url in tried:
+                        continue
+                    tried.add(url)
+                    try:
+                        self._download(http, url, sha256, what, size, target)
+                        return target
+                    except BadBlob:
+                        raise
+                    except FetchError as exc:
+                        problems.append(exc.message)
+            raise FetchError("; ".join(problems) or f"{what}: no URL to fetch it from",
+                             hint="check network access to its source; the pin (name and sha256) stays as locked")
+
+    def _download(self, http: Http, url: str, sha256: str, what: str, size: int | None, target: Path) -> None:
+        tmp = temp_path(target.parent, sha256[:12])
+        try:
+            try:
+                with http.request("GET", url, stream=True) as response:
+                    if response.status_code != 200:
+                        raise FetchError(f"{what}: GET {url} answered HTTP {response.status_code}")
+                    total = int(response.headers.get("Content-Length") or 0) or size
+                    progress = Transfer(output(), "downloading", what, total)
+                    with open(tmp, "xb") as handle:
+                        sink = HashingWriter(handle)
+                        for block in response.iter_content(CHUNK):
+                            sink.write(block)
+                            progress.advance(len(block))
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                    if total and total > 1 << 20:
+                        progress.finish()
+            except HttpFailure as exc:
+                raise FetchError(f"{what}: {exc}", hint=exc.hint) from None
+            except OSError as exc:
+                if exc.errno == errno.ENOSPC:
+                    raise disk_full(target.parent, exc) from None
+                raise FetchError(f"{what}: download failed: {exc}") from None
+            if sink.hexdigest() != sha256:
+                raise FetchError(f"{what}: {url} has sha256 {sink.hexdigest()}, the lock pins {sha256}; refused",
+                                 hint="the upstream file changed under a pinned name; re-run `lock` only if you "
+                                      "trust the new file")
+            faults.reached("store.downloaded")
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    # -- records -------------------------------------------------------------------------
+    def _record_path(self, kind: str, key: str) -> Path:
+        return self.records / kind / f"{key}.json"
+
+    def record(self, kind: str, key: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self._record_path(kind, key).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("key") == key else None
+
+    def put_record(self, kind: str, key: str, record: dict[str, Any]) -> None:
+        write_atomic(self._record_path(kind, key), json.dumps({**record, "key": key}, sort_keys=True).encode())
+
+    def drop_record(self, kind: str, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._record_path(kind, key).unlink()
+
+    def derived(self, kind: str, key: str, what: str, make: Callable[[], Blob]) -> Blob:
+        """A blob made from pinned inputs: reused only while it still hashes to what was recorded;
+        a damaged one is named, deleted and made again."""
+        record = self.record(kind, key)
+        if record and self.check(str(record["sha256"]), what):
+            return Blob(str(record["sha256"]), int(record["size"]))
+        blob = make()
+        self.put_record(kind, key, {"sha256": blob.sha256, "size": blob.size, "what": what})
+        return blob
+
+    def sweep(self) -> int:
+        """Remove what killed runs left: partial downloads and ingests, temporary records."""
+        removed = sweep(self.root) + sweep(self.home / "tmp")
+        if self.root.is_dir():
+            for sub in self.root.iterdir():
+                removed += sweep(sub)
+        if self.records.is_dir():
+            for sub in self.records.iterdir():
+                removed += sweep(sub)
+        return removed
+
+
+def make_blob(store: Store, what: str, write: Callable[[HashingWriter], None]) -> Blob:
+    """Run `write` into a new blob and return its digest and size."""
+    with store.ingest(what) as sink:
+        write(sink)
+    return Blob(sink.hexdigest(), sink.size)

@@ -1,0 +1,29 @@
+"""Base images resolved per platform: the manifest digest to build on, its config's environment,
+and (for images that install Python on it) the distributions it already ships."""
+
+from __future__ import annotations
+
+import json
+
+from enginebuild.errors import RegistryError
+from enginebuild.lock.pins import ImagePin
+from enginebuild.oci.reference import parse_image_ref
+from enginebuild.oci.registry import RegistryClient
+from enginebuild.oci.rootfs import is_dist_metadata, python_dists, read_files
+
+
+def resolve_base(client: RegistryClient, text: str, platform: str, *, read_python: bool) -> ImagePin:
+    ref = parse_image_ref(text)
+    digest, manifest, index_digest = client.platform_manifest(ref, platform)
+    config_ref = ref.__class__(ref.registry, ref.repository, None, digest)
+    config = json.loads(client.read_blob(config_ref, manifest["config"]["digest"]))
+    body = config.get("config") or {}
+    env = tuple(tuple(item.split("=", 1)) for item in body.get("Env") or [] if "=" in item)
+    arch = config.get("architecture")
+    wanted_arch = platform.split("/")[1]
+    if arch and arch != wanted_arch:
+        raise RegistryError(f"{text}: the image for {platform} says its architecture is {arch}")
+    dists = None
+    if read_python:
+        dists = tuple(sorted(python_dists(read_files(client, config_ref, manifest, is_dist_metadata)).items()))
+    return ImagePin(ref.with_digest(digest), digest, index_digest, env, dists)  # type: ignore[arg-type]

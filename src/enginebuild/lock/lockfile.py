@@ -1,0 +1,184 @@
+"""Lockfiles: every floating input of an image, resolved to a typed pin, in lockfiles/<name>.lock.
+
+Each input records the `request` (what the spec asked for) and what it `resolved` to (or
+why it could not be resolved where `lock` ran). A lock is stale when a request differs
+from the spec's: that test needs no network. Format 1 locks are migrated on read: entries
+whose request has the same shape keep their pins; the rest are re-resolved by `lock`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from enginebuild.errors import LockError
+from enginebuild.io.files import write_atomic
+from enginebuild.lock.inputs import Input, image_inputs
+from enginebuild.spec.model import ImageSpec
+
+FORMAT = 2
+_CHECKS = {
+    "sha256": (re.compile(r"[0-9a-f]{64}"), "64 hex digits"),
+    "commit": (re.compile(r"[0-9a-f]{40}"), "40 hex digits"),
+    "digest": (re.compile(r"sha256:[0-9a-f]{64}"), "sha256:<64 hex>"),
+    "index_digest": (re.compile(r"sha256:[0-9a-f]{64}"), "sha256:<64 hex>"),
+}
+
+
+@dataclass
+class Entry:
+    request: dict[str, Any]
+    resolved: dict[str, Any] | None
+    unresolved: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"request": self.request, "resolved": self.resolved}
+        if self.unresolved:
+            body["unresolved"] = self.unresolved
+        return body
+
+
+@dataclass
+class Lock:
+    image: str
+    created: str
+    entries: dict[str, Entry] = field(default_factory=dict)
+    migrated_from: int | None = None
+
+    def to_json(self) -> bytes:
+        doc = {"enginebuild-lock": FORMAT, "image": self.image, "created": self.created,
+               "inputs": {n: e.to_json() for n, e in sorted(self.entries.items())}}
+        return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+
+    def raw(self, name: str) -> dict[str, Any] | None:
+        entry = self.entries.get(name)
+        return entry.resolved if entry else None
+
+    def pin(self, inp: Input) -> Any:
+        """The typed pin of an input, or None when the lock does not resolve it."""
+        data = self.raw(inp.name)
+        return inp.decode(data) if data is not None else None
+
+    def unresolved(self) -> dict[str, str]:
+        return {n: e.unresolved or "not resolved" for n, e in self.entries.items() if e.resolved is None}
+
+
+def lock_path(root: Path, lock_name: str) -> Path:
+    return root / "lockfiles" / f"{lock_name}.lock"
+
+
+def _check_pins(node: Any, key: str = "") -> str | None:
+    """Every pin in a lock is well formed: a tampered or hand-edited lock is refused."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            problem = _check_pins(v, k)
+            if problem:
+                return problem
+    elif isinstance(node, list):
+        for item in node:
+            problem = _check_pins(item, key)
+            if problem:
+                return problem
+    elif key in _CHECKS and node is not None and node != "":
+        pattern, what = _CHECKS[key]
+        if not (isinstance(node, str) and pattern.fullmatch(node)):
+            return f"{key} {node!r} is not {what}"
+    return None
+
+
+def read_lock(root: Path, spec: ImageSpec) -> Lock | None:
+    path = lock_path(root, spec.lock_name)
+    display = f"lockfiles/{spec.lock_name}.lock"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise LockError(f"{display}: not valid JSON ({exc})",
+                        hint=f"restore it with `git checkout -- {display}`, or delete it and run "
+                             f"`python BUILD.py lock {spec.name}` to resolve every input again") from None
+    if not isinstance(doc, dict) or doc.get("enginebuild-lock") not in (1, FORMAT):
+        raise LockError(f"{display}: not an enginebuild lockfile (format {FORMAT})",
+                        hint=f"delete it and run `python BUILD.py lock {spec.name}`")
+    if doc.get("image") != spec.name:
+        raise LockError(f"{display}: this lock is for image {doc.get('image')!r}, not {spec.name!r}",
+                        hint=f"it was copied from another image; delete it and run `python BUILD.py lock {spec.name}`")
+    if not isinstance(doc.get("inputs"), dict) or not isinstance(doc.get("created"), str):
+        raise LockError(f"{display}: malformed (created or inputs missing)",
+                        hint=f"delete it and run `python BUILD.py lock {spec.name}`")
+    entries = {}
+    for name, entry in doc["inputs"].items():
+        if not isinstance(entry, dict) or "request" not in entry:
+            raise LockError(f"{display}: inputs.{name}: malformed entry")
+        problem = _check_pins(entry.get("resolved"))
+        if problem:
+            raise LockError(f"{display}: inputs.{name}: {problem}",
+                            hint=f"run `python BUILD.py lock {spec.name} --update` to resolve it again")
+        entries[name] = Entry(entry["request"], entry.get("resolved"), entry.get("unresolved"))
+    lock = Lock(spec.name, doc["created"], entries)
+    if doc["enginebuild-lock"] == 1:
+        return migrate_v1(lock, spec)
+    return lock
+
+
+def migrate_v1(lock: Lock, spec: ImageSpec) -> Lock:
+    """Format 1 named inputs base/system/python/engine/vendor.X/plugin.X; keep what still means the same."""
+    renames: dict[str, str] = {}
+    for platform in spec.platforms[:1]:
+        renames["base"] = f"runtime.base@{platform}"
+    sources = {f"components.{c.name}.source": c.name for c in spec.components}
+    for comp in spec.components:
+        renames.setdefault("engine", f"components.{comp.name}.source")
+        for extra in comp.sources:
+            renames[f"vendor.{extra.name}"] = f"components.{comp.name}.sources.{extra.name}"
+        renames[f"plugin.{comp.name}"] = f"components.{comp.name}.source"
+    for overlay in spec.overlays:
+        renames["engine"] = f"overlays.{overlay.name}.source"
+    entries = {}
+    for old, entry in lock.entries.items():
+        new = renames.get(old)
+        if new is None:
+            continue
+        resolved = dict(entry.resolved) if entry.resolved else None
+        if resolved is not None:
+            resolved.pop("kind", None)
+        entries[new] = Entry(entry.request, resolved, entry.unresolved)
+    del sources
+    return Lock(lock.image, lock.created, entries, migrated_from=1)
+
+
+def write_lock(root: Path, spec: ImageSpec, lock: Lock) -> None:
+    write_atomic(lock_path(root, spec.lock_name), lock.to_json())
+
+
+def stale_inputs(spec: ImageSpec, lock: Lock | None) -> list[tuple[str, str]]:
+    """(input, why) for each input whose lock entry does not match the spec; empty when fresh."""
+    if lock is None:
+        return [("lockfile", f"lockfiles/{spec.lock_name}.lock does not exist")]
+    wanted = {inp.name: inp for inp in image_inputs(spec)}
+    problems = []
+    if lock.migrated_from:
+        problems.append(("lockfile", f"format {lock.migrated_from}; `lock` rewrites it as format {FORMAT}"))
+    for name, inp in wanted.items():
+        entry = lock.entries.get(name)
+        if entry is None:
+            problems.append((name, "not in the lock"))
+        elif entry.request != inp.request():
+            problems.append((name, describe_change(entry.request, inp.request())))
+    for name in lock.entries:
+        if name not in wanted:
+            problems.append((name, "in the lock but no longer in the spec"))
+    return problems
+
+
+def describe_change(old: Any, new: Any) -> str:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                return f"{key} changed from {json.dumps(old.get(key))} to {json.dumps(new.get(key))}"
+    return f"changed from {json.dumps(old)} to {json.dumps(new)}"

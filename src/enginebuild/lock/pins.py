@@ -1,0 +1,146 @@
+"""Typed pins: what a lock records for each kind of input, with its JSON form.
+
+Source pins (git commits, sdists, URLs) are defined by their kinds in sources/; the pins
+of environments (base images, system packages, Python distributions) and of tools are here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ImagePin:
+    """A base image for one platform: the manifest to build on, and what its config says."""
+
+    ref: str  # repo@sha256:<platform manifest>, or "scratch"
+    digest: str | None  # the platform's manifest digest
+    index_digest: str | None  # the tag's index digest, when the tag names several platforms
+    env: tuple[tuple[str, str], ...] = ()
+    dists: tuple[tuple[str, str], ...] | None = None  # Python distributions the base ships, when read
+
+    @property
+    def scratch(self) -> bool:
+        return self.ref == "scratch"
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"ref": self.ref, "digest": self.digest}
+        if self.index_digest:
+            body["index_digest"] = self.index_digest
+        if self.env:
+            body["env"] = [list(p) for p in self.env]
+        if self.dists is not None:
+            body["python_dists"] = [list(p) for p in self.dists]
+        return body
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ImagePin:
+        dists = data.get("python_dists")
+        return cls(str(data["ref"]), data.get("digest"), data.get("index_digest"),
+                   tuple((str(k), str(v)) for k, v in data.get("env") or ()),
+                   tuple((str(n), str(v)) for n, v in dists) if dists is not None else None)
+
+
+@dataclass(frozen=True)
+class DebPin:
+    name: str
+    version: str
+    arch: str
+    filename: str
+    sha256: str
+    size: int
+    archive: int  # index into SystemPin.archives
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DebPin:
+        return cls(str(data["name"]), str(data["version"]), str(data["arch"]), str(data["filename"]),
+                   str(data["sha256"]), int(data["size"]), int(data.get("archive", 0)))
+
+
+@dataclass(frozen=True)
+class SystemPin:
+    archives: tuple[str, ...]  # base URLs of the archives, in spec order
+    signed: tuple[bool | None, ...]  # whether each archive's InRelease verified (None: no keyring here)
+    packages: tuple[DebPin, ...]
+
+    def url(self, deb: DebPin) -> str:
+        return f"{self.archives[deb.archive]}/{deb.filename}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"archives": list(self.archives), "signature_verified": list(self.signed),
+                "packages": [p.to_json() for p in self.packages]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SystemPin:
+        archives = tuple(str(a) for a in data["archives"])
+        signed = tuple(data.get("signature_verified") or [None] * len(archives))
+        return cls(archives, signed, tuple(DebPin.from_json(p) for p in data["packages"]))
+
+
+@dataclass(frozen=True)
+class PyPin:
+    """One distribution of a resolved Python closure, and where its file comes from.
+
+    `origin`: index (a wheel or sdist from `index`), url, git (built from `commit`),
+    component (a wheel the named component builds), base (the base already ships it)."""
+
+    name: str
+    version: str
+    origin: str
+    filename: str = ""
+    url: str = ""
+    sha256: str = ""
+    size: int | None = None
+    index: str = ""
+    commit: str = ""
+    component: str = ""
+    requested_by: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v not in ("", None, ())}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PyPin:
+        return cls(str(data["name"]), str(data["version"]), str(data["origin"]), str(data.get("filename", "")),
+                   str(data.get("url", "")), str(data.get("sha256", "")), data.get("size"), str(data.get("index", "")),
+                   str(data.get("commit", "")), str(data.get("component", "")),
+                   tuple(data.get("requested_by") or ()))
+
+
+@dataclass(frozen=True)
+class PythonPin:
+    packages: tuple[PyPin, ...]
+
+    def installed(self) -> tuple[PyPin, ...]:
+        return tuple(p for p in self.packages if p.origin != "base")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"packages": [p.to_json() for p in self.packages]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PythonPin:
+        return cls(tuple(PyPin.from_json(p) for p in data["packages"]))
+
+
+@dataclass(frozen=True)
+class ToolPin:
+    """A tool enginebuild runs on the host (cuobjdump), one wheel per host platform."""
+
+    name: str
+    version: str
+    files: tuple[tuple[str, PyPin], ...]  # (host machine, wheel)
+
+    def for_machine(self, machine: str) -> PyPin | None:
+        return next((f for m, f in self.files if m == machine), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "files": {m: f.to_json() for m, f in self.files}}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ToolPin:
+        return cls(str(data["name"]), str(data["version"]),
+                   tuple((m, PyPin.from_json(f)) for m, f in sorted(data["files"].items())))

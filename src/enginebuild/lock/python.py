@@ -1,0 +1,213 @@
+"""Python requirements locked by a real resolver: uv, for the target platform and Python.
+
+uv resolves the whole closure (extras and markers included) for `linux/<arch>`, CPython
+`python.version`, into a PEP 751 lock (`pylock.toml`), which we read into our own pins:
+every distribution with its version, file, URL and sha256. Named indexes are pinned per
+package (a package pinned to the PyTorch index is never taken from PyPI); git requirements
+are pinned to a full commit; URL requirements must carry their sha256. The distributions
+the base already ships constrain the resolution, so nothing the base has is replaced
+silently; they are recorded as provided by the base and not installed again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from enginebuild.errors import ResolveError, ToolMissing, UserError
+from enginebuild.io import proc
+from enginebuild.lock.pins import ImagePin, PyPin, PythonPin
+from enginebuild.sources.pyindex import DEFAULT_INDEX
+from enginebuild.spec.model import PyRequirement, Python
+
+MACHINES = {"arm64": "aarch64", "amd64": "x86_64", "ppc64le": "ppc64le", "s390x": "s390x"}
+GLIBC = "2_35"  # Ubuntu 22.04 and later, Debian 12: the bases Spark images use
+
+
+class ResolutionConflict(UserError):
+    """The requirements (with what the base ships) cannot be satisfied together."""
+
+
+def machine_of(platform: str) -> str:
+    arch = platform.split("/", 1)[1].replace("/", "")
+    return MACHINES.get(arch, arch)
+
+
+def target_tags(python_version: str, machine: str) -> list[Tag]:
+    """The wheel tags a CPython of that version on linux/<machine> accepts, best first."""
+    major, minor = (int(x) for x in python_version.split("."))
+    glibc_minor = int(GLIBC.split("_")[1])
+    platforms = [f"manylinux_2_{m}_{machine}" for m in range(glibc_minor, 16, -1)]
+    platforms += [f"manylinux2014_{machine}", f"linux_{machine}"]
+    if machine == "x86_64":
+        platforms[-1:-1] = ["manylinux2010_x86_64", "manylinux1_x86_64"]
+    tags = list(cpython_tags((major, minor), platforms=platforms))
+    tags += list(compatible_tags((major, minor), interpreter=f"cp{major}{minor}", platforms=platforms))
+    return tags
+
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found:
+            return found
+    raise ToolMissing("uv is not installed (enginebuild locks Python requirements with it)",
+                      hint="python3 -m pip install -r requirements.txt")
+
+
+def _toml(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+@dataclass
+class Origins:
+    """Where each name in a resolution comes from, for conflict messages."""
+
+    spec: dict[str, str]
+    base: dict[str, str]
+    base_ref: str
+
+    def explain(self, text: str) -> list[str]:
+        out = []
+        for name, where in sorted(self.spec.items()):
+            if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text, re.I):
+                out.append(f"{name}: required at {where}")
+        for name, version in sorted(self.base.items()):
+            if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text, re.I):
+                out.append(f"{name}=={version}: shipped by the base {self.base_ref}")
+        return out
+
+
+def _pyproject(reqs: list[PyRequirement], python: Python) -> str:
+    deps = ", ".join(_toml(r.text) for r in reqs)
+    lines = ["[project]", 'name = "enginebuild-resolution"', 'version = "0"', f"dependencies = [{deps}]", ""]
+    for name, url in python.indexes:
+        lines += ["[[tool.uv.index]]", f"name = {_toml(name)}", f"url = {_toml(url)}", "explicit = true", ""]
+    sources = []
+    for r in reqs:
+        if r.index:
+            sources.append(f"{_toml(r.name)} = {{ index = {_toml(r.index)} }}")
+        elif r.git_url:
+            sources.append(f"{_toml(r.name)} = {{ git = {_toml(r.git_url)}, rev = {_toml(r.git_ref or '')} }}")
+        elif r.url:
+            sources.append(f"{_toml(r.name)} = {{ url = {_toml(r.url)} }}")
+    if sources:
+        lines += ["[tool.uv.sources]", *sources, ""]
+    return "\n".join(lines)
+
+
+def _compile(home: Path, folder: Path, python: Python, machine: str, reqs: list[PyRequirement], constraints: list[str],
+             origins: Origins, no_deps: bool) -> dict[str, Any]:
+    (folder / "pyproject.toml").write_text(_pyproject(reqs, python))
+    (folder / "constraints.txt").write_text("".join(f"{c}\n" for c in constraints))
+    args = [uv_binary(), "pip", "compile", "pyproject.toml", "--python-version", python.version,
+            "--python-platform", f"{machine}-manylinux_{GLIBC}", "--format", "pylock.toml", "-o", "pylock.toml",
+            "--default-index", DEFAULT_INDEX, "--constraints", "constraints.txt", "--no-header", "--quiet"]
+    if no_deps:
+        args.append("--no-deps")
+    env = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(home / "uv-cache"),
+           "UV_NO_PROGRESS": "1"}
+    result = proc.run(args, cwd=folder, env=env, check=False)
+    if result.returncode != 0:
+        text = result.err.strip()
+        if "No solution found" in text or "unsatisfiable" in text:
+            explanation = [line.strip(" ×╰─▶│") for line in text.splitlines() if line.strip(" ×╰─▶│")]
+            involved = origins.explain(text)
+            raise ResolutionConflict(
+                "the Python requirements cannot be satisfied together:\n    " + "\n    ".join(explanation[-12:])
+                + ("\n  involved:\n    " + "\n    ".join(involved) if involved else ""),
+                hint="relax a requirement, or pin one the base ships to the base's version")
+        raise ResolveError(f"uv could not resolve the Python requirements: {text.splitlines()[-1] if text else ''}",
+                           hint="check the requirements and access to their indexes")
+    return tomllib.loads((folder / "pylock.toml").read_text())
+
+
+def _choose_wheel(wheels: list[dict[str, Any]], tags: list[Tag]) -> dict[str, Any] | None:
+    rank = {tag: i for i, tag in enumerate(tags)}
+    best, best_rank = None, None
+    for wheel in wheels:
+        filename = wheel["url"].rsplit("/", 1)[-1]
+        try:
+            wheel_tags = parse_wheel_filename(filename)[3]
+        except ValueError:
+            continue
+        ranks = [rank[t] for t in wheel_tags if t in rank]
+        if ranks and (best_rank is None or min(ranks) < best_rank):
+            best, best_rank = wheel, min(ranks)
+    return best
+
+
+def _pins(doc: dict[str, Any], tags: list[Tag], indexes: dict[str, str], requested: dict[str, PyRequirement],
+          base: dict[str, str], platform: str, python: Python) -> list[PyPin]:
+    out = []
+    for package in doc.get("packages", []):
+        name, version = canonicalize_name(package["name"]), str(package.get("version", ""))
+        req = requested.get(name)
+        if name in base and base[name] == version and not (req and (req.git_url or req.url)):
+            out.append(PyPin(name, version, "base"))
+            continue
+        if "vcs" in package:
+            vcs = package["vcs"]
+            out.append(PyPin(name, version, "git", url=vcs["url"], commit=vcs["commit-id"]))
+            continue
+        if "archive" in package:
+            archive = package["archive"]
+            sha = (archive.get("hashes") or {}).get("sha256", "")
+            if req and req.sha256 and sha and sha != req.sha256:
+                raise ResolveError(f"{req.url} has sha256 {sha}, the spec pins {req.sha256}")
+            out.append(PyPin(name, version, "url", filename=archive["url"].rsplit("/", 1)[-1], url=archive["url"],
+                             sha256=req.sha256 if req and req.sha256 else sha, size=archive.get("size")))
+            continue
+        wheel = _choose_wheel(package.get("wheels", []), tags)
+        if wheel is None:
+            raise ResolveError(f"{name}=={version} has no wheel for CPython {python.version} on {platform}",
+                               hint="build it in a component (outputs: {wheels: ...}) and require it with "
+                                    "`component:`")
+        index = indexes.get(req.index, "") if req and req.index else DEFAULT_INDEX
+        out.append(PyPin(name, version, "index", filename=wheel["url"].rsplit("/", 1)[-1], url=wheel["url"],
+                         sha256=wheel["hashes"]["sha256"], size=wheel.get("size"), index=index))
+    return out
+
+
+def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | None, where: dict[str, str]) -> PythonPin:
+    """The closure of `python.requirements` for `platform`, with its files and sha256."""
+    machine = machine_of(platform)
+    base_dists = dict(base.dists or ()) if base else {}
+    origins = Origins(where, base_dists, base.ref if base else "scratch")
+    by_name = {r.name: r for r in python.requirements}
+    components = [r for r in python.requirements if r.component]
+    with_deps = [r for r in python.requirements if r.deps and not r.component]
+    no_deps = [r for r in python.requirements if not r.deps and not r.component]
+    constraints = [f"{n}=={v}" for n, v in sorted(base_dists.items()) if n not in by_name or not by_name[n].url]
+    constraints += list(python.constraints)
+    tags = target_tags(python.version, machine)
+    indexes = dict(python.indexes)
+    pins: dict[str, PyPin] = {}
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    for group, flag in ((with_deps, False), (no_deps, True)):
+        if not group:
+            continue
+        folder = Path(tempfile.mkdtemp(prefix=f".resolve.{os.getpid()}.", dir=home / "tmp"))
+        try:
+            doc = _compile(home, folder, python, machine, group, constraints, origins, flag)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        for pin in _pins(doc, tags, indexes, by_name, base_dists, platform, python):
+            pins.setdefault(pin.name, pin)
+    for r in components:
+        pins[r.name] = PyPin(r.name, "", "component", component=r.component or "")
+    return PythonPin(tuple(pins[n] for n in sorted(pins)))

@@ -1,0 +1,170 @@
+"""Resolving an image's floating inputs into a Lock.
+
+Unchanged inputs keep their pins (all are re-resolved with `update`). An input that cannot
+be resolved where `lock` runs is recorded as unresolved, with the reason; but when it was
+pinned before and its request did not change, the previous pin is kept and the failure is
+reported: a flaky archive never turns good pins into holes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from enginebuild.errors import EngineBuildError, ResolveError, UserError
+from enginebuild.io.http import Http
+from enginebuild.lock.base import resolve_base
+from enginebuild.lock.debian import ArchiveSet, DebianArchive, installed_packages
+from enginebuild.lock.inputs import CUOBJDUMP, Input, env_input, image_inputs
+from enginebuild.lock.lockfile import Entry, Lock
+from enginebuild.lock.pins import ImagePin, PyPin, SystemPin, ToolPin
+from enginebuild.lock.python import resolve_python
+from enginebuild.oci.reference import parse_image_ref
+from enginebuild.oci.registry import RegistryClient
+from enginebuild.oci.rootfs import read_files
+from enginebuild.sources.base import Context
+from enginebuild.sources.pyindex import DEFAULT_INDEX, project_files, version_of_file
+from enginebuild.spec.model import Archive, ImageSpec
+
+Report = Callable[[str, str, str], None]
+
+
+@dataclass
+class Resolvers:
+    home: Path
+    http: Http = field(default_factory=Http)
+    registry: RegistryClient | None = None
+    _archives: dict[tuple[Any, ...], DebianArchive] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.registry = self.registry or RegistryClient(self.http)
+
+    @property
+    def client(self) -> RegistryClient:
+        assert self.registry is not None
+        return self.registry
+
+    def context(self) -> Context:
+        return Context(self.home, self.http)
+
+    def archive(self, archive: Archive, arch: str) -> DebianArchive:
+        key = (archive, arch)
+        if key not in self._archives:
+            keyring = None
+            if archive.keyring and archive.keyring.file:
+                keyring = archive.keyring.file
+            elif archive.keyring and archive.keyring.url and archive.keyring.sha256:
+                keyring = self.context().store.fetch(self.http, [archive.keyring.url], archive.keyring.sha256,
+                                                     f"keyring of {archive.url}")
+            loaded = DebianArchive(self.http, archive, arch, keyring)
+            loaded.load()
+            self._archives[key] = loaded
+        return self._archives[key]
+
+
+def _arch(platform: str) -> str:
+    return platform.split("/", 1)[1].replace("/", "")
+
+
+def _where_of_requirements(spec: ImageSpec, inp: Input) -> dict[str, str]:
+    assert inp.env is not None and inp.env.python is not None
+    return {r.name: str(r.where) for r in inp.env.python.requirements}
+
+
+def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, Any]) -> Any:
+    if inp.kind == "source":
+        assert inp.source is not None
+        return inp.source.impl.resolve(inp.source.request, r.context())
+    if inp.kind == "tool":
+        return resolve_tool(r)
+    env, platform = inp.env, inp.platform
+    assert env is not None and platform is not None
+    base_pin = done.get(env_input(inp.role, "base", platform))
+    if inp.kind == "base":
+        return resolve_base(r.client, env.base, platform, read_python=bool(env.python and env.python.requirements))
+    if inp.kind == "system":
+        system = env.system
+        assert system is not None
+        archives = ArchiveSet([r.archive(a, _arch(platform)) for a in system.archives])
+        installed = None
+        if system.upgrade and env.base != "scratch":
+            installed = installed_packages(_dpkg_status(r, base_pin, env.base, platform))
+        pins = archives.closure(system.packages, skip_required=system.install == "dpkg" and env.base != "scratch",
+                                installed=installed, upgrade=system.upgrade)
+        return SystemPin(tuple(a.base for a in archives.archives), tuple(a.signature for a in archives.archives),
+                         tuple(pins))
+    assert env.python is not None
+    if env.base != "scratch" and not isinstance(base_pin, ImagePin):
+        raise ResolveError(f"the base {env.base} is not resolved, and its Python distributions constrain this one")
+    return resolve_python(r.home, env.python, platform, base_pin, _where_of_requirements(spec, inp))
+
+
+def _dpkg_status(r: Resolvers, base_pin: Any, base: str, platform: str) -> bytes:
+    if not isinstance(base_pin, ImagePin) or not base_pin.digest:
+        raise ResolveError(f"system.upgrade needs the base {base} resolved first")
+    ref = parse_image_ref(base_pin.ref)
+    _, manifest, _ = r.client.platform_manifest(ref, platform)
+    files = read_files(r.client, ref, manifest, lambda p: p == "var/lib/dpkg/status", limit=1 << 26)
+    return files.get("var/lib/dpkg/status", b"")
+
+
+def resolve_tool(r: Resolvers) -> ToolPin:
+    name, version = CUOBJDUMP
+    files = project_files(r.http, DEFAULT_INDEX, name)
+    out = []
+    for machine in ("x86_64", "aarch64"):
+        match = [f for f in files if f.filename.endswith(".whl") and version_of_file(name, f.filename) == version
+                 and "linux" in f.filename.rsplit("-", 1)[-1] and machine in f.filename.rsplit("-", 1)[-1]]
+        if not match:
+            raise ResolveError(f"{name}=={version} has no wheel for linux {machine} on {DEFAULT_INDEX}")
+        f = match[0]
+        out.append((machine, PyPin(name, version, "index", f.filename, f.url, f.sha256, f.size, DEFAULT_INDEX)))
+    return ToolPin(name, version, tuple(out))
+
+
+def now_utc() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def build_lock(r: Resolvers, spec: ImageSpec, previous: Lock | None, *, update: bool,
+               report: Report = lambda name, status, detail: None) -> Lock:
+    """Resolve what is new, changed or unresolved (everything with update=True); keep the rest."""
+    entries: dict[str, Entry] = {}
+    done: dict[str, Any] = {}
+    for inp in image_inputs(spec):
+        request = inp.request()
+        old = previous.entries.get(inp.name) if previous else None
+        same = old is not None and old.request == request and old.resolved is not None
+        if same and not update:
+            assert old is not None
+            entries[inp.name] = old
+            done[inp.name] = inp.decode(old.resolved or {})
+            report(inp.name, "kept", "")
+            continue
+        try:
+            pin = resolve_input(r, spec, inp, done)
+        except UserError:
+            raise
+        except EngineBuildError as exc:
+            why = exc.message + (f"; {exc.hint}" if exc.hint else "")
+            if same:
+                assert old is not None
+                entries[inp.name] = old
+                done[inp.name] = inp.decode(old.resolved or {})
+                report(inp.name, "kept-after-failure", why)
+            else:
+                entries[inp.name] = Entry(request, None, why)
+                report(inp.name, "unresolved", why)
+            continue
+        done[inp.name] = pin
+        resolved = inp.encode(pin)
+        entries[inp.name] = Entry(request, resolved)
+        status = "new" if old is None else ("same" if old.resolved == resolved else "changed")
+        report(inp.name, status, "")
+    unchanged = previous is not None and {n: e.to_json() for n, e in previous.entries.items()} == \
+        {n: e.to_json() for n, e in entries.items()}
+    created = previous.created if previous is not None and unchanged else now_utc()
+    return Lock(spec.name, created, entries)

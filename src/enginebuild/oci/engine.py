@@ -1,0 +1,212 @@
+"""The one client of the Docker Engine API (builds go through the docker CLI: see build/buildkit.py).
+
+Standard library only (http.client over the engine's socket): it answers the questions
+asked on every run in milliseconds, streams images in (`load`) and out (`save`), reads
+files out of images (`create` + `archive`) and pulls bases. One error mapping: an engine
+that does not answer is `EngineUnavailable`; an error it reports is `EngineError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import json
+import socket
+from collections.abc import Iterator
+from typing import IO, Any
+from urllib.parse import quote, urlencode, urlparse
+
+from enginebuild.errors import EngineBuildError
+from enginebuild.settings import ENGINE_API_VERSION, settings
+
+
+class EngineUnavailable(EngineBuildError):
+    pass
+
+
+class EngineError(EngineBuildError):
+    pass
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float | None):
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        sock.connect(self.socket_path)
+        self.sock = sock
+
+
+def docker_host() -> str:
+    return settings().docker_host
+
+
+class Engine:
+    def __init__(self, host: str | None = None, timeout: float = 120.0):
+        self.host = host or docker_host()
+        self.timeout = timeout
+
+    def _connection(self, timeout: float | None = None) -> http.client.HTTPConnection:
+        parsed = urlparse(self.host)
+        if parsed.scheme == "unix":
+            return _UnixConnection(parsed.path, timeout if timeout is not None else self.timeout)
+        if parsed.scheme in ("tcp", "http"):
+            return http.client.HTTPConnection(parsed.hostname or "localhost", parsed.port or 2375,
+                                              timeout=timeout if timeout is not None else self.timeout)
+        raise EngineUnavailable(f"DOCKER_HOST={self.host}: only unix:// and tcp:// engines are supported")
+
+    def _unavailable(self, exc: BaseException) -> EngineUnavailable:
+        return EngineUnavailable(f"cannot reach the Docker engine at {self.host}: {exc}",
+                                 hint="start dockerd (see README: set-up) or set DOCKER_HOST")
+
+    @contextlib.contextmanager
+    def open(self, method: str, path: str, params: dict[str, str] | None = None, *, body: Any = None,
+             headers: dict[str, str] | None = None, timeout: float | None = None,
+             ok: tuple[int, ...] = (200, 201, 204)) -> Iterator[http.client.HTTPResponse]:
+        """A raw response, for streaming; a status outside `ok` (and not 404) raises EngineError."""
+        url = f"/{ENGINE_API_VERSION}{path}" + ("?" + urlencode(params) if params else "")
+        conn = self._connection(timeout)
+        try:
+            try:
+                chunked = (headers or {}).get("Transfer-Encoding") == "chunked"
+                conn.request(method, url, body=body, headers=headers or {}, encode_chunked=chunked)
+                response = conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                raise self._unavailable(exc) from None
+            if response.status not in ok and response.status != 404:
+                raise EngineError(f"Docker engine: {method} {path} failed ({response.status}): {_message(response)}")
+            yield response
+        finally:
+            conn.close()
+
+    def call(self, method: str, path: str, params: dict[str, str] | None = None, *, body: Any = None,
+             headers: dict[str, str] | None = None) -> Any:
+        """The decoded JSON answer, or None for 404 and empty answers."""
+        with self.open(method, path, params, body=body, headers=headers) as response:
+            try:
+                data = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                raise self._unavailable(exc) from None
+            if response.status == 404:
+                return None
+        return json.loads(data) if data.strip() else None
+
+    # -- images ----------------------------------------------------------------------------
+    def ping(self) -> bool:
+        try:
+            with self.open("GET", "/_ping", timeout=5) as response:
+                return response.status == 200
+        except EngineBuildError:
+            return False
+
+    def version(self) -> dict[str, Any]:
+        return dict(self.call("GET", "/version") or {})
+
+    def info(self) -> dict[str, Any]:
+        return dict(self.call("GET", "/info") or {})
+
+    def inspect(self, ref: str) -> dict[str, Any] | None:
+        found = self.call("GET", f"/images/{quote(ref, safe='')}/json")
+        return dict(found) if found else None
+
+    def image_id(self, ref: str) -> str | None:
+        found = self.inspect(ref)
+        return str(found["Id"]) if found else None
+
+    def history(self, ref: str) -> list[dict[str, Any]]:
+        return list(self.call("GET", f"/images/{quote(ref, safe='')}/history") or [])
+
+    def tags_of(self, repository: str) -> set[str]:
+        """Every tag of a repository present in the engine, in one call."""
+        images = self.call("GET", "/images/json", {"filters": json.dumps({"reference": [f"{repository}:*"]})}) or []
+        tags = set()
+        for image in images:
+            for ref in image.get("RepoTags") or []:
+                repo, _, tag = ref.rpartition(":")
+                if repo == repository:
+                    tags.add(tag)
+        return tags
+
+    def tag(self, source: str, repository: str, tag: str) -> None:
+        self.call("POST", f"/images/{quote(source, safe='')}/tag", {"repo": repository, "tag": tag})
+
+    def remove(self, ref: str, force: bool = False) -> None:
+        with self.open("DELETE", f"/images/{quote(ref, safe='')}", {"force": "1" if force else "0"},
+                       ok=(200, 409)) as response:
+            response.read()
+
+    def load(self, archive: IO[bytes]) -> list[str]:
+        """Load a docker-archive stream (layers the engine already has may be left out)."""
+        loaded = []
+        with self.open("POST", "/images/load", {"quiet": "1"}, body=archive, timeout=3600,
+                       headers={"Content-Type": "application/x-tar", "Transfer-Encoding": "chunked"}) as response:
+            for line in response.read().decode("utf-8", "replace").splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if "error" in event or "errorDetail" in event:
+                    raise EngineError(f"the engine refused the image: {event.get('error') or event.get('errorDetail')}")
+                text = str(event.get("stream", ""))
+                if "Loaded image" in text:
+                    loaded.append(text.strip())
+        return loaded
+
+    @contextlib.contextmanager
+    def save(self, ref: str) -> Iterator[IO[bytes]]:
+        """A stream of `docker save REF` (docker-archive: every layer, then manifest.json)."""
+        with self.open("GET", f"/images/{quote(ref, safe='')}/get", timeout=3600) as response:
+            if response.status == 404:
+                raise EngineError(f"no image {ref} in the engine")
+            yield response
+
+    def pull(self, ref: str, credentials: tuple[str, str] | None = None) -> None:
+        image, _, digest = ref.partition("@")
+        params = {"fromImage": image, "tag": digest} if digest else {"fromImage": ref}
+        headers = {}
+        if credentials:
+            auth = {"username": credentials[0], "password": credentials[1]}
+            headers["X-Registry-Auth"] = base64.urlsafe_b64encode(json.dumps(auth).encode()).decode()
+        with self.open("POST", "/images/create", params, headers=headers, timeout=3600) as response:
+            for line in response.read().decode("utf-8", "replace").splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if "error" in event:
+                    raise EngineError(f"pulling {ref}: {event['error']}")
+            if response.status == 404:
+                raise EngineError(f"pulling {ref}: not found")
+
+    # -- reading files out of an image -----------------------------------------------------
+    @contextlib.contextmanager
+    def container(self, image: str) -> Iterator[str]:
+        """A created (never started) container of an image, removed afterwards."""
+        body = json.dumps({"Image": image, "Cmd": ["/enginebuild-never-runs"], "Entrypoint": None}).encode()
+        created = self.call("POST", "/containers/create", body=body, headers={"Content-Type": "application/json"})
+        if not created:
+            raise EngineError(f"cannot create a container of {image}")
+        ident = str(created["Id"])
+        try:
+            yield ident
+        finally:
+            with contextlib.suppress(EngineBuildError):
+                self.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
+
+    @contextlib.contextmanager
+    def archive(self, container: str, path: str) -> Iterator[IO[bytes] | None]:
+        """A tar stream of `path` in a container (its entries start at the path's base name), or None."""
+        with self.open("GET", f"/containers/{container}/archive", {"path": path}, timeout=3600) as response:
+            yield None if response.status == 404 else response
+
+
+def _message(response: http.client.HTTPResponse) -> str:
+    body = response.read()
+    try:
+        return str(json.loads(body).get("message", ""))
+    except ValueError:
+        return body[:200].decode("utf-8", "replace")

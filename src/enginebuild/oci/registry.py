@@ -1,0 +1,234 @@
+"""A client for the OCI distribution API: manifests, indexes, blobs, uploads, the token flow.
+
+Speaks to ghcr.io, nvcr.io, Docker Hub and any distribution registry: a 401 with a
+`Bearer` challenge is answered by fetching a token from the realm for exactly the scope
+the registry asked for; a `Basic` challenge with the stored credentials. Every manifest
+served is hashed: a `Docker-Content-Digest` that disagrees with the bytes is an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
+
+from enginebuild.errors import RegistryError
+from enginebuild.io.http import Http, HttpFailure
+from enginebuild.oci.credentials import registry_credentials
+from enginebuild.oci.reference import ImageRef, is_local_registry
+from enginebuild.settings import settings
+
+if TYPE_CHECKING:
+    import requests
+
+INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
+MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
+ACCEPT = ", ".join(INDEX_TYPES + MANIFEST_TYPES)
+_CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
+
+
+def parse_challenge(header: str) -> tuple[str, dict[str, str]]:
+    scheme, _, rest = header.strip().partition(" ")
+    return scheme.lower(), dict(_CHALLENGE_PARAM.findall(rest))
+
+
+def scheme_of(registry: str) -> str:
+    return "http" if is_local_registry(registry) or registry in settings().insecure_registries else "https"
+
+
+def sha256_digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class RegistryClient:
+    def __init__(self, http: Http | None = None):
+        self.http = http or Http()
+        self._tokens: dict[tuple[str, str], str] = {}
+
+    def base_url(self, registry: str) -> str:
+        return f"{scheme_of(registry)}://{registry}"
+
+    def _url(self, ref: ImageRef, kind: str, reference: str) -> str:
+        return f"{self.base_url(ref.registry)}/v2/{ref.repository}/{kind}/{reference}"
+
+    def request(self, ref: ImageRef, method: str, url: str, *, body: Callable[[], Any] | None = None,
+                **kwargs: Any) -> requests.Response:
+        """Send a request, answering at most one auth challenge (a body is re-opened for the retry)."""
+        headers = dict(kwargs.pop("headers", {}))
+        key = (ref.registry, ref.repository)
+        if key in self._tokens:
+            headers["Authorization"] = self._tokens[key]
+        try:
+            response = self.http.request(method, url, headers=headers, data=body() if body else None, **kwargs)
+            if response.status_code != 401:
+                return response
+            challenge = response.headers.get("WWW-Authenticate", "")
+            response.close()
+            headers["Authorization"] = self._answer(ref, challenge)
+            self._tokens[key] = headers["Authorization"]
+            response = self.http.request(method, url, headers=headers, data=body() if body else None, **kwargs)
+        except HttpFailure as exc:
+            raise RegistryError(f"{ref.registry}: {exc}", hint=exc.hint) from None
+        if response.status_code == 401:
+            raise RegistryError(f"{ref.registry} refused the credentials for {ref.repository} (HTTP 401)",
+                                hint=f"log in with `docker login {ref.registry}`")
+        return response
+
+    def _answer(self, ref: ImageRef, challenge: str) -> str:
+        scheme, params = parse_challenge(challenge)
+        creds = registry_credentials(ref.registry)
+        if scheme == "basic":
+            if not creds:
+                raise RegistryError(f"{ref.registry} needs credentials for {ref.repository}",
+                                    hint=f"log in with `docker login {ref.registry}`")
+            return "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+        if scheme != "bearer" or "realm" not in params:
+            raise RegistryError(f"{ref.registry} sent an authentication challenge enginebuild cannot answer: {scheme!r}")
+        query = {"service": params["service"]} if "service" in params else {}
+        query["scope"] = params.get("scope") or f"repository:{ref.repository}:pull"
+        try:
+            response = self.http.request("GET", params["realm"], params=query, auth=tuple(creds) if creds else None)
+        except HttpFailure as exc:
+            raise RegistryError(f"token service {params['realm']}: {exc}", hint=exc.hint) from None
+        if response.status_code != 200:
+            raise RegistryError(f"token service {params['realm']} answered HTTP {response.status_code} "
+                                f"for scope {query['scope']}",
+                                hint=f"check access to {ref.repository}; log in with `docker login {ref.registry}`")
+        try:
+            body = response.json()
+            token = body.get("token") or body.get("access_token")
+        except ValueError:
+            token = None
+        if not token:
+            raise RegistryError(f"token service {params['realm']} returned no token")
+        return f"Bearer {token}"
+
+    # -- manifests -----------------------------------------------------------------------
+    def manifest(self, ref: ImageRef, accept: str = ACCEPT) -> tuple[str, str, bytes]:
+        """(digest, media type, body) of a tag's or digest's manifest, verified against the bytes served."""
+        reference = ref.digest or ref.tag or "latest"
+        response = self.request(ref, "GET", self._url(ref, "manifests", reference), headers={"Accept": accept})
+        if response.status_code == 404:
+            raise RegistryError(f"{ref}: no such manifest in {ref.registry}", hint="check the repository and tag")
+        if response.status_code == 403:
+            raise RegistryError(f"{ref}: access denied by {ref.registry} (HTTP 403)",
+                                hint="your credentials lack pull access to this repository")
+        if response.status_code != 200:
+            raise RegistryError(f"{ref}: {ref.registry} answered HTTP {response.status_code}")
+        body = response.content
+        actual = sha256_digest(body)
+        claimed = response.headers.get("Docker-Content-Digest")
+        if claimed and claimed != actual:
+            raise RegistryError(f"{ref}: registry claims digest {claimed} but the manifest it served hashes to {actual}",
+                                hint="a proxy or registry is corrupting responses; nothing was recorded")
+        if ref.digest and ref.digest != actual:
+            raise RegistryError(f"{ref}: served manifest hashes to {actual}, not the pinned {ref.digest}")
+        media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
+        try:
+            media_type = json.loads(body).get("mediaType") or media_type
+        except ValueError:
+            raise RegistryError(f"{ref}: the manifest is not JSON") from None
+        return actual, media_type, body
+
+    def platform_manifest(self, ref: ImageRef, platform: str) -> tuple[str, dict[str, Any], str | None]:
+        """(manifest digest, manifest, index digest or None) of `platform` under a tag or digest."""
+        digest, media_type, body = self.manifest(ref)
+        doc = json.loads(body)
+        if media_type not in INDEX_TYPES and "manifests" not in doc:
+            return digest, doc, None
+        os_name, _, arch = platform.partition("/")
+        arch, _, variant = arch.partition("/")
+        for entry in doc.get("manifests", []):
+            p = entry.get("platform") or {}
+            if p.get("os") == os_name and p.get("architecture") == arch and (not variant or p.get("variant") == variant):
+                sub = ImageRef(ref.registry, ref.repository, None, entry["digest"])
+                sub_digest, _, sub_body = self.manifest(sub)
+                return sub_digest, json.loads(sub_body), digest
+        found = sorted(f"{(e.get('platform') or {}).get('os')}/{(e.get('platform') or {}).get('architecture')}"
+                       for e in doc.get("manifests", []))
+        raise RegistryError(f"{ref} has no image for {platform} (it has: {', '.join(found) or 'none'})")
+
+    def head_digest(self, ref: ImageRef) -> str | None:
+        """The Docker-Content-Digest a HEAD reports for a tag, or None when it does not exist."""
+        url = self._url(ref, "manifests", ref.digest or ref.tag or "latest")
+        response = self.request(ref, "HEAD", url, headers={"Accept": ACCEPT})
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise RegistryError(f"HEAD {ref}: {ref.registry} answered HTTP {response.status_code}")
+        return response.headers.get("Docker-Content-Digest")
+
+    def put_manifest(self, ref: ImageRef, reference: str, body: bytes, media_type: str) -> str:
+        digest = sha256_digest(body)
+        response = self.request(ref, "PUT", self._url(ref, "manifests", reference), body=lambda: body,
+                                headers={"Content-Type": media_type})
+        if response.status_code not in (200, 201):
+            raise RegistryError(f"{ref.name}:{reference}: the registry refused the manifest "
+                                f"(HTTP {response.status_code}): {_error_text(response)}")
+        claimed = response.headers.get("Docker-Content-Digest")
+        if claimed and claimed != digest:
+            raise RegistryError(f"{ref.name}:{reference}: the registry answered digest {claimed} for a manifest "
+                                f"that hashes to {digest}; nothing recorded")
+        return digest
+
+    # -- blobs ---------------------------------------------------------------------------
+    def has_blob(self, ref: ImageRef, digest: str) -> bool:
+        response = self.request(ref, "HEAD", self._url(ref, "blobs", digest))
+        if response.status_code in (200, 307):
+            return True
+        if response.status_code == 404:
+            return False
+        raise RegistryError(f"HEAD blob {digest[:19]} in {ref.name}: HTTP {response.status_code}")
+
+    def open_blob(self, ref: ImageRef, digest: str) -> requests.Response:
+        response = self.request(ref, "GET", self._url(ref, "blobs", digest), stream=True)
+        if response.status_code != 200:
+            raise RegistryError(f"blob {digest[:19]} of {ref.name}: HTTP {response.status_code}")
+        return response
+
+    def read_blob(self, ref: ImageRef, digest: str, limit: int = 1 << 24) -> bytes:
+        with self.open_blob(ref, digest) as response:
+            data = response.raw.read(limit + 1, decode_content=True)
+        if len(data) > limit:
+            raise RegistryError(f"blob {digest[:19]} of {ref.name} is larger than expected")
+        if sha256_digest(data) != digest:
+            raise RegistryError(f"blob {digest[:19]} of {ref.name} does not hash to its digest")
+        return bytes(data)
+
+    def upload_blob(self, ref: ImageRef, digest: str, size: int, opener: Callable[[], IO[bytes]]) -> None:
+        """Upload a blob in one PUT (monolithic); the registry checks its digest."""
+        start = self.request(ref, "POST", f"{self.base_url(ref.registry)}/v2/{ref.repository}/blobs/uploads/",
+                             headers={"Content-Length": "0"})
+        if start.status_code not in (202, 201):
+            raise RegistryError(f"{ref.name}: the registry refused to start an upload (HTTP {start.status_code}): "
+                                f"{_error_text(start)}", hint="check push access (`docker login`)")
+        if start.status_code == 201:
+            return
+        location = start.headers.get("Location", "")
+        if location.startswith("/"):
+            location = self.base_url(ref.registry) + location
+        separator = "&" if "?" in location else "?"
+        put = self.request(ref, "PUT", f"{location}{separator}digest={digest}", body=opener,
+                           headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)})
+        if put.status_code not in (201, 204):
+            raise RegistryError(f"{ref.name}: upload of blob {digest[:19]} failed (HTTP {put.status_code}): "
+                                f"{_error_text(put)}")
+
+    def referrers(self, ref: ImageRef, digest: str) -> dict[str, Any] | None:
+        """The referrers index of a manifest, or None when the registry has no referrers API."""
+        response = self.request(ref, "GET", self._url(ref, "referrers", digest),
+                                headers={"Accept": INDEX_TYPES[0]})
+        if response.status_code == 200 and response.headers.get("Content-Type", "").startswith(INDEX_TYPES[0]):
+            return dict(response.json())
+        return None
+
+
+def _error_text(response: requests.Response) -> str:
+    try:
+        errors = response.json().get("errors") or []
+        return "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors) or response.text[:200]
+    except ValueError:
+        return response.text[:200]

@@ -1,0 +1,76 @@
+"""Reading files of an image's filesystem from its layers, without pulling it into an engine.
+
+Layers are streamed from the registry in order; a later layer's file replaces an earlier
+one's and its whiteouts (`.wh.NAME`, `.wh..wh..opq`) delete them, as an engine would.
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from collections.abc import Callable
+from typing import Any
+
+from enginebuild.errors import RegistryError
+from enginebuild.oci.reference import ImageRef
+from enginebuild.oci.registry import RegistryClient
+
+Wanted = Callable[[str], bool]
+
+
+def read_files(client: RegistryClient, ref: ImageRef, manifest: dict[str, Any], wanted: Wanted,
+               limit: int = 1 << 20) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for layer in manifest.get("layers", []):
+        media = layer.get("mediaType", "")
+        if "zstd" in media:
+            raise RegistryError(f"{ref}: layer {layer['digest'][:19]} is zstd-compressed, which enginebuild cannot read")
+        with client.open_blob(ref, layer["digest"]) as response:
+            mode = "r|gz" if media.endswith("gzip") or media.endswith(".tar.gzip") or "gzip" in media else "r|*"
+            with tarfile.open(fileobj=response.raw, mode=mode) as tar:
+                for member in tar:
+                    name = member.name.lstrip("./").lstrip("/")
+                    folder, _, base = name.rpartition("/")
+                    if base == ".wh..wh..opq":
+                        prefix = f"{folder}/" if folder else ""
+                        for path in [p for p in found if p.startswith(prefix)]:
+                            del found[path]
+                        continue
+                    if base.startswith(".wh."):
+                        target = f"{folder}/{base[4:]}" if folder else base[4:]
+                        for path in [p for p in found if p == target or p.startswith(target + "/")]:
+                            del found[path]
+                        continue
+                    if member.isreg() and wanted(name) and member.size <= limit:
+                        handle = tar.extractfile(member)
+                        if handle is not None:
+                            found[name] = handle.read()
+    return found
+
+
+_DIST = re.compile(r"(?:^|/)(?:site|dist)-packages/[^/]+\.(?:dist-info/METADATA|egg-info/PKG-INFO)$")
+
+
+def python_dists(files: dict[str, bytes]) -> dict[str, str]:
+    """name -> version of the Python distributions a filesystem holds."""
+    from packaging.utils import canonicalize_name
+
+    out: dict[str, str] = {}
+    for path, data in files.items():
+        if not _DIST.search(path):
+            continue
+        name = version = None
+        for line in data.decode("utf-8", "replace").splitlines():
+            if not line.strip():
+                break
+            if line.startswith("Name:"):
+                name = line[5:].strip()
+            elif line.startswith("Version:"):
+                version = line[8:].strip()
+        if name and version:
+            out[canonicalize_name(name)] = version
+    return out
+
+
+def is_dist_metadata(path: str) -> bool:
+    return bool(_DIST.search(path))

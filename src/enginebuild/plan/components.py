@@ -1,0 +1,84 @@
+"""Component nodes: what BuildKit builds for a component, and the key covering exactly its inputs.
+
+A component's key covers its sources (and their pins), its patch stack, its build script,
+args, cache and secret names, steps, the environment it builds on and the keys of the
+components it needs: nothing of the runtime image or of other components.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from enginebuild.errors import SpecError
+from enginebuild.plan import keys
+from enginebuild.plan.envs import EnvPlanner, mounts, parent_ref
+from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, FromFile, FromOutput, FromSource
+from enginebuild.plan.render import render
+from enginebuild.sources import Source
+from enginebuild.spec.model import Component, PatchRef
+
+SRC = "/opt/enginebuild/src"
+SOURCES = "/opt/enginebuild/sources"
+DEPS = "/opt/enginebuild/deps"
+
+
+def _env_name(component: str) -> str:
+    return "ENGINEBUILD_DEP_" + "".join(c if c.isalnum() else "_" for c in component.upper())
+
+
+def source_item(arcname: str, source: Source, pin: Any, patches: tuple[PatchRef, ...], label: str) -> ContextItem:
+    identity = source.impl.identity(source.request, pin) if (pin is not None or not source.pinned_by_lock) \
+        else f"unpinned {source.describe()}"
+    digest = keys.key_of("source-tree", identity=identity, patches=[p.patch.sha256 for p in patches],
+                         epoch=keys.epoch())
+    return ContextItem(arcname, digest, FromSource(source, pin, patches), label=label)
+
+
+def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, needed: dict[str, ComponentNode],
+                   build_args: dict[str, str]) -> ComponentNode:
+    if not builder.layers and builder.base is None:
+        raise SpecError(comp.where, f"components.{comp.name}.builder",
+                        "the builder is scratch with nothing installed: a build script needs at least a shell")
+    pins = planner.pins
+    context: list[ContextItem] = []
+    env: list[tuple[str, str]] = []
+    if comp.source:
+        pin = pins.get(f"components.{comp.name}.source") if comp.source.pinned_by_lock else None
+        context.append(source_item("source.tar", comp.source, pin, comp.patches, comp.source.describe(pin)))
+        version = comp.source.impl.version(comp.source.request, pin)
+        if comp.source.kind == "git" and getattr(comp.source.request, "version", None) and version:
+            env.append(("SETUPTOOLS_SCM_PRETEND_VERSION", version))
+    for extra in comp.sources:
+        pin = pins.get(f"components.{comp.name}.sources.{extra.name}") if extra.source.pinned_by_lock else None
+        context.append(source_item(f"sources/{extra.name}.tar", extra.source, pin, (), extra.source.describe(pin)))
+        if extra.env:
+            env.append((extra.env, f"{SOURCES}/{extra.name}"))
+    for need in comp.needs:
+        context.append(ContextItem(f"deps/{need}.tar", needed[need].key, FromOutput(need, needed[need].key),
+                                   label=f"component {need}"))
+        env.append((_env_name(need), f"{DEPS}/{need}"))
+    script = comp.build.script
+    assert script.src is not None
+    context.append(ContextItem("build.sh", keys.sha(script.src.read_bytes()), FromFile(script.src), 0o755,
+                               label=script.display))
+    args = dict(comp.build.args)
+    args.update({k: v for k, v in build_args.items() if k in args})
+    env += sorted(args.items())
+    steps = [{"run": s.run if isinstance(s.run, str) else list(s.run), "mounts": mounts(s.cache, s.secrets)}
+             for s in comp.steps]
+    outputs = ",".join(comp.outputs.paths)
+    dockerfile = render("component.Dockerfile", name=comp.name, platform=planner.platform, parent=parent_ref(builder),
+                        epoch=planner.epoch, outputs=outputs, env=env, source=comp.source is not None,
+                        sources=[e.name for e in comp.sources], deps=list(comp.needs),
+                        mounts=mounts(comp.build.cache, comp.build.secrets), steps=steps)
+    secrets = tuple(dict.fromkeys(comp.build.secrets + tuple(s for step in comp.steps for s in step.secrets)))
+    items = tuple(sorted(context, key=lambda c: c.arcname))
+    key = keys.key_of("component", name=comp.name, platform=planner.platform, builder=builder.tip,
+                      dockerfile=dockerfile, secrets=list(secrets),
+                      context=[[c.arcname, c.mode, c.digest] for c in items],
+                      outputs=[comp.outputs.kind, list(comp.outputs.paths)])
+    inputs = {"builder": builder.tip, "instructions": keys.sha(dockerfile)}
+    for item in items:
+        inputs[item.label or item.arcname] = item.digest
+    return ComponentNode(comp.name, key, planner.platform, builder, dockerfile, items, secrets, comp.needs,
+                         comp.outputs, comp.cuda_archs, inputs)

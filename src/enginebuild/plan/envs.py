@@ -1,0 +1,150 @@
+"""Environments as chains of layers: base, system packages, commands, Python distributions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from enginebuild.errors import LockError, SpecError
+from enginebuild.lock.inputs import Input, image_inputs
+from enginebuild.lock.lockfile import Lock
+from enginebuild.lock.pins import ImagePin, PythonPin, SystemPin
+from enginebuild.plan import keys
+from enginebuild.plan.model import ContextItem, EnvNode, FromBlob, LayerNode, Run, Sysroot, Wheel
+from enginebuild.plan.render import render
+from enginebuild.spec.model import Environment, ImageSpec, Step
+
+CHAIN_REPO = "enginebuild/chain"
+DEBS_DIR = "/tmp/enginebuild-debs"
+
+
+@dataclass
+class Pins:
+    """Typed pins of an image's inputs; with strict=False, what is not pinned reads as requested."""
+
+    spec: ImageSpec
+    lock: Lock
+    strict: bool = True
+
+    def __post_init__(self) -> None:
+        self.inputs = {inp.name: inp for inp in image_inputs(self.spec)}
+
+    def get(self, name: str) -> Any:
+        inp = self.inputs[name]
+        entry = self.lock.entries.get(name)
+        if entry is None or entry.resolved is None:
+            if not self.strict:
+                return placeholder(inp)
+            why = entry.unresolved if entry and entry.unresolved else "not in the lock"
+            raise LockError(f"{inp.where}: input {name} is not pinned in lockfiles/{self.spec.lock_name}.lock: {why}",
+                            hint=f"run `python BUILD.py lock {self.spec.name}` where its source is reachable")
+        return inp.decode(entry.resolved)
+
+
+def placeholder(inp: Input) -> Any:
+    """What `render --unpinned` shows for an input the lock does not resolve."""
+    if inp.kind == "base":
+        return ImagePin(f"{inp.request()['ref']}  # NOT PINNED", None, None)
+    if inp.kind == "system":
+        return SystemPin((), (), ())
+    if inp.kind == "python":
+        return PythonPin(())
+    return None
+
+
+def mounts(cache: tuple[str, ...] = (), secrets: tuple[str, ...] = (), binds: tuple[tuple[str, str], ...] = ()) -> str:
+    out = "".join(f" --mount=type=bind,source={src},target={dst}" for src, dst in binds)
+    out += "".join(f" --mount=type=cache,target={d}" for d in cache)
+    out += "".join(f" --mount=type=secret,id={s}" for s in secrets)
+    return out
+
+
+def parent_ref(env: EnvNode, upto: str | None = None) -> str:
+    """What a Dockerfile builds FROM to start on this chain (up to the layer `upto`)."""
+    tip = upto or env.tip
+    if tip == env.root and env.base is not None:
+        return env.base.ref
+    return f"{CHAIN_REPO}:{tip}"
+
+
+class EnvPlanner:
+    def __init__(self, spec: ImageSpec, pins: Pins, platform: str):
+        self.spec, self.pins, self.platform = spec, pins, platform
+        self.epoch = keys.epoch()
+
+    def base(self, role: str, env: Environment, on: str | None = None) -> ImagePin | None:
+        if on:
+            return ImagePin(on, on.rpartition("@")[2], None)
+        if env.base == "scratch":
+            return None
+        pin: ImagePin = self.pins.get(f"{role}.base@{self.platform}")
+        return pin
+
+    def run_layer(self, parent: EnvNode, layers: list[LayerNode], what: str, commands: list[dict[str, Any]],
+                  context: tuple[ContextItem, ...], secrets: tuple[str, ...], env: tuple[tuple[str, str], ...],
+                  kind: str = "run", inputs: dict[str, str] | None = None) -> LayerNode:
+        prefix = EnvNode(parent.role, parent.platform, parent.base, tuple(layers), parent.root, parent.env)
+        if not layers and parent.base is None:
+            raise SpecError(self.spec.where("system"), "system.run",
+                            f"{what}: a command needs a shell, but on scratch nothing is installed before it "
+                            "(use `install: extract` with a shell such as busybox-static)")
+        dockerfile = render("run.Dockerfile", what=what, platform=self.platform, parent=parent_ref(prefix),
+                            epoch=self.epoch, env=list(env), commands=commands)
+        body = "\n".join(line for line in dockerfile.splitlines() if not line.startswith("FROM "))
+        key = keys.key_of("run", platform=self.platform, dockerfile=body, secrets=list(secrets),
+                          context=[[c.arcname, c.mode, c.digest] for c in context])
+        return LayerNode(kind, what, key, keys.chain(prefix.tip, key), Run(dockerfile, context, secrets),
+                         inputs or {"commands": keys.sha(body)})
+
+    def environment(self, role: str, env: Environment, *, on: str | None = None,
+                    parts: frozenset[str] = frozenset({"system", "python"}),
+                    run_env: tuple[tuple[str, str], ...] = ()) -> EnvNode:
+        base = self.base(role, env, on)
+        root = keys.key_of("base", ref=base.digest if base else "scratch", platform=self.platform)
+        node = EnvNode(role, self.platform, base, (), root, run_env)
+        layers: list[LayerNode] = []
+        system = env.system
+        if system and "system" in parts:
+            pin: SystemPin = self.pins.get(f"{role}.system@{self.platform}") if system.packages else \
+                SystemPin((), (), ())
+            debs = pin.packages
+            if debs and system.install == "extract":
+                key = keys.key_of("sysroot", debs=[d.sha256 for d in debs], epoch=self.epoch)
+                parent = layers[-1].chain if layers else root
+                layers.append(LayerNode("system", f"system packages ({len(debs)} .debs, unpacked)", key,
+                                        keys.chain(parent, key), Sysroot(debs, tuple(pin.url(d) for d in debs)),
+                                        {"packages": keys.sha(keys.canonical([[d.name, d.version] for d in debs]))}))
+            commands: list[dict[str, Any]] = []
+            context: tuple[ContextItem, ...] = ()
+            if debs and system.install == "dpkg":
+                context = tuple(ContextItem(f"debs/{Path(d.filename).name}", d.sha256, FromBlob(d.sha256, d.name),
+                                            label=f"{d.name} {d.version}") for d in debs)
+                commands.append({"run": f"dpkg -i {DEBS_DIR}/*.deb",
+                                 "mounts": mounts(binds=(("debs", DEBS_DIR),))})
+            commands += [{"run": c if isinstance(c, str) else list(c), "mounts": ""} for c in system.run]
+            if commands:
+                what = "system packages and commands" if context else "system commands"
+                layers.append(self.run_layer(node, layers, what, commands, context, (), run_env, "system",
+                                             {"packages": keys.sha(keys.canonical([c.digest for c in context])),
+                                              "commands": keys.sha(keys.canonical([str(c) for c in system.run]))}))
+        if env.python and env.python.requirements and "python" in parts:
+            python: PythonPin = self.pins.get(f"{role}.python@{self.platform}")
+            for pin_ in python.installed():
+                if pin_.origin == "component":
+                    continue  # installed after the component that builds it (plan/image.py)
+                ident = pin_.sha256 or pin_.commit
+                key = keys.key_of("wheel", file=ident, site=env.python.site_packages,
+                                  interpreter=env.python.interpreter, epoch=self.epoch)
+                parent = layers[-1].chain if layers else root
+                layers.append(LayerNode("wheel", f"python {pin_.name} {pin_.version}", key, keys.chain(parent, key),
+                                        Wheel(pin_, env.python.site_packages, env.python.interpreter),
+                                        {f"python {pin_.name}": ident}))
+        return EnvNode(role, self.platform, base, tuple(layers), root, run_env)
+
+    def step_layer(self, parent: EnvNode, layers: list[LayerNode], step: Step,
+                   run_env: tuple[tuple[str, str], ...]) -> LayerNode:
+        command = {"run": step.run if isinstance(step.run, str) else list(step.run),
+                   "mounts": mounts(cache=step.cache, secrets=step.secrets)}
+        return self.run_layer(parent, layers, f"step {step.name}", [command], (), step.secrets, run_env, "step",
+                              {"step": keys.sha(keys.canonical(command))})

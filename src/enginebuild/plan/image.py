@@ -1,0 +1,210 @@
+"""The plan of one image for one platform: components, then the runtime's layers in build order
+(base, system, Python, component outputs, overlays, steps, manifest, files) and its settings.
+
+Pure: no builder, no network. `plan_image` is what `plan`, `render` and `image` all read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from enginebuild.errors import LockError, SpecError
+from enginebuild.lock.inputs import role_of
+from enginebuild.lock.lockfile import Lock, stale_inputs
+from enginebuild.lock.pins import PythonPin
+from enginebuild.plan import keys
+from enginebuild.plan.components import component_node
+from enginebuild.plan.envs import EnvPlanner, Pins
+from enginebuild.plan.model import (ComponentNode, Data, EnvNode, Files, ImagePlan, LayerNode, OutputTree,
+                                    OverlayFiles, Wheel)
+from enginebuild.spec.model import FileGroup, ImageSpec
+from enginebuild.spec.reader import ENV_REF
+
+MANIFEST_PATH = "/opt/enginebuild/manifest.json"
+MAX_FILE_LAYERS = 32  # file groups beyond this share the last layer
+LAYER_KINDS = ("system", "python", "components", "overlays", "steps", "files")
+
+
+@dataclass(frozen=True)
+class Options:
+    build_args: dict[str, str] = field(default_factory=dict)
+    on: str | None = None  # a digest-pinned stand-in base for the runtime
+    only: frozenset[str] = frozenset(LAYER_KINDS)
+    strict: bool = True
+
+    def memo(self) -> dict[str, Any]:
+        return {"build_args": self.build_args, "on": self.on, "only": sorted(self.only)}
+
+
+def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
+    problems = stale_inputs(spec, lock)
+    if problems:
+        detail = "; ".join(f"{name}: {why}" for name, why in problems)
+        first = problems[0][0]
+        where = spec.where("base") if first == "lockfile" else spec.where(first.split("@")[0].rsplit(".", 1)[0])
+        raise LockError(f"{where}: refusing to build with inputs that are not pinned in the lock ({detail})",
+                        hint=f"run `python BUILD.py lock {spec.name}` and commit lockfiles/{spec.lock_name}.lock")
+    assert lock is not None
+    unresolved = lock.unresolved()
+    if unresolved:
+        name, why = next(iter(unresolved.items()))
+        raise LockError(f"{spec.file}: input {name} is not pinned in lockfiles/{spec.lock_name}.lock: {why}",
+                        hint=f"run `python BUILD.py lock {spec.name}` where its source is reachable")
+    return lock
+
+
+def resolve_env(spec: ImageSpec, base_env: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    """The spec's env with `$NAME`/`${NAME}`/`${NAME:-default}` replaced by the base's or earlier values."""
+    known = dict(base_env)
+    out = []
+    for name, value in spec.env:
+        def replace(match: Any, name: str = name) -> str:
+            if match.group("dollar"):
+                return "$"
+            var = match.group("braced") or match.group("bare")
+            if var in known:
+                return str(known[var])
+            if match.group("default") is not None:
+                return str(match.group("default"))
+            raise SpecError(spec.where(f"env.{name}"), f"env.{name}",
+                            f"refers to ${var}, which neither the base image nor an earlier env entry defines",
+                            hint="give a default with ${" + var + ":-value}, or write $$ for a literal dollar")
+
+        resolved = ENV_REF.sub(replace, value)
+        known[name] = resolved
+        out.append((name, resolved))
+    return out
+
+
+def labels_of(spec: ImageSpec, lock: Lock, manifest: dict[str, Any], pins: Pins, on: str | None) -> dict[str, str]:
+    revision = source_url = ""
+    for comp in [spec.component(n) for n in spec.install] + list(spec.components):
+        if comp.source and comp.source.pinned_by_lock:
+            pin = pins.get(f"components.{comp.name}.source")
+            revision = getattr(pin, "commit", "") or f"{comp.name}=={getattr(pin, 'version', '')}"
+            source_url = getattr(pin, "url", "") if comp.source.kind == "git" else ""
+            break
+    labels = {"org.opencontainers.image.title": spec.name.split(":")[0],
+              "org.opencontainers.image.description": spec.description,
+              "org.opencontainers.image.source": source_url, "org.opencontainers.image.revision": revision}
+    labels = {k: v for k, v in labels.items() if v}
+    labels.update(dict(spec.labels))
+    labels.update({
+        "org.opencontainers.image.created": keys.created_of(lock.created),
+        "org.enginebuild.patches": ",".join(f"{p['name']}@sha256:{p['sha256']}" for p in manifest["patches"]),
+        "org.enginebuild.manifest": MANIFEST_PATH,
+        "org.enginebuild.inputs": keys.sha(keys.canonical(manifest["inputs"])),
+    })
+    if spec.variants or ":" in spec.name:
+        labels["org.enginebuild.variant"] = spec.name.partition(":")[2] or "default"
+    if on:
+        labels["org.enginebuild.stand-in-base"] = on
+    return {k: v for k, v in sorted(labels.items()) if v or k in dict(spec.labels)}
+
+
+def manifest_of(spec: ImageSpec, lock: Lock, platform: str) -> dict[str, Any]:
+    patches = [{"name": p.name, "sha256": p.patch.sha256, "applies_to": owner} for owner, p in spec.all_patches]
+    inputs = {n: e.resolved for n, e in sorted(lock.entries.items()) if "@" not in n or n.endswith("@" + platform)}
+    return {"enginebuild-manifest": 2, "image": spec.name, "platform": platform, "created": lock.created,
+            "inputs": inputs, "patches": patches,
+            "components": [c.name for c in spec.components], "installed": list(spec.install)}
+
+
+def _file_layers(groups: tuple[FileGroup, ...], parent: str, epoch: int) -> list[LayerNode]:
+    layers: list[LayerNode] = []
+    chunks = [list(groups[i:i + 1]) for i in range(min(len(groups), MAX_FILE_LAYERS - 1))]
+    if len(groups) >= MAX_FILE_LAYERS:
+        chunks.append(list(groups[MAX_FILE_LAYERS - 1:]))
+    for chunk in chunks:
+        entries = tuple(e for g in chunk for e in g.entries)
+        digests = {e.display: e.sha256 or keys.sha(e.src.read_bytes()) for e in entries if e.src or e.sha256}
+        key = keys.key_of("files", entries=[[e.dest, e.mode, digests[e.display]] for e in entries], epoch=epoch)
+        name = "files " + ", ".join(g.key for g in chunk)
+        layers.append(LayerNode("files", name, key, keys.chain(layers[-1].chain if layers else parent, key),
+                                Files(entries), {f"file {d}": v for d, v in digests.items()}))
+    return layers
+
+
+def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Options = Options()) -> ImagePlan:
+    if platform not in spec.platforms and not options.on:
+        raise SpecError(spec.where("platforms"), "platforms",
+                        f"{spec.name} is not built for {platform} (it lists {', '.join(spec.platforms)})")
+    if options.strict and not options.on:
+        lock = check_lock_for_build(spec, lock)
+    if lock is None:
+        raise LockError(f"lockfiles/{spec.lock_name}.lock does not exist",
+                        hint=f"run `python BUILD.py lock {spec.name}` (or `render --unpinned` to read the plan)")
+    pins = Pins(spec, lock, strict=options.strict)
+    planner = EnvPlanner(spec, pins, platform)
+    only = options.only
+    components: dict[str, ComponentNode] = {}
+    builders: dict[str, EnvNode] = {}
+    if "components" in only:
+        for comp in spec.components:
+            role = role_of(spec, comp.builder)
+            if role not in builders:
+                builders[role] = planner.environment(role, comp.builder)
+            components[comp.name] = component_node(planner, comp, builders[role], components, options.build_args)
+    base_pin = planner.base("runtime", spec.runtime, options.on)
+    run_env = tuple(resolve_env(spec, base_pin.env if base_pin else ()))
+    runtime = planner.environment("runtime", spec.runtime, on=options.on, parts=only, run_env=run_env)
+    layers = list(runtime.layers)
+
+    def add(layer_kind: str, name: str, key: str, payload: Any, inputs: dict[str, str]) -> None:
+        parent = layers[-1].chain if layers else runtime.root
+        layers.append(LayerNode(layer_kind, name, key, keys.chain(parent, key), payload, inputs))
+
+    epoch = planner.epoch
+    python = spec.runtime.python
+    if python and "python" in only and "components" in only:
+        pypin: PythonPin = pins.get(f"runtime.python@{platform}") if python.requirements else PythonPin(())
+        for pin in pypin.installed():
+            if pin.origin == "component":
+                comp_key = components[pin.component].key
+                key = keys.key_of("component-wheels", component=comp_key, site=python.site_packages,
+                                  interpreter=python.interpreter, epoch=epoch)
+                add("output", f"python {pin.name} (built by component {pin.component})", key,
+                    Wheel(pin, python.site_packages, python.interpreter, comp_key), {f"component {pin.component}": comp_key})
+    if "components" in only:
+        for name in spec.install:
+            comp = components[name]
+            key = keys.key_of("output", component=comp.key, outputs=[comp.outputs.kind, list(comp.outputs.paths),
+                                                                    comp.outputs.to], epoch=epoch,
+                              site=python.site_packages if python else "", interpreter=python.interpreter if python
+                              else "")
+            add("output", f"outputs of {name} ({comp.outputs.kind})", key, OutputTree(name, comp.key, comp.outputs),
+                {f"component {name}": comp.key})
+    if "overlays" in only:
+        for overlay in spec.overlays:
+            pin = pins.get(f"overlays.{overlay.name}.source") if overlay.source.pinned_by_lock else None
+            if overlay.patches:
+                key = keys.key_of("overlay", base=runtime.root, installed=overlay.installed, epoch=epoch,
+                                  patches=[p.patch.sha256 for p in overlay.patches])
+                add("overlay", f"overlay {overlay.name} ({len(overlay.patches)} patch(es) in {overlay.installed})",
+                    key, OverlayFiles(overlay.name, overlay.installed, overlay.patches, overlay.source, pin),
+                    {f"patches/{p.name}": p.patch.sha256 for p in overlay.patches})
+    if "steps" in only:
+        for step in spec.steps:
+            prefix = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
+            layers.append(planner.step_layer(prefix, layers, step, run_env))
+    manifest = manifest_of(spec, lock, platform)
+    data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    add("manifest", "manifest", keys.key_of("data", dest=MANIFEST_PATH, sha=keys.sha(data), epoch=epoch),
+        Data(MANIFEST_PATH, data), {"manifest": keys.sha(data)})
+    if "files" in only:
+        layers += _file_layers(spec.files, layers[-1].chain, epoch)
+    labels = labels_of(spec, lock, manifest, pins, options.on)
+    config = {"env": run_env, "entrypoint": spec.entrypoint, "cmd": spec.cmd, "workdir": spec.workdir,
+              "user": spec.user, "labels": labels, "expose": list(spec.expose), "stopsignal": spec.stopsignal,
+              "shell": spec.shell, "healthcheck": spec.healthcheck}
+    arch = platform.split("/")[1]
+    image = spec.name.split(":")[0]
+    flavour = spec.name.partition(":")[2] or "latest"
+    if options.on:
+        flavour = f"on-{options.on.rsplit(':', 1)[-1][:12]}"
+    tags = (f"enginebuild/{image}:{flavour}-{arch}", f"enginebuild/{image}:{flavour}")
+    final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
+    return ImagePlan(spec.name, platform, keys.created_of(lock.created), epoch, tuple(components.values()), final,
+                     config, manifest, tags, spec.cuda_archs, options.on)

@@ -1,0 +1,43 @@
+"""Keys: digests of exactly the inputs that shape a node's bytes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from typing import Any
+
+from enginebuild.settings import settings
+
+KEY_VERSION = "enginebuild-key-v2"
+DEFAULT_EPOCH = 1  # 1970-01-01T00:00:01Z, as Nix dates store paths: never "unknown"
+
+
+def sha(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def key_of(kind: str, **parts: Any) -> str:
+    return sha(canonical({"v": KEY_VERSION, "kind": kind, **parts}))
+
+
+def chain(parent: str, key: str) -> str:
+    return sha(f"{parent}\n{key}")
+
+
+def epoch() -> int:
+    """The time stamp of every entry of every layer enginebuild writes."""
+    value = settings().source_date_epoch
+    return DEFAULT_EPOCH if value is None else value
+
+
+def created_of(lock_created: str) -> str:
+    """The image's `created`: SOURCE_DATE_EPOCH when given, else the lock's."""
+    value = settings().source_date_epoch
+    if value is None:
+        return lock_created
+    return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,215 @@
+"""What a plan is made of: layers, environments, components and the image of one platform.
+
+Every node has a `key` (the digest of exactly the inputs that shape its bytes) and every
+layer a `chain` (its key folded onto its parent's chain): a layer written by enginebuild
+depends only on its own inputs; a layer a command writes depends on everything below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from enginebuild.lock.pins import DebPin, ImagePin, PyPin
+from enginebuild.sources import Source
+from enginebuild.spec.model import FileEntry, Outputs, PatchRef
+
+# -- where the bytes of a build-context item come from ------------------------------------
+
+
+@dataclass(frozen=True)
+class FromData:
+    data: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class FromFile:
+    path: Path
+
+
+@dataclass(frozen=True)
+class FromBlob:
+    """A fetched artifact in the store, by sha256 (a .deb, a wheel)."""
+
+    sha256: str
+    what: str
+
+
+@dataclass(frozen=True)
+class FromSource:
+    """A source's whole tree, with its patch stack applied on the host."""
+
+    source: Source
+    pin: Any
+    patches: tuple[PatchRef, ...]
+
+
+@dataclass(frozen=True)
+class FromOutput:
+    """What a component built (its exported outputs)."""
+
+    component: str
+    key: str
+
+
+Origin = FromData | FromFile | FromBlob | FromSource | FromOutput
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One file of a BuildKit build context; `digest` is its identity in keys."""
+
+    arcname: str
+    digest: str
+    origin: Origin = field(compare=False)
+    mode: int = 0o644
+    label: str = field(default="", compare=False)  # what a user calls it, for "what changed"
+
+
+# -- layers -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sysroot:
+    """System packages unpacked by enginebuild (for `install: extract`)."""
+
+    debs: tuple[DebPin, ...]
+    urls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Run:
+    """Commands BuildKit runs on the parent chain; the layers they write are normalised."""
+
+    dockerfile: str
+    context: tuple[ContextItem, ...]
+    secrets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Wheel:
+    """A Python distribution installed by enginebuild's wheel installer."""
+
+    pin: PyPin
+    site_packages: str
+    interpreter: str
+    component_key: str = ""  # for a wheel a component of this image builds
+
+
+@dataclass(frozen=True)
+class OutputTree:
+    """A component's outputs (a prefix or paths), copied into the runtime."""
+
+    component: str
+    component_key: str
+    outputs: Outputs
+
+
+@dataclass(frozen=True)
+class OverlayFiles:
+    """Files of the engine the base ships, patched on the host."""
+
+    name: str
+    installed: str
+    patches: tuple[PatchRef, ...]
+    source: Source
+    pin: Any
+
+
+@dataclass(frozen=True)
+class Files:
+    entries: tuple[FileEntry, ...]
+
+
+@dataclass(frozen=True)
+class Data:
+    """One generated file (the manifest)."""
+
+    dest: str
+    data: bytes = field(repr=False)
+
+
+Payload = Sysroot | Run | Wheel | OutputTree | OverlayFiles | Files | Data
+
+
+@dataclass(frozen=True)
+class LayerNode:
+    kind: str  # system | run | wheel | output | overlay | files | manifest | step
+    name: str
+    key: str
+    chain: str
+    payload: Payload = field(compare=False)
+    inputs: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def by_command(self) -> bool:
+        return isinstance(self.payload, Run)
+
+
+@dataclass(frozen=True)
+class EnvNode:
+    """A base and the layers on it; `tip` is the chain key of the whole."""
+
+    role: str
+    platform: str
+    base: ImagePin | None  # None: scratch
+    layers: tuple[LayerNode, ...]
+    root: str  # the chain key of the base alone
+    env: tuple[tuple[str, str], ...] = ()  # variables commands on this chain see (beyond the base's)
+
+    @property
+    def tip(self) -> str:
+        return self.layers[-1].chain if self.layers else self.root
+
+    def prefix(self, chain: str) -> EnvNode:
+        """This environment up to the layer whose chain is `chain`."""
+        for i, layer in enumerate(self.layers):
+            if layer.chain == chain:
+                return EnvNode(self.role, self.platform, self.base, self.layers[: i + 1], self.root, self.env)
+        if chain == self.root:
+            return EnvNode(self.role, self.platform, self.base, (), self.root, self.env)
+        raise KeyError(chain)
+
+
+@dataclass(frozen=True)
+class ComponentNode:
+    name: str
+    key: str
+    platform: str
+    builder: EnvNode
+    dockerfile: str
+    context: tuple[ContextItem, ...]
+    secrets: tuple[str, ...]
+    needs: tuple[str, ...]
+    outputs: Outputs
+    cuda_archs: tuple[str, ...] = ()
+    inputs: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class ImagePlan:
+    image: str
+    platform: str
+    created: str
+    epoch: int
+    components: tuple[ComponentNode, ...]
+    runtime: EnvNode
+    config: dict[str, Any]  # the image settings (env, entrypoint, labels, ...), without the base's
+    manifest: dict[str, Any]
+    tags: tuple[str, ...]  # local tags: platform-qualified first
+    cuda_archs: tuple[str, ...] = ()
+    stand_in: str | None = None
+
+    @property
+    def tag(self) -> str:
+        return self.tags[0]
+
+    def component(self, name: str) -> ComponentNode:
+        return next(c for c in self.components if c.name == name)
+
+    def nodes(self) -> list[tuple[str, str, str]]:
+        """(kind, name, key) of every node, for history and "what changed"."""
+        out = [("component", c.name, c.key) for c in self.components]
+        out += [("layer", layer.name, layer.chain) for layer in self.runtime.layers]
+        return out

@@ -1,0 +1,17 @@
+# enginebuild component {{ name }} for {{ platform }}: built here, only its outputs are kept
+FROM {{ parent }}
+ENV SOURCE_DATE_EPOCH={{ epoch }} ENGINEBUILD_COMPONENT={{ name|dq }} ENGINEBUILD_OUTPUTS={{ outputs|dq }}{% for key, value in env %} {{ key }}={{ value|dq }}{% endfor %}
+{% if source -%}
+ADD source.tar /opt/enginebuild/src/
+{% endif -%}
+{% for item in sources -%}
+ADD sources/{{ item }}.tar /opt/enginebuild/sources/{{ item }}/
+{% endfor -%}
+{% for item in deps -%}
+ADD deps/{{ item }}.tar /opt/enginebuild/deps/{{ item }}/
+{% endfor -%}
+WORKDIR /opt/enginebuild/src
+RUN --mount=type=bind,source=build.sh,target=/opt/enginebuild/build.sh{{ mounts }} ["/opt/enginebuild/build.sh"]
+{% for step in steps -%}
+{% if step.run is string %}RUN{{ step.mounts }} {{ step.run|shline }}{% else %}RUN{{ step.mounts }} {{ step.run|json }}{% endif %}
+{% endfor -%}

@@ -1,1 +1,0 @@
-"""Resolvers turn floating references into pins: image digests, commits, file hashes."""

@@ -1,0 +1,83 @@
+"""The protocol every source kind implements, and what kinds are given to work with.
+
+A kind is one module of this package defining `KIND`. Adding a kind is adding a module:
+the spec schema, the lock, planning, fetching and `patches check` find it here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from enginebuild.errors import Where
+from enginebuild.io.http import Http
+from enginebuild.io.store import Blob, Store
+
+if TYPE_CHECKING:
+    from enginebuild.sources.trees import SourceTree
+    from enginebuild.spec.schema import Schema
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a source was written: the checkout, the spec's folder, its file:line."""
+
+    root: Path
+    folder: Path
+    where: Where
+
+
+@dataclass
+class Context:
+    """What resolving and materialising sources may use: the store, mirrors, one HTTP session."""
+
+    home: Path
+    http: Http = field(default_factory=Http)
+    mtime: int = 0  # time stamp of every entry of a tree written from a source
+
+    @property
+    def store(self) -> Store:
+        return Store(self.home)
+
+
+class Kind(Protocol):
+    name: str  # the key in a spec: git, pypi, path, url
+    schema: Schema
+    doc: str  # one line for docs/spec.md
+
+    def request(self, node: dict[str, Any], place: Place, default_name: str) -> Any:
+        """The typed request of a validated spec node (checked: paths exist and stay inside)."""
+
+    def request_json(self, request: Any) -> dict[str, Any] | None:
+        """What the lock records as the request (None: nothing to pin, such as a folder)."""
+
+    def resolve(self, request: Any, ctx: Context) -> Any:
+        """The pin of a request: a full commit, an sdist's file and sha256, ..."""
+
+    def pin_json(self, pin: Any) -> dict[str, Any]: ...
+
+    def pin_from_json(self, data: dict[str, Any]) -> Any: ...
+
+    def identity(self, request: Any, pin: Any) -> str:
+        """A digest that changes exactly when the source's bytes may: part of every key using it."""
+
+    def describe(self, request: Any, pin: Any | None) -> str: ...
+
+    def version(self, request: Any, pin: Any | None) -> str | None:
+        """A release version, where the source is one (for Fixed-In and `--engine`)."""
+
+    def tree(self, request: Any, pin: Any, ctx: Context) -> SourceTree:
+        """The source's files, readable without unpacking all of them (for patch checks)."""
+
+    def tree_tar(self, request: Any, pin: Any, ctx: Context) -> Blob:
+        """The whole source as a normalised tar (paths relative to its root), in the store."""
+
+    def watched_paths(self, request: Any) -> list[Path]:
+        """Files whose change changes the source without a lock change (folders of the repo)."""
+
+    def downloads(self, pin: Any) -> list[tuple[str, list[str], str, int | None]]:
+        """(sha256, urls, what, size) of every file `fetch` must bring into the store."""
+
+    def override(self, request: Any, ref: str, ctx: Context) -> Any:
+        """The pin of another version or ref of the same source (`patches check --engine`)."""

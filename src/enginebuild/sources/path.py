@@ -1,0 +1,109 @@
+"""`path: DIR`: a folder beside the spec. Nothing to lock: its bytes are its identity."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from enginebuild.errors import SpecError, UserError
+from enginebuild.io.store import Blob
+from enginebuild.io.tars import walk_folder
+from enginebuild.sources.base import Context, Place
+from enginebuild.sources.trees import DirTree, SourceTree, folder_to_tree
+from enginebuild.spec.schema import Str
+
+
+def _rel(value: str) -> str | None:
+    if value.startswith("/") or "\\" in value or any(c in value for c in "\n\r\x00"):
+        return f"expected a folder relative to the spec's folder, got {value!r}"
+    if any(part == ".." for part in value.split("/")):
+        return f"'..' is not allowed: sources must live inside the image folder, got {value!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class PathRequest:
+    path: Path
+    display: str
+
+
+def folder_digest(folder: Path) -> str:
+    """The bytes, names, modes and links of a folder, as one digest."""
+    digest = hashlib.sha256()
+    for entry in walk_folder(folder):
+        digest.update(f"{entry.kind} {entry.rel} {entry.mode:o} {entry.target}\n".encode())
+        if entry.kind == "file":
+            with open(entry.path, "rb") as handle:
+                while block := handle.read(1 << 20):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+class PathKind:
+    name = "path"
+    doc = "`DIR`: a folder beside the spec (no lock entry; its content is its identity)"
+    schema = Str(test=_rel, what="a folder beside the spec")
+
+    def request(self, node: Any, place: Place, default_name: str) -> PathRequest:
+        rel = str(node)
+        candidate = place.folder / rel
+        real = candidate.resolve()
+        folder = place.folder.resolve()
+        if not candidate.exists():
+            raise SpecError(place.where, "", f"folder not found: {_display(place.root, candidate)}")
+        if real != folder and folder not in real.parents:
+            raise SpecError(place.where, "", f"{rel!r} resolves outside the image folder (to {real})")
+        if not real.is_dir():
+            raise SpecError(place.where, "", f"expected a directory: {rel}")
+        return PathRequest(real, _display(place.root, candidate))
+
+    def request_json(self, request: PathRequest) -> None:
+        return None
+
+    def resolve(self, request: PathRequest, ctx: Context) -> None:
+        return None
+
+    def pin_json(self, pin: Any) -> dict[str, Any]:
+        return {}
+
+    def pin_from_json(self, data: dict[str, Any]) -> None:
+        return None
+
+    def identity(self, request: PathRequest, pin: Any) -> str:
+        return folder_digest(request.path)
+
+    def describe(self, request: PathRequest, pin: Any) -> str:
+        return f"folder {request.display}"
+
+    def version(self, request: PathRequest, pin: Any) -> str | None:
+        return None
+
+    def tree(self, request: PathRequest, pin: Any, ctx: Context) -> SourceTree:
+        return DirTree(request.path, f"folder {request.display}")
+
+    def tree_tar(self, request: PathRequest, pin: Any, ctx: Context) -> Blob:
+        return folder_to_tree(ctx.store, request.path, request.display, ctx.mtime)
+
+    def watched_paths(self, request: PathRequest) -> list[Path]:
+        paths = [request.path]
+        paths += [e.path for e in walk_folder(request.path)]
+        return paths
+
+    def downloads(self, pin: Any) -> list[tuple[str, list[str], str, int | None]]:
+        return []
+
+    def override(self, request: PathRequest, ref: str, ctx: Context) -> Any:
+        raise UserError(f"--engine: the source is a folder of this repository ({request.display}); "
+                        "there is no other version to check against")
+
+
+def _display(root: Path, path: Path) -> str:
+    try:
+        return str(PurePosixPath(path.relative_to(root)))
+    except ValueError:
+        return str(path)
+
+
+KIND = PathKind()

@@ -1,0 +1,134 @@
+"""`pypi: {name, version, index}`: a source distribution from a Python package index."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from enginebuild.errors import ResolveError, UserError
+from enginebuild.io.store import Blob, sha256_bytes
+from enginebuild.sources.base import Context, Place
+from enginebuild.sources.pyindex import DEFAULT_INDEX, find_file, newest_version, project_files, version_of_file
+from enginebuild.sources.trees import ArchiveTree, SourceTree, archive_to_tree
+from enginebuild.spec.schema import Record, Str
+
+
+def _version(value: str) -> str | None:
+    try:
+        Version(value)
+    except InvalidVersion:
+        return f"expected a version such as 0.21.0, got {value!r}"
+    return None
+
+
+def _index(value: str) -> str | None:
+    import re
+
+    if not re.fullmatch(r"https?://[A-Za-z0-9.:\[\]-]+(?:/[A-Za-z0-9._~%/+-]*)?", value):
+        return f"expected an http(s) URL of a package index, got {value!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class PypiRequest:
+    name: str
+    version: str
+    index: str
+
+
+@dataclass(frozen=True)
+class PypiPin:
+    name: str
+    version: str
+    filename: str
+    url: str
+    sha256: str
+    size: int | None
+    index: str
+
+
+SDIST_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
+
+
+class PypiKind:
+    name = "pypi"
+    doc = "`{name, version, index}`: the sdist of that release (name defaults to the component's)"
+    schema = Record({"name": Str(pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*", what="a project name"),
+                     "version": Str(test=_version, what="a version"),
+                     "index": Str(test=_index, what="an index URL")},
+                    required=("version",), doc="{name, version, index}")
+
+    def request(self, node: dict[str, Any], place: Place, default_name: str) -> PypiRequest:
+        return PypiRequest(str(node.get("name") or default_name), str(node["version"]),
+                           str(node.get("index") or DEFAULT_INDEX).rstrip("/"))
+
+    def request_json(self, request: PypiRequest) -> dict[str, Any]:
+        body = {"name": request.name, "version": request.version}
+        if request.index != DEFAULT_INDEX:
+            body["index"] = request.index
+        return body
+
+    def resolve(self, request: PypiRequest, ctx: Context) -> PypiPin:
+        files = project_files(ctx.http, request.index, request.name)
+        wanted = Version(request.version)
+        for f in files:
+            text = version_of_file(request.name, f.filename)
+            if text and not f.yanked and f.filename.endswith(SDIST_SUFFIXES) and Version(text) == wanted:
+                return PypiPin(canonicalize_name(request.name), request.version, f.filename, f.url, f.sha256,
+                               f.size, request.index)
+        raise ResolveError(f"{request.index} has no source distribution of {request.name}=={request.version}")
+
+    def pin_json(self, pin: PypiPin) -> dict[str, Any]:
+        return asdict(pin)
+
+    def pin_from_json(self, data: dict[str, Any]) -> PypiPin:
+        return PypiPin(str(data["name"]), str(data["version"]), str(data["filename"]), str(data["url"]),
+                       str(data["sha256"]), data.get("size"), str(data.get("index") or DEFAULT_INDEX))
+
+    def identity(self, request: PypiRequest, pin: PypiPin) -> str:
+        return sha256_bytes(f"pypi {pin.sha256}".encode())
+
+    def describe(self, request: PypiRequest, pin: PypiPin | None) -> str:
+        text = f"pypi {request.name}=={request.version}"
+        return text + (f" (sdist sha256 {pin.sha256[:12]})" if pin else "")
+
+    def version(self, request: PypiRequest, pin: PypiPin | None) -> str | None:
+        return request.version
+
+    def _archive(self, pin: PypiPin, ctx: Context) -> Path:
+        return ctx.store.fetch(ctx.http, [pin.url], pin.sha256, pin.filename, pin.size,
+                               alternatives=lambda: find_file(ctx.http, pin.index, pin.name, pin.filename, pin.sha256))
+
+    def tree(self, request: PypiRequest, pin: PypiPin, ctx: Context) -> SourceTree:
+        return ArchiveTree(self._archive(pin, ctx), pin.sha256, ctx.home,
+                           f"{pin.version} (sdist {pin.filename}, sha256 {pin.sha256[:12]})", version=pin.version)
+
+    def tree_tar(self, request: PypiRequest, pin: PypiPin, ctx: Context) -> Blob:
+        return ctx.store.derived("trees", sha256_bytes(f"sdist-tree-v1 {pin.sha256} {ctx.mtime}".encode()),
+                                 f"tree of {pin.filename}",
+                                 lambda: archive_to_tree(ctx.store, self._archive(pin, ctx), pin.filename, ctx.mtime))
+
+    def watched_paths(self, request: PypiRequest) -> list[Path]:
+        return []
+
+    def downloads(self, pin: PypiPin) -> list[tuple[str, list[str], str, int | None]]:
+        return [(pin.sha256, [pin.url], pin.filename, pin.size)]
+
+    def override(self, request: PypiRequest, ref: str, ctx: Context) -> PypiPin:
+        version = ref
+        if ref == "latest":
+            found = newest_version(project_files(ctx.http, request.index, request.name), request.name)
+            if not found:
+                raise UserError(f"--engine latest: {request.index} lists no release of {request.name}")
+            version = found
+        elif _version(ref):
+            raise UserError(f"--engine {ref!r}: {request.name} comes from an index; give a release version such as "
+                            f"0.22.0 (or `latest`)")
+        return self.resolve(PypiRequest(request.name, version, request.index), ctx)
+
+
+KIND = PypiKind()

@@ -1,0 +1,228 @@
+"""Upstream source trees, read without a full checkout, and written out as normalised tars.
+
+- an sdist (or any tar archive) from the store: one pass indexes every member and extracts
+  only the files a patch stack touches, into a cache keyed by the archive's sha256;
+- a git commit in a bare mirror: `git ls-tree` and `git cat-file`, no work tree;
+- a folder of the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from enginebuild.errors import FetchError
+from enginebuild.io.files import mutex, write_atomic
+from enginebuild.io.git import Mirror, git
+from enginebuild.io.store import Blob, Store, make_blob
+from enginebuild.io.tars import TarWriter, clean_name, write_folder
+
+FILE, DIR, SYMLINK, OTHER = "file", "dir", "symlink", "other"
+
+
+class SourceTree:
+    description = ""
+    version: str | None = None  # a release version, where the tree is one
+    commit: str | None = None
+
+    def kind(self, path: str) -> str | None:
+        raise NotImplementedError
+
+    def read_many(self, paths: Iterable[str]) -> dict[str, bytes | None]:
+        raise NotImplementedError
+
+    def mode(self, path: str) -> int:
+        return 0o644
+
+    def symlink_on_path(self, path: str) -> str | None:
+        """The first component of path (or path itself) that is a symlink in the tree."""
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            if self.kind(prefix) == SYMLINK:
+                return prefix
+        return None
+
+    def is_ancestor(self, ancestor: str, commit: str) -> bool:
+        return False
+
+
+class DirTree(SourceTree):
+    def __init__(self, root: Path, description: str):
+        self.root = Path(root)
+        self.description = description
+
+    def kind(self, path: str) -> str | None:
+        full = self.root / path
+        if full.is_symlink():
+            return SYMLINK
+        if full.is_dir():
+            return DIR
+        if full.is_file():
+            return FILE
+        return OTHER if full.exists() else None
+
+    def read_many(self, paths: Iterable[str]) -> dict[str, bytes | None]:
+        return {p: (self.root / p).read_bytes() if self.kind(p) == FILE else None for p in paths}
+
+    def mode(self, path: str) -> int:
+        return 0o755 if (self.root / path).stat().st_mode & 0o111 else 0o644
+
+
+def _archive_top(name: str) -> tuple[str, str]:
+    name = clean_name(name)
+    top, _, rel = name.partition("/")
+    return top, rel
+
+
+class ArchiveTree(SourceTree):
+    """A tar archive whose members sit under one top folder (an sdist)."""
+
+    def __init__(self, archive: Path, sha256: str, home: Path, description: str, version: str | None = None):
+        self.archive = Path(archive)
+        self.folder = Path(home) / "trees" / sha256
+        self.description = description
+        self.version = version
+        self._index: dict[str, list[object]] | None = None
+
+    def _load_index(self) -> dict[str, list[object]]:
+        if self._index is None:
+            path = self.folder / "index.json"
+            if not path.is_file():
+                self._scan(set())
+            self._index = json.loads(path.read_text())
+        return self._index
+
+    def _scan(self, wanted: set[str]) -> None:
+        """One pass over the archive: write the index, extract the wanted regular files."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with mutex(self.folder / ".lock", self.description, quiet=True):
+            members: dict[str, list[object]] = {}
+            prefix = None
+            try:
+                with tarfile.open(self.archive, "r:*") as tar:
+                    for member in tar:
+                        top, rel = _archive_top(member.name)
+                        prefix = prefix or top
+                        if top != prefix or not rel:
+                            continue
+                        kind = (FILE if member.isreg() else DIR if member.isdir() else
+                                SYMLINK if member.issym() else OTHER)
+                        members[rel] = [kind, member.mode & 0o777]
+                        if kind == FILE and rel in wanted:
+                            handle = tar.extractfile(member)
+                            assert handle is not None
+                            write_atomic(self.folder / "files" / rel, handle.read())
+            except (OSError, tarfile.TarError, EOFError) as exc:
+                raise FetchError(f"{self.description}: cannot read {self.archive.name}: {exc}") from None
+            for rel in list(members):
+                parts = rel.split("/")
+                for i in range(1, len(parts)):
+                    members.setdefault("/".join(parts[:i]), [DIR, 0o755])
+            done = self.folder / "extracted.json"
+            extracted = set(wanted) | (set(json.loads(done.read_text())) if done.is_file() else set())
+            write_atomic(done, json.dumps(sorted(extracted)).encode())
+            write_atomic(self.folder / "index.json", json.dumps(members, sort_keys=True).encode())
+
+    def kind(self, path: str) -> str | None:
+        entry = self._load_index().get(path)
+        return str(entry[0]) if entry else None
+
+    def mode(self, path: str) -> int:
+        entry = self._load_index().get(path)
+        return 0o755 if entry and int(entry[1]) & 0o111 else 0o644  # type: ignore[call-overload]
+
+    def read_many(self, paths: Iterable[str]) -> dict[str, bytes | None]:
+        paths = list(paths)
+        files = [p for p in paths if self.kind(p) == FILE]
+        done_path = self.folder / "extracted.json"
+        done = set(json.loads(done_path.read_text())) if done_path.is_file() else set()
+        if set(files) - done:
+            self._scan(set(files))
+        return {p: (self.folder / "files" / p).read_bytes() if self.kind(p) == FILE else None for p in paths}
+
+
+class GitTree(SourceTree):
+    def __init__(self, mirror: Mirror, commit: str, description: str):
+        self.mirror, self.commit, self.description = mirror, commit, description
+        self._kinds: dict[str, tuple[str, int]] | None = None
+
+    def _load(self) -> dict[str, tuple[str, int]]:
+        if self._kinds is None:
+            self.mirror.fetch_commit(self.commit)
+            out = git(["ls-tree", "-r", "-t", "--full-tree", self.commit], cwd=self.mirror.path).out
+            kinds: dict[str, tuple[str, int]] = {}
+            for line in out.splitlines():
+                meta, _, path = line.partition("\t")
+                mode, kind, _ = meta.split()
+                kinds[path] = (SYMLINK if mode == "120000" else DIR if kind == "tree" else
+                               FILE if kind == "blob" else OTHER, 0o755 if mode == "100755" else 0o644)
+            self._kinds = kinds
+        return self._kinds
+
+    def kind(self, path: str) -> str | None:
+        entry = self._load().get(path)
+        return entry[0] if entry else None
+
+    def mode(self, path: str) -> int:
+        entry = self._load().get(path)
+        return entry[1] if entry else 0o644
+
+    def read_many(self, paths: Iterable[str]) -> dict[str, bytes | None]:
+        kinds = self._load()
+        out: dict[str, bytes | None] = {}
+        for path in paths:
+            if kinds.get(path, ("", 0))[0] == FILE:
+                out[path] = git(["cat-file", "blob", f"{self.commit}:{path}"], cwd=self.mirror.path).stdout
+            else:
+                out[path] = None
+        return out
+
+    def is_ancestor(self, ancestor: str, commit: str) -> bool:
+        with self.mirror.lock():
+            self.mirror.fetch_history()
+        return git(["merge-base", "--is-ancestor", ancestor, commit], cwd=self.mirror.path,
+                   check=False).returncode == 0
+
+
+def archive_to_tree(store: Store, archive: Path, what: str, mtime: int, strip_top: bool = True) -> Blob:
+    """Any tar archive (gz, xz, bz2) rewritten as a normalised tree tar, its top folder removed."""
+
+    def write(sink: object) -> None:
+        writer = TarWriter(sink, mtime=mtime)  # type: ignore[arg-type]
+        try:
+            with tarfile.open(archive, "r:*") as tar:
+                members = []
+                for member in tar:
+                    top, rel = _archive_top(member.name)
+                    name = rel if strip_top else clean_name(member.name)
+                    if not name or ".." in name.split("/"):
+                        continue
+                    if member.isreg() or member.isdir() or member.issym() or member.islnk():
+                        members.append((name, member))
+                for name, member in sorted(members, key=lambda m: m[0]):
+                    member.name = name
+                    if member.islnk():
+                        member.linkname = _archive_top(member.linkname)[1] if strip_top else member.linkname
+                    member.uid = member.gid = 0
+                    if member.isdir():
+                        member.mode = 0o755
+                    elif member.isreg():
+                        member.mode = 0o755 if member.mode & 0o111 else 0o644
+                    writer.add_member(member, tar.extractfile(member) if member.isreg() else None)
+        except (OSError, tarfile.TarError, EOFError) as exc:
+            raise FetchError(f"{what}: cannot read {archive.name}: {exc}") from None
+        writer.close()
+
+    return make_blob(store, what, write)  # type: ignore[arg-type]
+
+
+def folder_to_tree(store: Store, folder: Path, what: str, mtime: int) -> Blob:
+    def write(sink: object) -> None:
+        writer = TarWriter(sink, mtime=mtime)  # type: ignore[arg-type]
+        write_folder(writer, folder)
+        writer.close()
+
+    return make_blob(store, what, write)  # type: ignore[arg-type]

@@ -1,0 +1,296 @@
+"""The schema of `images/<name>/image.yaml`. docs/spec.md is its reference page, and
+`python BUILD.py schema` prints the JSON Schema generated from these same nodes."""
+
+from __future__ import annotations
+
+import re
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from enginebuild.spec.schema import Bool, Enum, Int, ListOf, MapOf, OneOf, Record, Schema, Str
+
+NAME = r"[a-z0-9][a-z0-9._-]{0,62}"  # images, components, variants: llama.cpp is a name
+ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
+LABEL_KEY = r"[a-z0-9][a-z0-9._-]{0,127}"
+DIGEST = r"sha256:[0-9a-f]{64}"
+IMAGE_REF = (
+    r"(?:[a-zA-Z0-9.-]+(?::[0-9]{1,5})?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@" + DIGEST + r")?"
+)
+PLATFORM = r"linux/(?:amd64|arm64|arm/v[5-8]|ppc64le|s390x|riscv64|386)"
+ABS_PATH = r"/(?:[A-Za-z0-9._@+=,-]+/?)*"
+DURATION = r"[0-9]{1,6}(?:ms|s|m|h)"
+CUDA_ARCH = r"[0-9]{1,2}\.[0-9][af]?(?:\+PTX)?"
+
+
+def no_control(value: str) -> str | None:
+    if any(ch in value for ch in "\n\r\x00"):
+        return "newlines and NUL bytes are not allowed in this value"
+    if len(value) > 4096:
+        return f"value is {len(value)} characters; at most 4096"
+    return None
+
+
+def _abs_path(value: str) -> str | None:
+    if not re.fullmatch(ABS_PATH, value):
+        return ("expected an absolute path of letters, digits and ._@+=,- "
+                f"(no spaces, quotes or $), got {value!r}")
+    if any(part == ".." for part in value.split("/")):
+        return f"'..' is not allowed in a path, got {value!r}"
+    return None
+
+
+def rel_path(value: str) -> str | None:
+    if value.startswith("/"):
+        return f"expected a path relative to the spec's folder, got absolute path {value!r}"
+    if "\\" in value or no_control(value):
+        return f"invalid path {value!r}"
+    if any(part == ".." for part in value.split("/")):
+        return f"'..' is not allowed: files must live inside the image folder, got {value!r}"
+    if not value or value == ".":
+        return "empty path"
+    return None
+
+
+def _requirement(value: str) -> str | None:
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        return f"invalid requirement {value!r}: {exc}"
+    return None
+
+
+def _url(value: str) -> str | None:
+    if not re.fullmatch(r"https?://[A-Za-z0-9.:\[\]-]+(?:/[A-Za-z0-9._~%/+-]*)?", value):
+        return f"expected an http(s) URL, got {value!r}"
+    return None
+
+
+def _patch_name(value: str) -> str | None:
+    problem = rel_path(value)
+    if problem:
+        return problem
+    if not re.fullmatch(r"[A-Za-z0-9._/+-]+\.(?:patch|diff)", value):
+        return f"expected a patch file name under patches/ ending in .patch or .diff, got {value!r}"
+    return None
+
+
+def _mode(value: str) -> str | None:
+    if not re.fullmatch(r"[0-7]{3,4}", value):
+        return f"expected an octal file mode such as '0755', got {value!r}"
+    if int(value, 8) & 0o7000:
+        return "setuid, setgid and sticky bits are not allowed"
+    return None
+
+
+def _command(value: str) -> str | None:
+    problem = no_control(value)
+    if problem:
+        return problem
+    if value.rstrip().endswith("\\"):
+        return "a command may not end in a backslash (it would continue into the next instruction)"
+    return None
+
+
+def _source_files(value: str) -> str | None:
+    """A file, a folder or a glob beside the spec."""
+    problem = rel_path(value.rstrip("/"))
+    if problem:
+        return problem
+    if any(c in value for c in "[]{}"):
+        return f"only * and ? are allowed as glob characters, got {value!r}"
+    return None
+
+
+TEXT = Str(test=no_control)
+SCALAR_TEXT = Str(test=no_control, allow_int=True, what="a string (quote it)")
+ABS = Str(test=_abs_path, what="an absolute path")
+REL = Str(test=rel_path, what="a relative path")
+COMMAND = OneOf((Str(test=_command, what="a shell command"), ListOf(Str(test=no_control), max_items=256)),
+                description="a shell command (a string) or an exec-form list")
+PATCHES = ListOf(Str(test=_patch_name, what="a patch name"), unique=True,
+                 description="patch files under patches/, applied in order, strictly")
+SECRETS = ListOf(Str(pattern=ENV_NAME, what="an environment variable name"), unique=True,
+                 description="host environment variables handed over as BuildKit secrets")
+ARGS = MapOf(SCALAR_TEXT, key_pattern=ENV_NAME, key_what="a variable name")
+
+FILE_ENTRY = OneOf((
+    Str(test=_source_files, what="a file, folder or glob beside the spec"),
+    Record({"src": Str(test=_source_files, what="a file, folder or glob beside the spec"),
+            "mode": Str(test=_mode, what="an octal mode")},
+           required=("src",), doc="{src, mode}"),
+    Record({"url": Str(test=_url, what="an http(s) URL"),
+            "sha256": Str(pattern=r"[0-9a-f]{64}", what="a sha256 (64 lower-case hex digits)"),
+            "mode": Str(test=_mode, what="an octal mode")},
+           required=("url", "sha256"), doc="{url, sha256, mode}"),
+))
+FILES = MapOf(FILE_ENTRY, key_pattern=ABS_PATH, key_what="an absolute destination path", nullable=True,
+              description="destination in the image -> file, folder (dest ends in /) or glob beside the spec, "
+                          "or a URL pinned by sha256")
+
+STEP = OneOf((
+    Str(test=_command, what="a shell command"),
+    Record({"name": Str(pattern=NAME, what="a step name"), "run": COMMAND, "secrets": SECRETS,
+            "cache": ListOf(ABS, unique=True)},
+           required=("run",), doc="{name, run, secrets, cache}"),
+), description="a command run in the image (a string), or {name, run, secrets, cache}")
+STEPS = ListOf(STEP, max_items=256)
+
+
+def source_schema() -> Record:
+    from enginebuild.sources import kinds
+
+    names = tuple(kinds())
+    return Record({name: kind.schema for name, kind in kinds().items()}, exclusive=(names,), need_one_of=names,
+                  doc="one of " + ", ".join(names), description="where the code comes from: " + "; ".join(
+                      f"`{n}` {k.doc}" for n, k in kinds().items()))
+
+
+def _archive() -> Record:
+    keyring = Record({"file": REL, "url": Str(test=_url, what="an http(s) URL"),
+                      "sha256": Str(pattern=r"[0-9a-f]{64}", what="a sha256")},
+                     exclusive=(("file", "url"),), need_one_of=("file", "url"), doc="{file} or {url, sha256}")
+    return Record({"url": Str(test=_url, what="an archive URL"),
+                   "suite": Str(pattern=r"[a-z0-9./_-]+", what="a suite name (or a folder, for a flat archive)"),
+                   "components": ListOf(Str(pattern=r"[a-z0-9-]+", what="a component")),
+                   "flat": Bool(description="a flat repository: Packages and InRelease under url/suite"),
+                   "keyring": keyring,
+                   "fingerprint": Str(pattern=r"[0-9A-F]{40}", what="an OpenPGP fingerprint (40 upper-case hex)")},
+                  required=("url",), doc="{url, suite, components, flat, keyring, fingerprint}")
+
+
+def system_schema() -> Record:
+    return Record({
+        "packages": ListOf(Str(pattern=r"[a-z0-9][a-z0-9+.-]+", what="a Debian package name"), unique=True),
+        "archives": ListOf(_archive(), max_items=16),
+        "install": Enum(("dpkg", "extract"), description="dpkg -i in the image, or unpacked by enginebuild"),
+        "upgrade": Bool(description="also pin (and install) newer versions of what the base has installed"),
+        "run": ListOf(COMMAND, description="commands run after installing"),
+    }, doc="{packages, archives, install, upgrade, run}")
+
+
+def python_schema() -> Record:
+    requirement = OneOf((
+        Str(test=_requirement, what="a requirement (PEP 508)"),
+        Record({"requirement": Str(test=_requirement, what="a requirement (PEP 508)"),
+                "index": Str(pattern=NAME, what="the name of an index of python.indexes"),
+                "git": Record({"url": Str(pattern=r"(?:https?|ssh|git|file)://\S+", what="a git URL"),
+                               "ref": Str(pattern=r"[A-Za-z0-9._/+-]{1,200}", what="a git ref")},
+                              required=("url", "ref"), doc="{url, ref}"),
+                "url": Str(test=_url, what="a wheel or sdist URL"),
+                "sha256": Str(pattern=r"[0-9a-f]{64}", what="a sha256"),
+                "component": Str(pattern=NAME, what="a component producing wheels"),
+                "deps": Bool(description="false: install this one without its dependencies")},
+               required=("requirement",), exclusive=(("index", "git", "url", "component"),),
+               doc="{requirement, index | git | url (+ sha256) | component, deps}"),
+    ))
+    return Record({
+        "requirements": ListOf(requirement, unique=True),
+        "indexes": MapOf(Str(test=_url, what="an index URL (PEP 503 simple API)"), key_pattern=NAME,
+                         key_what="an index name", description="named indexes; a requirement naming one is "
+                                                               "resolved only there"),
+        "version": Str(pattern=r"3\.[0-9]{1,2}", what="a Python version such as '3.12'"),
+        "site-packages": ABS,
+        "interpreter": ABS,
+        "constraints": ListOf(Str(test=_requirement, what="a requirement (PEP 508)"), unique=True),
+    }, doc="{requirements, indexes, version, site-packages, interpreter, constraints}")
+
+
+def environment_fields() -> dict[str, Schema]:
+    return {"base": Str(pattern=r"scratch|" + IMAGE_REF, what="an image reference (repo:tag or repo@sha256:...) "
+                                                              "or scratch"),
+            "system": system_schema(), "python": python_schema()}
+
+
+def component_schema() -> Record:
+    outputs = Record({
+        "wheels": ABS, "prefix": ABS, "to": ABS,
+        "paths": ListOf(ABS, unique=True, max_items=256),
+    }, exclusive=(("wheels", "prefix", "paths"),), need_one_of=("wheels", "prefix", "paths"),
+        doc="{wheels} | {prefix, to} | {paths}",
+        description="what the component keeps: a folder of wheels, a prefix copied to `to`, or paths")
+    build = Record({"script": REL, "args": ARGS, "cache": ListOf(ABS, unique=True), "secrets": SECRETS},
+                   required=("script",), doc="{script, args, cache, secrets}")
+    extra_source = Record({"source": source_schema(), "env": Str(pattern=ENV_NAME, what="a variable name")},
+                          required=("source",), doc="{source, env}")
+    return Record({
+        "source": source_schema(),
+        "sources": MapOf(extra_source, key_pattern=NAME, key_what="a source name", nullable=True,
+                         description="more sources, unpacked at /opt/enginebuild/sources/NAME (vendored code, "
+                                     "data files); `env` names a variable that receives the folder"),
+        "patches": PATCHES,
+        "builder": Record(environment_fields(), doc="{base, system, python}",
+                          description="the environment it builds on (default: the image's builder)"),
+        "build": build,
+        "needs": ListOf(Str(pattern=NAME, what="a component name"), unique=True),
+        "outputs": outputs,
+        "steps": STEPS,
+        "cuda-archs": ListOf(Str(pattern=CUDA_ARCH, what="a CUDA arch such as 12.1a"), unique=True),
+    }, required=("build", "outputs"), doc="a component")
+
+
+def image_schema() -> Record:
+    healthcheck = Record({"test": COMMAND, "interval": Str(pattern=DURATION, what="a duration such as 30s"),
+                          "timeout": Str(pattern=DURATION, what="a duration"),
+                          "start-period": Str(pattern=DURATION, what="a duration"),
+                          "retries": Int(minimum=0, maximum=100)},
+                         required=("test",), doc="{test, interval, timeout, start-period, retries}")
+    overlay = Record({"source": source_schema(), "installed": ABS, "patches": PATCHES},
+                     required=("installed", "source"), doc="{installed, source, patches}")
+    model = Record({"name": TEXT, "quantization": Enum(("nvfp4", "mxfp4", "fp8", "bf16", "int4", "gguf")),
+                    "format": Enum(("modelopt", "compressed-tensors", "gguf", "hf")), "drafter": TEXT},
+                   doc="{name, quantization, format, drafter}")
+    scan = Record({"allow": ListOf(Record({"path": Str(test=no_control, what="a path glob in the image"),
+                                           "rule": Str(pattern=r"[a-z0-9-]+", what="a rule name"),
+                                           "why": TEXT}, required=("path", "rule", "why"), doc="{path, rule, why}"))},
+                  doc="{allow}")
+    fields: dict[str, Schema] = {
+        "extends": Str(pattern=NAME, what="the name of another image"),
+        "abstract": Bool(),
+        "description": TEXT,
+        "model": model,
+        "platform": Str(pattern=PLATFORM, what="a platform such as linux/arm64"),
+        "platforms": ListOf(Str(pattern=PLATFORM, what="a platform such as linux/arm64"), unique=True, max_items=8),
+        **environment_fields(),
+        "builder": Record(environment_fields(), doc="{base, system, python}",
+                          description="the default environment components build on"),
+        "components": MapOf(component_schema(), key_pattern=NAME, key_what="a component name", nullable=True),
+        "install": ListOf(Str(pattern=NAME, what="a component name"), unique=True,
+                          description="components whose outputs the runtime receives, in this order"),
+        "overlays": MapOf(overlay, key_pattern=NAME, key_what="an engine name", nullable=True,
+                          description="patches applied to what the base already ships"),
+        "steps": STEPS,
+        "files": FILES,
+        "env": MapOf(SCALAR_TEXT, key_pattern=ENV_NAME, key_what="a variable name", nullable=True),
+        "workdir": ABS,
+        "user": Str(pattern=r"[a-z0-9_][a-z0-9_.-]{0,31}(?::[a-z0-9_][a-z0-9_.-]{0,31})?|[0-9]{1,10}(?::[0-9]{1,10})?",
+                    what="a user[:group]"),
+        "shell": ListOf(Str(test=no_control), max_items=16),
+        "stopsignal": Str(pattern=r"SIG[A-Z0-9]{2,8}|[0-9]{1,2}", what="a signal such as SIGTERM"),
+        "healthcheck": healthcheck,
+        "expose": ListOf(Int(minimum=1, maximum=65535), unique=True),
+        "entrypoint": ListOf(Str(test=no_control)),
+        "cmd": ListOf(Str(test=no_control)),
+        "labels": MapOf(SCALAR_TEXT, key_pattern=LABEL_KEY, key_what="a label key (lower-case, dotted)",
+                        nullable=True),
+        "cuda-archs": ListOf(Str(pattern=CUDA_ARCH, what="a CUDA arch such as 12.1a"), unique=True,
+                             description="kernel architectures every CUDA binary of the image must carry"),
+        "secret-scan": scan,
+    }
+    schema = Record(fields, exclusive=(("platform", "platforms"),), doc="an image spec")
+    schema.fields["variants"] = MapOf(Record(dict(fields), doc="a partial spec merged over this one"),
+                                      key_pattern=NAME, key_what="a variant name",
+                                      description="named variations of this image (IMAGE:VARIANT), each locked "
+                                                  "separately")
+    schema.required = ("base",)
+    return schema
+
+
+_IMAGE: Record | None = None
+
+
+def image() -> Record:
+    global _IMAGE
+    if _IMAGE is None:
+        _IMAGE = image_schema()
+    return _IMAGE

@@ -1,0 +1,88 @@
+"""Domain lints for Spark serving images, run when a spec loads.
+
+Errors (exit 2, at the file:line that causes them):
+- a CUDA arch list with a bare `12.1` in an NVFP4 image (component build args, env or
+  `cuda-archs`): it compiles the native FP4 kernels out and vLLM silently falls back to
+  Marlin; GB10 needs `12.1a`;
+- DFlash with an fp8 KV cache (DFlash needs BF16);
+- a secret-looking value in env defaults, build args, labels, entrypoint or cmd.
+Warnings: DFlash without the flash_attn attention backend (DFlash is non-causal).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from enginebuild.errors import SpecError
+from enginebuild.spec.model import ImageSpec
+
+ARCH_KEYS = ("TORCH_CUDA_ARCH_LIST", "FLASHINFER_CUDA_ARCH_LIST")
+SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|PRIVATE_KEY)(?:$|_)", re.I)
+SECRET_VALUE = re.compile(
+    r"hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|sk-[A-Za-z0-9_-]{20,}"
+    r"|glpat-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|xox[baprs]-[A-Za-z0-9-]{10,}|nvapi-[A-Za-z0-9_-]{20,}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----")
+FP8_ARG = re.compile(r"--kv-cache-dtype[= ]+fp8")
+BARE = ("12.1", "12.1+PTX")
+
+
+def _arch_entries(value: str) -> list[str]:
+    return [e for e in re.split(r"[;,\s]+", value) if e]
+
+
+def _check_secrets(spec: ImageSpec, pairs: Iterable[tuple[str, str]], prefix: str) -> None:
+    for key, value in pairs:
+        where = spec.where(f"{prefix}.{key}")
+        if value and SECRET_NAME.search(key):
+            raise SpecError(where, f"{prefix}.{key}", "looks like a secret; a secret must never be baked into an image",
+                            hint="pass it at run time (docker run -e NAME), or to a build as a secret "
+                                 "(components.NAME.build.secrets)")
+        if SECRET_VALUE.search(value or ""):
+            raise SpecError(where, f"{prefix}.{key}", "the value looks like a token or key; secrets must never be "
+                                                      "baked into an image", hint="pass it at run time instead")
+
+
+def _bare_arch(spec: ImageSpec) -> None:
+    places: list[tuple[str, str]] = [(f"env.{k}", v) for k, v in spec.env if k in ARCH_KEYS]
+    for comp in spec.components:
+        places += [(f"components.{comp.name}.build.args.{k}", v) for k, v in comp.build.args if k in ARCH_KEYS]
+        places += [(f"components.{comp.name}.cuda-archs", a) for a in comp.cuda_archs]
+    places += [("cuda-archs", a) for a in spec.cuda_archs]
+    for path, value in places:
+        if any(e in BARE for e in _arch_entries(value)):
+            raise SpecError(spec.where(path), path,
+                            "bare 12.1 in an NVFP4 image compiles the native FP4 kernels out (vLLM silently falls "
+                            f"back to Marlin); GB10 needs 12.1a, got {value!r}")
+
+
+def lint_spec(spec: ImageSpec) -> list[str]:
+    """Raise on the first error; return warnings as strings with their file:line."""
+    warnings = []
+    env = dict(spec.env)
+    if spec.model.quantization == "nvfp4":
+        _bare_arch(spec)
+    dflash = bool(env.get("DFLASH_DRAFTER") or spec.model.drafter)
+    if dflash:
+        kv = env.get("KV_CACHE_DTYPE", "")
+        if kv.startswith("fp8"):
+            raise SpecError(spec.where("env.KV_CACHE_DTYPE"), "env.KV_CACHE_DTYPE",
+                            f"DFlash needs a BF16 KV cache, got {kv!r}", hint="remove KV_CACHE_DTYPE or set it to auto")
+        if FP8_ARG.search(env.get("EXTRA_ARGS", "")):
+            raise SpecError(spec.where("env.EXTRA_ARGS"), "env.EXTRA_ARGS",
+                            "DFlash needs a BF16 KV cache; --kv-cache-dtype fp8 is not allowed with it")
+        backend = env.get("ATTENTION_BACKEND", "")
+        if backend != "flash_attn":
+            key = "env.ATTENTION_BACKEND" if "ATTENTION_BACKEND" in env else "env.DFLASH_DRAFTER"
+            warnings.append(f"{spec.where(key)}: warning: DFlash is non-causal and is meant to run with "
+                            f"ATTENTION_BACKEND=flash_attn (got {backend or 'the default'!r})")
+    _check_secrets(spec, spec.env, "env")
+    for comp in spec.components:
+        _check_secrets(spec, comp.build.args, f"components.{comp.name}.build.args")
+    _check_secrets(spec, spec.labels, "labels")
+    for field in ("entrypoint", "cmd"):
+        for i, arg in enumerate(getattr(spec, field) or ()):
+            if SECRET_VALUE.search(arg) or re.search(r"--(?:api-key|hf-token|token)[= ]+\S", arg):
+                raise SpecError(spec.where(field), f"{field}[{i}]", "looks like a secret on the command line; "
+                                                                   "pass it at run time instead")
+    return warnings

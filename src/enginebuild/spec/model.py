@@ -1,0 +1,245 @@
+"""Image specs as frozen dataclasses (built from a validated, merged tree by spec/reader.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from enginebuild.errors import Where
+from enginebuild.patches.patchfile import PatchFile
+from enginebuild.sources import Source
+
+DEFAULT_PLATFORM = "linux/arm64"
+DEFAULT_ARCHIVE_URL = "http://deb.debian.org/debian"
+DEFAULT_SUITE = "bookworm"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of the image: from a file beside the spec, or a URL pinned by sha256."""
+
+    dest: str
+    mode: int
+    display: str  # what the user calls it, for messages and "what changed"
+    src: Path | None = None
+    url: str | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class FileGroup:
+    """One `files:` entry: a file, a folder or a glob. Each group is its own layer."""
+
+    key: str  # the destination as written
+    entries: tuple[FileEntry, ...]
+    where: Where
+
+
+@dataclass(frozen=True)
+class PatchRef:
+    name: str  # relative to patches/
+    path: Path
+    where: Where
+    patch: PatchFile = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Keyring:
+    file: Path | None
+    url: str | None
+    sha256: str | None
+    display: str
+
+
+@dataclass(frozen=True)
+class Archive:
+    url: str
+    suite: str
+    components: tuple[str, ...]
+    flat: bool
+    keyring: Keyring | None
+    fingerprint: str | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.url} {self.suite}" + ("" if self.flat else " " + ",".join(self.components))
+
+
+@dataclass(frozen=True)
+class System:
+    packages: tuple[str, ...]
+    archives: tuple[Archive, ...]
+    install: str  # dpkg | extract
+    upgrade: bool
+    run: tuple[str | tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class PyRequirement:
+    text: str
+    where: Where
+    index: str | None = None  # a name of python.indexes
+    git_url: str | None = None
+    git_ref: str | None = None
+    url: str | None = None
+    sha256: str | None = None
+    component: str | None = None
+    deps: bool = True
+
+    @property
+    def name(self) -> str:
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name
+
+        return canonicalize_name(Requirement(self.text).name)
+
+
+@dataclass(frozen=True)
+class Python:
+    version: str
+    requirements: tuple[PyRequirement, ...]
+    indexes: tuple[tuple[str, str], ...]  # (name, url), in spec order
+    site_packages: str
+    interpreter: str
+    constraints: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A base image and what is installed on it."""
+
+    base: str
+    system: System | None = None
+    python: Python | None = None
+
+
+@dataclass(frozen=True)
+class Build:
+    script: FileEntry
+    args: tuple[tuple[str, str], ...] = ()
+    cache: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Outputs:
+    kind: str  # wheels | prefix | paths
+    paths: tuple[str, ...]  # the folder (wheels, prefix) or the listed paths
+    to: str = "/"  # where a prefix lands in the runtime
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    run: str | tuple[str, ...]
+    secrets: tuple[str, ...] = ()
+    cache: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExtraSource:
+    name: str
+    source: Source
+    env: str | None
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    source: Source | None
+    sources: tuple[ExtraSource, ...]
+    patches: tuple[PatchRef, ...]
+    builder: Environment
+    build: Build
+    needs: tuple[str, ...]
+    outputs: Outputs
+    steps: tuple[Step, ...]
+    cuda_archs: tuple[str, ...]
+    where: Where
+
+
+@dataclass(frozen=True)
+class Overlay:
+    name: str
+    source: Source
+    installed: str
+    patches: tuple[PatchRef, ...]
+    where: Where
+
+
+@dataclass(frozen=True)
+class Healthcheck:
+    test: tuple[str, ...]  # CMD form (a shell command becomes CMD-SHELL)
+    interval: str | None
+    timeout: str | None
+    start_period: str | None
+    retries: int | None
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str = ""
+    quantization: str = ""
+    format: str = ""
+    drafter: str = ""
+
+
+@dataclass(frozen=True)
+class ScanAllow:
+    path: str
+    rule: str
+    why: str
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    name: str  # IMAGE or IMAGE:VARIANT
+    file: str
+    chain: tuple[str, ...]  # this image and the images it extends, nearest first
+    abstract: bool
+    description: str
+    model: Model
+    platforms: tuple[str, ...]
+    runtime: Environment
+    builder: Environment
+    components: tuple[Component, ...]  # needs before needers
+    install: tuple[str, ...]
+    overlays: tuple[Overlay, ...]
+    steps: tuple[Step, ...]
+    files: tuple[FileGroup, ...]
+    env: tuple[tuple[str, str], ...]
+    workdir: str | None
+    user: str | None
+    shell: tuple[str, ...] | None
+    stopsignal: str | None
+    healthcheck: Healthcheck | None
+    expose: tuple[int, ...]
+    entrypoint: tuple[str, ...] | None
+    cmd: tuple[str, ...] | None
+    labels: tuple[tuple[str, str], ...]
+    cuda_archs: tuple[str, ...]
+    scan_allow: tuple[ScanAllow, ...]
+    variants: tuple[str, ...]
+    wheres: dict[str, Where] = field(default_factory=dict, compare=False, hash=False)
+
+    def where(self, key: str) -> Where:
+        """The file:line a key path was written at, or the spec file itself."""
+        while key:
+            if key in self.wheres:
+                return self.wheres[key]
+            key = key.rpartition(".")[0]
+        return Where(self.file)
+
+    @property
+    def lock_name(self) -> str:
+        """lockfiles/<lock_name>.lock: IMAGE, or IMAGE--VARIANT."""
+        return self.name.replace(":", "--")
+
+    def component(self, name: str) -> Component:
+        return next(c for c in self.components if c.name == name)
+
+    @property
+    def all_patches(self) -> tuple[tuple[str, PatchRef], ...]:
+        out = [(c.name, p) for c in self.components for p in c.patches]
+        out += [(o.name, p) for o in self.overlays for p in o.patches]
+        return tuple(out)

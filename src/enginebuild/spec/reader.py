@@ -1,0 +1,423 @@
+"""Reading a validated, merged spec tree into an ImageSpec, remembering where each key was written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from enginebuild.errors import SpecError, Where
+from enginebuild.patches.patchfile import PatchError, parse_patch
+from enginebuild.sources import Source, kind
+from enginebuild.sources.base import Place
+from enginebuild.spec import model as m
+from enginebuild.spec.yamlload import YList, YMap
+
+ENV_REF = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
+                     r"|(?P<dollar>\$))")
+
+
+def env_references(value: str) -> list[str]:
+    """The variables a value refers to (`$NAME`, `${NAME}`, `${NAME:-default}`; `$$` is a dollar)."""
+    names = []
+    for match in ENV_REF.finditer(value):
+        name = match.group("braced") or match.group("bare")
+        if name:
+            names.append(name)
+    stray = ENV_REF.sub("", value)
+    if "$" in stray:
+        raise ValueError("a `$` that starts no variable reference; write `$$` for a literal dollar")
+    return names
+
+
+class Reader:
+    def __init__(self, root: Path, tree: YMap):
+        self.root = root
+        self.tree = tree
+        self.wheres: dict[str, Where] = {}
+
+    # -- locating ------------------------------------------------------------------------
+    def get(self, node: Any, key: str, path: str, default: Any = None) -> Any:
+        if not isinstance(node, dict) or key not in node or node[key] is None:
+            return default
+        full = f"{path}.{key}" if path else key
+        if isinstance(node, YMap):
+            self.wheres[full] = node.at(key)
+        return node[key]
+
+    def where(self, path: str) -> Where:
+        while path:
+            if path in self.wheres:
+                return self.wheres[path]
+            path = path.rpartition(".")[0]
+        return self.tree.where
+
+    def folder(self, path: str) -> Path:
+        return (self.root / PurePosixPath(self.where(path).file).parent).resolve()
+
+    def place(self, path: str) -> Place:
+        return Place(self.root, self.folder(path), self.where(path))
+
+    def pairs(self, node: Any, path: str) -> tuple[tuple[str, str], ...]:
+        out = []
+        for key, value in (node or {}).items():
+            if value is None:
+                continue
+            if isinstance(node, YMap):
+                self.wheres[f"{path}.{key}"] = node.at(key)
+            out.append((key, str(value)))
+        return tuple(out)
+
+    def display(self, path: Path) -> str:
+        try:
+            return str(PurePosixPath(path.relative_to(self.root)))
+        except ValueError:
+            return str(path)
+
+    def local_file(self, rel: str, path: str) -> tuple[Path, str]:
+        where, folder = self.where(path), self.folder(path)
+        candidate = folder / rel
+        if not candidate.exists() and not candidate.is_symlink():
+            raise SpecError(where, path, f"file not found: {self.display(candidate)}")
+        real = candidate.resolve()
+        if real != folder and folder not in real.parents:
+            raise SpecError(where, path, f"{rel!r} resolves outside the image folder (to {real})",
+                            hint="files must live inside the folder of the spec that names them")
+        if not real.is_file():
+            raise SpecError(where, path, f"expected a regular file: {rel}")
+        return real, self.display(candidate)
+
+    # -- files -----------------------------------------------------------------------------
+    def file_group(self, dest: str, entry: Any, path: str) -> m.FileGroup:
+        where = self.where(path)
+        mode_text = entry.get("mode") if isinstance(entry, dict) else None
+        forced = int(mode_text, 8) if mode_text else None
+        if isinstance(entry, dict) and "url" in entry:
+            name = dest if not dest.endswith("/") else dest + entry["url"].rstrip("/").rsplit("/", 1)[-1]
+            return m.FileGroup(dest, (m.FileEntry(name, forced or 0o644, entry["url"], url=entry["url"],
+                                                  sha256=entry["sha256"]),), where)
+        rel = entry["src"] if isinstance(entry, dict) else entry
+        src_path = f"{path}.src" if isinstance(entry, dict) else path
+        folder = self.folder(src_path)
+        if any(c in rel for c in "*?"):
+            if not dest.endswith("/"):
+                raise SpecError(where, path, f"a glob ({rel}) copies several files: end the destination with /")
+            matches = sorted(p for p in folder.glob(rel) if p.is_file())
+            if not matches:
+                raise SpecError(where, path, f"{rel!r} matches no file in {self.display(folder)}")
+            entries = [self._entry(dest + p.name, p, forced, src_path) for p in matches]
+            return m.FileGroup(dest, tuple(entries), where)
+        candidate = folder / rel.rstrip("/")
+        if candidate.is_dir():
+            real = candidate.resolve()
+            if real != folder and folder not in real.parents:
+                raise SpecError(where, path, f"{rel!r} resolves outside the image folder (to {real})")
+            base = dest.rstrip("/")
+            entries = [self._entry(f"{base}/{p.relative_to(candidate).as_posix()}", p, forced, src_path)
+                       for p in sorted(candidate.rglob("*")) if p.is_file() or p.is_symlink()]
+            if not entries:
+                raise SpecError(where, path, f"folder {rel!r} is empty")
+            return m.FileGroup(dest, tuple(entries), where)
+        src, display = self.local_file(rel, src_path)
+        name = dest + candidate.name if dest.endswith("/") else dest
+        mode = forced if forced is not None else (0o755 if src.stat().st_mode & 0o111 else 0o644)
+        return m.FileGroup(dest, (m.FileEntry(name, mode, display, src=src),), where)
+
+    def _entry(self, dest: str, path: Path, forced: int | None, spec_path: str) -> m.FileEntry:
+        real, display = self.local_file(str(path.relative_to(self.folder(spec_path))), spec_path)
+        mode = forced if forced is not None else (0o755 if real.stat().st_mode & 0o111 else 0o644)
+        return m.FileEntry(dest, mode, display, src=real)
+
+    def files(self, node: Any, path: str) -> tuple[m.FileGroup, ...]:
+        out = []
+        for dest in sorted(node or {}):
+            entry = self.get(node, dest, path)
+            if entry is not None:
+                out.append(self.file_group(dest, entry, f"{path}.{dest}"))
+        seen: dict[str, str] = {}
+        for group in out:
+            for entry in group.entries:
+                if entry.dest in seen:
+                    raise SpecError(group.where, f"{path}.{group.key}",
+                                    f"{entry.dest} is also written by files.{seen[entry.dest]}")
+                seen[entry.dest] = group.key
+        return tuple(out)
+
+    # -- sources and patches -------------------------------------------------------------
+    def source(self, node: Any, path: str, default_name: str) -> Source:
+        (name, value), = [(k, v) for k, v in node.items() if v is not None]
+        sub = f"{path}.{name}"
+        self.get(node, name, path)
+        impl = kind(name)
+        try:
+            request = impl.request(value, self.place(sub), default_name)
+        except SpecError as exc:
+            raise SpecError(self.where(sub), sub, exc.message.split(": ", 1)[-1], hint=exc.hint) from None
+        return Source(name, request, self.where(sub))
+
+    def patches(self, names: Any, path: str) -> tuple[m.PatchRef, ...]:
+        out = []
+        patch_root = (self.root / "patches").resolve()
+        for i, name in enumerate(names or ()):
+            sub = f"{path}[{i}]"
+            where = names.at(i) if isinstance(names, YList) else self.where(path)
+            self.wheres[sub] = where
+            candidate = patch_root / name
+            if not candidate.exists():
+                raise SpecError(where, sub, f"patch not found: patches/{name}")
+            real = candidate.resolve()
+            if patch_root not in real.parents or not real.is_file():
+                raise SpecError(where, sub, f"patches/{name} must be a regular file inside patches/")
+            try:
+                parsed = parse_patch(name, real.read_bytes())
+            except PatchError as exc:
+                raise SpecError(where, sub, exc.message) from None
+            out.append(m.PatchRef(name=name, path=real, where=where, patch=parsed))
+        return tuple(out)
+
+    # -- environments --------------------------------------------------------------------
+    def system(self, node: Any, path: str) -> m.System | None:
+        if node is None:
+            return None
+        archives = []
+        for i, a in enumerate(self.get(node, "archives", path, ()) or ()):
+            sub = f"{path}.archives[{i}]"
+            self.wheres[sub] = node["archives"].at(i) if isinstance(node["archives"], YList) else self.where(path)
+            keyring = None
+            if a.get("keyring"):
+                k = a["keyring"]
+                file = self.local_file(k["file"], f"{sub}.keyring")[0] if k.get("file") else None
+                keyring = m.Keyring(file, k.get("url"), k.get("sha256"), k.get("file") or k.get("url"))
+                if k.get("url") and not k.get("sha256"):
+                    raise SpecError(self.where(sub), f"{sub}.keyring", "a keyring fetched from a URL needs its sha256")
+                if not a.get("fingerprint"):
+                    raise SpecError(self.where(sub), f"{sub}.fingerprint",
+                                    "an archive with its own keyring needs the fingerprint of its signing key")
+            flat = bool(a.get("flat", False))
+            archives.append(m.Archive(a["url"].rstrip("/"), a.get("suite", "/" if flat else m.DEFAULT_SUITE),
+                                      tuple(a.get("components", () if flat else ("main",))), flat, keyring,
+                                      a.get("fingerprint")))
+        if not archives:
+            archives = [m.Archive(m.DEFAULT_ARCHIVE_URL, m.DEFAULT_SUITE, ("main",), False, None, None)]
+        return m.System(
+            packages=tuple(self.get(node, "packages", path, ()) or ()),
+            archives=tuple(archives),
+            install=self.get(node, "install", path, "dpkg"),
+            upgrade=bool(self.get(node, "upgrade", path, False)),
+            run=tuple(c if isinstance(c, str) else tuple(c) for c in (self.get(node, "run", path, ()) or ())),
+        )
+
+    def python(self, node: Any, path: str) -> m.Python | None:
+        if node is None:
+            return None
+        version = self.get(node, "version", path, "3.12")
+        indexes = self.pairs(self.get(node, "indexes", path), f"{path}.indexes")
+        names = {n for n, _ in indexes}
+        reqs = []
+        items = self.get(node, "requirements", path, ()) or ()
+        for i, item in enumerate(items):
+            where = items.at(i) if isinstance(items, YList) else self.where(path)
+            self.wheres[f"{path}.requirements[{i}]"] = where
+            if isinstance(item, str):
+                reqs.append(m.PyRequirement(item, where))
+                continue
+            git = item.get("git") or {}
+            if item.get("index") and item["index"] not in names:
+                raise SpecError(where, f"{path}.requirements[{i}].index",
+                                f"no index named {item['index']!r} in {path}.indexes")
+            if item.get("url") and not item.get("sha256"):
+                raise SpecError(where, f"{path}.requirements[{i}].sha256", "a URL requirement needs its sha256")
+            reqs.append(m.PyRequirement(item["requirement"], where, item.get("index"), git.get("url"), git.get("ref"),
+                                        item.get("url"), item.get("sha256"), item.get("component"),
+                                        bool(item.get("deps", True))))
+        seen: dict[str, int] = {}
+        for i, req in enumerate(reqs):
+            if req.name in seen:
+                raise SpecError(req.where, f"{path}.requirements[{i}]",
+                                f"{req.name} is already required by {path}.requirements[{seen[req.name]}]")
+            seen[req.name] = i
+        return m.Python(
+            version=version, requirements=tuple(reqs), indexes=indexes,
+            site_packages=self.get(node, "site-packages", path, f"/usr/local/lib/python{version}/dist-packages"),
+            interpreter=self.get(node, "interpreter", path, "/usr/bin/python3"),
+            constraints=tuple(self.get(node, "constraints", path, ()) or ()),
+        )
+
+    def environment(self, node: Any, path: str, default: m.Environment | None = None) -> m.Environment:
+        prefix = f"{path}." if path else ""
+        base = self.get(node, "base", path, default.base if default else None)
+        if base is None:
+            raise SpecError(self.where(path), f"{prefix}base", "required key is missing")
+        system = self.system(self.get(node, "system", path), f"{prefix}system")
+        python = self.python(self.get(node, "python", path), f"{prefix}python")
+        if default is not None and node is not None:
+            system = system if "system" in node else default.system
+            python = python if "python" in node else default.python
+        return m.Environment(base, system, python)
+
+    # -- steps, components -------------------------------------------------------------
+    def steps(self, node: Any, path: str) -> tuple[m.Step, ...]:
+        out = []
+        for i, item in enumerate(node or ()):
+            if isinstance(node, YList):
+                self.wheres[f"{path}[{i}]"] = node.at(i)
+            if isinstance(item, str):
+                out.append(m.Step(f"step-{i + 1}", item))
+            else:
+                run = item["run"] if isinstance(item["run"], str) else tuple(item["run"])
+                out.append(m.Step(item.get("name") or f"step-{i + 1}", run, tuple(item.get("secrets") or ()),
+                                  tuple(item.get("cache") or ())))
+        names = [s.name for s in out]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup:
+            raise SpecError(self.where(path), path, f"two steps are named {dup!r}")
+        return tuple(out)
+
+    def component(self, name: str, node: YMap, path: str, builder: m.Environment) -> m.Component:
+        build_node = self.get(node, "build", path)
+        script, display = self.local_file(self.get(build_node, "script", f"{path}.build"), f"{path}.build.script")
+        build = m.Build(script=m.FileEntry("", 0o755, display, src=script),
+                        args=self.pairs(self.get(build_node, "args", f"{path}.build"), f"{path}.build.args"),
+                        cache=tuple(self.get(build_node, "cache", f"{path}.build", ()) or ()),
+                        secrets=tuple(self.get(build_node, "secrets", f"{path}.build", ()) or ()))
+        out_node = self.get(node, "outputs", path)
+        if "wheels" in out_node:
+            outputs = m.Outputs("wheels", (out_node["wheels"],))
+        elif "prefix" in out_node:
+            outputs = m.Outputs("prefix", (out_node["prefix"],), out_node.get("to", "/"))
+        else:
+            outputs = m.Outputs("paths", tuple(out_node["paths"]))
+        extra = []
+        for sname, snode in (self.get(node, "sources", path) or {}).items():
+            if snode is None:
+                continue
+            sub = f"{path}.sources.{sname}"
+            self.get(node["sources"], sname, f"{path}.sources")
+            extra.append(m.ExtraSource(sname, self.source(self.get(snode, "source", sub), f"{sub}.source", sname),
+                                       snode.get("env")))
+        source_node = self.get(node, "source", path)
+        cbuilder = self.environment(self.get(node, "builder", path), f"{path}.builder", builder) \
+            if "builder" in node else builder
+        return m.Component(
+            name=name,
+            source=self.source(source_node, f"{path}.source", name) if source_node else None,
+            sources=tuple(extra),
+            patches=self.patches(self.get(node, "patches", path), f"{path}.patches"),
+            builder=cbuilder, build=build,
+            needs=tuple(self.get(node, "needs", path, ()) or ()),
+            outputs=outputs,
+            steps=self.steps(self.get(node, "steps", path), f"{path}.steps"),
+            cuda_archs=tuple(self.get(node, "cuda-archs", path, ()) or ()),
+            where=self.where(path),
+        )
+
+    def components(self, node: Any, builder: m.Environment) -> tuple[m.Component, ...]:
+        found = {}
+        for name, cnode in (node or {}).items():
+            if cnode is None:
+                continue
+            self.get(node, name, "components")
+            comp = self.component(name, cnode, f"components.{name}", builder)
+            if comp.patches and comp.source is None:
+                raise SpecError(comp.where, f"components.{name}.patches", "a patch stack needs a source to apply to")
+            found[name] = comp
+        for comp in found.values():
+            for need in comp.needs:
+                if need not in found:
+                    raise SpecError(self.where(f"components.{comp.name}.needs"), f"components.{comp.name}.needs",
+                                    f"no component named {need!r}")
+        return tuple(found[n] for n in topo_order(found, self))
+
+
+def topo_order(found: dict[str, m.Component], reader: Reader) -> list[str]:
+    order: list[str] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "visiting":
+            cycle = " -> ".join(trail[trail.index(name):] + [name])
+            raise SpecError(reader.where(f"components.{name}.needs"), f"components.{name}.needs",
+                            f"cycle in needs: {cycle}")
+        state[name] = "visiting"
+        for need in found[name].needs:
+            visit(need, trail + [name])
+        state[name] = "done"
+        order.append(name)
+
+    for name in sorted(found):
+        visit(name, [])
+    return order
+
+
+def check_env_references(reader: Reader, env: tuple[tuple[str, str], ...]) -> None:
+    for key, value in env:
+        try:
+            env_references(value)
+        except ValueError as exc:
+            raise SpecError(reader.where(f"env.{key}"), f"env.{key}", str(exc)) from None
+
+
+def _healthcheck(node: Any) -> m.Healthcheck | None:
+    if node is None:
+        return None
+    test = node["test"]
+    return m.Healthcheck(("CMD-SHELL", test) if isinstance(test, str) else ("CMD", *test), node.get("interval"),
+                         node.get("timeout"), node.get("start-period"), node.get("retries"))
+
+
+def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, variants: tuple[str, ...] = ()) -> m.ImageSpec:
+    r = Reader(root, tree)
+    runtime = r.environment(tree, "")
+    builder = r.environment(r.get(tree, "builder", ""), "builder", m.Environment(runtime.base)) \
+        if tree.get("builder") is not None else m.Environment(runtime.base)
+    components = r.components(r.get(tree, "components", ""), builder)
+    names = {c.name for c in components}
+    install = tuple(r.get(tree, "install", "", ()) or ())
+    for i, cname in enumerate(install):
+        if cname not in names:
+            raise SpecError(r.where("install"), f"install[{i}]", f"no component named {cname!r}")
+    if runtime.python:
+        for i, req in enumerate(runtime.python.requirements):
+            if req.component and req.component not in names:
+                raise SpecError(req.where, f"python.requirements[{i}].component", f"no component named {req.component!r}")
+            if req.component:
+                comp = next(c for c in components if c.name == req.component)
+                if comp.outputs.kind != "wheels":
+                    raise SpecError(req.where, f"python.requirements[{i}].component",
+                                    f"component {req.component} produces {comp.outputs.kind}, not wheels")
+    overlays = []
+    for oname, onode in (r.get(tree, "overlays", "") or {}).items():
+        if onode is None:
+            continue
+        path = f"overlays.{oname}"
+        r.get(tree["overlays"], oname, "overlays")
+        overlays.append(m.Overlay(oname, r.source(r.get(onode, "source", path), f"{path}.source", oname),
+                                  r.get(onode, "installed", path), r.patches(r.get(onode, "patches", path),
+                                                                           f"{path}.patches"), r.where(path)))
+    platforms = tuple(r.get(tree, "platforms", "", ()) or ()) or (r.get(tree, "platform", "", m.DEFAULT_PLATFORM),)
+    env = r.pairs(r.get(tree, "env", ""), "env")
+    check_env_references(r, env)
+    entrypoint, cmd, shell = r.get(tree, "entrypoint", ""), r.get(tree, "cmd", ""), r.get(tree, "shell", "")
+    model = r.get(tree, "model", "", {}) or {}
+    scan = r.get(tree, "secret-scan", "", {}) or {}
+    return m.ImageSpec(
+        name=name, file=tree.where.file, chain=chain,
+        abstract=bool(r.get(tree, "abstract", "", False)),
+        description=r.get(tree, "description", "", ""),
+        model=m.Model(**{k: v for k, v in model.items()}),
+        platforms=platforms, runtime=runtime, builder=builder, components=components, install=install,
+        overlays=tuple(overlays), steps=r.steps(r.get(tree, "steps", ""), "steps"),
+        files=r.files(r.get(tree, "files", ""), "files"), env=env,
+        workdir=r.get(tree, "workdir", ""), user=r.get(tree, "user", ""),
+        shell=tuple(shell) if shell else None, stopsignal=r.get(tree, "stopsignal", ""),
+        healthcheck=_healthcheck(r.get(tree, "healthcheck", "")),
+        expose=tuple(r.get(tree, "expose", "", ()) or ()),
+        entrypoint=tuple(entrypoint) if entrypoint is not None else None,
+        cmd=tuple(cmd) if cmd is not None else None,
+        labels=r.pairs(r.get(tree, "labels", ""), "labels"),
+        cuda_archs=tuple(r.get(tree, "cuda-archs", "", ()) or ()),
+        scan_allow=tuple(m.ScanAllow(a["path"], a["rule"], a["why"]) for a in scan.get("allow", ())),
+        variants=variants, wheres=r.wheres,
+    )
