@@ -1,4 +1,5 @@
 """Command line: parse, dispatch to one small function per verb, turn errors into exit codes."""
+
 from __future__ import annotations
 
 import argparse
@@ -6,23 +7,28 @@ import importlib
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
-from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, EngineBuildError
+from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, EngineBuildError
 
 VERBS = {
     "list": ("list_", "list the images of the catalogue"),
-    "render": ("render", "print (or write out) the Dockerfile of every stage of an image"),
-    "plan": ("plan", "show every stage, its key, whether it exists and what changed"),
     "lock": ("lock", "resolve floating inputs into lockfiles/<image>.lock, or --check them"),
+    "plan": ("plan", "show every component and layer, its key, whether it exists and what changed"),
+    "render": ("render", "print (or write out) the Dockerfiles of an image"),
     "fetch": ("fetch", "download and verify every pinned input of an image into the store"),
-    "image": ("image", "build an image: only the stages whose inputs changed"),
-    "push": ("push", "push a built image and record its digest"),
-    "patches": ("patches", "check patch stacks against the engine sources they apply to"),
+    "image": ("image", "build an image: only what changed"),
+    "push": ("push", "push a built image (every platform) and record its digest"),
+    "patches": ("patches", "check patch stacks against the sources they apply to"),
+    "verify": ("verify", "check the CUDA kernel architectures of an image's binaries"),
+    "reproduce": ("reproduce", "rebuild an image from its lock and compare it layer by layer"),
+    "doctor": ("doctor", "check this machine for what enginebuild needs"),
+    "schema": ("schema", "print the JSON Schema of image.yaml"),
 }
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message):  # usage errors: exit 2 with the usage line, no traceback
+    def error(self, message: str) -> NoReturn:  # usage errors: exit 2 with the usage line, no traceback
         self.print_usage(sys.stderr)
         print(f"error: {message}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
@@ -31,6 +37,9 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="BUILD.py", description="enginebuild: hermetic, content-addressed builds of LLM "
                                                   "serving images (vLLM, llama.cpp) for NVIDIA DGX Spark.")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print results only, no progress")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="overrides",
+                        help="override a spec value for this run only (never written to a lock)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     sub.required = True
     for verb, (module, help_text) in VERBS.items():
@@ -41,23 +50,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv, root=".") -> int:
+def main(argv: list[str], root: str = ".") -> int:
+    from enginebuild.io import interrupt, progress
+
+    interrupt.install()
     parser = build_parser()
     args = parser.parse_args(argv)
+    progress.configure(quiet=args.quiet)
     from enginebuild.workspace import Workspace
 
-    workspace = Workspace(Path(root).resolve())
+    workspace = Workspace(Path(root).resolve(), tuple(args.overrides))
     try:
         return int(args.run(args, workspace) or 0)
     except EngineBuildError as exc:
         print(exc.render(), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        print("interrupted: what was in progress was cancelled and its temporary files removed", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except interrupt.Terminated:
+        print("terminated: what was in progress was cancelled and its temporary files removed", file=sys.stderr)
+        return EXIT_TERMINATED
     except BrokenPipeError:
         return EXIT_FAILED
     except Exception:  # a bug in enginebuild, not the user's input: show everything
         print("internal error in enginebuild (please report it):", file=sys.stderr)
         traceback.print_exc()
         return EXIT_FAILED
+
+
+def console() -> None:
+    """The `enginebuild` command (pip install .): the same as `python BUILD.py` in this folder."""
+    import os
+
+    from enginebuild.fastpath import answer_noop
+
+    if answer_noop(sys.argv[1:], os.getcwd()):
+        sys.exit(0)
+    sys.exit(main(sys.argv[1:], root=os.getcwd()))

@@ -1,85 +1,84 @@
 """The answer to `BUILD.py image NAME...` when nothing changed, before anything else loads.
 
 A no-op is the command users run most, so it gets its own path: the plan memo (see
-memo.py) and two questions to the engine over its socket, with nothing imported that
-this needs not. Any doubt (an option given, a memo that does not match, a stage missing,
-an engine not on a unix socket) returns False and the full command runs instead.
+plan/memo.py) and one question to the engine per image and platform, over its socket,
+with the standard library only. Any doubt (an option given, a memo that does not match, an
+image missing, an engine not on a unix socket) returns False and the full command runs.
 """
+
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
+from typing import Any
 
-API = "/v1.41"
-_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+from enginebuild.plan.memo import PlanMemo, memo_key
+from enginebuild.settings import ENGINE_API_VERSION, settings
+
+DEFAULT_OPTIONS: dict[str, Any] = {"build_args": {}, "on": None,
+                                   "only": sorted(["components", "files", "overlays", "python", "steps", "system"]),
+                                   "platforms": None}
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-._:")
 
 
 def _is_name(text: str) -> bool:
-    return 0 < len(text) <= 63 and text[0] != "-" and set(text) <= _NAME_CHARS
+    return 0 < len(text) <= 127 and text[0] not in "-.:" and set(text) <= _NAME_CHARS
 
 
 def _quote(ref: str) -> str:
     return "".join(c if c.isalnum() or c in "-._~" else "%{:02X}".format(ord(c)) for c in ref)
 
 
-def _engine_get(path: str):
-    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+def _engine_get(path: str) -> tuple[int | None, bytes]:
+    host = settings().docker_host
     if not host.startswith("unix://"):
-        return None, None
+        return None, b""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(10)
     try:
         sock.connect(host[len("unix://"):])
-        sock.sendall(f"GET {API}{path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
+        sock.sendall(f"GET /{ENGINE_API_VERSION}{path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
         chunks = []
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
+        while chunk := sock.recv(65536):
             chunks.append(chunk)
     except OSError:
-        return None, None
+        return None, b""
     finally:
         sock.close()
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
     try:
-        status = int(head.split(b" ", 2)[1])
+        return int(head.split(b" ", 2)[1]), body
     except (IndexError, ValueError):
-        return None, None
-    return status, body
+        return None, b""
 
 
-def _image_id(ref: str):
+def image_id(ref: str) -> str | None:
     status, body = _engine_get(f"/images/{_quote(ref)}/json")
     if status != 200:
         return None
     try:
-        return json.loads(body).get("Id")
+        return str(json.loads(body).get("Id"))
     except ValueError:
         return None
 
 
-def answer_noop(argv, root) -> bool:
+def answer_noop(argv: list[str], root: str) -> bool:
     if len(argv) < 2 or argv[0] != "image" or not all(_is_name(a) for a in argv[1:]):
         return False
-    from enginebuild.memo import PlanMemo, memo_key
+    import os
 
-    explicit = os.environ.get("ENGINEBUILD_HOME")
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    options = {"build_args": {}, "on": None, "only": None, "platform": None}
-    memo = PlanMemo(explicit or os.path.join(cache, "enginebuild"))
+    memo = PlanMemo(settings().home)
     lines = []
     for name in dict.fromkeys(argv[1:]):
         start = time.monotonic()
-        result = memo.lookup(memo_key(os.path.realpath(root), name, options))
+        result = memo.lookup(memo_key(os.path.realpath(root), name, DEFAULT_OPTIONS))
         if not result:
             return False
-        final = _image_id(result["final_tag"])
-        if final is None or _image_id(result["image_tag"]) != final:
-            return False  # the full path re-tags
-        lines.append(f"{name}: all {result['stages']} stages exist; nothing to build "
-                     f"({(time.monotonic() - start) * 1000:.0f} ms) -> {result['image_tag']}")
+        for image in result.get("images", []):
+            if any(image_id(tag) != image["id"] for tag in image["tags"]):
+                return False  # the full path loads and tags again
+        lines.append(f"{name}: nothing to build, every platform is up to date "
+                     f"({(time.monotonic() - start) * 1000:.0f} ms) -> {result['summary']}")
     print("\n".join(lines))
     return True

@@ -67,6 +67,13 @@ static void serve(int fd, const char *served_name) {
     }
 }
 
+static void stop(int signum) {
+    /* A serving engine is stopped with SIGTERM (docker stop) or SIGINT (Ctrl-C): exit at once. */
+    printf("demo-engine: signal %d, stopping\n", signum);
+    fflush(stdout);
+    _exit(0);
+}
+
 int main(int argc, char **argv) {
     const char *model = NULL, *served = NULL, *aux = NULL;
     int port = 8000;
@@ -91,6 +98,8 @@ int main(int argc, char **argv) {
     fflush(stdout);
 
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, stop);
+    signal(SIGINT, stop);
     int listener = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);

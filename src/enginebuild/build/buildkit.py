@@ -1,29 +1,34 @@
-"""BuildKit through the docker CLI: `docker buildx build` where the plugin exists, else a
-client whose `docker build` still drives the engine's BuildKit with DOCKER_BUILDKIT=1.
+"""BuildKit through the docker CLI: `docker buildx build` where the plugin exists, else a client
+older than 23.0 whose `docker build` still drives the engine's BuildKit with DOCKER_BUILDKIT=1.
 
-Never the legacy builder: when neither exists, enginebuild says what to install.
+Never the legacy builder: when neither exists, enginebuild says what to install. Builds run
+through the subprocess seam and are stopped when enginebuild is interrupted.
 """
+
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from enginebuild.errors import BuildFailed, ToolMissing
+from enginebuild.io import faults, proc
+from enginebuild.io.files import temp_path, write_atomic
+from enginebuild.io.progress import BuildLine, output
+from enginebuild.settings import settings
 
-HEARTBEAT_S = 30.0
 
-
-def _candidates() -> list:
-    explicit = os.environ.get("ENGINEBUILD_DOCKER")
+def candidates() -> list[str]:
+    explicit = settings().docker_client
     if explicit:
         return [explicit]
     seen, out = set(), []
@@ -35,20 +40,19 @@ def _candidates() -> list:
     return out
 
 
-def _client_version(docker: str) -> tuple:
+def client_version(docker: str) -> tuple[int, ...]:
     try:
-        out = subprocess.run([docker, "--version"], capture_output=True, text=True, timeout=20, check=False).stdout
-    except OSError:
+        out = proc.run([docker, "--version"], check=False, timeout=20).out
+    except Exception:  # a broken client: not a candidate
         return ()
     match = re.search(r"version (\d+)\.(\d+)", out)
     return (int(match.group(1)), int(match.group(2))) if match else ()
 
 
-def _has_buildx(docker: str) -> bool:
+def has_buildx(docker: str) -> bool:
     try:
-        return subprocess.run([docker, "buildx", "version"], capture_output=True, timeout=20,
-                              check=False).returncode == 0
-    except OSError:
+        return proc.run([docker, "buildx", "version"], check=False, timeout=20).returncode == 0
+    except Exception:  # not runnable: no buildx
         return False
 
 
@@ -63,7 +67,7 @@ class Builder:
             return f"{self.docker} buildx build" + (f" --builder {self.builder_name}" if self.builder_name else "")
         return f"DOCKER_BUILDKIT=1 {self.docker} build"
 
-    def command(self, *, tag: str, platform: str, labels: dict, secret_files: dict) -> tuple:
+    def command(self, *, tag: str, platform: str, secret_files: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
         if self.kind == "buildx":
             args = [self.docker, "buildx", "build", "--load"]
             if self.builder_name:
@@ -71,29 +75,22 @@ class Builder:
         else:
             args = [self.docker, "build"]
         args += ["--progress=plain", "--platform", platform, "-t", tag, "-f", "Dockerfile"]
-        for key, value in sorted(labels.items()):
-            args += ["--label", f"{key}={value}"]
         for ident, path in sorted(secret_files.items()):
             args += ["--secret", f"id={ident},src={path}"]
         args.append("-")
-        env = dict(os.environ)
-        env["DOCKER_BUILDKIT"] = "1"
-        return args, env
+        return args, {"DOCKER_BUILDKIT": "1"}
 
 
-def _detection_key(candidates: list) -> str:
-    import json
-
-    stats = []
-    for path in candidates:
+def _detection_key(found: list[str]) -> str:
+    stats: list[list[object]] = []
+    for path in found:
         try:
             st = os.stat(path)
             stats.append([path, st.st_mtime_ns, st.st_size, st.st_ino])
         except OSError:
             stats.append([path])
-    plugins = os.path.expanduser("~/.docker/cli-plugins")
-    for folder in (plugins, "/usr/libexec/docker/cli-plugins", "/usr/lib/docker/cli-plugins",
-                   "/usr/local/lib/docker/cli-plugins"):
+    for folder in (os.path.expanduser("~/.docker/cli-plugins"), "/usr/libexec/docker/cli-plugins",
+                   "/usr/lib/docker/cli-plugins", "/usr/local/lib/docker/cli-plugins"):
         try:
             stats.append([folder, os.stat(folder).st_mtime_ns])
         except OSError:
@@ -102,23 +99,18 @@ def _detection_key(candidates: list) -> str:
 
 
 def detect_builder(builder_name: str | None = None) -> Builder:
-    """The BuildKit client to use; the answer is remembered until a docker binary or plugin folder changes."""
-    import json
-
-    from enginebuild.atomic import write_atomic
-    from enginebuild.home import home
-
-    candidates = _candidates()
-    builder_name = builder_name or os.environ.get("BUILDX_BUILDER") or None
-    record = home() / "builder.json"
-    key = _detection_key(candidates)
+    """The BuildKit client to use; remembered until a docker binary or plugin folder changes."""
+    found = candidates()
+    builder_name = builder_name or settings().buildx_builder
+    record = settings().home / "builder.json"
+    key = _detection_key(found)
     try:
         known = json.loads(record.read_text())
         if known.get("key") == key:
             return Builder(known["docker"], known["kind"], builder_name if known["kind"] == "buildx" else None)
     except (OSError, ValueError, KeyError):
         pass
-    builder = _detect(candidates, builder_name)
+    builder = _detect(found, builder_name)
     try:
         write_atomic(record, json.dumps({"key": key, "docker": builder.docker, "kind": builder.kind}).encode())
     except OSError:
@@ -126,19 +118,19 @@ def detect_builder(builder_name: str | None = None) -> Builder:
     return builder
 
 
-def _detect(candidates: list, builder_name: str | None) -> Builder:
-    if not candidates:
+def _detect(found: list[str], builder_name: str | None) -> Builder:
+    if not found:
         raise ToolMissing("no docker client on PATH", hint="install docker (see README: set-up)")
-    for docker in candidates:
-        if _has_buildx(docker):
+    for docker in found:
+        if has_buildx(docker):
             return Builder(docker, "buildx", builder_name)
-    for docker in candidates:
-        version = _client_version(docker)
+    for docker in found:
+        version = client_version(docker)
         if version and version < (23, 0):
             return Builder(docker, "buildkit")
-    found = ", ".join(f"{c} ({'.'.join(map(str, _client_version(c))) or '?'})" for c in candidates)
+    listed = ", ".join(f"{c} ({'.'.join(map(str, client_version(c))) or '?'})" for c in found)
     raise ToolMissing(
-        f"no BuildKit-capable docker client: found {found}, none has the buildx plugin, and "
+        f"no BuildKit-capable docker client: found {listed}, none has the buildx plugin, and "
         "clients from 23.0 on no longer drive BuildKit without it",
         hint="install the buildx plugin (Debian: docker-buildx; or docker's buildx release), "
              "or set ENGINEBUILD_DOCKER to a client that has it; enginebuild never uses the legacy builder")
@@ -147,7 +139,7 @@ def _detect(candidates: list, builder_name: str | None) -> Builder:
 class Redactor:
     """Removes secret values from anything enginebuild prints or logs."""
 
-    def __init__(self, secrets):
+    def __init__(self, secrets: list[str]):
         self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
@@ -156,62 +148,74 @@ class Redactor:
         return text
 
 
-def run_build(builder: Builder, *, context_file: Path, tag: str, platform: str, labels: dict,
-              secrets: dict, log_path: Path, what: str, verbose: bool = False) -> float:
-    """Run one stage build; raise BuildFailed with the builder's output on failure."""
-    redact = Redactor(secrets.values())
+@dataclass
+class BuildResult:
+    seconds: float
+    tail: list[str]
+
+
+def run_build(builder: Builder, *, context: Callable[[IO[bytes]], None], tag: str, platform: str,
+              secrets: dict[str, str], log_path: Path, label: str, expected_s: float | None,
+              verbose: bool = False, engine_alive: Callable[[], bool] = lambda: True) -> BuildResult:
+    """Run one BuildKit build; raise BuildFailed with the builder's output on failure."""
+    redact = Redactor(list(secrets.values()))
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    secret_dir = tempfile.mkdtemp(prefix="enginebuild-secrets-")
+    tmp_root = Path(tempfile.gettempdir())
+    secret_dir = temp_path(tmp_root, "enginebuild-secrets", "d")
+    os.mkdir(secret_dir, 0o700)
+    context_file = temp_path(settings().home / "tmp", "context")
+    context_file.parent.mkdir(parents=True, exist_ok=True)
     try:
-        os.chmod(secret_dir, 0o700)
         secret_files = {}
         for ident, value in secrets.items():
-            path = Path(secret_dir) / ident
+            path = secret_dir / ident
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as handle:
                 handle.write(value)
             secret_files[ident] = path
-        args, env = builder.command(tag=tag, platform=platform, labels=labels, secret_files=secret_files)
-        tail: collections.deque = collections.deque(maxlen=60)
+        with open(context_file, "xb") as handle:
+            context(handle)
+        args, env = builder.command(tag=tag, platform=platform, secret_files=secret_files)
+        tail: collections.deque[str] = collections.deque(maxlen=60)
+        line = BuildLine(output(), label, expected_s)
         start = time.monotonic()
         done = threading.Event()
 
-        def heartbeat():
-            while not done.wait(HEARTBEAT_S):
-                print(f"    ... still building {what} ({time.monotonic() - start:.0f}s)", file=sys.stderr, flush=True)
+        def tick() -> None:
+            while not done.wait(1.0):
+                line.tick()
 
-        ticker = threading.Thread(target=heartbeat, daemon=True)
-        with open(context_file, "rb") as stdin, open(log_path, "w") as log:
-            try:
-                proc = subprocess.Popen(args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
-            except OSError as exc:
-                raise ToolMissing(f"cannot run {args[0]}: {exc}") from None
+        ticker = threading.Thread(target=tick, daemon=True)
+        with open(context_file, "rb") as stdin, open(log_path, "w") as log, \
+                proc.stream(args, env=env, stdin=stdin) as child:
             ticker.start()
+            announced = False
             try:
-                for raw in proc.stdout:
-                    line = redact(raw.decode("utf-8", "replace").rstrip("\n"))
-                    log.write(line + "\n")
-                    tail.append(line)
+                assert child.stdout is not None
+                for raw in child.stdout:
+                    text = redact(raw.decode("utf-8", "replace").rstrip("\n"))
+                    log.write(text + "\n")
+                    tail.append(text)
                     if verbose:
-                        print(f"    {line}", file=sys.stderr, flush=True)
-                code = proc.wait()
-            except BaseException:
-                proc.kill()
-                proc.wait()
-                raise
+                        output().say(f"    {text}")
+                    else:
+                        line.feed(text)
+                    if not announced and re.match(r"#\d+ \[.*\] RUN", text):
+                        announced = True
+                        faults.reached("buildkit.running")
+                code = child.wait()
             finally:
                 done.set()
         elapsed = time.monotonic() - start
         if code != 0:
-            from enginebuild.engine_api import EngineAPI, docker_host
-
-            if not EngineAPI().ping():
-                raise BuildFailed(f"the Docker engine at {docker_host()} stopped answering while stage {what} was "
-                                  f"building ({elapsed:.1f}s in); nothing was recorded for that stage",
-                                  hint="start the engine and run the same command again: stages already built are kept")
+            if not engine_alive():
+                raise BuildFailed(f"the Docker engine at {settings().docker_host} stopped answering while "
+                                  f"{label} was building ({elapsed:.1f}s in); nothing was recorded for it",
+                                  hint="start the engine and run the same command again: what was built is kept")
             shown = "\n    ".join(tail)
-            raise BuildFailed(f"stage {what} failed after {elapsed:.1f}s (builder exit {code}); builder output:\n    {shown}",
+            raise BuildFailed(f"{label} failed after {elapsed:.1f}s (builder exit {code}); builder output:\n    {shown}",
                               hint=f"full log: {log_path}")
-        return elapsed
+        return BuildResult(elapsed, list(tail))
     finally:
         shutil.rmtree(secret_dir, ignore_errors=True)
+        context_file.unlink(missing_ok=True)

@@ -1,20 +1,30 @@
-"""A registry as the shared, content-addressed store of stages.
+"""A registry as the shared, content-addressed cache of what builds make.
 
-Stage `KEY` lives at `CACHE:KEY`. Whether it is there is asked with a HEAD (nothing is
-pulled to find out); a hit is pulled, checked (its label must carry the same key) and
-tagged as the local stage; a stage built here is pushed there. Two builders of the same
-key push images of the same inputs under the same tag, so either push is a valid answer.
+What a component keeps (its outputs) and what a command wrote (its normalised layers) are
+stored at `CACHE:KEY` as OCI artifacts: a config naming the key and the record, and the
+blobs as layers (uncompressed tars, so their digests are the store's). Whether a key is
+there is asked with a HEAD; a hit is downloaded blob by blob, each verified by digest,
+and refused if its config names another key. A fresh runner thus fetches a vLLM build's
+outputs instead of compiling for an hour, without pulling any image into its engine.
 """
+
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
+from typing import Any
 
-from enginebuild.engine_api import EngineAPI, docker_host
+from enginebuild.build.assemble import layer_blobs, put_layer_blobs, record_key
 from enginebuild.errors import RegistryError, UserError
-from enginebuild.reference import ImageRef, parse_image_ref
-from enginebuild.registry import RegistryClient
-from enginebuild.stages import STAGE_REPO
+from enginebuild.io.progress import output
+from enginebuild.io.store import Store
+from enginebuild.oci.image import OCI_LAYER_TAR, canonical, manifest
+from enginebuild.oci.reference import ImageRef, parse_image_ref
+from enginebuild.oci.registry import RegistryClient, sha256_digest
+from enginebuild.plan.model import ComponentNode, LayerNode
+
+CONFIG_TYPE = "application/vnd.enginebuild.cache.v1+json"
+WHEEL_TYPE = "application/vnd.enginebuild.wheel"
 
 
 def parse_cache_repo(text: str) -> ImageRef:
@@ -28,68 +38,114 @@ def parse_cache_repo(text: str) -> ImageRef:
 
 
 @dataclass
-class StageCache:
+class LayerCache:
     repo: ImageRef
     push_enabled: bool = True
-    client: RegistryClient | None = None
-
-    def __post_init__(self):
-        self.client = self.client or RegistryClient()
-        self._known: dict = {}
+    client: RegistryClient = field(default_factory=RegistryClient)
+    _known: dict[str, bool] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.repo.name
 
+    def _ref(self, key: str) -> ImageRef:
+        return ImageRef(self.repo.registry, self.repo.repository, key, None)
+
     def has(self, key: str) -> bool:
         if key not in self._known:
-            ref = ImageRef(self.repo.registry, self.repo.repository, key, None)
-            self._known[key] = self.client.head_digest(ref) is not None
+            self._known[key] = self.client.head_digest(self._ref(key)) is not None
         return self._known[key]
 
-    def pull(self, key: str, engine: EngineAPI) -> bool:
-        """Pull CACHE:KEY and make it the local stage; False (and nothing kept) if it is not that stage."""
-        import docker
-        from docker.errors import DockerException
+    # -- reading -------------------------------------------------------------------------------
+    def _fetch(self, key: str, kind: str, store: Store) -> dict[str, Any] | None:
+        if not self.has(key):
+            return None
+        _, _, body = self.client.manifest(self._ref(key))
+        doc = json.loads(body)
+        config = json.loads(self.client.read_blob(self._ref(key), doc["config"]["digest"]))
+        if config.get("key") != key or config.get("kind") != kind:
+            output().say(f"  warning: {self.name}:{key[:12]} is not the {kind} it is named after; building instead")
+            return None
+        for layer in doc.get("layers", []):
+            sha = layer["digest"].split(":", 1)[1]
+            if store.check(sha, f"cached blob {sha[:12]}"):
+                continue
+            with self.client.open_blob(self._ref(key), layer["digest"]) as response, store.ingest("cache") as sink:
+                for block in response.iter_content(1 << 20):
+                    sink.write(block)
+            if sink.hexdigest() != sha:
+                store.path(sink.hexdigest()).unlink(missing_ok=True)
+                raise RegistryError(f"{self.name}:{key[:12]}: a blob does not hash to its digest; nothing kept")
+        record = config.get("record")
+        return record if isinstance(record, dict) else None
 
-        client = docker.APIClient(base_url=docker_host(), version="auto", timeout=3600)
-        try:
-            for event in client.pull(self.name, tag=key, stream=True, decode=True):
-                if "error" in event:
-                    raise RegistryError(f"pull of {self.name}:{key} failed: {event['error']}")
-        except DockerException as exc:
-            raise RegistryError(f"pull of {self.name}:{key} failed: {exc}") from None
-        finally:
-            client.close()
-        pulled = engine.inspect(f"{self.name}:{key}") or {}
-        labels = (pulled.get("Config") or {}).get("Labels") or {}
-        if labels.get("org.enginebuild.key") != key:
-            print(f"  warning: {self.name}:{key} is not the stage it is named after "
-                  f"(its label says {labels.get('org.enginebuild.key')!r}); building instead", file=sys.stderr)
-            engine.remove(f"{self.name}:{key}", force=True)
+    def pull_output(self, comp: ComponentNode, store: Store) -> bool:
+        record = self._fetch(comp.key, "component-output", store)
+        if record is None:
             return False
-        engine.tag(f"{self.name}:{key}", STAGE_REPO, key)
+        store.put_record("outputs", comp.key, record)
+        output().say(f"  component {comp.name}: outputs pulled from {self.name}")
         return True
 
-    def push(self, key: str, engine: EngineAPI) -> dict:
-        from enginebuild.pushing import push_and_verify
+    def pull_layer(self, node: LayerNode, store: Store) -> bool:
+        record = self._fetch(record_key(node), "layer", store)
+        if record is None:
+            return False
+        put_layer_blobs(store, node, [(str(s), int(n)) for s, n in record["layers"]], {"from": self.name})
+        output().say(f"  {node.name}: pulled from {self.name}")
+        return True
 
-        result = push_and_verify(f"{STAGE_REPO}:{key}", self.repo, key, engine)
+    # -- writing -------------------------------------------------------------------------------
+    def _push(self, key: str, kind: str, record: dict[str, Any], blobs: list[tuple[str, int, str]],
+              store: Store) -> None:
+        if not self.push_enabled:
+            return
+        ref = self._ref(key)
+        for sha, size, _ in blobs:
+            digest = f"sha256:{sha}"
+            if not self.client.has_blob(ref, digest):
+                path = store.verified(sha, f"blob {sha[:12]}")
+                self.client.upload_blob(ref, digest, size, lambda path=path: open(path, "rb"))
+        config = canonical({"kind": kind, "key": key, "record": record})
+        config_digest = sha256_digest(config)
+        if not self.client.has_blob(ref, config_digest):
+            self.client.upload_blob(ref, config_digest, len(config), lambda: _bytes(config))
+        body = manifest(config_digest, len(config), [(f"sha256:{s}", n, t) for s, n, t in blobs],
+                        artifact_type=CONFIG_TYPE, config_type=CONFIG_TYPE)
+        self.client.put_manifest(ref, key, body, "application/vnd.oci.image.manifest.v1+json")
         self._known[key] = True
-        return result
+
+    def push_output(self, comp: ComponentNode, store: Store) -> None:
+        record = store.record("outputs", comp.key)
+        if record is None:
+            return
+        blobs = [(str(record["sha256"]), int(record["size"]), OCI_LAYER_TAR)]
+        blobs += [(str(sha), int(size), WHEEL_TYPE) for _, sha, size in record.get("wheels") or ()]
+        self._push(comp.key, "component-output", {k: v for k, v in record.items() if k != "key"}, blobs, store)
+        output().say(f"  component {comp.name}: outputs pushed to {self.name}")
+
+    def push_layer(self, node: LayerNode, store: Store) -> None:
+        blobs = layer_blobs(store, node) or []
+        self._push(record_key(node), "layer", {"layers": [list(b) for b in blobs], "name": node.name},
+                   [(s, n, OCI_LAYER_TAR) for s, n in blobs], store)
 
 
-def cache_from_settings(ws, cli_repo: str | None, disabled: bool, readonly: bool) -> StageCache | None:
+def _bytes(data: bytes) -> Any:
+    import io
+
+    return io.BytesIO(data)
+
+
+def cache_from_settings(ws: Any, cli_repo: str | None, disabled: bool, readonly: bool) -> LayerCache | None:
     """--cache, else $ENGINEBUILD_CACHE, else `cache:` in enginebuild.yaml; --no-cache turns it off."""
-    import os
-
-    from enginebuild.settings import load_settings
+    from enginebuild.settings import settings
+    from enginebuild.spec.repo_settings import load_repo_settings
 
     if disabled:
         return None
-    settings = load_settings(ws.root)
-    repo = cli_repo or os.environ.get("ENGINEBUILD_CACHE") or settings.cache_repository
+    repo_settings = load_repo_settings(ws.root)
+    repo = cli_repo or settings().cache or repo_settings.cache_repository
     if not repo:
         return None
-    push = settings.cache_push and not readonly and os.environ.get("ENGINEBUILD_CACHE_READONLY", "") not in ("1", "true")
-    return StageCache(parse_cache_repo(repo), push_enabled=push)
+    push = repo_settings.cache_push and not readonly and not settings().cache_readonly
+    return LayerCache(parse_cache_repo(repo), push_enabled=push)

@@ -1,19 +1,22 @@
 """Reading .deb files without dpkg: an `ar` archive whose data.tar.* holds the files.
 
-Used to unpack system packages into a root filesystem for images built FROM scratch.
+Used to unpack system packages into a layer for images built FROM scratch.
 """
+
 from __future__ import annotations
 
 import io
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from enginebuild.errors import FetchError
+from enginebuild.io.tars import TarWriter, clean_name
 
 _AR_MAGIC = b"!<arch>\n"
 
 
-def ar_members(data: bytes):
+def ar_members(data: bytes) -> Iterator[tuple[str, bytes]]:
     if not data.startswith(_AR_MAGIC):
         raise ValueError("not an ar archive")
     offset = len(_AR_MAGIC)
@@ -35,36 +38,29 @@ def data_tar(deb: Path) -> tarfile.TarFile:
                     raise FetchError(f"{deb.name}: zstd-compressed packages cannot be unpacked here",
                                      hint="use `system.install: dpkg` on a base that has dpkg")
                 return tarfile.open(fileobj=io.BytesIO(payload), mode="r:*")
-    except (ValueError, tarfile.TarError) as exc:
+    except (ValueError, tarfile.TarError, EOFError) as exc:
         raise FetchError(f"{deb.name}: not a readable .deb ({exc})") from None
     raise FetchError(f"{deb.name}: no data.tar member")
 
 
-def _clean(name: str) -> str:
-    name = name[2:] if name.startswith("./") else name
-    return name.rstrip("/")
-
-
-def write_sysroot(debs: list, out) -> None:
-    """Unpack .debs, in the order given, into one tar of a root filesystem, owned by root."""
-    tar_out = tarfile.open(fileobj=out, mode="w|", format=tarfile.GNU_FORMAT)
-    seen_dirs: set = set()
-    for deb in debs:
-        with data_tar(deb) as tar_in:
-            for member in tar_in:
-                name = _clean(member.name)
-                if not name or name.startswith("/") or ".." in name.split("/"):
-                    continue
-                if member.isdir():
-                    if name in seen_dirs:
+def write_sysroot(debs: list[tuple[Path, str]], writer: TarWriter) -> None:
+    """Unpack .debs, in the order given, as one root filesystem owned by root."""
+    seen_dirs: set[str] = set()
+    for deb, what in debs:
+        try:
+            with data_tar(deb) as tar_in:
+                for member in tar_in:
+                    name = clean_name(member.name)
+                    if not name or ".." in name.split("/"):
                         continue
-                    seen_dirs.add(name)
-                member.name = name
-                if member.islnk():
-                    member.linkname = _clean(member.linkname)
-                member.uid = member.gid = 0
-                member.uname = member.gname = "root"
-                member.mode &= 0o7777
-                fileobj = tar_in.extractfile(member) if member.isreg() else None
-                tar_out.addfile(member, fileobj)
-    tar_out.close()
+                    if member.isdir():
+                        if name in seen_dirs:
+                            continue
+                        seen_dirs.add(name)
+                    member.name = name
+                    if member.islnk():
+                        member.linkname = clean_name(member.linkname)
+                    member.uid = member.gid = 0
+                    writer.add_member(member, tar_in.extractfile(member) if member.isreg() else None)
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise FetchError(f"{what}: cannot unpack {deb.name}: {exc}") from None

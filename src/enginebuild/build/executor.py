@@ -1,133 +1,272 @@
-"""Walking a plan: fetch what the missing stages need, then build them in order.
+"""Walking a plan: build what is missing, reuse what is recorded, assemble the image.
 
-A stage whose image exists is never rebuilt; when the final stage exists nothing is
-fetched and no builder is started.
+Components first (independent ones at the same time), each on its builder environment;
+then the runtime's layers in order; then the image, loaded into the engine with the config
+enginebuild writes. Nothing is recorded for a node that failed; what was made is kept.
 """
+
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
-import tempfile
+import platform as host
+import threading
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from enginebuild.builder import detect_builder, run_build
-from enginebuild.context import write_context
-from enginebuild.engine_api import EngineAPI
-from enginebuild.fetch import Fetcher
-from enginebuild.history import BuildHistory
-from enginebuild.stages import STAGE_REPO, Plan
+from enginebuild.build.assemble import Assembler, layer_blobs, put_layer_blobs
+from enginebuild.build.buildkit import Builder, detect_builder, run_build
+from enginebuild.build.fetch import Fetcher, component_downloads, git_wheels, layer_downloads
+from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
+from enginebuild.build.materialize import Materializer
+from enginebuild.build.outputs import OutputRecord, export_outputs
+from enginebuild.errors import BuildFailed
+from enginebuild.io.http import Http
+from enginebuild.io.progress import human_bytes, output
+from enginebuild.io.store import Store
+from enginebuild.oci.engine import Engine
+from enginebuild.plan.envs import CHAIN_REPO, parent_ref
+from enginebuild.plan.history import BuildHistory
+from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode, OverlayFiles, Run
+from enginebuild.sources.base import Context
+
+COMPONENT_REPO = "enginebuild/component"
+RAW_REPO = "enginebuild/raw"
+HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(host.machine(), host.machine())
 
 
 @dataclass
 class Outcome:
-    built: list = field(default_factory=list)
-    existing: list = field(default_factory=list)
-    pulled: list = field(default_factory=list)
-    pushed: list = field(default_factory=list)
+    built: list[str] = field(default_factory=list)  # components and command layers run here
+    written: list[str] = field(default_factory=list)  # layers enginebuild wrote
+    pulled: list[str] = field(default_factory=list)  # from the registry cache
+    reused: int = 0
+    image_id: str = ""
     builder_called: bool = False
-    seconds: dict = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    output_sizes: dict[str, int] = field(default_factory=dict)
 
 
-def stages_to_build(plan: Plan, existing_keys: set) -> list:
-    """Stages after the last one whose image exists (earlier ones are not needed)."""
-    last = -1
-    for i, stage in enumerate(plan.stages):
-        if stage.key in existing_keys:
-            last = i
-    return list(plan.stages[last + 1:])
+def local_tags(plan: ImagePlan, platforms: tuple[str, ...]) -> list[str]:
+    """The platform-qualified tag, and the plain one for the platform this machine runs (or the only one)."""
+    tags = [plan.tags[0]]
+    native = f"linux/{HOST_ARCH}"
+    plain_for = native if native in platforms else platforms[0]
+    if plan.platform == plain_for or plan.stand_in:
+        tags.append(plan.tags[1])
+    return tags
 
 
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+class Executor:
+    def __init__(self, home: Path, *, engine: Engine | None = None, http: Http | None = None,
+                 builder_name: str | None = None, verbose: bool = False, cache: Any = None, scanner: Any = None,
+                 jobs: int | None = None):
+        self.home = Path(home)
+        self.store = Store(home)
+        self.engine = engine or Engine()
+        self.http = http or Http()
+        self.builder_name, self.verbose, self.cache, self.scanner = builder_name, verbose, cache, scanner
+        self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+        self.assembler = Assembler(self.engine, self.store)
+        self.fetcher = Fetcher(self.store, self.http)
+        self.known: set[str] = self.engine.tags_of(CHAIN_REPO)
+        self.history = BuildHistory(self.home)
+        self._builder: Builder | None = None
+        self._chain_lock = threading.Lock()
+        self.outcome = Outcome()
+        self.outputs: dict[str, dict[str, Any]] = {}
 
+    # -- helpers ----------------------------------------------------------------------------
+    def builder(self) -> Builder:
+        if self._builder is None:
+            self._builder = detect_builder(self.builder_name)
+            output().say(f"  builder: {self._builder.describe()}")
+        self.outcome.builder_called = True
+        return self._builder
 
-def write_stage_context(fetcher: Fetcher, stage, folder: Path) -> Path:
-    fd, path = tempfile.mkstemp(dir=folder, prefix=f"context-{stage.short}-", suffix=".tar")
-    with os.fdopen(fd, "wb") as handle:
-        write_context(handle, stage.dockerfile, stage.context, fetcher.materialize)
-    return Path(path)
+    def ctx(self, mtime: int) -> Context:
+        return Context(self.home, self.http, mtime)
 
+    def secrets(self, names: tuple[str, ...], what: str) -> dict[str, str]:
+        values = {n: os.environ[n] for n in names if os.environ.get(n)}
+        for name in names:
+            if name not in values:
+                output().say(f"  note: secret {name} is not set here; {what} sees no /run/secrets/{name}")
+        return values
 
-def pull_from_cache(plan: Plan, existing: set, cache, engine: EngineAPI, outcome: "Outcome") -> None:
-    """Pull the last stage the cache has (from the end back to the last local one)."""
-    total = len(plan.stages)
-    for index in range(total - 1, -1, -1):
-        stage = plan.stages[index]
-        if stage.key in existing:
+    def made(self, node: LayerNode) -> bool:
+        blobs = layer_blobs(self.store, node)
+        return blobs is not None and all(self.store.has(sha) for sha, _ in blobs)
+
+    # -- chains ---------------------------------------------------------------------------
+    def make_chain(self, env: EnvNode, plan: ImagePlan) -> None:
+        """Make every layer of an environment that is not made yet, in order."""
+        for index, node in enumerate(env.layers):
+            if self.made(node):
+                self.outcome.reused += 1
+                continue
+            parent = env.prefix(env.layers[index - 1].chain) if index else env.prefix(env.root)
+            if isinstance(node.payload, Run):
+                if self.cache is not None and self.cache.pull_layer(node, self.store):
+                    self.outcome.pulled.append(node.name)
+                    continue
+                self.run_layer(parent, node, plan)
+                if self.cache is not None:
+                    self.cache.push_layer(node, self.store)
+            else:
+                self.fetcher.all(layer_downloads(node))
+                image = self.load_chain(parent) if isinstance(node.payload, OverlayFiles) else None
+                maker = LayerMaker(self.store, self.engine, self.assembler, plan.epoch, plan.image, self.outputs)
+                blobs = maker.make(node, image)
+                self.outcome.written.append(node.name)
+                if isinstance(node.payload, OverlayFiles):
+                    output().say(f"  {node.name}: patched on the host ({human_bytes(sum(s for _, s in blobs))})")
+
+    def load_chain(self, env: EnvNode) -> str:
+        """The environment as an image in the engine (to build on or read from); returns its reference."""
+        with self._chain_lock:
+            if not env.layers:
+                if env.base is None:
+                    raise BuildFailed("nothing to build on: the chain is empty")
+                self.assembler.ensure_pulled(env.base.ref)
+                return env.base.ref
+            if env.tip not in self.known:
+                config = self.assembler.config_for(env)
+                self.assembler.load(env, config, [], self.known)
+            return f"{CHAIN_REPO}:{env.tip}"
+
+    def run_layer(self, parent: EnvNode, node: LayerNode, plan: ImagePlan) -> None:
+        payload = node.payload
+        assert isinstance(payload, Run)
+        self.fetcher.all(layer_downloads(node))
+        self.load_chain(parent)
+        tag = f"{RAW_REPO}:{node.chain}"
+        label = f"[{plan.platform}] {node.name}"
+        materializer = Materializer(self.ctx(plan.epoch), plan.image)
+        result = run_build(self.builder(), tag=tag, platform=plan.platform,
+                           context=lambda out: materializer.write_context(out, payload.dockerfile, payload.context),
+                           secrets=self.secrets(payload.secrets, node.name), label=label,
+                           log_path=self.home / "logs" / f"{plan.image.replace(':', '--')}-{node.chain[:12]}.log",
+                           expected_s=self.history.seconds(node.name), verbose=self.verbose,
+                           engine_alive=self.engine.ping)
+        folder = scratch_folder(self.store)
+        try:
+            parent_layers = self.assembler.layers(parent)
+            raws = cut_new_layers(self.engine, tag, {layer.size: 1 for layer in parent_layers}, len(parent_layers),
+                                  folder)
+            if self.scanner is not None and payload.secrets:
+                self.scanner.check_files(raws, self.secrets(payload.secrets, node.name), node.name)
+            blobs = [normalize_into_store(self.store, raw, plan.epoch, node.name) for raw in raws]
+        except BaseException:
+            self.engine.remove(tag, force=True)
+            raise
+        finally:
+            remove_folder(folder)
+        put_layer_blobs(self.store, node, [(b.sha256, b.size) for b in blobs], {"seconds": result.seconds})
+        self.engine.remove(tag, force=True)
+        self.history.remember_seconds(node.name, result.seconds)
+        self.outcome.built.append(node.name)
+        self.outcome.seconds[node.name] = result.seconds
+        output().done(f"  {label}: built in {result.seconds:.1f}s ({len(blobs)} layer(s) normalised)")
+
+    # -- components -------------------------------------------------------------------------
+    def output_record(self, comp: ComponentNode) -> dict[str, Any] | None:
+        record = self.store.record("outputs", comp.key)
+        if record and self.store.check(str(record["sha256"]), f"outputs of {comp.name}") and all(
+                self.store.has(str(sha)) for _, sha, _ in record.get("wheels") or ()):
+            return record
+        return None
+
+    def component(self, comp: ComponentNode, plan: ImagePlan) -> None:
+        record = self.output_record(comp)
+        if record is None and self.cache is not None and self.cache.pull_output(comp, self.store):
+            record = self.output_record(comp)
+            if record is not None:
+                self.outcome.pulled.append(f"component {comp.name}")
+        if record is None:
+            record = self.build_component(comp, plan)
+            if self.cache is not None:
+                self.cache.push_output(comp, self.store)
+        else:
+            self.outcome.reused += 1
+        self.outputs[comp.key] = record
+        self.outcome.output_sizes[comp.name] = int(record["size"])
+
+    def build_component(self, comp: ComponentNode, plan: ImagePlan) -> dict[str, Any]:
+        self.fetcher.all(component_downloads(comp))
+        parent = self.load_chain(comp.builder)
+        assert parent == parent_ref(comp.builder) or parent.startswith(CHAIN_REPO)
+        tag = f"{COMPONENT_REPO}:{comp.key}"
+        label = f"[{plan.platform}] component {comp.name}"
+        materializer = Materializer(self.ctx(plan.epoch), plan.image,
+                                    {k: str(r["sha256"]) for k, r in self.outputs.items()})
+        result = run_build(self.builder(), tag=tag, platform=plan.platform,
+                           context=lambda out: materializer.write_context(out, comp.dockerfile, comp.context),
+                           secrets=self.secrets(comp.secrets, f"component {comp.name}"), label=label,
+                           log_path=self.home / "logs" / f"{plan.image.replace(':', '--')}-{comp.name}-{comp.key[:12]}.log",
+                           expected_s=self.history.seconds(f"component {comp.name}"), verbose=self.verbose,
+                           engine_alive=self.engine.ping)
+        try:
+            if self.scanner is not None and comp.secrets:
+                self.scanner.check_image(self.engine, tag, self.assembler.layers(comp.builder),
+                                         self.secrets(comp.secrets, comp.name), f"component {comp.name}")
+            exported = export_outputs(self.engine, tag, comp.name, comp.outputs, self.store, plan.epoch)
+        except BaseException:
+            self.engine.remove(tag, force=True)
+            raise
+        record = {**exported.to_json(), "name": comp.name, "seconds": result.seconds}
+        self.store.put_record("outputs", comp.key, record)
+        self.history.remember_seconds(f"component {comp.name}", result.seconds)
+        self.outcome.built.append(f"component {comp.name}")
+        self.outcome.seconds[f"component {comp.name}"] = result.seconds
+        output().done(f"  {label}: built in {result.seconds:.1f}s, outputs {human_bytes(exported.size)} "
+                      f"({exported.files} entries)")
+        return record
+
+    def components(self, plan: ImagePlan) -> None:
+        pending = {c.name: c for c in plan.components}
+        if not pending:
             return
-        if cache.has(stage.key):
-            say(f"  [{index + 1}/{total}] {stage.name:<14} {stage.short}  pulling from {cache.name} ...")
-            if cache.pull(stage.key, engine):
-                existing.add(stage.key)
-                outcome.pulled.append(stage.name)
-                return
+        for comp in plan.components:  # builder environments first: components share them
+            if self.output_record(comp) is None:
+                self.make_chain(comp.builder, plan)
+        done: set[str] = set()
+        running: dict[Future[None], str] = {}
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            while pending or running:
+                for name, comp in list(pending.items()):
+                    if all(n in done for n in comp.needs):
+                        running[pool.submit(self.component, comp, plan)] = name
+                        del pending[name]
+                if not running:
+                    break
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for future in finished:
+                    name = running.pop(future)
+                    future.result()  # a failure stops the build here
+                    done.add(name)
+
+    # -- the image --------------------------------------------------------------------------
+    def build(self, plan: ImagePlan, platforms: tuple[str, ...]) -> Outcome:
+        self.components(plan)
+        for pin in git_wheels(plan.runtime):
+            self.fetcher.git_wheel(self.home, pin)
+        self.make_chain(plan.runtime, plan)
+        config = final_config(self.assembler, plan)
+        tags = local_tags(plan, platforms)
+        self.outcome.image_id = self.assembler.load(plan.runtime, config, tags, self.known)
+        self.history.record(plan.tag, plan)
+        return self.outcome
 
 
-def execute(plan: Plan, fetcher: Fetcher, home: Path, *, engine: EngineAPI | None = None,
-            builder_name: str | None = None, verbose: bool = False, preflight=None, cache=None) -> Outcome:
-    """Build what is missing. `preflight(names of stages to build)` runs before anything is fetched or built."""
-    engine = engine or EngineAPI()
-    existing = engine.tags_of(STAGE_REPO)
-    outcome = Outcome()
-    if cache is not None and stages_to_build(plan, existing):
-        pull_from_cache(plan, existing, cache, engine, outcome)
-    todo = stages_to_build(plan, existing)
-    if todo and preflight is not None:
-        preflight([s.name for s in todo])
-    todo_keys = {s.key for s in todo}
-    for stage in plan.stages:
-        if stage.key not in todo_keys:
-            outcome.existing.append(stage.name)
-    if todo:
-        items = [item for stage in todo for item in stage.context]
-        fetched: list = []
-        fetcher.fetch(items, report=lambda what, cached: None if cached else fetched.append(what))
-        if fetched:
-            say(f"  fetched {len(fetched)} input(s) into the store: {', '.join(fetched[:3])}"
-                + (f" and {len(fetched) - 3} more" if len(fetched) > 3 else ""))
-        builder = detect_builder(builder_name)
-        outcome.builder_called = True
-        say(f"  builder: {builder.describe()}")
-        history = BuildHistory(home)
-        tmp = Path(home) / "tmp"
-        tmp.mkdir(parents=True, exist_ok=True)
-        total = len(plan.stages)
-        for stage in todo:
-            index = plan.stages.index(stage) + 1
-            say(f"  [{index}/{total}] {stage.name:<14} {stage.short}  building ...")
-            context_file = write_stage_context(fetcher, stage, tmp)
-            try:
-                secrets = {ident: os.environ[ident] for ident in stage.secrets if os.environ.get(ident)}
-                for ident in stage.secrets:
-                    if ident not in secrets:
-                        say(f"    note: secret {ident} is not set in the environment; the build sees no /run/secrets/{ident}")
-                elapsed = run_build(
-                    builder, context_file=context_file, tag=stage.tag, platform=plan.platform,
-                    labels={"org.enginebuild.stage": stage.name, "org.enginebuild.key": stage.key},
-                    secrets=secrets, log_path=Path(home) / "logs" / f"{plan.image}-{stage.name}-{stage.short}.log",
-                    what=f"{plan.image}/{stage.name}", verbose=verbose)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    context_file.unlink()
-            history.record(plan.image_tag, [stage])
-            outcome.built.append(stage.name)
-            outcome.seconds[stage.name] = elapsed
-            say(f"  [{index}/{total}] {stage.name:<14} {stage.short}  built in {elapsed:.1f}s")
-            if cache is not None and cache.push_enabled:
-                pushed = cache.push(stage.key, engine)
-                outcome.pushed.append(stage.name)
-                say(f"  [{index}/{total}] {stage.name:<14} {stage.short}  pushed to {cache.name} "
-                    f"({pushed['layers_pushed']} new layer(s), {pushed['bytes_pushed']} bytes)")
-    ensure_image_tag(engine, plan)
-    BuildHistory(home).record(plan.image_tag, plan.stages)
-    return outcome
+def final_config(assembler: Assembler, plan: ImagePlan) -> Any:
+    """The runtime image's config: the base's, then the spec's settings; `created` from the lock."""
+    config = assembler.config_for(plan.runtime, plan.config)
+    config.created = plan.created
+    return config
 
 
-def ensure_image_tag(engine: EngineAPI, plan: Plan) -> None:
-    repo, _, tag = plan.image_tag.rpartition(":")
-    final = engine.inspect(plan.final.tag)
-    current = engine.inspect(plan.image_tag)
-    if final and (current is None or current.get("Id") != final.get("Id")):
-        engine.tag(plan.final.tag, repo, tag)
+def output_record(store: Store, key: str) -> OutputRecord | None:
+    record = store.record("outputs", key)
+    return OutputRecord.from_json(record) if record else None

@@ -1,29 +1,41 @@
-"""Download every pinned input of the images (sdists, wheels, .debs, git commits) into
-the content-addressed store, verifying each against its locked sha256. Builds need no network after this."""
+"""Download every pinned input of the images (sdists, wheels, .debs, git commits, URLs) into the
+content-addressed store, verifying each against its locked sha256; a damaged stored file is
+deleted, named and fetched again. Builds then need no network for these inputs."""
+
 from __future__ import annotations
 
-import sys
+import argparse
+
+from enginebuild.workspace import Workspace
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("images", nargs="*", metavar="IMAGE", help="images to fetch for (default: all)")
+    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH", help="only this platform")
 
 
-def run(args, ws) -> int:
-    from enginebuild.fetch import Fetcher
-    from enginebuild.stages import plan_image
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from enginebuild.build.fetch import Fetcher, git_wheels, plan_downloads
+    from enginebuild.commands.image import platforms_of
+    from enginebuild.io.store import Store
+    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.model import FromSource
+    from enginebuild.sources.base import Context
 
+    ws.sweep()
     for name in ws.select(args.images):
-        lock = ws.lock(name)
-        plan = plan_image(ws.spec(name), lock)
-        fetcher = Fetcher(ws.home, lock)
-        counts = {"fetched": 0, "cached": 0}
-
-        def report(what, cached):
-            counts["cached" if cached else "fetched"] += 1
-            if not cached:
-                print(f"  {name}: fetched {what}", file=sys.stderr)
-
-        fetcher.fetch([item for stage in plan.stages for item in stage.context], report=report)
-        print(f"{name}: {counts['fetched']} fetched, {counts['cached']} already in the store")
+        spec = ws.spec(name)
+        lock = ws.lock(spec)
+        fetcher = Fetcher(Store(ws.home))
+        for platform in platforms_of(spec, args.platform):
+            plan = plan_image(spec, lock, platform, Options())
+            fetcher.all(plan_downloads(plan))
+            for pin in git_wheels(plan.runtime):
+                fetcher.git_wheel(ws.home, pin)
+            for comp in plan.components:
+                for item in comp.context:
+                    if isinstance(item.origin, FromSource):
+                        o = item.origin
+                        o.source.impl.tree_tar(o.source.request, o.pin, Context(ws.home, fetcher.http, plan.epoch))
+        print(f"{name}: {len(fetcher.fetched)} fetched, {fetcher.cached} already in the store")
     return 0

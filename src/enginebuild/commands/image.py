@@ -1,42 +1,49 @@
-"""Build images: resolve the plan from spec and lock, fetch what is missing, and build
-with BuildKit only the stages whose inputs changed. With nothing changed, no builder runs."""
+"""Build images, for every platform they list: components whose inputs changed (independent
+ones at the same time), then the runtime's layers (written by enginebuild, or by BuildKit
+for commands), then the image itself. With nothing changed, nothing runs."""
+
 from __future__ import annotations
 
+import argparse
 import re
-import sys
 import time
+from typing import Any
 
 from enginebuild.errors import UserError
+from enginebuild.io.progress import output
+from enginebuild.workspace import Workspace
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("images", nargs="+", metavar="IMAGE")
+    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
+                        help="build only this platform of the spec (repeatable)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
-                        help="override an engine build argument (part of the stage key)")
+                        help="override a component build argument (part of its key)")
     parser.add_argument("--builder", metavar="NAME", help="buildx builder to use (default: $BUILDX_BUILDER)")
+    parser.add_argument("--jobs", type=int, metavar="N", help="components built at the same time (default: CPUs, max 4)")
     parser.add_argument("--push", action="store_true", help="push after building (needs --to)")
-    parser.add_argument("--to", metavar="REPO", help="with --push: registry repository, REGISTRY/REPO[:TAG]")
+    parser.add_argument("--to", metavar="REPO", help="with --push: REGISTRY/REPO[:TAG]")
     parser.add_argument("--tag", action="append", default=[], help="with --push: tag to push (repeatable)")
     parser.add_argument("--on", metavar="IMAGE@sha256:...",
-                        help="build on this digest-pinned base instead of the locked one (with --stages: try a "
-                             "recipe's last stages on a stand-in base); tagged enginebuild/IMAGE:on-<digest>")
-    parser.add_argument("--platform", metavar="OS/ARCH",
-                        help="with --on: build for this platform instead of the spec's (a stand-in base's own)")
+                        help="build the runtime on this digest-pinned base instead of the locked one (with --stages: "
+                             "try a recipe's last layers on a stand-in base); tagged enginebuild/IMAGE:on-<digest>")
     parser.add_argument("--stages", metavar="KIND,...", default=None,
-                        help="with --on: which stage kinds to build (default: files)")
+                        help="with --on: which layer kinds to build (system, python, components, overlays, steps, "
+                             "files; default: files)")
     add_cache_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="stream the builder's output")
 
 
-def add_cache_arguments(parser) -> None:
+def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", metavar="REGISTRY/REPO",
-                        help="registry-backed stage cache: pull stages found there, push stages built here "
+                        help="registry-backed cache: take outputs and layers found there, push what is built here "
                              "(default: $ENGINEBUILD_CACHE, or cache.repository in enginebuild.yaml)")
-    parser.add_argument("--no-cache", action="store_true", help="ignore any configured stage cache")
-    parser.add_argument("--cache-readonly", action="store_true", help="pull from the stage cache, never push to it")
+    parser.add_argument("--no-cache", action="store_true", help="ignore any configured cache")
+    parser.add_argument("--cache-readonly", action="store_true", help="pull from the cache, never push to it")
 
 
-def parse_build_args(values) -> dict:
+def parse_build_args(values: list[str]) -> dict[str, str]:
     out = {}
     for value in values:
         name, sep, text = value.partition("=")
@@ -46,13 +53,21 @@ def parse_build_args(values) -> dict:
     return out
 
 
-def parse_on(on, stages) -> tuple:
+def platforms_of(spec: Any, wanted: list[str]) -> list[str]:
+    for platform in wanted:
+        if platform not in spec.platforms:
+            raise UserError(f"{spec.file}: {spec.name} is built for {', '.join(spec.platforms)}, not {platform}")
+    return list(wanted) or list(spec.platforms)
+
+
+def parse_on(on: str | None, stages: str | None) -> tuple[str | None, frozenset[str] | None]:
+    from enginebuild.plan.image import LAYER_KINDS
+
     if stages and not on:
         raise UserError("--stages goes with --on")
     if not on:
         return None, None
-    from enginebuild.reference import parse_image_ref
-    from enginebuild.stages import STAGE_KINDS
+    from enginebuild.oci.reference import parse_image_ref
 
     try:
         ref = parse_image_ref(on)
@@ -60,81 +75,98 @@ def parse_on(on, stages) -> tuple:
         raise UserError(f"--on {on!r}: {exc}") from None
     if not ref.digest:
         raise UserError(f"--on {on!r}: give a digest-pinned reference (REPO@sha256:...); a tag could move")
-    only = [s.strip() for s in (stages or "files").split(",") if s.strip()]
-    unknown = [s for s in only if s not in STAGE_KINDS]
+    only = {s.strip() for s in (stages or "files").split(",") if s.strip()}
+    unknown = sorted(only - set(LAYER_KINDS))
     if unknown:
-        raise UserError(f"--stages: unknown stage kind(s) {', '.join(unknown)}; known: {', '.join(STAGE_KINDS)}")
-    if "files" not in only:
-        only.append("files")
-    return ref.with_digest(ref.digest), only
+        raise UserError(f"--stages: unknown kind(s) {', '.join(unknown)}; known: {', '.join(LAYER_KINDS)}")
+    return ref.with_digest(ref.digest), frozenset(only | {"files"})
 
 
-def check_patches_before_build(ws, spec, lock, stages) -> None:
-    """A source build's patch stack is checked on the host before any stage is built, so a
-    patch that no longer applies stops the build at once, naming patch, file and hunk. (An
-    overlay's installed tree is only known inside the image: its patch stage is the check.)"""
-    if "patches" not in stages or spec.engine is None or spec.engine.overlay:
-        return
-    from enginebuild.errors import BuildFailed
-    from enginebuild.patches.check import check_stack
-    from enginebuild.patches.targets import stack_targets
+def check_stacks_first(ws: Workspace, plan: Any) -> None:
+    """A component's patch stack is applied on the host before anything is built, so a patch that
+    no longer applies stops the build at once, naming patch, file and hunk."""
+    from enginebuild.build.executor import Executor
+    from enginebuild.patches.patched import patched_tree
+    from enginebuild.plan.model import FromSource
+    from enginebuild.sources.base import Context
 
-    for target in stack_targets(ws.home, spec, lock):
-        if target.component != spec.engine.name or target.tree is None:
+    executor = Executor(ws.home)
+    for comp in plan.components:
+        if executor.output_record(comp) is not None:
             continue
-        for result in check_stack(target.patches, target.tree, is_ancestor=target.is_ancestor):
-            if result.conflict is not None:
-                raise BuildFailed(f"stage patches: patch {result.name} does not apply to {target.component} "
-                                  f"{target.tree.description} ({result.status}): {result.detail}",
-                                  hint=f"`python BUILD.py patches check {spec.name}` shows what the source has instead")
-            if result.status != "applies":
-                print(f"  warning: {result.name}: {result.detail}", file=sys.stderr)
+        for item in comp.context:
+            if isinstance(item.origin, FromSource) and item.origin.patches:
+                o = item.origin
+                patched_tree(Context(ws.home, executor.http, plan.epoch), comp.name, o.source, o.pin, o.patches,
+                             item.digest, plan.image)
 
 
-def run(args, ws) -> int:
+def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.push and not args.to:
         raise UserError("--push needs --to REGISTRY/REPO")
+    if args.platform and args.on and len(args.platform) != 1:
+        raise UserError("--on builds one platform: give one --platform")
+    for platform in args.platform:
+        if not re.fullmatch(r"linux/[a-z0-9]+(?:/v[0-9])?", platform):
+            raise UserError(f"--platform {platform!r}: expected os/arch such as linux/amd64")
     on, only = parse_on(args.on, args.stages)
-    if args.platform and not on:
-        raise UserError("--platform goes with --on (a spec's platform is part of what it pins)")
-    if args.platform and not re.fullmatch(r"linux/[a-z0-9]+(?:/v[0-9])?", args.platform):
-        raise UserError(f"--platform {args.platform!r}: expected os/arch such as linux/amd64")
-    build_args = parse_build_args(args.build_arg)
-    options = {"build_args": build_args, "on": on, "only": only, "platform": args.platform}
-    for name in list(dict.fromkeys(args.images)):
-        build_one(ws, name, args, options, time.monotonic())
+    from enginebuild.plan.image import LAYER_KINDS, Options
+
+    options = Options(build_args=parse_build_args(args.build_arg), on=on, only=only or frozenset(LAYER_KINDS))
+    ws.sweep()
+    for name in dict.fromkeys(args.images):
+        build_one(ws, name, args, options)
     return 0
 
 
-def build_one(ws, name: str, args, options: dict, start: float) -> None:
-    from enginebuild.executor import execute
-    from enginebuild.fetch import Fetcher
-    from enginebuild.memo import PlanMemo, memo_key, plan_input_paths
-    from enginebuild.render import templates_dir
-    from enginebuild.stages import plan_image
+def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) -> None:
+    from enginebuild.build.cache import cache_from_settings
+    from enginebuild.build.executor import Executor, local_tags
+    from enginebuild.build.secretscan import Scanner
+    from enginebuild.fastpath import DEFAULT_OPTIONS
+    from enginebuild.plan.image import plan_image
+    from enginebuild.plan.memo import PlanMemo, memo_key, plan_input_paths
+    from enginebuild.plan.render import TEMPLATES
 
-    spec = ws.select([name], all_when_empty=False) and ws.spec(name)
-    lock = ws.lock(name)
-    plan = plan_image(spec, lock, build_args=options["build_args"], on=options["on"], only=options["only"],
-                      platform=options["platform"])
-    from enginebuild.stagecache import cache_from_settings
-
+    start = time.monotonic()
+    ws.select([name], all_when_empty=False)
+    spec = ws.spec(name)
+    lock = ws.lock(spec)
+    if options.on and not args.platform:
+        raise UserError("--on: give the stand-in base's platform with --platform (for example linux/amd64)")
+    platforms = list(args.platform) if options.on else platforms_of(spec, args.platform)
     cache = cache_from_settings(ws, args.cache, args.no_cache, args.cache_readonly)
-    outcome = execute(plan, Fetcher(ws.home, lock), ws.home, builder_name=args.builder, verbose=args.verbose,
-                      preflight=lambda stages: check_patches_before_build(ws, spec, lock, stages), cache=cache)
-    elapsed = time.monotonic() - start
-    pulled = f", pulled {', '.join(outcome.pulled)} from the cache" if outcome.pulled else ""
-    if outcome.built:
-        print(f"{name}: built {len(outcome.built)} of {len(plan.stages)} stages "
-              f"({', '.join(outcome.built)}){pulled} in {elapsed:.1f}s -> {plan.image_tag}")
-    elif outcome.pulled:
-        print(f"{name}: nothing to build{pulled} in {elapsed:.1f}s -> {plan.image_tag}")
-    else:
-        print(f"{name}: all {len(plan.stages)} stages exist; nothing to build "
-              f"({elapsed * 1000:.0f} ms) -> {plan.image_tag}")
-    print(f"  final stage {plan.final.key}", file=sys.stderr)
-    PlanMemo(ws.home).store(memo_key(ws.root, name, options), plan_input_paths(ws.root, spec, templates_dir()),
-                            {"final_tag": plan.final.tag, "image_tag": plan.image_tag, "stages": len(plan.stages)})
+    results = []
+    for platform in platforms:
+        plan = plan_image(spec, lock, platform, options)
+        check_stacks_first(ws, plan)
+        executor = Executor(ws.home, builder_name=args.builder, verbose=args.verbose, cache=cache,
+                            scanner=Scanner(spec), jobs=args.jobs)
+        outcome = executor.build(plan, tuple(platforms))
+        tags = local_tags(plan, tuple(platforms))
+        results.append({"tags": tags, "id": outcome.image_id})
+        elapsed = time.monotonic() - start
+        done = []
+        components = [n for n in outcome.built if n.startswith("component ")]
+        commands = [n for n in outcome.built if not n.startswith("component ")]
+        if components:
+            done.append(f"built {len(components)} component(s) ({', '.join(n[10:] for n in components)})")
+        if commands:
+            done.append(f"ran {len(commands)} command layer(s)")
+        if outcome.written:
+            done.append(f"wrote {len(outcome.written)} layer(s)")
+        if outcome.pulled:
+            done.append(f"pulled {len(outcome.pulled)} from the cache")
+        what = ", ".join(done) if done else "nothing to build"
+        print(f"{name} ({platform}): {what} in {elapsed:.1f}s -> {tags[-1]}")
+        for comp_name, size in sorted(outcome.output_sizes.items()):
+            output().say(f"  component {comp_name}: outputs {size} bytes")
+    flags = {"build_args": options.build_args, "on": options.on, "only": sorted(options.only),
+             "platforms": list(args.platform) or None}
+    if flags == DEFAULT_OPTIONS and not ws.overrides:
+        PlanMemo(ws.home).store(memo_key(ws.root, name, flags), plan_input_paths(ws.root, spec, TEMPLATES),
+                                {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)})
     if args.push:
         from enginebuild.commands.push import push_image
-        push_image(ws, name, plan, args.to, args.tag)
+
+        push_image(ws, name, args.to, args.tag, platforms)

@@ -1,39 +1,52 @@
-"""List the images of the catalogue: platform, engine, patch count and lock state."""
+"""List the images of the catalogue: platforms, components, patch count (every stack) and lock state."""
+
 from __future__ import annotations
 
+import argparse
 import json
+from typing import Any
+
+from enginebuild.workspace import Workspace
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def run(args, ws) -> int:
-    from enginebuild.lockfile import stale_inputs
+def lock_state(ws: Workspace, name: str) -> str:
+    from enginebuild.lock.lockfile import stale_inputs
 
-    rows = []
-    for name in ws.catalog.names():
-        spec = ws.spec(name)
-        if spec.abstract:
-            state = "abstract"
-        else:
-            lock = ws.lock(name)
-            problems = stale_inputs(spec, lock)
-            if problems:
-                state = "missing" if lock is None else "stale"
-            elif lock.unresolved():
-                state = "unresolved"
-            else:
-                state = "locked"
-        engine = f"{spec.engine.name} ({spec.engine.source.describe()})" if spec.engine else "-"
-        rows.append({"image": name, "platform": spec.platform, "engine": engine, "patches": len(spec.patches),
-                     "extends": spec.chain[1] if len(spec.chain) > 1 else None, "lock": state,
-                     "description": spec.description})
+    spec = ws.spec(name)
+    if spec.abstract:
+        return "abstract"
+    lock = ws.lock(spec)
+    if stale_inputs(spec, lock):
+        return "missing" if lock is None else "stale"
+    assert lock is not None
+    return "unresolved" if lock.unresolved() else "locked"
+
+
+def rows(ws: Workspace) -> list[dict[str, Any]]:
+    out = []
+    for base in ws.catalog.names():
+        names = [base] + [f"{base}:{v}" for v in ws.spec(base).variants if not ws.spec(base).abstract]
+        for name in names:
+            spec = ws.spec(name)
+            out.append({"image": name, "platforms": list(spec.platforms), "lock": lock_state(ws, name),
+                        "components": [c.name for c in spec.components], "install": list(spec.install),
+                        "overlays": [o.name for o in spec.overlays], "patches": len(spec.all_patches),
+                        "extends": spec.chain[1] if len(spec.chain) > 1 else None, "description": spec.description})
+    return out
+
+
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    found = rows(ws)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(found, indent=2))
         return 0
-    width = max([len(r["image"]) for r in rows] + [5])
-    print(f"{'IMAGE':<{width}}  {'PLATFORM':<12} {'LOCK':<10} {'PATCHES':>7}  ENGINE")
-    for r in rows:
-        print(f"{r['image']:<{width}}  {r['platform']:<12} {r['lock']:<10} {r['patches']:>7}  {r['engine']}")
+    width = max([len(r["image"]) for r in found] + [5])
+    print(f"{'IMAGE':<{width}}  {'PLATFORMS':<24} {'LOCK':<10} {'PATCHES':>7}  COMPONENTS")
+    for r in found:
+        parts = ", ".join(r["components"] + [f"{o} (overlay)" for o in r["overlays"]]) or "-"
+        print(f"{r['image']:<{width}}  {','.join(r['platforms']):<24} {r['lock']:<10} {r['patches']:>7}  {parts}")
     return 0

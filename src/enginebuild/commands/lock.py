@@ -1,85 +1,98 @@
-"""Resolve every floating input (base tag, git ref, requirements, sdists, .debs) into
-lockfiles/<image>.lock. Inputs whose request is unchanged keep their pins unless --update.
-With --check: no network; exit 1 when a lock is missing or stale, naming the input."""
+"""Resolve every floating input (base tags, git refs, Python requirements, sdists, .debs) into
+lockfiles/<image>.lock. Inputs whose request is unchanged keep their pins unless --update; an
+input that fails to resolve again keeps its previous pin (and says so).
+With --check: no network; exit 1 when a lock is missing or stale, naming the input.
+With --locked: resolve nothing; exit 2 naming the spec line of any input the lock does not pin."""
+
 from __future__ import annotations
 
-import sys
+import argparse
 
 from enginebuild.errors import EXIT_FAILED
+from enginebuild.io.progress import output
+from enginebuild.workspace import Workspace
 
 
-def add_arguments(parser):
-    parser.add_argument("images", nargs="*", metavar="IMAGE", help="images to lock (default: all)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("images", nargs="*", metavar="IMAGE", help="images to lock (default: all, with variants)")
     parser.add_argument("--check", action="store_true", help="verify locks against the specs, offline")
     parser.add_argument("--update", action="store_true", help="re-resolve every input, even unchanged ones")
     parser.add_argument("--locked", action="store_true",
                         help="resolve nothing: exit 2 naming the spec line of any input the lock does not pin")
 
 
-def run(args, ws) -> int:
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from enginebuild.errors import UserError
+
+    if ws.overrides:
+        raise UserError("--set changes a spec for one run; it is never written to a lock (use it with image/plan)")
     names = ws.select(args.images)
     if args.locked:
         return _locked(ws, names)
     if args.check:
         return _check(ws, names)
-    from enginebuild.lockfile import write_lock
-    from enginebuild.locker import Resolvers, build_lock
+    from enginebuild.lock.lockfile import write_lock
+    from enginebuild.lock.resolve import Resolvers, build_lock
 
+    ws.sweep()
     resolvers = Resolvers(ws.home)
     failed = False
-    with ws.state_lock():
+    with ws.state_mutex():
         for name in names:
             spec = ws.spec(name)
-            previous = ws.lock(name)
+            previous = ws.lock(spec)
 
-            def report(inp, status, detail, name=name):
-                if status != "kept":
-                    line = f"  {name}: {inp}: {status}" + (f" ({detail})" if detail else "")
-                    print(line, file=sys.stderr)
+            def report(inp: str, status: str, detail: str, name: str = name) -> None:
+                if status == "kept-after-failure":
+                    output().say(f"  {name}: {inp}: could not be resolved again, kept the previous pin ({detail})")
+                elif status not in ("kept", "same"):
+                    output().say(f"  {name}: {inp}: {status}" + (f" ({detail})" if detail else ""))
 
             lock = build_lock(resolvers, spec, previous, update=args.update, report=report)
-            if previous is None or previous.to_json() != lock.to_json():
-                write_lock(ws.root, lock)
-                print(f"{name}: wrote lockfiles/{name}.lock")
+            if previous is None or previous.to_json() != lock.to_json() or previous.migrated_from:
+                write_lock(ws.root, spec, lock)
+                print(f"{name}: wrote lockfiles/{spec.lock_name}.lock")
             else:
-                print(f"{name}: lockfiles/{name}.lock is up to date")
+                print(f"{name}: lockfiles/{spec.lock_name}.lock is up to date")
             for inp, why in lock.unresolved().items():
                 failed = True
-                print(f"{name}: {inp} is NOT pinned: {why}", file=sys.stderr)
+                output().say(f"{name}: {inp} is NOT pinned: {why}")
     if failed:
-        print("some inputs could not be resolved here; `image` refuses to build those images until "
-              "`lock` runs where their sources are reachable", file=sys.stderr)
+        output().say("some inputs could not be resolved here; `image` refuses to build those images until "
+                     "`lock` runs where their sources are reachable")
         return EXIT_FAILED
     return 0
 
 
-def _locked(ws, names) -> int:
+def _locked(ws: Workspace, names: list[str]) -> int:
     """Like a build would: every input pinned by the lock as it is, or a bad-input error."""
-    from enginebuild.stages import check_lock_for_build
+    from enginebuild.plan.image import check_lock_for_build
 
     for name in names:
-        check_lock_for_build(ws.spec(name), ws.lock(name))
+        spec = ws.spec(name)
+        check_lock_for_build(spec, ws.lock(spec))
         print(f"{name}: every input is pinned")
     return 0
 
 
-def _check(ws, names) -> int:
-    from enginebuild.lockfile import stale_inputs
+def _check(ws: Workspace, names: list[str]) -> int:
+    from enginebuild.lock.lockfile import stale_inputs
 
     bad = 0
     for name in names:
         spec = ws.spec(name)
-        lock = ws.lock(name)
+        lock = ws.lock(spec)
         problems = stale_inputs(spec, lock)
         if problems:
             bad += 1
             for inp, why in problems:
                 print(f"{name}: STALE {inp}: {why}")
         else:
+            assert lock is not None
             unresolved = lock.unresolved()
             note = f" ({len(unresolved)} input(s) recorded as not resolvable here)" if unresolved else ""
             print(f"{name}: ok{note}")
     if bad:
-        print(f"{bad} lock(s) stale or missing; run `python BUILD.py lock` and commit lockfiles/", file=sys.stderr)
+        output().say(f"{bad} lock(s) stale or missing; run `python BUILD.py lock` and commit lockfiles/")
         return EXIT_FAILED
     return 0

@@ -1,81 +1,83 @@
-"""Show every stage of an image in build order: its key, whether its image already
-exists, and for each stage to build, which input changed since its last build."""
+"""Show, per platform, every component and runtime layer of an image: its key, whether it
+exists, is written by enginebuild, is built by BuildKit or comes from the cache, and for
+what must be made, which input changed since its last build."""
+
 from __future__ import annotations
 
+import argparse
 import json
+from typing import Any
+
+from enginebuild.io.progress import human_bytes
+from enginebuild.workspace import Workspace
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("images", nargs="*", metavar="IMAGE")
-    parser.add_argument("--all", action="store_true", help="every image of the catalogue")
-    parser.add_argument("--json", action="store_true", help="machine-readable output (a list with --all)")
+    parser.add_argument("--all", action="store_true", help="every image of the catalogue (with variants)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
+                        help="only this platform (repeatable; default: every platform of the spec)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
-                        help="override an engine build argument")
+                        help="override a component build argument")
     from enginebuild.commands.image import add_cache_arguments
+
     add_cache_arguments(parser)
 
 
-def describe_plan(ws, name: str, build_args: dict, cache=None) -> dict:
-    from enginebuild.engine_api import EngineAPI
-    from enginebuild.executor import stages_to_build
-    from enginebuild.history import BuildHistory, changed_inputs
-    from enginebuild.stages import STAGE_REPO, plan_image
+def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str],
+                   cache: Any) -> list[dict[str, Any]]:
+    from enginebuild.build.status import describe
+    from enginebuild.commands.image import platforms_of
+    from enginebuild.oci.engine import Engine
+    from enginebuild.plan.image import Options, plan_image
 
-    lock = ws.lock(name)
+    spec = ws.spec(name)
+    lock = ws.lock(spec)
     unresolved = sorted(lock.unresolved()) if lock else []
-    plan = plan_image(ws.spec(name), lock, build_args=build_args, strict=not unresolved)
-    existing = EngineAPI().tags_of(STAGE_REPO)
-    in_cache = set()
-    if cache is not None and stages_to_build(plan, existing):
-        for stage in reversed(plan.stages):  # the stage a build would pull: the last one the cache has
-            if stage.key in existing:
-                break
-            if cache.has(stage.key):
-                in_cache.add(stage.key)
-                break
-    todo = {s.key for s in stages_to_build(plan, existing | in_cache)}
-    history = BuildHistory(ws.home).read(plan.image_tag)
-    stages = []
-    for stage in plan.stages:
-        row = {"stage": stage.name, "key": stage.key, "exists": stage.key in existing,
-               "action": "build" if stage.key in todo else ("exists" if stage.key in existing else
-                                                            "pull from cache" if stage.key in in_cache else "not needed")}
-        if stage.key in todo:
-            row["changed"] = changed_inputs(stage, history.get(stage.name))
-        stages.append(row)
-    if unresolved:
-        for row in stages:
-            row["action"] = "not buildable"
-            row.pop("changed", None)
-    return {"image": name, "platform": plan.platform, "base": plan.base_ref, "tag": plan.image_tag,
-            "buildable": not unresolved, "unresolved": unresolved,
-            "final_key": plan.final.key, "stages": stages, "to_build": [s["stage"] for s in stages if s["action"] == "build"],
-            "from_cache": [s["stage"] for s in stages if s["action"] == "pull from cache"]}
+    out = []
+    engine = Engine()
+    for platform in platforms_of(spec, platforms):
+        plan = plan_image(spec, lock, platform, Options(build_args=build_args, strict=not unresolved))
+        doc = describe(plan, ws.home, cache, {plan.tag: engine.image_id(plan.tag) or ""})
+        doc["buildable"] = not unresolved
+        doc["unresolved"] = unresolved
+        out.append(doc)
+    return out
 
 
-def run(args, ws) -> int:
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from enginebuild.build.cache import cache_from_settings
     from enginebuild.commands.image import parse_build_args
     from enginebuild.errors import UserError
-    from enginebuild.stagecache import cache_from_settings
 
     if not args.images and not args.all:
         raise UserError("name an image, or --all")
     names = ws.select(args.images) if args.images else ws.buildable()
     cache = cache_from_settings(ws, args.cache, args.no_cache, True)
-    docs = [describe_plan(ws, name, parse_build_args(args.build_arg), cache) for name in names]
+    docs = [doc for name in names for doc in describe_image(ws, name, parse_build_args(args.build_arg),
+                                                             args.platform, cache)]
     if args.json:
         print(json.dumps(docs if args.all or len(docs) > 1 else docs[0], indent=2))
         return 0
     for doc in docs:
         print(f"{doc['image']}  ({doc['platform']}, base {doc['base']})")
-        for i, row in enumerate(doc["stages"], 1):
-            line = f"  {i}. {row['stage']:<14} {row['key'][:12]}  {row['action']}"
+        for c in doc["components"]:
+            size = f"  outputs {human_bytes(c['output_size'])}" if c.get("output_size") else ""
+            line = f"  component {c['name']:<18} {c['key'][:12]}  {c['action']}{size}"
+            if c.get("changed"):
+                line += "  <- " + ", ".join(c["changed"])
+            print(line)
+        for i, row in enumerate(doc["layers"], 1):
+            line = f"  {i:2}. {row['name'][:44]:<44} {row['key'][:12]}  {row['action']} ({row['by']})"
             if row.get("changed"):
                 line += "  <- " + ", ".join(row["changed"])
             print(line)
         if not doc["buildable"]:
             print(f"  not buildable until `lock` resolves: {', '.join(doc['unresolved'])}")
         else:
-            count = len(doc["to_build"])
-            print(f"  {count} stage(s) to build" if count else "  nothing to build")
+            todo = len(doc["components_to_build"]) + len(doc["layers_to_build"])
+            print(f"  {len(doc['components_to_build'])} component(s) and {len(doc['layers_to_build'])} command "
+                  f"layer(s) to build, {len(doc['layers_to_write'])} layer(s) to write" if todo or
+                  doc["layers_to_write"] else "  nothing to build")
     return 0

@@ -1,63 +1,124 @@
-"""Push a built image to REGISTRY/REPO, print REPO@sha256:..., verify that digest against
-the registry, and record tag, digest and time in lockfiles/<image>.pushes.json.
+"""Push a built image, every platform it was built for, to REGISTRY/REPO: one manifest per
+platform and an OCI index tying them together; print REPO@sha256:..., check that digest
+against the registry, and record it in lockfiles/<image>.pushes.json. Layers are scanned
+for secrets first; an SBOM and a provenance statement are attached (unless --no-attach).
 A push that fails records nothing."""
+
 from __future__ import annotations
 
-import re
-import sys
+import argparse
+import datetime as dt
+from typing import Any
 
 from enginebuild.errors import BuildFailed, UserError
+from enginebuild.io import faults
+from enginebuild.io.progress import output
+from enginebuild.workspace import Workspace
+
+TAG_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", metavar="IMAGE")
     parser.add_argument("--to", required=True, metavar="REPO", help="REGISTRY/REPO[:TAG], e.g. ghcr.io/org/qwen36-dflash")
-    parser.add_argument("--tag", action="append", default=[], help="tag to push (repeatable; default: the final stage key)")
+    parser.add_argument("--tag", action="append", default=[], help="tag to push (repeatable; default: a content tag)")
+    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
+                        help="push only these platforms (default: every platform of the spec)")
+    parser.add_argument("--no-attach", action="store_true", help="do not attach the SBOM and provenance")
 
 
-def run(args, ws) -> int:
-    from enginebuild.stages import plan_image
-
-    plan = plan_image(ws.spec(args.image), ws.lock(args.image))
-    push_image(ws, args.image, plan, args.to, args.tag)
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    push_image(ws, args.image, args.to, args.tag, args.platform, attach=not args.no_attach)
     return 0
 
 
-def split_destination(to: str, tags) -> tuple:
-    from enginebuild.reference import parse_image_ref
+def destination(to: str, tags: list[str]) -> tuple[Any, list[str]]:
+    import re
 
-    if "@" in to:
-        raise UserError(f"--to {to!r}: push to a repository or tag, not a digest")
-    try:
-        ref = parse_image_ref(to)
-    except ValueError as exc:
-        raise UserError(f"--to {to!r}: {exc}") from None
-    explicit_tag = to.rsplit("/", 1)[-1].partition(":")[2]
-    tags = list(tags) + ([explicit_tag] if explicit_tag else [])
+    from enginebuild.oci.reference import parse_destination
+
+    ref, explicit = parse_destination(to)
+    tags = list(tags) + ([explicit] if explicit else [])
     for tag in tags:
-        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", tag):
-            raise UserError(f"invalid tag {tag!r}")
+        if not re.fullmatch(TAG_PATTERN, tag):
+            raise UserError(f"--tag {tag!r}: a tag is 1-128 of A-Z a-z 0-9 _ . - (not starting with . or -)")
     return ref, tags
 
 
-def push_image(ws, name: str, plan, to: str, tags) -> list:
-    from enginebuild.engine_api import EngineAPI
-    from enginebuild.pushing import push_tag
+def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: list[str] | None = None,
+               attach: bool = True) -> list[dict[str, Any]]:
+    from enginebuild.build.assemble import Assembler, layer_blobs
+    from enginebuild.build.executor import final_config
+    from enginebuild.build.secretscan import Scanner
+    from enginebuild.commands.image import platforms_of
+    from enginebuild.io.store import Store
+    from enginebuild.oci.engine import Engine
+    from enginebuild.oci.push import Pusher
+    from enginebuild.oci.registry import RegistryClient
+    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.keys import sha
+    from enginebuild.publish.records import add_record
 
-    ref, tags = split_destination(to, tags)
-    tags = tags or [plan.final.key[:16]]
-    engine = EngineAPI()
-    if engine.inspect(plan.final.tag) is None:
-        raise BuildFailed(f"{name} is not built at its current inputs (final stage {plan.final.short} is missing)",
-                          hint=f"run `python BUILD.py image {name}` first, or `image {name} --push --to {to}`")
+    target, tags = destination(to, tags)
+    spec = ws.spec(name)
+    lock = ws.lock(spec)
+    plans = [plan_image(spec, lock, p, Options()) for p in platforms_of(spec, list(platforms or []))]
+    store = Store(ws.home)
+    for plan in plans:
+        missing = [n.name for n in plan.runtime.layers if layer_blobs(store, n) is None]
+        if missing:
+            raise BuildFailed(f"{name} ({plan.platform}) is not built at its current inputs ({missing[0]} is missing)",
+                              hint=f"run `python BUILD.py image {name}` first, or `image {name} --push --to {to}`")
+    tags = tags or ["sha-" + sha("".join(p.runtime.tip for p in plans))[:16]]
+    assembler = Assembler(Engine(), store)
+    secrets = {n: v for n in secret_names(spec) if (v := _env(n))}
+    scanner = Scanner(spec)
+    for plan in plans:
+        ours = [store.path(layer.blob) for layer in assembler.layers(plan.runtime) if layer.blob]
+        scanner.check_files(ours, secrets, f"image {name} ({plan.platform})")
+    pusher = Pusher(RegistryClient(), store, target)
+    manifests = []
+    for plan in plans:
+        layers = assembler.layers(plan.runtime)
+        config = final_config(assembler, plan).render(layers)
+        digest, size = pusher.image(layers, config, plan.runtime.base.ref if plan.runtime.base else None,
+                                    plan.platform)
+        manifests.append((digest, size, plan.platform))
+    faults.reached("push.uploaded")
     results = []
-    with ws.state_lock("push records"):
+    with ws.state_mutex("push records"):
         for tag in tags:
-            result = push_tag(ws, name, plan, engine, ref, tag)
-            results.append(result)
-            print(f"{ref.name}@{result['digest']}")
-            print(f"  {ref.name}:{tag}: {result['layers_pushed']} layer(s) uploaded "
-                  f"({result['bytes_pushed']} bytes), {result['layers_existing']} already in the registry",
-                  file=sys.stderr)
+            digest = pusher.tag(tag, manifests)
+            pusher.confirm(tag, digest)
+            faults.reached("push.confirmed")
+            attached: dict[str, str] = {}
+            if attach:
+                from enginebuild.publish.attach import attach_documents
+
+                attached = attach_documents(pusher, spec, lock, plans, digest, tag)
+            record = {"repository": target.name, "tag": tag, "digest": digest,
+                      "platforms": {p: d for d, _, p in manifests},
+                      "pushed_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+                      .replace("+00:00", "Z"),
+                      "layers_pushed": pusher.stats.layers_pushed, "bytes_pushed": pusher.stats.bytes_pushed,
+                      **({"attached": attached} if attached else {})}
+            add_record(ws.root, spec.name, spec.lock_name, record)
+            results.append(record)
+            print(f"{target.name}@{digest}")
+            output().say(f"  {target.name}:{tag}: {pusher.stats.layers_pushed} blob(s) uploaded "
+                         f"({pusher.stats.bytes_pushed} bytes), {pusher.stats.layers_existing} already there"
+                         + "".join(f"; {k} {v}" for k, v in attached.items()))
     return results
 
+
+def secret_names(spec: Any) -> list[str]:
+    names = [s for c in spec.components for s in c.build.secrets]
+    names += [s for c in spec.components for step in c.steps for s in step.secrets]
+    names += [s for step in spec.steps for s in step.secrets]
+    return list(dict.fromkeys(names))
+
+
+def _env(name: str) -> str:
+    import os
+
+    return os.environ.get(name, "")

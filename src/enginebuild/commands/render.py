@@ -1,52 +1,114 @@
-"""Print the Dockerfile of every stage of an image, in build order; with --out DIR,
-write each stage's Dockerfile and its complete build context to DIR/<n>-<stage>/."""
+"""Print the Dockerfiles of an image, per platform: each component's, each command layer's,
+and the runtime image as the Dockerfile it is equivalent to. With --out DIR, write each
+BuildKit build's Dockerfile and complete context, and the runtime's last part (manifest,
+files, settings) as a buildable context. --unpinned renders even without a lock."""
+
 from __future__ import annotations
 
+import argparse
+import tarfile
+from io import BytesIO
+from pathlib import Path
 
-def add_arguments(parser):
+from enginebuild.workspace import Workspace
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", metavar="IMAGE")
     parser.add_argument("--out", metavar="DIR", help="write Dockerfiles and build contexts here")
+    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH", help="only this platform")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
-                        help="override an engine build argument")
+                        help="override a component build argument")
     parser.add_argument("--unpinned", action="store_true",
-                        help="show inputs the lock records as unresolved as requested (to read, not to build)")
+                        help="show inputs the lock does not resolve as requested (to read, not to build)")
 
 
-def run(args, ws) -> int:
-    import tarfile
-    from io import BytesIO
-    from pathlib import Path
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from enginebuild.commands.image import parse_build_args, platforms_of
+    from enginebuild.errors import UserError
+    from enginebuild.lock.lockfile import Lock
+    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.model import Run
+    from enginebuild.plan.views import runtime_dockerfile
 
-    from enginebuild.commands.image import parse_build_args
-    from enginebuild.stages import plan_image
-
-    spec = ws.spec(args.image)
     if args.unpinned and args.out:
-        from enginebuild.errors import UserError
         raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out)")
-    lock = ws.lock(args.image)
-    plan = plan_image(spec, lock, build_args=parse_build_args(args.build_arg), strict=not args.unpinned)
-    if not args.out:
-        unresolved = lock.unresolved() if lock else {}
-        if args.unpinned and unresolved:
-            print(f"# NOT BUILDABLE: inputs not pinned in lockfiles/{args.image}.lock: {', '.join(sorted(unresolved))}")
-        for i, stage in enumerate(plan.stages, 1):
-            print(f"### stage {i}/{len(plan.stages)}: {stage.name}  key {stage.key}")
-            print(stage.dockerfile)
-        return 0
-    from enginebuild.context import write_context
-    from enginebuild.fetch import Fetcher
+    spec = ws.spec(args.image)
+    lock = ws.lock(spec)
+    if lock is None and args.unpinned:
+        lock = Lock(spec.name, "1970-01-01T00:00:01Z")
+    options = Options(build_args=parse_build_args(args.build_arg), strict=not args.unpinned)
+    for platform in platforms_of(spec, args.platform):
+        plan = plan_image(spec, lock, platform, options)
+        if args.out:
+            write_out(ws, plan, Path(args.out) / platform.replace("/", "-"))
+            continue
+        if args.unpinned and lock is not None and lock.unresolved():
+            print(f"# NOT BUILDABLE: inputs not pinned in lockfiles/{spec.lock_name}.lock: "
+                  f"{', '.join(sorted(lock.unresolved()))}")
+        for comp in plan.components:
+            print(f"### component {comp.name} ({platform})  key {comp.key}")
+            print(comp.dockerfile)
+        for node in plan.runtime.layers:
+            if isinstance(node.payload, Run):
+                print(f"### command layer: {node.name} ({platform})  key {node.chain}")
+                print(node.payload.dockerfile)
+        print(f"### runtime image ({platform})")
+        print(runtime_dockerfile(plan))
+    return 0
 
-    fetcher = Fetcher(ws.home, ws.lock(args.image))
-    fetcher.fetch([item for stage in plan.stages for item in stage.context])
-    out = Path(args.out)
-    for i, stage in enumerate(plan.stages, 1):
-        folder = out / f"{i:02d}-{stage.name}"
-        folder.mkdir(parents=True, exist_ok=True)
+
+def write_out(ws: Workspace, plan: object, folder: Path) -> None:
+    from enginebuild.build.executor import Executor
+    from enginebuild.build.fetch import plan_downloads
+    from enginebuild.build.materialize import Materializer
+    from enginebuild.io.tars import TarWriter
+    from enginebuild.plan.model import Data, Files, ImagePlan, Run
+    from enginebuild.plan.views import tail_dockerfile, tail_start
+    from enginebuild.sources.base import Context
+
+    assert isinstance(plan, ImagePlan)
+    executor = Executor(ws.home)
+    executor.fetcher.all(plan_downloads(plan))
+    outputs = {}
+    for comp in plan.components:
+        record = executor.output_record(comp)
+        if record:
+            outputs[comp.key] = str(record["sha256"])
+    materializer = Materializer(Context(ws.home, executor.http, plan.epoch), plan.image, outputs)
+    builds = [(f"component-{c.name}", c.dockerfile, c.context) for c in plan.components]
+    builds += [(f"layer-{n.name}", n.payload.dockerfile, n.payload.context) for n in plan.runtime.layers
+               if isinstance(n.payload, Run)]
+    for i, (name, dockerfile, context) in enumerate(builds, 1):
+        target = folder / f"{i:02d}-{''.join(c if c.isalnum() or c in '.-' else '-' for c in name)}"
+        target.mkdir(parents=True, exist_ok=True)
         buffer = BytesIO()
-        write_context(buffer, stage.dockerfile, stage.context, fetcher.materialize)
+        try:
+            materializer.write_context(buffer, dockerfile, context)
+        except Exception as exc:  # an output not built yet: the Dockerfile alone still helps
+            (target / "Dockerfile").write_text(dockerfile)
+            print(f"{target}  (context incomplete: {exc})")
+            continue
         buffer.seek(0)
         with tarfile.open(fileobj=buffer) as tar:
-            tar.extractall(folder, filter="data")
-        print(f"{folder}  {stage.tag}")
-    return 0
+            tar.extractall(target, filter="data")
+        print(target)
+    tail = folder / "runtime-tail"
+    tail.mkdir(parents=True, exist_ok=True)
+    (tail / "Dockerfile").write_text(tail_dockerfile(plan))
+    buffer = BytesIO()
+    writer = TarWriter(buffer, implied_dirs=True)
+    for i, node in enumerate(plan.runtime.layers):
+        if i < tail_start(plan):
+            continue
+        if isinstance(node.payload, Data):
+            writer.add_bytes(f"manifest{node.payload.dest}", node.payload.data)
+        elif isinstance(node.payload, Files):
+            for entry in node.payload.entries:
+                source = entry.src or executor.store.path(entry.sha256 or "")
+                writer.add_file(f"files/{i:02d}{entry.dest}", Path(source), entry.mode)
+    writer.close()
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer) as tar:
+        tar.extractall(tail, filter="tar")
+    print(tail)

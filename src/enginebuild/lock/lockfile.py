@@ -62,6 +62,15 @@ class Lock:
         data = self.raw(inp.name)
         return inp.decode(data) if data is not None else None
 
+    def pin_by_name(self, name: str) -> Any:
+        """The typed pin of a source input (components.X.source, overlays.X.source, ...)."""
+        entry = self.entries.get(name)
+        if entry is None or entry.resolved is None:
+            return None
+        from enginebuild.sources import kind
+
+        return kind(str(entry.request["kind"])).pin_from_json(entry.resolved)
+
     def unresolved(self) -> dict[str, str]:
         return {n: e.unresolved or "not resolved" for n, e in self.entries.items() if e.resolved is None}
 

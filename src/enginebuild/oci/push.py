@@ -1,83 +1,160 @@
-"""Pushing one tag through the Docker engine, and confirming it with the registry."""
+"""Uploading images to a registry from enginebuild's store, with enginebuild's registry client.
+
+Layers enginebuild made are compressed once, deterministically (gzip, level 6, no name,
+no time), so the same layer gets the same digest on any machine and is never uploaded
+twice; base layers are copied from the base's registry. A blob the registry already has
+is not sent. Each platform gets a manifest; several platforms an OCI index.
+"""
+
 from __future__ import annotations
 
-import datetime as dt
+import gzip
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, Any
 
-from enginebuild.engine_api import EngineAPI, docker_host
 from enginebuild.errors import RegistryError
-from enginebuild.pushrecord import add_record
-from enginebuild.reference import ImageRef
-from enginebuild.registry import RegistryClient
+from enginebuild.io.progress import Transfer, output
+from enginebuild.io.store import Store, make_blob
+from enginebuild.oci.image import OCI_LAYER_GZIP, Layer, index, manifest, platform_of
+from enginebuild.oci.reference import ImageRef, parse_image_ref
+from enginebuild.oci.registry import RegistryClient, sha256_digest
+
+GZIP_LEVEL = 6
 
 
-def stream_push(repository: str, tag: str) -> dict:
-    import docker  # imported here: only pushes pay for the SDK
-    from docker.errors import DockerException
+def compressed(store: Store, layer: Layer) -> tuple[str, int]:
+    """(sha256, size) of the layer's deterministic gzip, made once and recorded."""
+    assert layer.blob is not None
+    record = store.record("gzip", layer.blob)
+    if record and store.check(str(record["sha256"]), f"compressed {layer.created_by}"):
+        return str(record["sha256"]), int(record["size"])
+    source = store.verified(layer.blob, layer.created_by)
 
-    client = docker.APIClient(base_url=docker_host(), version="auto", timeout=600)
-    layers: dict = {}
-    digest = None
-    try:
-        for event in client.push(repository, tag=tag, stream=True, decode=True):
-            if "error" in event:
-                raise RegistryError(f"push of {repository}:{tag} failed: {event['error']}",
-                                    hint="check `docker login` for this registry and that it is reachable")
-            layer = event.get("id")
-            status = event.get("status", "")
-            if layer and status:
-                entry = layers.setdefault(layer, {"status": ""})
-                if status == "Pushed":
-                    entry["status"] = "Pushed"
-                elif status == "Layer already exists" or status.startswith("Mounted from"):
-                    entry["status"] = "exists"
-            aux = event.get("aux") or {}
-            if aux.get("Digest"):
-                digest = aux["Digest"]
-    except DockerException as exc:
-        raise RegistryError(f"push of {repository}:{tag} failed: {exc}") from None
-    finally:
-        client.close()
-    if not digest:
-        raise RegistryError(f"push of {repository}:{tag} reported no digest; nothing recorded")
-    return {"digest": digest, "pushed_ids": sorted(k for k, v in layers.items() if v["status"] == "Pushed"),
-            "existing_ids": sorted(k for k, v in layers.items() if v["status"] == "exists")}
+    def write(sink: Any) -> None:
+        with gzip.GzipFile(filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=sink, mtime=0) as out, \
+                open(source, "rb") as handle:
+            while block := handle.read(1 << 20):
+                out.write(block)
+
+    blob = make_blob(store, f"compressed {layer.created_by}", write)
+    store.put_record("gzip", layer.blob, {"sha256": blob.sha256, "size": blob.size})
+    return blob.sha256, blob.size
 
 
-def upload_size(engine: EngineAPI, image: str, manifest: dict, pushed_ids: list, manifest_bytes: int) -> tuple:
-    """(layers uploaded, compressed bytes uploaded): the pushed layers as the registry stores them,
-    plus the image config and the manifest, which every push uploads."""
-    diff_ids = ((engine.inspect(image) or {}).get("RootFS") or {}).get("Layers") or []
-    layers = manifest.get("layers") or []
-    short = {d.split(":", 1)[1][:12]: i for i, d in enumerate(diff_ids)}
-    sizes = [int(layers[short[p]]["size"]) for p in pushed_ids if p in short and short[p] < len(layers)]
-    config = int((manifest.get("config") or {}).get("size") or 0)
-    return len(sizes), sum(sizes) + config + manifest_bytes
+class ProgressReader:
+    def __init__(self, handle: IO[bytes], transfer: Transfer | None):
+        self.handle, self.transfer = handle, transfer
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.handle.read(size)
+        if self.transfer is not None and data:
+            self.transfer.advance(len(data))
+        return data
+
+    def __iter__(self) -> Any:
+        while block := self.read(1 << 20):
+            yield block
 
 
-def push_and_verify(image: str, ref: ImageRef, tag: str, engine: EngineAPI) -> dict:
-    """Push IMAGE as REF:TAG; the digest must be what the registry then serves for that tag."""
-    import json
-
-    engine.tag(image, ref.name, tag)
-    result = stream_push(ref.name, tag)
-    target = ImageRef(ref.registry, ref.repository, tag, None)
-    client = RegistryClient()
-    confirmed = client.head_digest(target)
-    if confirmed != result["digest"]:
-        raise RegistryError(f"{ref.name}:{tag}: the engine reported {result['digest']} but the registry "
-                            f"answers {confirmed}; nothing recorded")
-    served, _, body = client.manifest(target)
-    if served != result["digest"]:
-        raise RegistryError(f"{ref.name}:{tag}: the registry serves a manifest hashing to {served}; nothing recorded")
-    layers, size = upload_size(engine, image, json.loads(body), result["pushed_ids"], len(body))
-    return {"digest": result["digest"], "layers_pushed": layers, "bytes_pushed": size,
-            "layers_existing": len(result["existing_ids"])}
+@dataclass
+class PushStats:
+    layers_pushed: int = 0
+    bytes_pushed: int = 0
+    layers_existing: int = 0
+    blobs: list[str] = field(default_factory=list)
 
 
-def push_tag(ws, name: str, plan, engine: EngineAPI, ref: ImageRef, tag: str) -> dict:
-    result = push_and_verify(plan.final.tag, ref, tag, engine)
-    record = {"repository": ref.name, "tag": tag, "digest": result["digest"], "final_key": plan.final.key,
-              "pushed_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
-              "layers_pushed": result["layers_pushed"], "bytes_pushed": result["bytes_pushed"]}
-    add_record(ws.root, name, record)
-    return {**result, **record}
+@dataclass
+class Pusher:
+    client: RegistryClient
+    store: Store
+    target: ImageRef
+    stats: PushStats = field(default_factory=PushStats)
+
+    def blob(self, digest: str, size: int, opener: Callable[[], IO[bytes]], what: str) -> None:
+        if self.client.has_blob(self.target, digest):
+            self.stats.layers_existing += 1
+            return
+        transfer = Transfer(output(), "uploading", what, size) if size > 1 << 20 else None
+        self.client.upload_blob(self.target, digest, size, lambda: ProgressReader(opener(), transfer))  # type: ignore[arg-type,return-value]
+        if transfer is not None:
+            transfer.finish()
+        self.stats.layers_pushed += 1
+        self.stats.bytes_pushed += size
+        self.stats.blobs.append(digest)
+
+    def data(self, data: bytes, what: str) -> str:
+        import io
+
+        digest = sha256_digest(data)
+        if not self.client.has_blob(self.target, digest):
+            self.client.upload_blob(self.target, digest, len(data), lambda: io.BytesIO(data))
+            self.stats.bytes_pushed += len(data)
+        return digest
+
+    def base_layers(self, base_ref: str, platform: str, count: int) -> list[tuple[str, int, str]]:
+        """Copy the base's layers (as its registry stores them) into the target; their descriptors."""
+        if count == 0:
+            return []
+        source = parse_image_ref(base_ref)
+        _, doc, _ = self.client.platform_manifest(source, platform)
+        layers = doc.get("layers", [])
+        if len(layers) != count:
+            raise RegistryError(f"{base_ref}: the registry lists {len(layers)} layers, the engine {count}")
+        out = []
+        for layer in layers:
+            digest, size = layer["digest"], int(layer["size"])
+            if not self.client.has_blob(self.target, digest):
+                def opener(digest: str = digest) -> IO[bytes]:
+                    response = self.client.open_blob(source, digest)
+                    return response.raw  # type: ignore[no-any-return]
+
+                self.blob(digest, size, opener, f"base layer {digest[7:19]}")
+            else:
+                self.stats.layers_existing += 1
+            out.append((digest, size, layer.get("mediaType", OCI_LAYER_GZIP)))
+        return out
+
+    def image(self, layers: list[Layer], config: bytes, base_ref: str | None, platform: str) -> tuple[str, int]:
+        """Upload one platform's image; returns its manifest's (digest, size), not yet tagged."""
+        base_count = sum(1 for layer in layers if layer.blob is None)
+        descriptors = self.base_layers(base_ref, platform, base_count) if base_count and base_ref else []
+        for layer in layers[base_count:]:
+            sha, size = compressed(self.store, layer)
+            path = self.store.verified(sha, f"compressed {layer.created_by}")
+            self.blob(f"sha256:{sha}", size, lambda path=path: open(path, "rb"), layer.created_by)
+            descriptors.append((f"sha256:{sha}", size, OCI_LAYER_GZIP))
+        config_digest = self.data(config, "config")
+        body = manifest(config_digest, len(config), descriptors)
+        digest = self.client.put_manifest(self.target, sha256_digest(body), body, json.loads(body)["mediaType"])
+        return digest, len(body)
+
+    def tag(self, tag: str, manifests: list[tuple[str, int, str]]) -> str:
+        """Tag one manifest, or an index of several (digest, size, platform)."""
+        if len(manifests) == 1:
+            digest, size, _ = manifests[0]
+            _, media_type, body = self.client.manifest(ImageRef(self.target.registry, self.target.repository, None,
+                                                                digest))
+            return self.client.put_manifest(self.target, tag, body, media_type)
+        body = index([{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": d, "size": s,
+                       "platform": platform_of(p)} for d, s, p in manifests])
+        try:
+            return self.client.put_manifest(self.target, tag, body, "application/vnd.oci.image.index.v1+json")
+        except RegistryError as exc:
+            raise RegistryError(f"{self.target.name}:{tag}: the registry refused the image index that ties the "
+                                f"platforms together ({exc.message})",
+                                hint="the registry may not support OCI image indexes; push one platform "
+                                     "(--platform) per tag instead") from None
+
+    def confirm(self, tag: str, digest: str) -> None:
+        ref = ImageRef(self.target.registry, self.target.repository, tag, None)
+        served = self.client.head_digest(ref)
+        if served != digest:
+            raise RegistryError(f"{self.target.name}:{tag}: pushed {digest} but the registry answers {served}; "
+                                "nothing recorded")
+        actual, _, _ = self.client.manifest(ref)
+        if actual != digest:
+            raise RegistryError(f"{self.target.name}:{tag}: the registry serves a manifest hashing to {actual}; "
+                                "nothing recorded")

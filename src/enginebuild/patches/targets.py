@@ -1,25 +1,26 @@
-"""What each patch stack of an image applies to: the pinned source tree, or another version."""
+"""What each patch stack of an image applies to: the pinned source, or another version of it."""
+
 from __future__ import annotations
 
-import re
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from enginebuild.errors import LockError, UserError
-from enginebuild.http import Http
-from enginebuild.lockfile import stale_inputs
-from enginebuild.patches.sources import DirTree, GitTree, SdistTree
-from enginebuild.resolve.gitsource import Mirror, git
-from enginebuild.resolve.pypi import PyPI
-from enginebuild.spec import ImageSpec, Source
+from enginebuild.lock.lockfile import Lock, stale_inputs
+from enginebuild.patches.patchfile import PatchFile
+from enginebuild.sources import Source
+from enginebuild.sources.base import Context
+from enginebuild.sources.trees import SourceTree
+from enginebuild.spec.model import ImageSpec, PatchRef
 
 
 @dataclass
 class StackTarget:
     image: str
-    component: str
-    patches: list
-    tree: object  # None when the source is not pinned where this runs (see `unchecked`)
-    source: dict
+    owner: str  # the component or overlay the stack belongs to
+    patches: list[PatchFile]
+    tree: SourceTree | None  # None when the source is not pinned where this runs (see `unchecked`)
     override: bool = False
     unchecked: str = ""
 
@@ -27,88 +28,57 @@ class StackTarget:
     def description(self) -> str:
         return self.tree.description if self.tree is not None else "(source not pinned here)"
 
-    def is_ancestor(self, ancestor: str, commit: str) -> bool:
-        mirror = getattr(self.tree, "mirror", None)
-        if mirror is None:
-            return False
-        with mirror.lock():
-            mirror.fetch_history()
-        return git(["merge-base", "--is-ancestor", ancestor, commit], cwd=mirror.path, check=False).returncode == 0
+
+def stacks(spec: ImageSpec) -> list[tuple[str, str, Source, tuple[PatchRef, ...]]]:
+    """(owner, lock input, source, patches) of every stack of the image."""
+    out = [(c.name, f"components.{c.name}.source", c.source, c.patches) for c in spec.components
+           if c.patches and c.source]
+    out += [(o.name, f"overlays.{o.name}.source", o.source, o.patches) for o in spec.overlays if o.patches]
+    return out  # type: ignore[return-value]
 
 
-def _version_of_ref(ref: str) -> str | None:
-    match = re.fullmatch(r"v?(\d+\.\d+(?:\.\d+)*(?:[.-]?(?:rc|post|dev)\d*)?)", ref or "")
-    return match.group(1) if match else None
+def override_owner(spec: ImageSpec, component: str | None) -> str | None:
+    found = stacks(spec)
+    if component:
+        if component not in [owner for owner, *_ in found]:
+            raise UserError(f"{spec.name} has no patch stack on {component!r} "
+                            f"(stacks: {', '.join(o for o, *_ in found) or 'none'})")
+        return component
+    candidates = [owner for owner, _, source, _ in found if source.pinned_by_lock]
+    if len(candidates) > 1:
+        raise UserError(f"--engine: {spec.name} has several stacks ({', '.join(candidates)}); name one with "
+                        "--component")
+    return candidates[0] if candidates else None
 
 
-def _sdist_tree(home, pin: dict, http: Http) -> SdistTree:
-    from enginebuild.store import Store
-
-    store = Store(home)
-    path = store.fetch(http, pin["url"], pin["sha256"], pin["filename"])
-    return SdistTree(path, pin["sha256"], home, f"{pin['version']} (sdist {pin['filename']}, "
-                                                f"sha256 {pin['sha256'][:12]})", version=pin["version"])
-
-
-def tree_for(home, source: Source, pin: dict, http: Http, request_ref: str = ""):
-    if source.kind == "pypi":
-        return _sdist_tree(home, pin, http)
-    if source.kind == "git":
-        tree = GitTree(Mirror(home, pin["url"]), pin["commit"], f"{pin['url']} at {pin['commit'][:12]}")
-        tree.version = _version_of_ref(request_ref)
-        return tree
-    return DirTree(source.path, f"folder {source.display}")
-
-
-def override_pin(home, source: Source, ref: str, http: Http) -> dict:
-    """The pin of another version of the engine; `latest` is the newest release (or upstream HEAD)."""
-    if source.kind == "pypi":
-        pypi = PyPI(http)
-        version = pypi.project(source.name)[0]["info"]["version"] if ref == "latest" else ref
-        return {"kind": "pypi", **pypi.resolve_sdist(source.name, version)}
-    if source.kind == "git":
-        mirror = Mirror(home, source.url)
-        commit = mirror.remote_refs().get("HEAD") if ref == "latest" else mirror.resolve(ref)
-        if not commit:
-            raise UserError(f"--engine latest: {source.url} advertises no HEAD")
-        return {"kind": "git", "url": source.url, "commit": commit}
-    raise UserError(f"--engine: the engine's source is a folder of this repository ({source.display}); "
-                    "there is no other version to check against")
-
-
-def stack_targets(home, spec: ImageSpec, lock, *, engine_ref: str | None = None, http: Http | None = None) -> list:
-    http = http or Http()
-    problems = [p for p in stale_inputs(spec, lock) if p[0] == "lockfile" or p[0] == "engine" or p[0].startswith("plugin.")]
-    if problems and not (engine_ref and all(p[0] == "engine" for p in problems)):
+def stack_targets(ctx: Context, spec: ImageSpec, lock: Lock | None, *, engine_ref: str | None = None,
+                  component: str | None = None) -> list[StackTarget]:
+    found = stacks(spec)
+    inputs = {name for _, name, _, _ in found}
+    problems = [p for p in stale_inputs(spec, lock) if p[0] in inputs or p[0] == "lockfile"]
+    target_owner = override_owner(spec, component) if engine_ref else None
+    if problems and not (engine_ref and all(p[0] == f"components.{target_owner}.source" or
+                                            p[0] == f"overlays.{target_owner}.source" for p in problems)):
         detail = "; ".join(f"{n}: {why}" for n, why in problems)
         raise LockError(f"{spec.file}: the lock does not pin the sources the patches apply to ({detail})",
                         hint=f"run `python BUILD.py lock {spec.name}`")
     targets = []
-    if spec.engine and spec.patches:
-        source = spec.engine.source
-        if engine_ref:
-            pin = override_pin(home, source, engine_ref, http)
-            request_ref = engine_ref
-        else:
-            pin = (lock.resolved("engine") if source.kind != "path" else {}) or {}
-            request_ref = source.ref
-        patches = [p.parsed for p in spec.patches]
-        if source.kind != "path" and not pin:
-            targets.append(StackTarget(spec.name, spec.engine.name, patches, None, {},
-                                       unchecked=lock.unresolved().get("engine", "not resolved")))
-        else:
-            targets.append(StackTarget(spec.name, spec.engine.name, patches,
-                                       tree_for(home, source, pin, http, request_ref), pin, override=bool(engine_ref)))
-    for plugin in spec.plugins:
-        if not plugin.patches:
+    for owner, name, source, patches in found:
+        parsed = [p.patch for p in patches]
+        impl = source.impl
+        if engine_ref and owner == target_owner:
+            pin = impl.override(source.request, engine_ref, ctx)
+            request: Any = source.request
+            if dataclasses.is_dataclass(request) and hasattr(request, "ref"):
+                request = dataclasses.replace(request, ref=engine_ref)
+            elif dataclasses.is_dataclass(request) and hasattr(request, "version"):
+                request = dataclasses.replace(request, version=getattr(pin, "version", engine_ref))
+            targets.append(StackTarget(spec.name, owner, parsed, impl.tree(request, pin, ctx), override=True))
             continue
-        pin = lock.resolved(f"plugin.{plugin.name}") if plugin.source.kind != "path" else {}
-        patches = [p.parsed for p in plugin.patches]
-        if plugin.source.kind != "path" and not pin:
-            targets.append(StackTarget(spec.name, plugin.name, patches, None, {},
-                                       unchecked=lock.unresolved().get(f"plugin.{plugin.name}", "not resolved")))
+        pin = lock.pin_by_name(name) if lock is not None and source.pinned_by_lock else None
+        if source.pinned_by_lock and pin is None:
+            why = lock.unresolved().get(name, "not resolved") if lock else "no lockfile"
+            targets.append(StackTarget(spec.name, owner, parsed, None, unchecked=why))
             continue
-        targets.append(StackTarget(spec.name, plugin.name, patches,
-                                   tree_for(home, plugin.source, pin, http, plugin.source.ref), pin))
+        targets.append(StackTarget(spec.name, owner, parsed, impl.tree(source.request, pin, ctx)))
     return targets
-

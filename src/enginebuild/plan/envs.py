@@ -118,7 +118,8 @@ class EnvPlanner:
             commands: list[dict[str, Any]] = []
             context: tuple[ContextItem, ...] = ()
             if debs and system.install == "dpkg":
-                context = tuple(ContextItem(f"debs/{Path(d.filename).name}", d.sha256, FromBlob(d.sha256, d.name),
+                context = tuple(ContextItem(f"debs/{Path(d.filename).name}", d.sha256,
+                                            FromBlob(d.sha256, f"{d.name} {d.version} (.deb)", (pin.url(d),), d.size),
                                             label=f"{d.name} {d.version}") for d in debs)
                 commands.append({"run": f"dpkg -i {DEBS_DIR}/*.deb",
                                  "mounts": mounts(binds=(("debs", DEBS_DIR),))})

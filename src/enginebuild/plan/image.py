@@ -174,7 +174,13 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                                                                     comp.outputs.to], epoch=epoch,
                               site=python.site_packages if python else "", interpreter=python.interpreter if python
                               else "")
-            add("output", f"outputs of {name} ({comp.outputs.kind})", key, OutputTree(name, comp.key, comp.outputs),
+            if comp.outputs.kind == "wheels" and not python:
+                raise SpecError(spec.where("install"), "install",
+                                f"component {name} produces wheels; the runtime needs `python:` (its version and "
+                                "site-packages) to install them")
+            add("output", f"outputs of {name} ({comp.outputs.kind})", key,
+                OutputTree(name, comp.key, comp.outputs, python.site_packages if python else "",
+                           python.interpreter if python else "/usr/bin/python3"),
                 {f"component {name}": comp.key})
     if "overlays" in only:
         for overlay in spec.overlays:

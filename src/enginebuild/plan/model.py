@@ -34,6 +34,8 @@ class FromBlob:
 
     sha256: str
     what: str
+    urls: tuple[str, ...] = ()
+    size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,8 @@ class OutputTree:
     component: str
     component_key: str
     outputs: Outputs
+    site_packages: str = ""  # where a wheels output is installed
+    interpreter: str = "/usr/bin/python3"
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 #!/bin/sh
-# Builds demo-engine from its (patched) source in the current folder.
-# DEMO_ENGINE_UNITS sets how many kernel units are compiled (the amount of compiler work).
+# Builds the demo's kernel library: DEMO_KERNEL_UNITS translation units of real compiler
+# work (like an engine's per-architecture CUDA kernels), archived into libkernels.a, and
+# installed with its header into $ENGINEBUILD_OUTPUTS (the component's declared prefix).
 set -eu
-units=${DEMO_ENGINE_UNITS:-2}
-jobs=$(nproc 2>/dev/null || echo 2)
-mkdir -p build
-: > build/units.list
+units=${DEMO_KERNEL_UNITS:-2}
+jobs=${DEMO_JOBS:-$(nproc 2>/dev/null || echo 2)}
+out=$ENGINEBUILD_OUTPUTS
+mkdir -p build "$out/lib" "$out/include"
 {
     echo '#include "kernels.h"'
     i=0
@@ -17,6 +18,7 @@ mkdir -p build
     echo '    return acc;'
     echo '}'
 } > build/run_kernels.c
+: > build/units.list
 i=0
 while [ "$i" -lt "$units" ]; do echo "$i" >> build/units.list; i=$((i + 1)); done
 echo "compiling $units kernel units with $jobs jobs"
@@ -25,9 +27,8 @@ echo "compiling $units kernel units with $jobs jobs"
 {
     xargs -P "$jobs" -I {} gcc ${CFLAGS:--O2} -DUNIT={} -c kernel.c -o build/unit_{}.o < build/units.list
     gcc ${CFLAGS:--O2} -I. -c build/run_kernels.c -o build/run_kernels.o
-    gcc ${CFLAGS:--O2} -c engine.c -o build/engine.o
 }
-mkdir -p /usr/local/bin
-gcc -static -o /usr/local/bin/demo-engine build/engine.o build/run_kernels.o build/unit_*.o
-rm -rf build
-echo "built /usr/local/bin/demo-engine"
+# busybox sh prefers its own applets to PATH: name binutils' ar explicitly
+/usr/bin/ar rcsD "$out/lib/libkernels.a" build/run_kernels.o build/unit_*.o
+cp kernels.h "$out/include/"
+echo "built $out/lib/libkernels.a"

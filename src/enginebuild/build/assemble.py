@@ -1,0 +1,206 @@
+"""Images into the engine: the layers of a chain (the base's, then enginebuild's), a config
+written by enginebuild, and `docker load` of only what the engine does not have yet.
+
+A base image is learned once per digest: its exact config (with its history) and the size
+of each of its layers, read from one streamed `docker save`, then recorded in the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+from dataclasses import dataclass
+from typing import Any
+
+from enginebuild.errors import BuildFailed, EngineBuildError
+from enginebuild.io.store import Store
+from enginebuild.lock.pins import ImagePin
+from enginebuild.oci.credentials import registry_credentials
+from enginebuild.oci.engine import Engine
+from enginebuild.oci.image import ImageConfig, Layer, piped, write_docker_archive
+from enginebuild.oci.reference import parse_image_ref
+from enginebuild.plan.envs import CHAIN_REPO
+from enginebuild.plan.model import EnvNode, LayerNode, Run
+
+
+@dataclass(frozen=True)
+class Base:
+    config: dict[str, Any]  # the base's image config, exactly as published
+    layers: tuple[Layer, ...]
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return list(self.config.get("history") or [])
+
+
+SCRATCH = Base({}, ())
+
+
+def record_key(node: LayerNode) -> str:
+    """Layers a command wrote depend on everything below them; enginebuild's only on their inputs."""
+    return node.chain if isinstance(node.payload, Run) else node.key
+
+
+def layer_blobs(store: Store, node: LayerNode) -> list[tuple[str, int]] | None:
+    record = store.record("layers", record_key(node))
+    if record is None:
+        return None
+    return [(str(sha), int(size)) for sha, size in record["layers"]]
+
+
+def put_layer_blobs(store: Store, node: LayerNode, blobs: list[tuple[str, int]], extra: dict[str, Any]) -> None:
+    store.put_record("layers", record_key(node), {"layers": [list(b) for b in blobs], "name": node.name, **extra})
+
+
+class Assembler:
+    def __init__(self, engine: Engine, store: Store):
+        self.engine, self.store = engine, store
+        self._bases: dict[str, Base] = {}
+
+    # -- bases -------------------------------------------------------------------------------
+    def base(self, pin: ImagePin | None) -> Base:
+        if pin is None:
+            return SCRATCH
+        assert pin.digest is not None
+        if pin.digest in self._bases:
+            return self._bases[pin.digest]
+        record = self.store.record("bases", pin.digest.split(":")[1])
+        if record is None or self.engine.inspect(pin.ref) is None:
+            self.ensure_pulled(pin.ref)
+        if record is None:
+            record = self._learn(pin.ref)
+            self.store.put_record("bases", pin.digest.split(":")[1], record)
+        config = json.loads(record["config"])
+        layers = tuple(Layer(d, int(s), "base", None) for d, s in record["layers"])
+        base = Base(config, layers)
+        self._bases[pin.digest] = base
+        return base
+
+    def ensure_pulled(self, ref: str) -> None:
+        if self.engine.inspect(ref) is not None:
+            return
+        registry = parse_image_ref(ref).registry
+        try:
+            self.engine.pull(ref, registry_credentials(registry))
+        except EngineBuildError as exc:
+            raise BuildFailed(f"cannot pull the base {ref}: {exc.message}",
+                              hint=f"check access to {registry} (`docker login {registry}`)") from None
+
+    def _learn(self, ref: str) -> dict[str, Any]:
+        """The base's config and layer sizes, from one streamed `docker save`."""
+        sizes: dict[str, tuple[str, int]] = {}
+        configs: dict[str, bytes] = {}
+        order: list[str] = []
+        config_name = ""
+        with self.engine.save(ref) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
+            for member in tar:
+                if member.name.endswith("/layer.tar") and member.isreg():
+                    digest = hashlib.sha256()
+                    handle = tar.extractfile(member)
+                    assert handle is not None
+                    while block := handle.read(1 << 20):
+                        digest.update(block)
+                    sizes[member.name] = ("sha256:" + digest.hexdigest(), member.size)
+                elif member.name.endswith(".json") and "/" not in member.name and member.name != "manifest.json":
+                    handle = tar.extractfile(member)
+                    assert handle is not None
+                    configs[member.name] = handle.read()
+                elif member.name == "manifest.json":
+                    handle = tar.extractfile(member)
+                    assert handle is not None
+                    manifest = json.loads(handle.read())[0]
+                    order, config_name = manifest["Layers"], manifest["Config"]
+        return {"config": configs[config_name].decode(), "layers": [list(sizes[name]) for name in order]}
+
+    # -- chains --------------------------------------------------------------------------------
+    def layers(self, env: EnvNode) -> list[Layer]:
+        out = list(self.base(env.base).layers)
+        for node in env.layers:
+            blobs = layer_blobs(self.store, node)
+            if blobs is None:
+                raise BuildFailed(f"layer {node.name} of {env.role} is not built")
+            out += [Layer(f"sha256:{sha}", size, f"enginebuild: {node.name}", sha) for sha, size in blobs]
+        return out
+
+    def present(self, env: EnvNode, known: set[str]) -> int:
+        """How many of the chain's layers the engine has (by the chain images it holds)."""
+        count = len(self.base(env.base).layers)
+        have = 0
+        for i, node in enumerate(env.layers):
+            if node.chain in known:
+                have = i + 1
+        for node in env.layers[:have]:
+            count += len(layer_blobs(self.store, node) or [])
+        return count
+
+    def config_for(self, env: EnvNode, settings: dict[str, Any] | None = None) -> ImageConfig:
+        base = self.base(env.base)
+        body = dict(base.config.get("config") or {})
+        arch = env.platform.split("/")[1]
+        variant = "v8" if arch == "arm64" else None
+        env_vars = dict(item.split("=", 1) for item in body.get("Env") or [] if "=" in item)
+        env_vars.update(dict(env.env))
+        config = ImageConfig(architecture=arch, variant=variant, env=[f"{k}={v}" for k, v in env_vars.items()],
+                             entrypoint=body.get("Entrypoint"), cmd=body.get("Cmd"), workdir=body.get("WorkingDir", ""),
+                             user=body.get("User", ""), labels=dict(body.get("Labels") or {}),
+                             exposed=sorted(body.get("ExposedPorts") or {}), stopsignal=body.get("StopSignal"),
+                             shell=body.get("Shell"), healthcheck=body.get("Healthcheck"),
+                             base_history=base.history)
+        if settings:
+            apply_settings(config, settings)
+        return config
+
+    def load(self, env: EnvNode, config: ImageConfig, tags: list[str], known: set[str]) -> str:
+        """Load the chain as an image with these tags (and its chain tag); returns its image ID."""
+        layers = self.layers(env)
+        present = self.present(env, known)
+        for layer in layers[present:]:
+            if layer.blob is None:
+                raise BuildFailed("a base layer is missing from the engine; pull the base again")
+            self.store.verified(layer.blob, layer.created_by)
+        data = config.render(layers)
+        image_id = "sha256:" + hashlib.sha256(data).hexdigest()
+        all_tags = tags + [f"{CHAIN_REPO}:{env.tip}"]
+        if self.engine.image_id(all_tags[0]) == image_id and all(self.engine.image_id(t) == image_id for t in all_tags):
+            return image_id
+        with piped(lambda sink: write_docker_archive(sink, data, layers, present, self.store.path, all_tags)) as body:
+            self.engine.load(body)
+        known.add(env.tip)
+        return image_id
+
+
+def apply_settings(config: ImageConfig, settings: dict[str, Any]) -> None:
+    """The image's own settings over the base's, with Dockerfile semantics (a new ENTRYPOINT
+    resets the base's CMD)."""
+    if settings.get("entrypoint") is not None:
+        config.entrypoint = list(settings["entrypoint"])
+        config.cmd = list(settings["cmd"]) if settings.get("cmd") is not None else None
+    elif settings.get("cmd") is not None:
+        config.cmd = list(settings["cmd"])
+    if settings.get("workdir"):
+        config.workdir = settings["workdir"]
+    if settings.get("user"):
+        config.user = settings["user"]
+    config.labels.update(settings.get("labels") or {})
+    config.exposed = sorted(set(config.exposed) | {f"{p}/tcp" for p in settings.get("expose") or ()})
+    if settings.get("stopsignal"):
+        config.stopsignal = settings["stopsignal"]
+    if settings.get("shell"):
+        config.shell = list(settings["shell"])
+    check = settings.get("healthcheck")
+    if check is not None:
+        config.healthcheck = {"Test": list(check.test)}
+        for field, name in (("interval", "Interval"), ("timeout", "Timeout"), ("start_period", "StartPeriod")):
+            if getattr(check, field):
+                config.healthcheck[name] = duration_ns(getattr(check, field))
+        if check.retries is not None:
+            config.healthcheck["Retries"] = check.retries
+
+
+def duration_ns(text: str) -> int:
+    units = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
+    for suffix in ("ms", "s", "m", "h"):
+        if text.endswith(suffix):
+            return int(text[: -len(suffix)]) * units[suffix]
+    return int(text)

@@ -1,0 +1,123 @@
+"""Fetching, separate from building: every pinned file a plan needs lands in the store, verified.
+
+A second fetch costs nothing: stored files are re-hashed, and a damaged one is deleted,
+named and fetched again. Python requirements pinned to a git commit are built into a
+wheel here, on the host (a pure-Python wheel; anything else belongs in a component).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from enginebuild.errors import BuildFailed
+from enginebuild.io import proc
+from enginebuild.io.git import Mirror
+from enginebuild.io.http import Http
+from enginebuild.io.store import Store
+from enginebuild.lock.pins import PyPin
+from enginebuild.lock.python import uv_binary
+from enginebuild.plan.model import ComponentNode, EnvNode, FromBlob, ImagePlan, LayerNode, Run, Sysroot, Wheel
+from enginebuild.sources.pyindex import find_file
+
+
+@dataclass
+class Download:
+    sha256: str
+    urls: tuple[str, ...]
+    what: str
+    size: int | None = None
+    index: str = ""
+    project: str = ""
+    filename: str = ""
+
+
+@dataclass
+class Fetcher:
+    store: Store
+    http: Http = field(default_factory=Http)
+    fetched: list[str] = field(default_factory=list)
+    cached: int = 0
+
+    def download(self, d: Download) -> Path:
+        if self.store.check(d.sha256, d.what):
+            self.cached += 1
+            return self.store.path(d.sha256)
+        alternatives = (lambda: find_file(self.http, d.index, d.project, d.filename, d.sha256)) if d.index else None
+        path = self.store.fetch(self.http, list(d.urls), d.sha256, d.what, d.size, alternatives=alternatives)
+        self.fetched.append(d.what)
+        return path
+
+    def all(self, downloads: Iterable[Download]) -> None:
+        seen = set()
+        for d in downloads:
+            if d.sha256 not in seen:
+                seen.add(d.sha256)
+                self.download(d)
+
+    def git_wheel(self, home: Path, pin: PyPin) -> None:
+        """A wheel of a Python package pinned to a git commit, built on the host with uv."""
+        key = f"{pin.name}-{pin.commit}"
+        record = self.store.record("built-wheels", key)
+        if record and self.store.check(str(record["sha256"]), str(record["filename"])):
+            return
+        mirror = Mirror(home, pin.url)
+        mirror.fetch_commit(pin.commit)
+        folder = Path(tempfile.mkdtemp(prefix="enginebuild-gitwheel-"))
+        try:
+            proc.run(["git", "-c", "advice.detachedHead=false", "clone", "-q", "--no-checkout", str(mirror.path),
+                      str(folder / "src")], what=f"checking out {pin.name}")
+            proc.run(["git", "-C", str(folder / "src"), "checkout", "-q", pin.commit], what=f"checking out {pin.name}")
+            proc.run([uv_binary(), "build", "--wheel", "--out-dir", str(folder / "dist"), str(folder / "src")],
+                     env={"UV_PYTHON_DOWNLOADS": "never", "SOURCE_DATE_EPOCH": "1"},
+                     what=f"building a wheel of {pin.name} at {pin.commit[:12]}")
+            wheels = list((folder / "dist").glob("*.whl"))
+            if len(wheels) != 1 or not wheels[0].name.endswith("-none-any.whl"):
+                raise BuildFailed(f"{pin.name} at {pin.commit[:12]} did not build into one pure-Python wheel",
+                                  hint="build it in a component and require it with `component:`")
+            blob = self.store.put_bytes(wheels[0].read_bytes(), wheels[0].name)
+            self.store.put_record("built-wheels", key, {"sha256": blob.sha256, "filename": wheels[0].name})
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def layer_downloads(layer: LayerNode) -> list[Download]:
+    payload = layer.payload
+    if isinstance(payload, Sysroot):
+        return [Download(d.sha256, (url,), f"{d.name} {d.version} (.deb)", d.size) for d, url in
+                zip(payload.debs, payload.urls)]
+    if isinstance(payload, Run):
+        return [Download(c.origin.sha256, c.origin.urls, c.origin.what, c.origin.size) for c in payload.context
+                if isinstance(c.origin, FromBlob)]
+    if isinstance(payload, Wheel) and payload.pin.sha256 and not payload.component_key:
+        p = payload.pin
+        return [Download(p.sha256, (p.url,), p.filename, p.size, p.index, p.name, p.filename)]
+    from enginebuild.plan.model import Files
+
+    if isinstance(payload, Files):
+        return [Download(e.sha256, (e.url,), e.display) for e in payload.entries if e.url and e.sha256]
+    return []
+
+
+def env_downloads(env: EnvNode, only: set[str] | None = None) -> list[Download]:
+    return [d for layer in env.layers if only is None or layer.chain in only for d in layer_downloads(layer)]
+
+
+def component_downloads(comp: ComponentNode) -> list[Download]:
+    return [Download(c.origin.sha256, c.origin.urls, c.origin.what, c.origin.size) for c in comp.context
+            if isinstance(c.origin, FromBlob)] + env_downloads(comp.builder)
+
+
+def plan_downloads(plan: ImagePlan) -> list[Download]:
+    out = []
+    for comp in plan.components:
+        out += component_downloads(comp)
+    return out + env_downloads(plan.runtime)
+
+
+def git_wheels(env: EnvNode) -> list[PyPin]:
+    return [layer.payload.pin for layer in env.layers if isinstance(layer.payload, Wheel)
+            and layer.payload.pin.origin == "git" and not layer.payload.component_key]

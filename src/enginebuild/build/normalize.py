@@ -1,0 +1,87 @@
+"""Rewriting a layer a command wrote (BuildKit) to the rules of every layer enginebuild writes.
+
+Entries are sorted (a hard link always after the file it names), every time stamp is the
+epoch, owner names and PAX times go, numeric owners and modes stay. Build leftovers that
+differ from run to run and that nothing needs are dropped: package manager caches and
+logs, /tmp, bytecode caches and the mount points the build used. Whiteouts (deletions) are
+kept as they are: they mean something.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from enginebuild.io.tars import TarWriter, clean_name
+
+DROP = (
+    "tmp/*", "var/tmp/*", "run/*", "var/log/*", "var/cache/apt/*", "var/lib/apt/lists/*", "root/.cache/*",
+    "var/cache/debconf/*-old", "var/lib/dpkg/*-old", "var/cache/ldconfig/aux-cache", "*/__pycache__/*.pyc",
+    "*/__pycache__", "var/cache/man/*", "etc/machine-id",
+)
+_KEEP_DIRS = {"tmp", "var/tmp", "run", "var/log"}
+
+
+@dataclass
+class Normalized:
+    entries: int
+    dropped: list[str]
+
+
+def dropped(name: str) -> bool:
+    if name.rsplit("/", 1)[-1].startswith(".wh."):
+        return False
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in DROP)
+
+
+def normalize_layer(source: Path, writer: TarWriter) -> Normalized:
+    with tarfile.open(source, "r:") as tar:
+        members = []
+        gone = []
+        for member in tar.getmembers():
+            name = clean_name(member.name)
+            if not name:
+                continue
+            if dropped(name) and name not in _KEEP_DIRS:
+                gone.append(name)
+                continue
+            member.name = name
+            members.append(member)
+        members.sort(key=lambda m: m.name)
+        names = {m.name for m in members}
+        # a hard link must follow the file it names: the first of a group in sorted order carries the data
+        groups: dict[str, list[tarfile.TarInfo]] = {}
+        for m in members:
+            if m.islnk():
+                groups.setdefault(clean_name(m.linkname), []).append(m)
+        carrier: dict[str, str] = {}
+        for target, links in groups.items():
+            if target in names:
+                first = min([target] + [m.name for m in links])
+                carrier[target] = first
+        by_name = {m.name: m for m in members}
+        for m in members:
+            if m.islnk():
+                target = clean_name(m.linkname)
+                first = carrier.get(target, target)
+                if first == m.name:  # this link becomes the file
+                    original = by_name[target]
+                    info = tarfile.TarInfo(m.name)
+                    info.type, info.size, info.mode = tarfile.REGTYPE, original.size, original.mode
+                    info.uid, info.gid, info.pax_headers = original.uid, original.gid, original.pax_headers
+                    writer.add_member(info, tar.extractfile(original))
+                    continue
+                m.linkname = first
+                writer.add_member(m, None)
+            elif m.isreg() and carrier.get(m.name, m.name) != m.name:
+                link = tarfile.TarInfo(m.name)
+                link.type, link.linkname, link.mode = tarfile.LNKTYPE, carrier[m.name], m.mode
+                link.uid, link.gid = m.uid, m.gid
+                writer.add_member(link, None)
+            else:
+                writer.add_member(m, tar.extractfile(m) if m.isreg() else None)
+    return Normalized(len(members), gone)
+
+

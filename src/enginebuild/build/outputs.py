@@ -1,0 +1,88 @@
+"""Exporting what a component keeps: its declared outputs, read out of its image (a container
+is created, never started), normalised and stored; the image itself is never shipped."""
+
+from __future__ import annotations
+
+import posixpath
+import shutil
+import tarfile
+from dataclasses import dataclass
+from typing import Any
+
+from enginebuild.errors import BuildFailed
+from enginebuild.io.files import temp_path
+from enginebuild.io.store import Store, make_blob
+from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.oci.engine import Engine
+from enginebuild.spec.model import Outputs
+
+
+@dataclass(frozen=True)
+class OutputRecord:
+    sha256: str  # the normalised tar of the outputs
+    size: int
+    files: int
+    wheels: tuple[tuple[str, str, int], ...] = ()  # (filename, sha256, size) for a wheels output
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "size": self.size, "files": self.files,
+                "wheels": [list(w) for w in self.wheels]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> OutputRecord:
+        return cls(str(data["sha256"]), int(data["size"]), int(data["files"]),
+                   tuple((str(f), str(s), int(n)) for f, s, n in data.get("wheels") or ()))
+
+
+def _rename(outputs: Outputs, path: str, name: str) -> str:
+    """An archive entry (its first part is the base name of `path`) as stored in the output tar."""
+    rel = name.split("/", 1)[1] if "/" in name else ""
+    if outputs.kind == "paths":
+        return clean_name(posixpath.join(path, rel)) if rel else clean_name(path)
+    return rel
+
+
+def export_outputs(engine: Engine, image: str, component: str, outputs: Outputs, store: Store, mtime: int) -> OutputRecord:
+    folder = temp_path(store.home / "tmp", "outputs", "d")
+    folder.mkdir(parents=True)
+    raw = folder / "raw.tar"
+    count = 0
+    try:
+        with engine.container(image) as container, tarfile.open(raw, "w", format=tarfile.PAX_FORMAT) as out:
+            for path in outputs.paths:
+                with engine.archive(container, path) as stream:
+                    if stream is None:
+                        raise BuildFailed(f"component {component} declares the output {path}, but its build did not "
+                                          "create it", hint="check the build script, or the component's outputs")
+                    with tarfile.open(fileobj=stream, mode="r|") as tar:
+                        for member in tar:
+                            name = _rename(outputs, path, clean_name(member.name))
+                            if not name:
+                                continue
+                            member.name = name
+                            if member.islnk():
+                                member.linkname = _rename(outputs, path, clean_name(member.linkname))
+                            out.addfile(member, tar.extractfile(member) if member.isreg() else None)
+                            count += 1
+        wheels = []
+        if outputs.kind == "wheels":
+            with tarfile.open(raw, "r:") as tar:
+                for member in tar.getmembers():
+                    if member.isreg() and member.name.endswith(".whl") and "/" not in member.name:
+                        handle = tar.extractfile(member)
+                        assert handle is not None
+                        blob = store.put_bytes(handle.read(), member.name)
+                        wheels.append((member.name, blob.sha256, blob.size))
+            if not wheels:
+                raise BuildFailed(f"component {component} produced no wheel in {outputs.paths[0]}")
+        from enginebuild.build.normalize import normalize_layer
+
+        def write(sink: Any) -> None:
+            writer = TarWriter(sink, mtime=mtime)
+            normalize_layer(raw, writer)
+            writer.close()
+
+        blob = make_blob(store, f"outputs of {component}", write)
+        return OutputRecord(blob.sha256, blob.size, count, tuple(sorted(wheels)))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,63 @@
+"""A source tree with its patch stack applied on the host, by the code `patches check` runs,
+so what a build compiles is exactly what the check verified."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from typing import Any
+
+from enginebuild.errors import BuildFailed
+from enginebuild.io.store import Blob, HashingWriter, make_blob
+from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.patches.check import check_stack
+from enginebuild.sources import Source
+from enginebuild.sources.base import Context
+from enginebuild.spec.model import PatchRef
+
+
+def stack_failure(owner: str, description: str, result: Any, hint_image: str) -> BuildFailed:
+    return BuildFailed(f"patch {result.name} does not apply to {owner} {description} ({result.status}): "
+                       f"{result.detail}",
+                       hint=f"`python BUILD.py patches check {hint_image}` shows what the source has instead")
+
+
+def patched_tree(ctx: Context, owner: str, source: Source, pin: Any, patches: tuple[PatchRef, ...], key: str,
+                 image: str) -> Blob:
+    """The normalised tree tar of `source` with `patches` applied, derived once and recorded by `key`."""
+    impl = source.impl
+    base = impl.tree_tar(source.request, pin, ctx)
+    if not patches:
+        return base
+
+    def make() -> Blob:
+        tree = impl.tree(source.request, pin, ctx)
+        outcome = check_stack([p.patch for p in patches], tree)
+        failure = outcome.first_failure
+        if failure is not None:
+            raise stack_failure(owner, tree.description, failure, image)
+
+        def write(sink: HashingWriter) -> None:
+            writer = TarWriter(sink, mtime=ctx.mtime)
+            seen = set()
+            with tarfile.open(ctx.store.verified(base.sha256, f"tree of {owner}"), "r:") as tar:
+                for member in tar:
+                    name = clean_name(member.name)
+                    if name in outcome.files:
+                        seen.add(name)
+                        data = outcome.files[name]
+                        if data is None:
+                            continue  # deleted by the stack
+                        member.size = len(data)
+                        writer.add_member(member, io.BytesIO(data))
+                    else:
+                        writer.add_member(member, tar.extractfile(member) if member.isreg() else None)
+            for name in sorted(set(outcome.files) - seen):
+                data = outcome.files[name]
+                if data is not None:
+                    writer.add_bytes(name, data, outcome.modes.get(name, 0o644))
+            writer.close()
+
+        return make_blob(ctx.store, f"patched tree of {owner}", write)
+
+    return ctx.store.derived("patched", key, f"patched tree of {owner}", make)

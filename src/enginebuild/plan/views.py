@@ -1,0 +1,77 @@
+"""The runtime image as the Dockerfile it is equivalent to: for reading (`render`), and, for
+its last part (manifest, files, settings), as a buildable context (`render --out`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from enginebuild.plan.envs import CHAIN_REPO
+from enginebuild.plan.model import (Data, Files, ImagePlan, LayerNode, OutputTree, OverlayFiles, Run, Sysroot,
+                                    Wheel)
+from enginebuild.plan.render import render
+
+
+def _healthcheck(check: Any) -> dict[str, Any] | None:
+    if check is None:
+        return None
+    options = ""
+    for field, flag in (("interval", "interval"), ("timeout", "timeout"), ("start_period", "start-period")):
+        if getattr(check, field):
+            options += f" --{flag}={getattr(check, field)}"
+    if check.retries is not None:
+        options += f" --retries={check.retries}"
+    test = list(check.test[1:]) if check.test[0] == "CMD" else ["/bin/sh", "-c", check.test[1]]
+    return {"options": options, "test": test}
+
+
+def layer_line(node: LayerNode, index: int) -> str:
+    payload = node.payload
+    if isinstance(payload, Sysroot):
+        return f"ADD system.tar /   # enginebuild: {len(payload.debs)} pinned .debs unpacked"
+    if isinstance(payload, Run):
+        body = [line for line in payload.dockerfile.splitlines() if line.startswith("RUN")]
+        return "\n".join(body) + "   # BuildKit, then normalised"
+    if isinstance(payload, Wheel):
+        return f"# enginebuild: python {payload.pin.name} {payload.pin.version} installed into {payload.site_packages}"
+    if isinstance(payload, OutputTree):
+        paths = " ".join(payload.outputs.paths)
+        to = payload.outputs.to if payload.outputs.kind == "prefix" else "/"
+        return f"COPY --from=component:{payload.component} {paths} {to}   # enginebuild: outputs only"
+    if isinstance(payload, OverlayFiles):
+        return (f"# enginebuild: {len(payload.patches)} patch(es) of {payload.name} applied on the host to the "
+                f"files the base has in {payload.installed}")
+    if isinstance(payload, Data):
+        return f"COPY manifest/ /   # enginebuild: {payload.dest}"
+    if isinstance(payload, Files):
+        return f"COPY files/{index:02d}/ /   # enginebuild: " + ", ".join(e.dest for e in payload.entries[:4]) + (
+            " ..." if len(payload.entries) > 4 else "")
+    return f"# layer {node.name}"
+
+
+def settings_values(plan: ImagePlan) -> dict[str, Any]:
+    c = plan.config
+    return {"env": list(c["env"]), "labels": sorted(c["labels"].items()), "expose": c["expose"],
+            "workdir": c["workdir"], "user": c["user"], "shell": c["shell"], "stopsignal": c["stopsignal"],
+            "healthcheck": _healthcheck(c["healthcheck"]), "entrypoint": c["entrypoint"], "cmd": c["cmd"]}
+
+
+def runtime_dockerfile(plan: ImagePlan) -> str:
+    lines = [layer_line(node, i) for i, node in enumerate(plan.runtime.layers)]
+    base = plan.runtime.base.ref if plan.runtime.base else "scratch"
+    return render("runtime.Dockerfile", image=plan.image, platform=plan.platform, base=base, layers=lines,
+                  **settings_values(plan))
+
+
+def tail_start(plan: ImagePlan) -> int:
+    """Index of the first layer of the tail (manifest and files): everything after it is files."""
+    return next(i for i, node in enumerate(plan.runtime.layers) if isinstance(node.payload, Data))
+
+
+def tail_dockerfile(plan: ImagePlan) -> str:
+    """The manifest, files and settings as a Dockerfile buildable on the chain below them."""
+    start = tail_start(plan)
+    parent = plan.runtime.layers[start - 1].chain if start else plan.runtime.root
+    base = f"{CHAIN_REPO}:{parent}" if start else (plan.runtime.base.ref if plan.runtime.base else "scratch")
+    lines = [layer_line(node, i).split("   #")[0] for i, node in enumerate(plan.runtime.layers) if i >= start]
+    return render("runtime.Dockerfile", image=plan.image, platform=plan.platform, base=base, layers=lines,
+                  **settings_values(plan))

@@ -1,0 +1,1 @@
+"""Publishing: push records, and the SBOM and provenance attached to every push."""

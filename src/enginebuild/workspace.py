@@ -1,0 +1,92 @@
+"""A checkout of a recipe repository: its catalogue, lockfiles and push records, and this machine's store."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from enginebuild.errors import UserError
+from enginebuild.io.files import mutex, sweep
+from enginebuild.io.progress import output
+from enginebuild.settings import settings
+
+if TYPE_CHECKING:
+    from enginebuild.lock.lockfile import Lock
+    from enginebuild.spec.catalog import Catalog
+    from enginebuild.spec.model import ImageSpec
+
+
+@dataclass
+class Workspace:
+    root: Path
+    overrides: tuple[str, ...] = ()
+    _specs: dict[str, ImageSpec] = field(default_factory=dict)
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        from enginebuild.spec.catalog import Catalog  # on use: a no-op `image` never loads a spec
+
+        return Catalog(self.root)
+
+    @property
+    def home(self) -> Path:
+        return settings().home
+
+    def spec(self, name: str) -> ImageSpec:
+        """The image's spec, validated and linted (warnings go to stderr once)."""
+        if name not in self._specs:
+            from enginebuild.spec.lints import lint_spec
+
+            spec = self.catalog.load(name, self.overrides)
+            for warning in lint_spec(spec):
+                output().say(warning)
+            self._specs[name] = spec
+        return self._specs[name]
+
+    def lock(self, spec: ImageSpec) -> Lock | None:
+        from enginebuild.lock.lockfile import read_lock
+
+        return read_lock(self.root, spec)
+
+    def buildable(self) -> list[str]:
+        """Every image that is not abstract, and every variant of each."""
+        out = []
+        for name in self.catalog.names():
+            spec = self.spec(name)
+            if spec.abstract:
+                continue
+            out.append(name)
+            out += [f"{name}:{v}" for v in spec.variants]
+        return out
+
+    def select(self, names: list[str], *, all_when_empty: bool = True) -> list[str]:
+        if names:
+            for name in names:
+                spec = self.spec(name)
+                if spec.abstract:
+                    raise UserError(f"{spec.file}: {name} is abstract (a shared definition other images extend); "
+                                    "it has no lock and is not built on its own")
+            return list(dict.fromkeys(names))
+        if all_when_empty:
+            return self.buildable()
+        raise UserError("name at least one image")
+
+    @contextlib.contextmanager
+    def state_mutex(self, what: str = "this checkout's lockfiles") -> Iterator[None]:
+        """Serialises commands that write lockfiles or push records in this checkout."""
+        with mutex(self.root / ".enginebuild" / "lock", what, say=output().say):
+            sweep(self.root / "lockfiles")
+            yield
+
+    def sweep(self) -> None:
+        """Remove what killed runs left behind (partial downloads, contexts, temporaries)."""
+        import tempfile
+
+        from enginebuild.io.store import Store
+
+        Store(self.home).sweep()
+        sweep(Path(tempfile.gettempdir()))
