@@ -14,7 +14,14 @@ from enginebuild.oci.rootfs import is_dist_metadata, python_dists, read_files
 
 def resolve_base(client: RegistryClient, text: str, platform: str, *, read_python: bool) -> ImagePin:
     ref = parse_image_ref(text)
-    digest, manifest, index_digest = client.platform_manifest(ref, platform)
+    try:
+        digest, manifest, index_digest = client.platform_manifest(ref, platform)
+    except RegistryError as exc:
+        if not ref.digest or "does not resolve" not in exc.message and "refused" not in exc.message:
+            raise
+        # the spec pins it already; what the registry would add (config, Python distributions) is unknown here
+        return ImagePin(ref.with_digest(ref.digest), ref.digest, None, note=f"pinned by the spec; its config "
+                        f"could not be read here ({exc.message})")
     config_ref = ref.__class__(ref.registry, ref.repository, None, digest)
     config = json.loads(client.read_blob(config_ref, manifest["config"]["digest"]))
     body = config.get("config") or {}

@@ -136,28 +136,16 @@ def read_lock(root: Path, spec: ImageSpec) -> Lock | None:
 
 
 def migrate_v1(lock: Lock, spec: ImageSpec) -> Lock:
-    """Format 1 named inputs base/system/python/engine/vendor.X/plugin.X; keep what still means the same."""
-    renames: dict[str, str] = {}
-    for platform in spec.platforms[:1]:
-        renames["base"] = f"runtime.base@{platform}"
-    sources = {f"components.{c.name}.source": c.name for c in spec.components}
-    for comp in spec.components:
-        renames.setdefault("engine", f"components.{comp.name}.source")
-        for extra in comp.sources:
-            renames[f"vendor.{extra.name}"] = f"components.{comp.name}.sources.{extra.name}"
-        renames[f"plugin.{comp.name}"] = f"components.{comp.name}.source"
-    for overlay in spec.overlays:
-        renames["engine"] = f"overlays.{overlay.name}.source"
+    """Format 1 named inputs base/system/python/engine/vendor.X/plugin.X. An entry is kept, under its
+    new name, exactly when a format-2 input asks for the same thing (the same request)."""
+    wanted = [(inp.name, inp.request()) for inp in image_inputs(spec)]
     entries = {}
-    for old, entry in lock.entries.items():
-        new = renames.get(old)
-        if new is None:
-            continue
-        resolved = dict(entry.resolved) if entry.resolved else None
-        if resolved is not None:
-            resolved.pop("kind", None)
-        entries[new] = Entry(entry.request, resolved, entry.unresolved)
-    del sources
+    for entry in lock.entries.values():
+        for name, request in wanted:
+            if request == entry.request and name not in entries:
+                resolved = {k: v for k, v in entry.resolved.items() if k != "kind"} if entry.resolved else None
+                entries[name] = Entry(request, resolved, entry.unresolved)
+                break
     return Lock(lock.image, lock.created, entries, migrated_from=1)
 
 

@@ -19,6 +19,7 @@ class ImagePin:
     index_digest: str | None  # the tag's index digest, when the tag names several platforms
     env: tuple[tuple[str, str], ...] = ()
     dists: tuple[tuple[str, str], ...] | None = None  # Python distributions the base ships, when read
+    note: str = ""  # what could not be read here (a base pinned by digest whose registry is unreachable)
 
     @property
     def scratch(self) -> bool:
@@ -32,6 +33,8 @@ class ImagePin:
             body["env"] = [list(p) for p in self.env]
         if self.dists is not None:
             body["python_dists"] = [list(p) for p in self.dists]
+        if self.note:
+            body["note"] = self.note
         return body
 
     @classmethod
@@ -39,7 +42,8 @@ class ImagePin:
         dists = data.get("python_dists")
         return cls(str(data["ref"]), data.get("digest"), data.get("index_digest"),
                    tuple((str(k), str(v)) for k, v in data.get("env") or ()),
-                   tuple((str(n), str(v)) for n, v in dists) if dists is not None else None)
+                   tuple((str(n), str(v)) for n, v in dists) if dists is not None else None,
+                   str(data.get("note", "")))
 
 
 @dataclass(frozen=True)
@@ -114,16 +118,22 @@ class PyPin:
 @dataclass(frozen=True)
 class PythonPin:
     packages: tuple[PyPin, ...]
+    base_digest: str | None = None  # the base whose distributions constrained it (None: none was read)
+    note: str = ""
 
     def installed(self) -> tuple[PyPin, ...]:
         return tuple(p for p in self.packages if p.origin != "base")
 
     def to_json(self) -> dict[str, Any]:
-        return {"packages": [p.to_json() for p in self.packages]}
+        body: dict[str, Any] = {"packages": [p.to_json() for p in self.packages], "base_digest": self.base_digest}
+        if self.note:
+            body["note"] = self.note
+        return body
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PythonPin:
-        return cls(tuple(PyPin.from_json(p) for p in data["packages"]))
+        return cls(tuple(PyPin.from_json(p) for p in data["packages"]), data.get("base_digest"),
+                   str(data.get("note", "")))
 
 
 @dataclass(frozen=True)

@@ -186,6 +186,7 @@ def _pins(doc: dict[str, Any], tags: list[Tag], indexes: dict[str, str], request
 def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | None, where: dict[str, str]) -> PythonPin:
     """The closure of `python.requirements` for `platform`, with its files and sha256."""
     machine = machine_of(platform)
+    read = base is not None and base.dists is not None
     base_dists = dict(base.dists or ()) if base else {}
     origins = Origins(where, base_dists, base.ref if base else "scratch")
     by_name = {r.name: r for r in python.requirements}
@@ -210,4 +211,6 @@ def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | N
             pins.setdefault(pin.name, pin)
     for r in components:
         pins[r.name] = PyPin(r.name, "", "component", component=r.component or "")
-    return PythonPin(tuple(pins[n] for n in sorted(pins)))
+    note = "" if read or base is None else (f"resolved without the distributions of {base.ref}, which could not be "
+                                            "read here; `lock` resolves it again where the base is reachable")
+    return PythonPin(tuple(pins[n] for n in sorted(pins)), base.digest if read and base else None, note)

@@ -20,7 +20,7 @@ from enginebuild.lock.base import resolve_base
 from enginebuild.lock.debian import ArchiveSet, DebianArchive, installed_packages
 from enginebuild.lock.inputs import CUOBJDUMP, Input, env_input, image_inputs
 from enginebuild.lock.lockfile import Entry, Lock
-from enginebuild.lock.pins import ImagePin, PyPin, SystemPin, ToolPin
+from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
 from enginebuild.lock.python import resolve_python
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient
@@ -98,8 +98,19 @@ def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, Any
                          tuple(pins))
     assert env.python is not None
     if env.base != "scratch" and not isinstance(base_pin, ImagePin):
-        raise ResolveError(f"the base {env.base} is not resolved, and its Python distributions constrain this one")
+        # listed anyway, so the closure is visible; marked, and re-resolved once the base can be read
+        pin = resolve_python(r.home, env.python, platform, None, _where_of_requirements(spec, inp))
+        return PythonPin(pin.packages, None, f"resolved without the distributions of {env.base}, which could not "
+                                             "be read here; `lock` resolves it again where the base is reachable")
     return resolve_python(r.home, env.python, platform, base_pin, _where_of_requirements(spec, inp))
+
+
+def needs_again(inp: Input, pin: Any, done: dict[str, Any]) -> bool:
+    """A Python closure resolved against another base (or none) than the one locked now."""
+    if inp.kind != "python" or not isinstance(pin, PythonPin) or inp.env is None or inp.env.base == "scratch":
+        return False
+    base = done.get(env_input(inp.role, "base", inp.platform or ""))
+    return isinstance(base, ImagePin) and base.digest != pin.base_digest
 
 
 def _dpkg_status(r: Resolvers, base_pin: Any, base: str, platform: str) -> bytes:
@@ -140,10 +151,12 @@ def build_lock(r: Resolvers, spec: ImageSpec, previous: Lock | None, *, update: 
         same = old is not None and old.request == request and old.resolved is not None
         if same and not update:
             assert old is not None
-            entries[inp.name] = old
-            done[inp.name] = inp.decode(old.resolved or {})
-            report(inp.name, "kept", "")
-            continue
+            kept = inp.decode(old.resolved or {})
+            if not needs_again(inp, kept, done):
+                entries[inp.name] = old
+                done[inp.name] = kept
+                report(inp.name, "kept", "")
+                continue
         try:
             pin = resolve_input(r, spec, inp, done)
         except UserError:

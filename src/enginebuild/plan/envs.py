@@ -131,6 +131,10 @@ class EnvPlanner:
                                               "commands": keys.sha(keys.canonical([str(c) for c in system.run]))}))
         if env.python and env.python.requirements and "python" in parts:
             python: PythonPin = self.pins.get(f"{role}.python@{self.platform}")
+            if self.pins.strict and base is not None and not on and python.base_digest != base.digest:
+                raise LockError(f"{self.spec.where('python')}: the Python requirements were resolved against "
+                                f"{python.base_digest or 'no base'}, not the locked base {base.digest}",
+                                hint=f"run `python BUILD.py lock {self.spec.name}`")
             for pin_ in python.installed():
                 if pin_.origin == "component":
                     continue  # installed after the component that builds it (plan/image.py)

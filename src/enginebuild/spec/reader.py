@@ -369,7 +369,8 @@ def _healthcheck(node: Any) -> m.Healthcheck | None:
 
 def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, variants: tuple[str, ...] = ()) -> m.ImageSpec:
     r = Reader(root, tree)
-    runtime = r.environment(tree, "")
+    abstract = bool(tree.get("abstract"))
+    runtime = r.environment(tree, "", m.Environment("scratch") if abstract else None)
     builder = r.environment(r.get(tree, "builder", ""), "builder", m.Environment(runtime.base)) \
         if tree.get("builder") is not None else m.Environment(runtime.base)
     components = r.components(r.get(tree, "components", ""), builder)
