@@ -1,8 +1,12 @@
 """The command line: verbs, --help, exit codes (0 ok, 1 failed, 2 bad input or usage)."""
+import subprocess
+import sys
+
 import pytest
 from conftest import ROOT, run_cli
 
-VERBS = ["list", "render", "plan", "lock", "fetch", "image", "push"]
+VERBS = ["list", "lock", "plan", "render", "fetch", "image", "push", "patches", "verify", "reproduce", "doctor",
+         "schema"]
 
 
 @pytest.mark.parametrize("verb", VERBS)
@@ -39,8 +43,18 @@ def test_list_shows_the_demo_as_locked():
 
 
 def test_build_py_is_the_entry_point():
-    import subprocess
-    import sys
-
     proc = subprocess.run([sys.executable, str(ROOT / "BUILD.py"), "list"], capture_output=True, text=True)
     assert proc.returncode == 0 and "demo" in proc.stdout
+
+
+@pytest.mark.network
+def test_an_installed_enginebuild_command_is_the_same_program(tmp_path, pypi_reachable):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    install = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-deps", str(ROOT)],
+                             capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr
+    ours = subprocess.run([str(venv / "bin/enginebuild"), "list", "--json"], cwd=ROOT, capture_output=True, text=True)
+    theirs = subprocess.run([sys.executable, str(ROOT / "BUILD.py"), "list", "--json"], capture_output=True, text=True)
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout == theirs.stdout

@@ -3,20 +3,21 @@ import pytest
 from conftest import run_cli
 from helpers.specs import write_image
 
-from enginebuild.catalog import Catalog
 from enginebuild.errors import SpecError
-from enginebuild.lints import lint_spec
+from enginebuild.spec.catalog import Catalog
+from enginebuild.spec.lints import lint_spec
 
 SOURCE_BUILD = """
 base: scratch
 platform: linux/arm64
 model: {{quantization: {quant}}}
-engine:
-  name: vllm
-  source: {{path: src}}
-  build:
-    script: build.sh
-    args: {{TORCH_CUDA_ARCH_LIST: "{arch}"}}
+components:
+  vllm:
+    source: {{path: src}}
+    build:
+      script: build.sh
+      args: {{TORCH_CUDA_ARCH_LIST: "{arch}"}}
+    outputs: {{wheels: /out}}
 """
 
 
@@ -36,7 +37,13 @@ FILES = {"src/a.c": "int a;\n", "build.sh": "true\n"}
 
 def test_bare_12_1_in_an_nvfp4_image_is_an_error_at_its_line(workspace):
     error = lint_error(workspace, "t", SOURCE_BUILD.format(quant="nvfp4", arch="12.1"), FILES)
-    assert error.message.startswith("images/t/image.yaml:9: engine.build.args.TORCH_CUDA_ARCH_LIST: bare 12.1")
+    assert error.message.startswith("images/t/image.yaml:9: components.vllm.build.args.TORCH_CUDA_ARCH_LIST: "
+                                    "bare 12.1")
+
+
+def test_bare_12_1_in_cuda_archs_is_an_error_too(workspace):
+    error = lint_error(workspace, "t", "base: scratch\nmodel: {quantization: nvfp4}\ncuda-archs: ['12.1']\n")
+    assert error.message.startswith("images/t/image.yaml:3: cuda-archs: bare 12.1")
 
 
 def test_12_1a_in_an_nvfp4_image_passes(workspace):
@@ -93,7 +100,7 @@ def test_secret_names_with_empty_defaults_and_ordinary_values_pass(workspace):
 def test_a_secret_in_build_args_is_an_error(workspace):
     error = lint_error(workspace, "t", SOURCE_BUILD.format(quant="bf16", arch="12.1a").replace(
         'TORCH_CUDA_ARCH_LIST: "12.1a"', 'TORCH_CUDA_ARCH_LIST: "12.1a", HF_TOKEN: "hf_x"'), FILES)
-    assert "engine.build.args.HF_TOKEN: looks like a secret" in error.message
+    assert "components.vllm.build.args.HF_TOKEN: looks like a secret" in error.message
 
 
 def test_lint_errors_exit_2_from_the_cli_and_warnings_do_not(workspace):

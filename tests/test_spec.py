@@ -5,17 +5,25 @@ import pytest
 from conftest import run_cli
 from helpers.specs import write_image, write_patch
 
-from enginebuild.catalog import Catalog
 from enginebuild.errors import SpecError, UserError
+from enginebuild.spec.catalog import Catalog
 
 MINIMAL = """
 base: scratch
 platform: linux/amd64
 """
+COMPONENT = """
+components:
+  e:
+    source: {path: src}
+    build: {script: build.sh}
+    outputs: {paths: [/usr/local/bin/e]}
+"""
+FILES = {"src/a.c": "int a;\n", "build.sh": "#!/bin/sh\ntrue\n"}
 
 
-def load(workspace, name):
-    return Catalog(workspace).load(name)
+def load(workspace, name, overrides=()):
+    return Catalog(workspace).load(name, tuple(overrides))
 
 
 def spec_error(workspace, name) -> str:
@@ -27,29 +35,41 @@ def spec_error(workspace, name) -> str:
 def test_a_minimal_spec_loads_with_defaults(workspace):
     write_image(workspace, "t", "base: scratch\n")
     spec = load(workspace, "t")
-    assert spec.platform == "linux/arm64"
-    assert spec.engine is None and spec.patches == ()
+    assert spec.platforms == ("linux/arm64",)
+    assert spec.components == () and spec.all_patches == ()
 
 
 def test_unknown_keys_are_refused_with_a_did_you_mean(workspace):
-    write_image(workspace, "t", MINIMAL + "patchs: []\n")
+    write_image(workspace, "t", MINIMAL + "instal: []\n")
     with pytest.raises(SpecError) as info:
         load(workspace, "t")
-    assert info.value.message == "images/t/image.yaml:3: patchs: unknown key"
-    assert info.value.hint == "did you mean 'patches'?"
+    assert info.value.message == "images/t/image.yaml:3: instal: unknown key"
+    assert info.value.hint == "did you mean 'install'?"
 
 
-def test_unknown_keys_without_a_close_match_list_the_known_keys(workspace):
+def test_a_far_fetched_suggestion_is_not_made(workspace):
     write_image(workspace, "t", MINIMAL + "enviroment:\n  A: b\n")
     with pytest.raises(SpecError) as info:
         load(workspace, "t")
-    assert info.value.hint.startswith("known keys: abstract, base, cmd")
+    assert info.value.hint == "use env instead"
+    write_image(workspace, "u", MINIMAL + "zzzz: 1\n")
+    with pytest.raises(SpecError) as info:
+        load(workspace, "u")
+    assert info.value.hint.startswith("known keys here: abstract, base, builder")
+
+
+def test_a_dockerfile_instruction_used_as_a_key_says_what_to_use(workspace):
+    write_image(workspace, "t", MINIMAL + "healthchecks: {test: [true]}\n")
+    with pytest.raises(SpecError) as info:
+        load(workspace, "t")
+    assert info.value.message == "images/t/image.yaml:3: healthchecks: unknown key"
+    assert info.value.hint == "use healthcheck instead"
 
 
 def test_nested_unknown_keys_name_the_full_key_path(workspace):
-    write_image(workspace, "t", MINIMAL + "engine:\n  name: e\n  source:\n    gti: {url: file:///x, ref: main}\n")
-    message = spec_error(workspace, "t")
-    assert message == "images/t/image.yaml:6: engine.source.gti: unknown key"
+    write_image(workspace, "t", MINIMAL + COMPONENT.replace("{path: src}", "{gti: {url: 'file:///x', ref: main}}"),
+                FILES)
+    assert spec_error(workspace, "t") == "images/t/image.yaml:6: components.e.source.gti: unknown key"
 
 
 def test_wrong_types_say_what_was_expected_and_what_was_found(workspace):
@@ -61,7 +81,8 @@ def test_yes_no_on_where_a_string_is_meant_is_refused_with_a_hint(workspace):
     write_image(workspace, "t", MINIMAL + "env:\n  ENABLE_TURBOQUANT: on\n")
     with pytest.raises(SpecError) as info:
         load(workspace, "t")
-    assert info.value.message == "images/t/image.yaml:4: env.ENABLE_TURBOQUANT: expected a string (quote it), got boolean true"
+    assert info.value.message == ("images/t/image.yaml:4: env.ENABLE_TURBOQUANT: expected a string (quote it), "
+                                  "got boolean true")
     assert "quote" in info.value.hint
 
 
@@ -98,14 +119,44 @@ def test_destination_paths_with_shell_or_dockerfile_syntax_are_refused(workspace
 
 
 def test_a_git_ref_that_could_be_an_option_is_refused(workspace):
-    write_image(workspace, "t", MINIMAL + "engine:\n  name: e\n  source:\n    git: {url: 'file:///x', ref: '--upload-pack=touch'}\n")
+    write_image(workspace, "t", MINIMAL + COMPONENT.replace("{path: src}", "{git: {url: 'file:///x', "
+                                                                         "ref: '--upload-pack=touch'}}"), FILES)
     assert "invalid git ref" in spec_error(workspace, "t")
 
 
 def test_patches_must_exist_under_patches(workspace):
-    write_image(workspace, "t", MINIMAL + "engine:\n  name: e\n  source: {path: src}\npatches: [e/0001-x.patch]\n",
-                {"src/a.c": "int x;\n"})
-    assert spec_error(workspace, "t") == "images/t/image.yaml:6: patches[0]: patch not found: patches/e/0001-x.patch"
+    write_image(workspace, "t", MINIMAL + COMPONENT + "    patches: [e/0001-x.patch]\n", FILES)
+    assert spec_error(workspace, "t") == \
+        "images/t/image.yaml:9: components.e.patches[0]: patch not found: patches/e/0001-x.patch"
+
+
+def test_a_bad_patch_header_names_the_spec_line_that_uses_it_and_the_patch(workspace):
+    write_patch(workspace, "e/0001-x.patch", "Subject: x\n---\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    write_image(workspace, "t", MINIMAL + COMPONENT + "    patches: [e/0001-x.patch]\n", FILES)
+    message = spec_error(workspace, "t")
+    assert message.startswith("images/t/image.yaml:9: components.e.patches[0]: patches/e/0001-x.patch: header lacks")
+
+
+def test_components_and_their_needs_are_checked(workspace):
+    write_image(workspace, "t", MINIMAL + COMPONENT + "    needs: [nope]\n", FILES)
+    assert spec_error(workspace, "t") == "images/t/image.yaml:9: components.e.needs: no component named 'nope'"
+
+
+def test_a_cycle_of_needs_is_refused(workspace):
+    text = MINIMAL + COMPONENT + "    needs: [f]\n" + COMPONENT.split("components:\n")[1].replace("  e:", "  f:") + \
+        "    needs: [e]\n"
+    write_image(workspace, "t", text, FILES)
+    assert "cycle in needs: e -> f -> e" in spec_error(workspace, "t")
+
+
+def test_components_are_ordered_needs_first_and_install_names_existing_ones(workspace):
+    text = MINIMAL + COMPONENT.replace("  e:", "  z:") + "    needs: [a]\n" + \
+        COMPONENT.split("components:\n")[1].replace("  e:", "  a:") + "install: [z]\n"
+    write_image(workspace, "t", text, FILES)
+    spec = load(workspace, "t")
+    assert [c.name for c in spec.components] == ["a", "z"] and spec.install == ("z",)
+    write_image(workspace, "u", MINIMAL + COMPONENT + "install: [y]\n", FILES)
+    assert spec_error(workspace, "u") == "images/u/image.yaml:9: install[0]: no component named 'y'"
 
 
 def test_extends_merges_mappings_and_replaces_lists(workspace):
@@ -115,10 +166,26 @@ def test_extends_merges_mappings_and_replaces_lists(workspace):
                 {"c.sh": "echo c\n"})
     spec = load(workspace, "child")
     assert dict(spec.env) == {"A": "a", "B": "c"}
-    assert [f.dest for f in spec.files] == ["/opt/c.sh", "/opt/p.sh"]
-    assert [f.display for f in spec.files] == ["images/child/c.sh", "images/parent/p.sh"]
+    assert [g.key for g in spec.files] == ["/opt/c.sh", "/opt/p.sh"]
+    assert [g.entries[0].display for g in spec.files] == ["images/child/c.sh", "images/parent/p.sh"]
     assert spec.expose == (2,)
     assert not spec.abstract and load(workspace, "parent").abstract
+
+
+def test_a_child_can_replace_an_inherited_source_with_another_kind(workspace):
+    write_image(workspace, "parent", "abstract: true\n" + MINIMAL + COMPONENT.replace(
+        "{path: src}", "{pypi: {name: e, version: '1.0'}}"), FILES)
+    write_image(workspace, "child", "extends: parent\ncomponents:\n  e:\n    source: {path: src}\n",
+                {"src/a.c": "int a;\n"})
+    spec = load(workspace, "child")
+    assert spec.components[0].source.kind == "path"
+
+
+def test_null_removes_what_a_parent_gave(workspace):
+    write_image(workspace, "parent", "abstract: true\n" + MINIMAL + COMPONENT + "env: {A: a, B: b}\n", FILES)
+    write_image(workspace, "child", "extends: parent\ncomponents:\n  e: null\nenv:\n  A: null\n")
+    spec = load(workspace, "child")
+    assert spec.components == () and dict(spec.env) == {"B": "b"}
 
 
 def test_cycles_in_extends_are_refused(workspace):
@@ -148,8 +215,17 @@ def test_cli_reports_spec_errors_with_exit_2_and_no_traceback(workspace):
     assert not (workspace / "lockfiles" / "t.lock").exists()
 
 
-def test_a_patch_stack_without_an_engine_is_refused(workspace):
+def test_a_patch_stack_without_a_source_is_refused(workspace):
     write_patch(workspace, "e/0001-x.patch", "Subject: x\nDescription: y\nUpstream: z\n---\n"
                 "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
-    write_image(workspace, "t", MINIMAL + "patches: [e/0001-x.patch]\n")
-    assert "needs an engine" in spec_error(workspace, "t")
+    write_image(workspace, "t", MINIMAL + COMPONENT.replace("    source: {path: src}\n", "") +
+                "    patches: [e/0001-x.patch]\n", FILES)
+    assert "a patch stack needs a source" in spec_error(workspace, "t")
+
+
+def test_set_overrides_a_value_for_one_run_and_is_validated(workspace):
+    write_image(workspace, "t", MINIMAL + "env: {A: a}\n")
+    assert dict(load(workspace, "t", ["env.A=b"]).env) == {"A": "b"}
+    with pytest.raises(UserError) as info:
+        load(workspace, "t", ["expose=[x]"])
+    assert info.value.message.startswith("--set expose")

@@ -1,7 +1,7 @@
 import pytest
 
 from enginebuild.errors import SpecError
-from enginebuild.yamlload import MAX_BYTES, load_yaml_file, load_yaml_text
+from enginebuild.spec.yamlload import MAX_BYTES, load_yaml_file, load_yaml_text
 
 
 def error_of(text: str) -> str:
@@ -61,3 +61,23 @@ def test_invalid_utf8_is_refused_with_its_line(tmp_path):
     with pytest.raises(SpecError) as info:
         load_yaml_file(path, "images/x/image.yaml")
     assert info.value.message == "images/x/image.yaml:2: not valid UTF-8"
+
+
+def test_deeply_nested_flow_sequences_are_a_clear_error_not_a_recursion_crash():
+    message = error_of("base: scratch\nenv: " + "[" * 500 + "]" * 500 + "\n")
+    assert message.startswith("images/x/image.yaml:2: nested more than")
+
+
+def test_deeply_nested_mappings_are_refused_too():
+    text = "base: scratch\nx: " + "{a: " * 200 + "1" + "}" * 200 + "\n"
+    assert "nested more than" in error_of(text)
+
+
+def test_a_lone_surrogate_escape_is_refused_with_its_line():
+    message = error_of('base: scratch\nenv:\n  ROCKET: "\\ud83d\\ude80"\n')
+    assert message.startswith("images/x/image.yaml:3: the value holds a lone UTF-16 surrogate")
+
+
+def test_an_escaped_character_outside_the_bmp_is_fine():
+    tree = load_yaml_text('env:\n  ROCKET: "\\U0001F680"\n', "f.yaml")
+    assert tree["env"]["ROCKET"] == "\U0001F680"

@@ -85,7 +85,7 @@ class EnvPlanner:
                   context: tuple[ContextItem, ...], secrets: tuple[str, ...], env: tuple[tuple[str, str], ...],
                   kind: str = "run", inputs: dict[str, str] | None = None) -> LayerNode:
         prefix = EnvNode(parent.role, parent.platform, parent.base, tuple(layers), parent.root, parent.env)
-        if not layers and parent.base is None:
+        if not layers and parent.base is None and self.pins.strict:
             raise SpecError(self.spec.where("system"), "system.run",
                             f"{what}: a command needs a shell, but on scratch nothing is installed before it "
                             "(use `install: extract` with a shell such as busybox-static)")

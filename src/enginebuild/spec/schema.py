@@ -293,8 +293,9 @@ class Record(Schema):
         return self.doc
 
     def _unknown(self, key: str, where: Where | None, path: str) -> SpecError:
-        if key.lower() in INSTRUCTION_KEYS:
-            instead = INSTRUCTION_KEYS[key.lower()]
+        lookalike = difflib.get_close_matches(key.lower(), list(INSTRUCTION_KEYS), n=1, cutoff=0.85)
+        if lookalike and key not in self.fields and INSTRUCTION_KEYS[lookalike[0]] != key:
+            instead = INSTRUCTION_KEYS[lookalike[0]]
             hint = f"use {instead} instead" if instead else f"enginebuild images have no {key!r}"
             return SpecError(where, path, "unknown key", hint=hint)
         close = difflib.get_close_matches(key, list(self.fields), n=1, cutoff=0.75)

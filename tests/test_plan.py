@@ -1,0 +1,132 @@
+"""The plan is pure: a component's key covers only its own inputs, a runtime layer only what
+shapes its bytes, so each kind of edit moves exactly the keys it should (no engine, no builder)."""
+import json
+
+from conftest import run_cli
+from helpers.specs import write_image
+
+from enginebuild.lock.lockfile import read_lock
+from enginebuild.plan.image import Options, plan_image
+from enginebuild.plan.model import Run
+from enginebuild.spec.catalog import Catalog
+
+
+def plan_of(workspace, name="demo", **kw):
+    spec = Catalog(workspace).load(name)
+    return plan_image(spec, read_lock(workspace, spec), spec.platforms[0], Options(**kw))
+
+
+def keys(plan) -> dict:
+    out = {f"component {c.name}": c.key for c in plan.components}
+    out.update({layer.name: layer.chain for layer in plan.runtime.layers})
+    return out
+
+
+def moved(before, after) -> list:
+    return [name for name in after if before.get(name) != after[name]]
+
+
+def test_planning_twice_gives_identical_keys_and_dockerfiles(workspace):
+    first, second = plan_of(workspace), plan_of(workspace)
+    assert keys(first) == keys(second)
+    assert [c.dockerfile for c in first.components] == [c.dockerfile for c in second.components]
+
+
+def test_editing_a_launch_script_moves_only_its_own_layer(workspace):
+    before = keys(plan_of(workspace))
+    with open(workspace / "images/demo/launch_server.sh", "a") as handle:
+        handle.write("# tuned\n")
+    assert moved(before, keys(plan_of(workspace))) == ["files /opt/enginebuild/bin/launch_server.sh",
+                                                        "files /opt/enginebuild/bin/wait_for_server.sh"]
+
+
+def test_editing_a_components_patch_moves_that_component_what_needs_it_and_the_runtime_after_it(workspace):
+    plan = plan_of(workspace)
+    before = keys(plan)
+    patch = workspace / "patches/demo-engine/0001-aux-layer-ids-off-by-one.patch"
+    patch.write_text(patch.read_text().replace("Subject:", "Subject: (edited)"))
+    changed = moved(before, keys(plan_of(workspace)))
+    assert "component engine" in changed and "component kernels" not in changed
+    assert not any(name.startswith(("system", "python")) for name in changed)
+
+
+def test_a_runtime_system_package_moves_no_component(workspace):
+    before = keys(plan_of(workspace))
+    spec = workspace / "images/demo/image.yaml"
+    spec.write_text(spec.read_text().replace("packages: [busybox-static, python3]", "packages: [busybox-static, python3, jq]"))
+    lock = json.loads((workspace / "lockfiles/demo.lock").read_text())
+    entry = lock["inputs"]["runtime.system@linux/amd64"]
+    entry["request"]["packages"] = sorted(entry["request"]["packages"] + ["jq"])
+    entry["resolved"]["packages"].append({"name": "jq", "version": "1", "arch": "amd64", "filename": "pool/j/jq.deb",
+                                          "sha256": "0" * 64, "size": 1, "archive": 0})
+    (workspace / "lockfiles/demo.lock").write_text(json.dumps(lock))
+    changed = moved(before, keys(plan_of(workspace)))
+    assert not any(name.startswith("component") for name in changed)
+    assert changed[0].startswith("system packages")
+
+
+def test_a_build_argument_moves_its_component_and_what_needs_it(workspace):
+    before = keys(plan_of(workspace))
+    changed = moved(before, keys(plan_of(workspace, build_args={"DEMO_KERNEL_UNITS": "3"})))
+    assert "component kernels" in changed and "component engine" in changed
+    assert not any(name.startswith(("system", "python")) for name in changed)
+
+
+def test_a_component_context_holds_only_its_own_files(workspace):
+    plan = plan_of(workspace)
+    engine = plan.component("engine")
+    assert sorted(i.arcname for i in engine.context) == ["build.sh", "deps/kernels.tar", "source.tar"]
+    kernels = plan.component("kernels")
+    assert sorted(i.arcname for i in kernels.context) == ["build.sh", "source.tar"]
+
+
+def test_the_runtime_receives_outputs_not_build_trees(workspace):
+    plan = plan_of(workspace)
+    kinds = [layer.kind for layer in plan.runtime.layers]
+    assert kinds.count("output") == 1 and "run" not in kinds[kinds.index("output"):]
+    assert [layer.kind for layer in plan.runtime.layers if isinstance(layer.payload, Run)] == ["system"]
+
+
+def test_the_image_carries_oci_labels_and_the_patch_list(workspace):
+    plan = plan_of(workspace)
+    labels = plan.config["labels"]
+    spec = Catalog(workspace).load("demo")
+    assert labels["org.opencontainers.image.created"] == read_lock(workspace, spec).created
+    assert labels["org.opencontainers.image.title"] == "demo"
+    assert labels["org.enginebuild.patches"].startswith("demo-engine/0001-aux-layer-ids-off-by-one.patch@sha256:")
+    assert plan.manifest["patches"][0]["applies_to"] == "engine"
+
+
+def test_env_values_refer_to_the_base_or_earlier_entries(workspace):
+    write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\nenv:\n  A: /opt\n  PATH: \"$A/bin:${PATH:-/bin}\"\n"
+                                "  PRICE: \"$$5\"\n")
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    plan = plan_of(workspace, "t")
+    assert dict(plan.config["env"]) == {"A": "/opt", "PATH": "/opt/bin:/bin", "PRICE": "$5"}
+
+
+def test_an_env_value_naming_an_unknown_variable_is_refused_at_its_line(workspace):
+    write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\nenv:\n  PATH: \"/x:$PATH\"\n")
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    proc = run_cli(["render", "t"], workspace)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: images/t/image.yaml:4: env.PATH: refers to $PATH, which neither the base")
+
+
+def test_render_prints_components_command_layers_and_the_runtime_with_files_last(workspace):
+    proc = run_cli(["render", "demo"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    headers = [line for line in proc.stdout.splitlines() if line.startswith("###")]
+    assert headers[0].startswith("### component kernels") and headers[1].startswith("### component engine")
+    runtime = proc.stdout.split("### runtime image")[1]
+    copies = [line for line in runtime.splitlines() if line.startswith("COPY files/")]
+    assert len(copies) == 2
+    assert runtime.index("COPY --from=component:engine") < runtime.index(copies[0])
+
+
+def test_render_unpinned_works_without_a_lockfile(workspace):
+    (workspace / "lockfiles/demo.lock").unlink()
+    proc = run_cli(["render", "demo", "--unpinned"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "### runtime image" in proc.stdout
+    assert run_cli(["render", "demo"], workspace).returncode == 2
