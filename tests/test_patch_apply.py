@@ -103,3 +103,89 @@ def test_later_hunks_report_offsets_against_the_original_file():
     assert [r.offset for r in results] == [0, 0]
     new, results = apply_file("f", source(["a", "b", "c", "d", "X", "e", "f"]), two.files[0])
     assert [r.offset for r in results] == [0, 1]
+
+
+# -- the cases where enginebuild and git/patch once disagreed: their verdict is the expected one --------
+
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+
+import pytest  # noqa: E402
+from conftest import need  # noqa: E402
+
+from enginebuild.patches.patchfile import PatchError  # noqa: E402
+
+
+def git_apply(tmp_path, content: bytes, diff: bytes, *flags) -> tuple[int, bytes]:
+    need(shutil.which("git") is not None, "git is not installed")
+    repo = tmp_path / "git"
+    repo.mkdir(exist_ok=True)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / "f").write_bytes(content)
+    (repo / "p.diff").write_bytes(diff)
+    proc = subprocess.run(["git", "apply", *flags, "p.diff"], cwd=repo, capture_output=True)
+    return proc.returncode, (repo / "f").read_bytes()
+
+
+def gnu_patch(tmp_path, content: bytes, diff: bytes) -> tuple[int, bytes]:
+    need(shutil.which("patch") is not None, "GNU patch is not installed")
+    folder = tmp_path / "gnu"
+    folder.mkdir(exist_ok=True)
+    (folder / "f").write_bytes(content)
+    (folder / "p.diff").write_bytes(diff)
+    proc = subprocess.run(["patch", "-p1", "-F0", "-N", "--batch", "-i", "p.diff"], cwd=folder, capture_output=True)
+    return proc.returncode, (folder / "f").read_bytes()
+
+
+def ours(content: bytes, diff: bytes) -> bytes | None:
+    parsed = parse_patch("t.patch", HEADER.encode() + diff)
+    new, results = apply_file("f", Text.parse(content), parsed.files[0])
+    return new.dump() if new is not None and all(r.applied for r in results) else None
+
+
+def test_a_context_found_twice_at_equal_distance_applies_where_git_and_patch_put_it(tmp_path):
+    lines = [f"line {i}" for i in range(1, 241)]
+    for at in (153, 211):  # the hunk says 182: both are 29 lines away
+        lines[at - 1: at + 2] = ["ctx-a", "old", "ctx-b"]
+    content = ("\n".join(lines) + "\n").encode()
+    diff = b"--- a/f\n+++ b/f\n@@ -182,3 +182,3 @@\n ctx-a\n-old\n+new\n ctx-b\n"
+    code, by_git = git_apply(tmp_path, content, diff)
+    code_p, by_patch = gnu_patch(tmp_path, content, diff)
+    assert code == 0 and code_p == 0 and by_git == by_patch
+    assert ours(content, diff) == by_git  # the later of the two
+    assert by_git.decode().splitlines()[211] == "new"
+
+
+def test_a_hunk_without_context_applies_exactly_where_it_says_as_patch_does(tmp_path):
+    content = b"".join(f"{i}\n".encode() for i in range(1, 11))
+    diff = b"--- a/f\n+++ b/f\n@@ -4,0 +5 @@\n+inserted\n"
+    code, by_patch = gnu_patch(tmp_path, content, diff)
+    code_git, by_git = git_apply(tmp_path, content, diff, "--unidiff-zero")
+    assert code == 0 and code_git == 0 and by_patch == by_git
+    assert ours(content, diff) == by_patch
+    assert by_patch.decode().splitlines()[4] == "inserted"
+
+
+def test_a_hunk_expecting_a_final_newline_the_file_lacks_fails_as_in_git(tmp_path):
+    content = b"a\nb\nc"
+    diff = b"--- a/f\n+++ b/f\n@@ -2,2 +2,2 @@\n b\n-c\n+C\n"
+    code, _ = git_apply(tmp_path, content, diff)
+    assert code != 0
+    assert ours(content, diff) is None
+
+
+def test_a_patch_file_without_its_final_newline_is_refused_as_git_refuses_it(tmp_path):
+    content = b"a\nb\n"
+    diff = b"--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B"
+    code, _ = git_apply(tmp_path, content, diff)
+    assert code != 0
+    with pytest.raises(PatchError) as info:
+        parse_patch("t.patch", HEADER.encode() + diff)
+    assert "does not end with a newline" in info.value.message
+
+
+def test_an_empty_new_file_is_created_as_git_creates_it(tmp_path):
+    diff = b"diff --git a/empty b/empty\nnew file mode 100644\nindex 0000000..e69de29\n"
+    parsed = parse_patch("t.patch", HEADER.encode() + diff)
+    new, results = apply_file("empty", None, parsed.files[0])
+    assert results[0].applied and new is not None and new.dump() == b""

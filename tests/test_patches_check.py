@@ -41,10 +41,11 @@ NOTE_PATCH = """\
     diff --git a/engine/runner.py b/engine/runner.py
     --- a/engine/runner.py
     +++ b/engine/runner.py
-    @@ -1,2 +1,2 @@
+    @@ -1,3 +1,3 @@
      def aux_layers(cfg):
     -    \"\"\"Which hidden states the drafter reads.\"\"\"
     +    \"\"\"Which hidden states the drafter reads (ids counted after the embeddings).\"\"\"
+         layer_ids = [i + 1 for i in cfg["target_layer_ids"]]
     """
 
 
@@ -69,12 +70,14 @@ def image(workspace, upstream):
     write_image(workspace, "t", f"""
         base: scratch
         platform: linux/amd64
-        engine:
-          name: engine
-          source:
-            git: {{url: "{repo.url}", ref: v1.0}}
-        patches: [engine/0001-layer-ids.patch, engine/0002-docstring.patch]
-        """)
+        components:
+          engine:
+            source:
+              git: {{url: "{repo.url}", ref: v1.0}}
+            patches: [engine/0001-layer-ids.patch, engine/0002-docstring.patch]
+            build: {{script: build.sh}}
+            outputs: {{paths: [/usr/local/bin/engine]}}
+        """, {"build.sh": "#!/bin/sh\ntrue\n"})
     assert run_cli(["lock", "t"], workspace).returncode == 0
     return workspace
 
@@ -155,7 +158,9 @@ def test_a_hostile_patch_is_refused_when_the_spec_loads(image, workspace):
     for command in (["patches", "check", "t"], ["lock", "--check", "t"], ["render", "t"]):
         proc = run_cli(command, workspace)
         assert proc.returncode == 2
-        assert proc.stderr.startswith("error: patches/engine/0002-docstring.patch:6: path 'a/../outside.py' leaves the tree")
+        assert proc.stderr.startswith("error: images/t/image.yaml:")
+        assert "components.engine.patches[1]: patches/engine/0002-docstring.patch:6: path 'a/../outside.py' " \
+               "leaves the tree" in proc.stderr
 
 
 # -- the mission's vLLM patches against the real sdists from PyPI -----------------------------
@@ -165,14 +170,16 @@ def vllm_image(workspace, pypi_reachable):
     write_image(workspace, "v", """
         base: scratch
         platform: linux/arm64
-        engine:
-          name: vllm
-          source:
-            pypi: {version: 0.21.0}
-        patches:
-          - vllm/0001-dflash-target-layer-ids-off-by-one.patch
-          - vllm/0002-qwen3-next-supports-eagle3.patch
-        """)
+        components:
+          vllm:
+            source:
+              pypi: {version: 0.21.0}
+            patches:
+              - vllm/0001-dflash-target-layer-ids-off-by-one.patch
+              - vllm/0002-qwen3-next-supports-eagle3.patch
+            build: {script: build.sh}
+            outputs: {wheels: /out}
+        """, {"build.sh": "#!/bin/sh\ntrue\n"})
     assert run_cli(["lock", "v"], workspace).returncode == 0
     return workspace
 
@@ -207,15 +214,64 @@ def test_a_stack_whose_source_is_not_pinned_here_is_reported_not_checked_never_s
     write_image(workspace, "t", """
         base: scratch
         platform: linux/amd64
-        engine:
-          name: engine
-          source:
-            git: {url: "file:///nonexistent/engine-upstream", ref: v1.0}
-        patches: [engine/0001-layer-ids.patch]
-        """)
+        components:
+          engine:
+            source:
+              git: {url: "file:///nonexistent/engine-upstream", ref: v1.0}
+            patches: [engine/0001-layer-ids.patch]
+            build: {script: build.sh}
+            outputs: {paths: [/x]}
+        """, {"build.sh": "#!/bin/sh\ntrue\n"})
     assert run_cli(["lock", "t"], workspace).returncode == 1  # recorded as unresolved
     proc = run_cli(["patches", "check", "t"], workspace)
     assert proc.returncode == 0
     assert "  NOT CHECKED       engine/0001-layer-ids.patch  its source is not pinned here" in proc.stdout
     assert "warning: t: the engine stack (1 patch(es)) was NOT checked" in proc.stderr
     assert run_cli(["patches", "check", "t", "--strict"], workspace).returncode == 1
+
+
+@pytest.mark.network
+def test_an_engine_version_that_is_not_a_release_is_bad_input(vllm_image):
+    proc = run_cli(["patches", "check", "v", "--engine", "0.24"], vllm_image)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: --engine 0.24:")
+
+
+def test_one_unloadable_stack_does_not_hide_the_others(image, workspace):
+    write_patch(workspace, "engine/0003-broken.patch", "Subject: x\n---\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    write_image(workspace, "broken", """
+        base: scratch
+        platform: linux/amd64
+        components:
+          e:
+            source: {path: src}
+            patches: [engine/0003-broken.patch]
+            build: {script: build.sh}
+            outputs: {paths: [/x]}
+        """, {"src/f": "a\n", "build.sh": "#!/bin/sh\ntrue\n"})
+    proc = run_cli(["patches", "check", "--all", "--json"], workspace)
+    assert proc.returncode == 2
+    docs = json.loads(proc.stdout)
+    assert any(d.get("image") == "t" and d.get("checked") for d in docs)
+    assert any(d.get("image") == "broken" and "header lacks" in d.get("error", "") for d in docs)
+
+
+def test_a_crlf_conflict_shows_the_carriage_returns(workspace, git_available, tmp_path):
+    repo = Repo(tmp_path / "crlf")
+    repo.commit({"f.txt": "one\r\ntwo\r\nthree\r\n"}, "crlf", tag="v1")
+    write_patch(workspace, "c/0001-x.patch", "Subject: x\nDescription: y\nUpstream: z\n---\n"
+                "--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n")
+    write_image(workspace, "c", f"""
+        base: scratch
+        platform: linux/amd64
+        components:
+          c:
+            source: {{git: {{url: "{repo.url}", ref: v1}}}}
+            patches: [c/0001-x.patch]
+            build: {{script: build.sh}}
+            outputs: {{paths: [/x]}}
+        """, {"build.sh": "#!/bin/sh\ntrue\n"})
+    assert run_cli(["lock", "c"], workspace).returncode == 0
+    proc = run_cli(["patches", "check", "c"], workspace)
+    assert proc.returncode == 1
+    assert "        | two\\r" in proc.stdout and "        | two\n" in proc.stdout

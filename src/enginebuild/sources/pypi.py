@@ -33,6 +33,13 @@ def _index(value: str) -> str | None:
     return None
 
 
+def _sortable(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return Version("0")
+
+
 @dataclass(frozen=True)
 class PypiRequest:
     name: str
@@ -74,13 +81,15 @@ class PypiKind:
 
     def resolve(self, request: PypiRequest, ctx: Context) -> PypiPin:
         files = project_files(ctx.http, request.index, request.name)
-        wanted = Version(request.version)
         for f in files:
             text = version_of_file(request.name, f.filename)
-            if text and not f.yanked and f.filename.endswith(SDIST_SUFFIXES) and Version(text) == wanted:
+            # a release is named exactly: 0.24 is not 0.24.0
+            if text == request.version and not f.yanked and f.filename.endswith(SDIST_SUFFIXES):
                 return PypiPin(canonicalize_name(request.name), request.version, f.filename, f.url, f.sha256,
                                f.size, request.index)
-        raise ResolveError(f"{request.index} has no source distribution of {request.name}=={request.version}")
+        known = sorted({v for f in files if (v := version_of_file(request.name, f.filename))}, key=_sortable)[-5:]
+        raise ResolveError(f"{request.index} has no source distribution of {request.name}=={request.version}",
+                           hint=f"recent releases: {', '.join(known)}" if known else None)
 
     def pin_json(self, pin: PypiPin) -> dict[str, Any]:
         return asdict(pin)
