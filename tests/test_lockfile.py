@@ -1,10 +1,13 @@
-"""Lockfiles: --check is offline and names the input that changed; builds refuse unpinned inputs."""
+"""Lockfiles: --check is offline and names the input that changed; builds refuse unpinned inputs;
+a failed re-resolution keeps the previous pin; old formats are read and rewritten."""
 import json
 
-from conftest import run_cli
+import pytest
+from conftest import ROOT, run_cli
+from helpers.faultproxy import FaultProxy
 from helpers.specs import write_image
 
-from enginebuild.atomic import write_atomic
+from enginebuild.io.files import write_atomic
 
 
 def test_lock_check_passes_on_the_committed_lockfiles(workspace):
@@ -19,7 +22,7 @@ def test_lock_check_fails_naming_the_input_after_a_pinned_input_is_edited(worksp
                                              "packages: [busybox-static, gcc, libc6-dev, make]"))
     proc = run_cli(["lock", "--check", "demo"], workspace)
     assert proc.returncode == 1
-    assert ('demo: STALE system: packages changed from ["busybox-static", "gcc", "libc6-dev"] '
+    assert ('demo: STALE builder.system@linux/amd64: packages changed from ["busybox-static", "gcc", "libc6-dev"] '
             'to ["busybox-static", "gcc", "libc6-dev", "make"]') in proc.stdout
 
 
@@ -42,38 +45,89 @@ def test_an_input_recorded_as_unresolvable_blocks_the_build_with_the_reason(work
     write_image(workspace, "t", "base: 127.0.0.1:5999/nowhere/base:latest\nplatform: linux/amd64\n")
     proc = run_cli(["lock", "t"], workspace, env={"ENGINEBUILD_HTTP_BACKOFF": "0"})
     assert proc.returncode == 1
-    assert "t: base is NOT pinned" in proc.stderr
+    assert "t: runtime.base@linux/amd64 is NOT pinned: " in proc.stderr and "connection refused" in proc.stderr
     lock = json.loads((workspace / "lockfiles/t.lock").read_text())
-    assert lock["inputs"]["base"]["resolved"] is None
+    assert lock["inputs"]["runtime.base@linux/amd64"]["resolved"] is None
     assert run_cli(["lock", "--check", "t"], workspace).returncode == 0
     proc = run_cli(["image", "t"], workspace)
     assert proc.returncode == 2
-    assert "images/t/image.yaml:1: input 'base' is not pinned in lockfiles/t.lock" in proc.stderr
+    assert "input runtime.base@linux/amd64 is not pinned in lockfiles/t.lock" in proc.stderr
 
 
 def test_a_hand_edited_pin_is_refused_naming_the_file(workspace):
     path = workspace / "lockfiles/demo.lock"
     doc = json.loads(path.read_text())
-    doc["inputs"]["system"]["resolved"]["packages"][0]["sha256"] = "not-a-digest"
+    doc["inputs"]["runtime.system@linux/amd64"]["resolved"]["packages"][0]["sha256"] = "not-a-digest"
     path.write_text(json.dumps(doc))
     proc = run_cli(["render", "demo"], workspace)
     assert proc.returncode == 2
-    assert "lockfiles/demo.lock: inputs.system: sha256 'not-a-digest' is not 64 hex digits" in proc.stderr
+    assert ("lockfiles/demo.lock: inputs.runtime.system@linux/amd64: sha256 'not-a-digest' is not 64 hex digits"
+            in proc.stderr)
 
 
-def test_a_lock_that_is_not_json_is_refused_naming_the_file(workspace):
+def test_a_lock_that_is_not_json_says_how_to_recover_without_going_in_circles(workspace):
     (workspace / "lockfiles/demo.lock").write_text("{ torn")
     proc = run_cli(["lock", "--check", "demo"], workspace)
     assert proc.returncode == 2
     assert "lockfiles/demo.lock: not valid JSON" in proc.stderr
+    assert "git checkout -- lockfiles/demo.lock" in proc.stderr and "delete it" in proc.stderr
+
+
+def test_a_lock_of_another_image_is_named_as_such(workspace):
+    doc = json.loads((workspace / "lockfiles/demo.lock").read_text())
+    doc["image"] = "other"
+    (workspace / "lockfiles/demo.lock").write_text(json.dumps(doc))
+    proc = run_cli(["lock", "--check", "demo"], workspace)
+    assert proc.returncode == 2
+    assert "lockfiles/demo.lock: this lock is for image 'other', not 'demo'" in proc.stderr
 
 
 def test_lock_is_idempotent_and_offline_when_nothing_changed(workspace):
     before = (workspace / "lockfiles/demo.lock").read_bytes()
-    proc = run_cli(["lock", "demo"], workspace, env={"https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"})
+    proc = run_cli(["lock", "demo"], workspace, env={"https_proxy": "http://127.0.0.1:9",
+                                                     "http_proxy": "http://127.0.0.1:9"})
     assert proc.returncode == 0, proc.stderr
     assert "up to date" in proc.stdout
     assert (workspace / "lockfiles/demo.lock").read_bytes() == before
+
+
+def test_a_format_1_lock_keeps_the_pins_whose_request_did_not_change(workspace):
+    v2 = json.loads((ROOT / "lockfiles/qwen36-dflash.lock").read_text())
+    old = v2["inputs"]["components.vllm.source"]
+    v1 = {"enginebuild-lock": 1, "image": "qwen36-dflash", "created": v2["created"],
+          "inputs": {"engine": {"request": old["request"], "resolved": {"kind": "pypi", **old["resolved"]}}}}
+    (workspace / "lockfiles/qwen36-dflash.lock").write_text(json.dumps(v1))
+    proc = run_cli(["lock", "--check", "qwen36-dflash"], workspace)
+    assert proc.returncode == 1 and "STALE lockfile: format 1; `lock` rewrites it as format 2" in proc.stdout
+    from enginebuild.lock.lockfile import read_lock
+    from enginebuild.spec.catalog import Catalog
+
+    lock = read_lock(workspace, Catalog(workspace).load("qwen36-dflash"))
+    assert lock.raw("components.vllm.source") == old["resolved"]
+
+
+@pytest.mark.network
+def test_a_failed_re_resolution_keeps_the_previous_pins_and_says_so(workspace, debian_reachable):
+    proxy = FaultProxy("deb.debian.org:80")
+    try:
+        write_image(workspace, "t", f"""
+            base: scratch
+            platform: linux/amd64
+            system:
+              install: extract
+              archives: [{{url: "http://{proxy.host}/debian", suite: bookworm}}]
+              packages: [busybox-static]
+            """)
+        assert run_cli(["lock", "t"], workspace).returncode == 0
+        before = json.loads((workspace / "lockfiles/t.lock").read_text())
+        proxy.add("GET", ".*", "status", status=404, times=10_000)
+        proc = run_cli(["lock", "t", "--update"], workspace)
+        after = json.loads((workspace / "lockfiles/t.lock").read_text())
+    finally:
+        proxy.shutdown()
+    assert proc.returncode == 0, proc.stderr
+    assert "runtime.system@linux/amd64: could not be resolved again, kept the previous pin" in proc.stderr
+    assert after["inputs"] == before["inputs"]
 
 
 def test_atomic_writes_leave_no_temporary_files(tmp_path):

@@ -152,7 +152,8 @@ class FaultProxy:
                 return
         body = self._body(h)
         conn = http.client.HTTPConnection(self.upstream, timeout=120)
-        headers = {k: v for k, v in h.headers.items() if k.lower() not in HOP}
+        headers = {k: v for k, v in h.headers.items() if k.lower() not in HOP and k.lower() != "host"}
+        headers["Host"] = self.upstream[:-3] if self.upstream.endswith(":80") else self.upstream
         if self.bearer:
             headers.pop("Authorization", None)
         conn.request(h.command, path, body=body or None, headers=headers)

@@ -229,3 +229,48 @@ def push_blob_image(host: str, repository: str, tag: str, auth=None, salt: str =
                       headers={**headers, "Content-Type": "application/vnd.docker.distribution.manifest.v2+json"})
     put.raise_for_status()
     return put.headers["Docker-Content-Digest"]
+
+
+def push_files_image(host: str, repository: str, tag: str, files: dict, architecture: str = "amd64",
+                     env: list | None = None) -> str:
+    """Push a one-layer image holding exactly `files` (path -> bytes), straight through the
+    distribution API; returns the manifest digest."""
+    import gzip
+    import hashlib
+    import io
+    import tarfile
+
+    layer_tar = io.BytesIO()
+    with tarfile.open(fileobj=layer_tar, mode="w") as tar:
+        for path, data in sorted(files.items()):
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    layer = gzip.compress(layer_tar.getvalue(), mtime=0)
+    diff_id = "sha256:" + hashlib.sha256(layer_tar.getvalue()).hexdigest()
+    config = json.dumps({"architecture": architecture, "os": "linux",
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+                         "config": {"Env": env or ["PATH=/usr/local/bin:/usr/bin:/bin"]},
+                         "history": [{"created_by": "test"}]}).encode()
+    session = requests.Session()
+    for blob in (layer, config):
+        digest = "sha256:" + hashlib.sha256(blob).hexdigest()
+        start = session.post(f"http://{host}/v2/{repository}/blobs/uploads/")
+        start.raise_for_status()
+        location = start.headers["Location"]
+        if location.startswith("/"):
+            location = f"http://{host}{location}"
+        sep = "&" if "?" in location else "?"
+        session.put(f"{location}{sep}digest={digest}", data=blob,
+                    headers={"Content-Type": "application/octet-stream"}).raise_for_status()
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config),
+                   "digest": "sha256:" + hashlib.sha256(config).hexdigest()},
+        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip", "size": len(layer),
+                    "digest": "sha256:" + hashlib.sha256(layer).hexdigest()}],
+    }).encode()
+    put = session.put(f"http://{host}/v2/{repository}/manifests/{tag}", data=manifest,
+                      headers={"Content-Type": "application/vnd.docker.distribution.manifest.v2+json"})
+    put.raise_for_status()
+    return put.headers["Docker-Content-Digest"]

@@ -7,7 +7,9 @@ wheel here, on the host (a pure-Python wheel; anything else belongs in a compone
 
 from __future__ import annotations
 
+import io
 import shutil
+import tarfile
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from enginebuild.errors import BuildFailed
 from enginebuild.io import proc
-from enginebuild.io.git import Mirror
+from enginebuild.io.git import Mirror, git
 from enginebuild.io.http import Http
 from enginebuild.io.store import Store
 from enginebuild.lock.pins import PyPin
@@ -68,9 +70,10 @@ class Fetcher:
         mirror.fetch_commit(pin.commit)
         folder = Path(tempfile.mkdtemp(prefix="enginebuild-gitwheel-"))
         try:
-            proc.run(["git", "-c", "advice.detachedHead=false", "clone", "-q", "--no-checkout", str(mirror.path),
-                      str(folder / "src")], what=f"checking out {pin.name}")
-            proc.run(["git", "-C", str(folder / "src"), "checkout", "-q", pin.commit], what=f"checking out {pin.name}")
+            exported = git(["archive", "--format=tar", pin.commit], cwd=mirror.path,
+                           what=f"exporting {pin.name} at {pin.commit[:12]}").stdout
+            with tarfile.open(fileobj=io.BytesIO(exported)) as tar:
+                tar.extractall(folder / "src", filter="data")
             proc.run([uv_binary(), "build", "--wheel", "--out-dir", str(folder / "dist"), str(folder / "src")],
                      env={"UV_PYTHON_DOWNLOADS": "never", "SOURCE_DATE_EPOCH": "1"},
                      what=f"building a wheel of {pin.name} at {pin.commit[:12]}")

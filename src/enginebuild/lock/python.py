@@ -38,6 +38,31 @@ class ResolutionConflict(UserError):
     """The requirements (with what the base ships) cannot be satisfied together."""
 
 
+# distributions that only work together when they come from the same release
+SAME_RELEASE = (("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"),)
+
+
+def check_same_release(pins: dict[str, PyPin], origins: Origins) -> None:
+    from packaging.version import InvalidVersion, Version
+
+    for group in SAME_RELEASE:
+        found = [pins[n] for n in group if n in pins and pins[n].version]
+        try:
+            releases = {p.name: Version(p.version).public for p in found}
+        except InvalidVersion:
+            continue
+        if len(set(releases.values())) > 1:
+            named = []
+            for p in found:
+                where = (f"required at {origins.spec[p.name]}" if p.name in origins.spec else
+                         f"shipped by the base {origins.base_ref}" if p.origin == "base" else
+                         "needed by another requirement")
+                named.append(f"{p.name}=={p.version} ({where})")
+            raise ResolutionConflict(f"{' and '.join(named)} come from different releases; "
+                                     f"{', '.join(group)} only work together from one release",
+                                     hint="pin them to the same version")
+
+
 def machine_of(platform: str) -> str:
     arch = platform.split("/", 1)[1].replace("/", "")
     return MACHINES.get(arch, arch)
@@ -209,6 +234,7 @@ def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | N
             shutil.rmtree(folder, ignore_errors=True)
         for pin in _pins(doc, tags, indexes, by_name, base_dists, platform, python):
             pins.setdefault(pin.name, pin)
+    check_same_release(pins, origins)
     for r in components:
         pins[r.name] = PyPin(r.name, "", "component", component=r.component or "")
     note = "" if read or base is None else (f"resolved without the distributions of {base.ref}, which could not be "

@@ -1,0 +1,137 @@
+"""Python locked by a real resolver (uv): the whole closure with files and sha256 for the target
+platform, extras, indexes pinned per package, git and URL requirements, the base's distributions
+as constraints, and conflicts refused naming both sides and where each comes from."""
+import hashlib
+
+
+import pytest
+from conftest import run_cli
+from helpers.gitrepo import Repo
+from helpers.pyindex import Index, make_wheel
+from helpers.registry import push_files_image
+from helpers.specs import write_image
+
+from enginebuild.lock.lockfile import read_lock
+from enginebuild.spec.catalog import Catalog
+
+pytestmark = pytest.mark.network
+
+
+def packages(workspace, name="t", platform="linux/amd64"):
+    spec = Catalog(workspace).load(name)
+    resolved = read_lock(workspace, spec).raw(f"runtime.python@{platform}")
+    return {p["name"]: p for p in resolved["packages"]}
+
+
+def python_spec(requirements: str, extra: str = "", platform: str = "linux/amd64", base: str = "scratch") -> str:
+    return f"base: {base}\nplatform: {platform}\n{extra}python:\n  version: \"3.12\"\n  requirements:\n{requirements}"
+
+
+def test_the_whole_closure_with_extras_is_locked_for_the_target_platform(workspace, pypi_reachable):
+    write_image(workspace, "t", python_spec("    - \"tabulate[widechars]==0.9.0\"\n    - \"numpy>=2.0,<2.1\"\n",
+                                            platform="linux/arm64"))
+    proc = run_cli(["lock", "t"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    found = packages(workspace, platform="linux/arm64")
+    assert set(found) == {"tabulate", "wcwidth", "numpy"}  # wcwidth comes with the extra
+    assert found["numpy"]["version"] == "2.0.2" and "aarch64" in found["numpy"]["filename"]
+    assert all(len(p["sha256"]) == 64 and p["url"].startswith("https://") for p in found.values())
+
+
+def test_a_package_pinned_to_a_second_index_is_never_taken_from_pypi(workspace, tmp_path, pypi_reachable):
+    index = Index(tmp_path / "index")
+    try:
+        wheel = make_wheel(tmp_path / "wheels", "tabulate", "99.0.0")  # PyPI has tabulate, not this one
+        sha = index.add("tabulate", wheel)
+        write_image(workspace, "t", python_spec("    - {requirement: tabulate, index: ours}\n    - six==1.16.0\n",
+                                                extra=f"") .replace("python:\n", f"python:\n  indexes: {{ours: \"{index.url}\"}}\n"))
+        proc = run_cli(["lock", "t"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        found = packages(workspace)
+        assert found["tabulate"]["version"] == "99.0.0" and found["tabulate"]["sha256"] == sha
+        assert found["tabulate"]["url"] == index.file_url(wheel.name) and found["tabulate"]["index"] == index.url
+        assert found["six"]["url"].startswith("https://files.pythonhosted.org/")
+        assert run_cli(["fetch", "t"], workspace).returncode == 0
+    finally:
+        index.stop()
+
+
+def test_a_url_wheel_is_pinned_by_its_sha256_and_a_wrong_one_is_refused(workspace, tmp_path, pypi_reachable):
+    index = Index(tmp_path / "index")
+    try:
+        wheel = make_wheel(tmp_path / "wheels", "localpkg", "1.0", requires=("six",))
+        index.add("localpkg", wheel)
+        sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        url = index.file_url(wheel.name)
+        write_image(workspace, "t", python_spec(f"    - {{requirement: localpkg, url: \"{url}\", sha256: {sha}}}\n"))
+        proc = run_cli(["lock", "t"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        found = packages(workspace)
+        assert found["localpkg"]["origin"] == "url" and found["localpkg"]["sha256"] == sha
+        assert "six" in found  # its requirement is locked too
+        write_image(workspace, "u", python_spec(f"    - {{requirement: localpkg, url: \"{url}\", sha256: \"{'0' * 64}\"}}\n"))
+        proc = run_cli(["lock", "u"], workspace)
+        assert proc.returncode == 1 and f"the spec pins {'0' * 64}" in proc.stderr
+    finally:
+        index.stop()
+
+
+def test_a_git_requirement_is_pinned_to_a_full_commit_and_built_into_a_wheel(workspace, tmp_path, pypi_reachable,
+                                                                             git_available):
+    repo = Repo(tmp_path / "gpkg")
+    commit = repo.commit({"pyproject.toml": "[build-system]\nrequires = [\"setuptools>=68\"]\n"
+                                            "build-backend = \"setuptools.build_meta\"\n[project]\nname = \"gpkg\"\n"
+                                            "version = \"1.2.3\"\ndependencies = [\"six\"]\n",
+                          "src/gpkg/__init__.py": "X = 1\n"}, "first", tag="v1.2.3")
+    write_image(workspace, "t", python_spec(f"    - {{requirement: gpkg, git: {{url: \"{repo.url}\", ref: v1.2.3}}}}\n"))
+    proc = run_cli(["lock", "t"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    found = packages(workspace)
+    assert found["gpkg"]["origin"] == "git" and found["gpkg"]["commit"] == commit and "six" in found
+    assert run_cli(["fetch", "t"], workspace).returncode == 0
+
+
+def test_a_conflicting_pair_is_refused_naming_both_and_where_each_comes_from(workspace, pypi_reachable):
+    write_image(workspace, "t", python_spec("    - rich==15.0.0\n    - pygments<2.13\n"))
+    proc = run_cli(["lock", "t"], workspace)
+    assert proc.returncode == 2
+    assert "the Python requirements cannot be satisfied together" in proc.stderr
+    assert "rich: required at images/t/image.yaml:6" in proc.stderr
+    assert "pygments: required at images/t/image.yaml:7" in proc.stderr
+    assert not (workspace / "lockfiles/t.lock").exists()
+
+
+def test_flashinfer_wheels_from_different_releases_are_refused(workspace, pypi_reachable):
+    write_image(workspace, "t", python_spec("    - {requirement: flashinfer-python==0.7.2.post1, deps: false}\n"
+                                            "    - {requirement: flashinfer-cubin==0.6.9, deps: false}\n"))
+    proc = run_cli(["lock", "t"], workspace)
+    assert proc.returncode == 2
+    assert "flashinfer-python==0.7.2.post1 (required at images/t/image.yaml:6)" in proc.stderr
+    assert "flashinfer-cubin==0.6.9 (required at images/t/image.yaml:7)" in proc.stderr
+
+
+@pytest.mark.registry
+def test_what_the_base_ships_constrains_the_lock_and_is_not_installed_again(workspace, registry, tmp_path,
+                                                                           pypi_reachable):
+    site = "usr/local/lib/python3.12/dist-packages"
+    digest = push_files_image(registry.host, "enginebuild-test/pybase", "1", {
+        f"{site}/six-1.16.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n\n",
+        f"{site}/six.py": b"# six\n"})
+    base = f"{registry.host}/enginebuild-test/pybase:1"
+    write_image(workspace, "t", python_spec("    - six\n    - tabulate==0.9.0\n", base=base))
+    proc = run_cli(["lock", "t"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    found = packages(workspace)
+    assert found["six"] == {"name": "six", "version": "1.16.0", "origin": "base"}
+    assert found["tabulate"]["origin"] == "index"
+    lock = read_lock(workspace, Catalog(workspace).load("t"))
+    assert lock.raw("runtime.python@linux/amd64")["base_digest"] == digest
+    plan = run_cli(["plan", "t", "--json"], workspace)
+    layers = [row["name"] for row in __import__("json").loads(plan.stdout)["layers"]]
+    assert "python tabulate 0.9.0" in layers and not any("six" in name for name in layers)
+    write_image(workspace, "u", python_spec("    - six==1.17.0\n", base=base))
+    proc = run_cli(["lock", "u"], workspace)
+    assert proc.returncode == 2
+    assert f"six==1.16.0: shipped by the base {registry.host}/enginebuild-test/pybase@{digest}" in proc.stderr
+
+
