@@ -41,8 +41,13 @@ def eb_home(tmp_path_factory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_home(eb_home, monkeypatch):
+    from enginebuild.settings import reset_settings
+
     monkeypatch.setenv("ENGINEBUILD_HOME", str(eb_home))
     monkeypatch.setenv("ENGINEBUILD_HTTP_BACKOFF", "0.05")
+    reset_settings()
+    yield
+    reset_settings()
 
 
 @pytest.fixture
@@ -71,11 +76,11 @@ def run_cli(args, cwd: Path, env: dict | None = None, timeout: float = 1800, inp
 
 @pytest.fixture(scope="session")
 def docker_engine():
-    from enginebuild.engine_api import EngineAPI
+    from enginebuild.oci.engine import Engine
 
     need(shutil.which("docker") is not None, "no docker client installed")
-    need(EngineAPI().ping(), "no Docker engine answers (run scripts/setup.sh)")
-    return EngineAPI()
+    need(Engine().ping(), "no Docker engine answers (run scripts/setup.sh)")
+    return Engine()
 
 
 def _serve_registry(tmp_path_factory, start, name):

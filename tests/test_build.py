@@ -1,60 +1,132 @@
-"""Building the demo for real: BuildKit on the real engine, a real registry for pushes."""
+"""Building the demo for real: components on BuildKit, the runtime assembled by enginebuild,
+the image run in the real engine; what each kind of edit rebuilds, read from plan and build."""
+import io
 import json
 import re
 import shutil
 import subprocess
+import tarfile
+import time
 import uuid
 
 import pytest
-import requests
-from conftest import need, run_cli
+from conftest import ROOT, need, run_cli
 from helpers.docker import docker, inspect, layers
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
 
 @pytest.fixture(scope="module")
-def built_demo(docker_engine, debian_reachable, tmp_path_factory):
-    """The demo as committed, built once for this module (later runs find its stages)."""
-    from conftest import ROOT
-
+def built_demo(docker_engine, debian_reachable, pypi_reachable):
+    """The demo as committed, built once for this module (later builds find what it made)."""
     proc = run_cli(["image", "demo"], ROOT)
     assert proc.returncode == 0, proc.stderr
     return proc
 
 
-def append_to_launcher(workspace) -> str:
+def edit(path, text=None) -> str:
     marker = uuid.uuid4().hex
-    with open(workspace / "images/demo/launch_server.sh", "a") as handle:
-        handle.write(f"# tuning note {marker}\n")
+    with open(path, "a") as handle:
+        handle.write(text or f"# tuning note {marker}\n")
     return marker
 
 
+def plan_json(workspace):
+    proc = run_cli(["plan", "demo", "--json"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def build(workspace, *extra, env=None):
+    proc = run_cli(["image", "demo", *extra], workspace, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
 def test_the_demo_builds_and_an_immediate_second_run_calls_no_builder(built_demo, workspace):
-    assert "demo:" in built_demo.stdout
-    # a builder that cannot run proves none is started
+    assert "demo (linux/amd64):" in built_demo.stdout
     proc = run_cli(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"demo: all 5 stages exist; nothing to build \(\d+ ms\)", proc.stdout)
-    plan = json.loads(run_cli(["plan", "demo", "--json"], workspace).stdout)
-    assert [s["action"] for s in plan["stages"]] == ["exists"] * 5
+    assert "nothing to build" in proc.stdout
+    plan = plan_json(workspace)
+    assert plan["components_to_build"] == [] and plan["layers_to_build"] == [] and plan["layers_to_write"] == []
 
 
-def test_a_script_edit_rebuilds_only_the_scripts_stage(built_demo, workspace):
+def test_a_script_edit_writes_one_layer_and_starts_no_builder(built_demo, workspace):
     before = layers("enginebuild/demo:latest")
-    append_to_launcher(workspace)
-    plan = json.loads(run_cli(["plan", "demo", "--json"], workspace).stdout)
-    assert plan["to_build"] == ["files"]
-    files = plan["stages"][-1]
-    assert files["changed"] == ["file images/demo/launch_server.sh"]
-    proc = run_cli(["image", "demo"], workspace)
-    assert proc.returncode == 0, proc.stderr
-    assert "built 1 of 5 stages (files)" in proc.stdout
+    edit(workspace / "images/demo/launch_server.sh")
+    plan = plan_json(workspace)
+    assert plan["components_to_build"] == [] and plan["layers_to_build"] == []
+    assert plan["layers_to_write"] == ["files /opt/enginebuild/bin/launch_server.sh"]
+    changed = next(row for row in plan["layers"] if row["action"] == "write")["changed"]
+    assert changed == ["file images/demo/launch_server.sh"]
+    proc = build(workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})  # a builder that cannot run proves none ran
+    assert "wrote 1 layer(s)" in proc.stdout
     after = layers("enginebuild/demo:latest")
-    # the files stage is one layer per file: the manifest, launch_server.sh, wait_for_server.sh
     assert len(after) == len(before)
-    assert after[:-3] == before[:-3]
-    assert [a == b for a, b in zip(after[-3:], before[-3:])] == [True, False, True]
+    assert [a == b for a, b in zip(after, before)] == [True] * (len(before) - 2) + [False, True]
+
+
+def test_a_runtime_system_package_builds_no_component(built_demo, workspace):
+    spec = workspace / "images/demo/image.yaml"
+    spec.write_text(spec.read_text().replace("packages: [busybox-static, python3]",
+                                             "packages: [busybox-static, python3, jq]"))
+    assert run_cli(["lock", "demo"], workspace).returncode == 0
+    plan = plan_json(workspace)
+    assert plan["components_to_build"] == []
+    proc = build(workspace)
+    assert "component" not in proc.stdout.split("->")[0]
+    assert docker("run", "--rm", "--entrypoint", "jq", "enginebuild/demo:latest", "--version").returncode == 0
+
+
+def test_a_runtime_python_requirement_bump_builds_no_component(built_demo, workspace):
+    spec = workspace / "images/demo/image.yaml"
+    spec.write_text(spec.read_text().replace('"tabulate[widechars]==0.9.0"', '"tabulate[widechars]==0.10.0"'))
+    assert run_cli(["lock", "demo"], workspace).returncode == 0
+    plan = plan_json(workspace)
+    assert plan["components_to_build"] == [] and plan["layers_to_build"] == []
+    assert "python tabulate 0.10.0" in plan["layers_to_write"]
+    proc = build(workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    assert "built" not in proc.stdout
+    out = docker("run", "--rm", "--entrypoint", "python3", "enginebuild/demo:latest", "-c",
+                 "import tabulate; print(tabulate.__version__)").stdout
+    assert out.strip() == "0.10.0"
+
+
+def test_editing_a_components_patch_rebuilds_it_and_what_needs_it_nothing_else(built_demo, workspace):
+    kernel = workspace / "images/demo/kernels/kernel.c"
+    kernel.write_text(kernel.read_text() + "/* touched */\n")
+    plan = plan_json(workspace)
+    assert plan["components_to_build"] == ["kernels", "engine"]
+    kernel.write_text(kernel.read_text().replace("/* touched */\n", ""))
+    patch = workspace / "patches/demo-engine/0001-aux-layer-ids-off-by-one.patch"
+    patch.write_text(patch.read_text().replace("Subject: demo-engine:", "Subject: demo-engine (edited):"))
+    plan = plan_json(workspace)
+    assert plan["components_to_build"] == ["engine"]
+    assert plan["layers_to_build"] == []  # the runtime runs no command for it: outputs are copied in
+    proc = build(workspace)
+    assert "built 1 component(s) (engine)" in proc.stdout
+
+
+def test_the_image_carries_no_source_tree_or_build_directory_of_any_component(built_demo):
+    names = []
+    save = subprocess.run(["docker", "save", "enginebuild/demo:latest"], capture_output=True, check=True)
+    with tarfile.open(fileobj=io.BytesIO(save.stdout)) as image:
+        for member in image.getmembers():
+            if member.name.endswith("/layer.tar"):
+                with tarfile.open(fileobj=image.extractfile(member)) as layer:
+                    names += layer.getnames()
+    assert "usr/local/bin/demo-engine" in names
+    offending = [n for n in names if n.startswith("opt/enginebuild/src") or n.startswith("opt/enginebuild/deps")
+                 or n.endswith((".o", ".c", ".a")) or "/build/" in n or n.endswith("build_engine.sh")]
+    assert offending == []
+
+
+def test_plan_and_image_report_each_components_output_size(built_demo, workspace):
+    plan = plan_json(workspace)
+    sizes = {c["name"]: c["output_size"] for c in plan["components"]}
+    assert sizes["engine"] > 100_000 and sizes["kernels"] > 1_000
+    assert re.search(r"component engine: outputs \d+ bytes", built_demo.stderr)
 
 
 def test_the_image_runs_the_patched_engine_with_its_launcher(built_demo):
@@ -72,55 +144,67 @@ def test_the_image_runs_the_patched_engine_with_its_launcher(built_demo):
         docker("rm", "-f", name, check=False)
 
 
+def test_the_demo_stops_within_two_seconds_of_docker_stop(built_demo):
+    name = f"eb-stop-{uuid.uuid4().hex[:8]}"
+    docker("run", "-d", "--name", name, "enginebuild/demo:latest")
+    try:
+        docker("exec", name, "/opt/enginebuild/bin/wait_for_server.sh", "http://127.0.0.1:8000", "30")
+        start = time.monotonic()
+        docker("stop", name)
+        took = time.monotonic() - start
+        state = inspect_container(name)
+    finally:
+        docker("rm", "-f", name, check=False)
+    assert took < 2.0, f"docker stop took {took:.1f}s"
+    assert state["ExitCode"] == 0  # the engine handled SIGTERM; it was not killed
+
+
+def inspect_container(name):
+    return json.loads(docker("inspect", name).stdout)[0]["State"]
+
+
+def test_python_imports_the_locked_requirement_and_pip_check_passes(built_demo, tmp_path):
+    wheels = tmp_path / "pip"
+    subprocess.run(["python3", "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "pip==24.3.1",
+                    "-d", str(wheels)], check=True, capture_output=True)
+    pip = next(wheels.glob("pip-*.whl")).name
+    out = docker("run", "--rm", "-v", f"{wheels}:/pip:ro", "--entrypoint", "python3", "enginebuild/demo:latest",
+                 f"/pip/{pip}/pip", "check").stdout
+    assert "No broken requirements found." in out
+    table = docker("run", "--rm", "--entrypoint", "python3", "enginebuild/demo:latest", "-c",
+                   "import tabulate, wcwidth; print(wcwidth.wcwidth('中'))").stdout
+    assert table.strip() == "2"
+
+
 def test_a_missing_model_path_stops_the_launcher_with_a_clear_message(built_demo):
     proc = docker("run", "--rm", "-e", "MODEL_PATH=", "enginebuild/demo:latest", check=False)
     assert proc.returncode == 2
     assert "MODEL_PATH is not set" in proc.stderr
 
 
-def test_the_image_carries_oci_labels_pins_and_a_manifest(built_demo):
-    from conftest import ROOT
-
-    labels = inspect("enginebuild/demo:latest")["Config"]["Labels"]
+def test_the_image_carries_oci_labels_its_settings_and_a_manifest(built_demo):
+    config = inspect("enginebuild/demo:latest")["Config"]
+    labels = config["Labels"]
     lock = json.loads((ROOT / "lockfiles/demo.lock").read_text())
     assert labels["org.opencontainers.image.created"] == lock["created"]
     assert labels["org.opencontainers.image.title"] == "demo"
     assert labels["org.enginebuild.patches"].startswith("demo-engine/0001-aux-layer-ids-off-by-one.patch@sha256:")
+    assert config["StopSignal"] == "SIGTERM" and config["Healthcheck"]["Test"][0] == "CMD"
     manifest = json.loads(docker("run", "--rm", "--entrypoint", "cat", "enginebuild/demo:latest",
                                  "/opt/enginebuild/manifest.json").stdout)
     assert manifest["inputs"] == {k: v["resolved"] for k, v in lock["inputs"].items()}
 
 
-def test_push_prints_and_records_the_digest_the_registry_serves(built_demo, registry, workspace):
-    repo = f"{registry.host}/enginebuild/demo"
-    proc = run_cli(["push", "demo", "--to", repo, "--tag", "ci"], workspace)
-    assert proc.returncode == 0, proc.stderr
-    printed = proc.stdout.strip().splitlines()[0]
-    head = requests.head(f"http://{registry.host}/v2/enginebuild/demo/manifests/ci",
-                         headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    assert printed == f"{repo}@{head.headers['Docker-Content-Digest']}"
-    records = json.loads((workspace / "lockfiles/demo.pushes.json").read_text())["pushes"]
-    assert [(r["repository"], r["tag"], r["digest"]) for r in records] == \
-        [(repo, "ci", head.headers["Docker-Content-Digest"])]
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", records[0]["pushed_at"])
-
-
-def test_a_push_that_fails_records_nothing(built_demo, workspace):
-    proc = run_cli(["push", "demo", "--to", "127.0.0.1:9/enginebuild/demo"], workspace)
-    assert proc.returncode == 1
-    assert proc.stderr.startswith("error: push of 127.0.0.1:9/enginebuild/demo")
-    assert not (workspace / "lockfiles/demo.pushes.json").exists()
-
-
-def test_a_patch_that_no_longer_applies_stops_the_build_before_any_stage_naming_patch_file_and_hunk(built_demo, workspace):
+def test_a_patch_that_no_longer_applies_stops_the_build_before_anything_builds(built_demo, workspace):
     source = workspace / "images/demo/engine/engine.c"
-    source.write_text(source.read_text().replace("return drafter_layer_id;", f"return drafter_layer_id; /* {uuid.uuid4().hex} */"))
+    source.write_text(source.read_text().replace("return drafter_layer_id;",
+                                                 f"return drafter_layer_id; /* {uuid.uuid4().hex} */"))
     proc = run_cli(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 1
-    assert proc.stderr.startswith("error: stage patches: patch demo-engine/0001-aux-layer-ids-off-by-one.patch "
-                                  "does not apply to demo-engine folder images/demo/engine (conflicts): "
-                                  "engine.c: hunk 1 @@ -20,7 +20,7 @@: the source differs from the hunk's context")
-    assert "building" not in proc.stderr
+    assert proc.stderr.startswith("error: patch demo-engine/0001-aux-layer-ids-off-by-one.patch does not apply to "
+                                  "engine folder images/demo/engine (conflicts): engine.c: hunk 1 @@ -20,7 +20,7 @@: "
+                                  "the source differs from the hunk's context")
+    assert "builder:" not in proc.stderr
 
 
 def test_the_legacy_builder_is_never_used(workspace, docker_engine):
@@ -129,7 +213,7 @@ def test_the_legacy_builder_is_never_used(workspace, docker_engine):
               and int(re.search(r"version (\d+)", subprocess.run([path, "--version"], capture_output=True,
                                                                   text=True).stdout).group(1)) >= 23]
     need(bool(legacy), "no docker client of 23.0 or later without buildx on this machine")
-    append_to_launcher(workspace)
+    edit(workspace / "images/demo/kernels/kernel.c", f"/* {uuid.uuid4().hex} */\n")
     proc = run_cli(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": legacy[0]})
     assert proc.returncode == 2
     assert "no BuildKit-capable docker client" in proc.stderr
