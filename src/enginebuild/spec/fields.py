@@ -54,9 +54,11 @@ def rel_path(value: str) -> str | None:
 
 def _requirement(value: str) -> str | None:
     try:
-        Requirement(value)
+        req = Requirement(value)
     except InvalidRequirement as exc:
         return f"invalid requirement {value!r}: {exc}"
+    if req.url:
+        return f"invalid requirement {value!r}: give a URL as {{requirement, url, sha256}}, so it is pinned"
     return None
 
 
