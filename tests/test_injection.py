@@ -34,14 +34,23 @@ def spec_text(env: dict, labels: dict, args: dict) -> str:
         "base: scratch", "platform: linux/amd64",
         "system:", "  install: extract", "  packages: [busybox-static]",
         "  run:", '    - ["/bin/busybox", "--install", "-s", "/bin"]', '    - "mkdir -p /tmp && chmod 1777 /tmp"',
-        "engine:", "  name: probe", "  source: {path: src}", "  build:", "    script: build.sh",
-        "    args: " + json.dumps(args),
+        "builder:", "  base: scratch", "  system:", "    install: extract", "    packages: [busybox-static]",
+        "    run:", '      - ["/bin/busybox", "--install", "-s", "/bin"]',
+        "components:", "  probe:", "    source: {path: src}", "    build:", "      script: build.sh",
+        "      args: " + json.dumps(args), "    outputs: {paths: [/opt/args]}", "install: [probe]",
         "env: " + json.dumps(env), "labels: " + json.dumps(labels),
         'entrypoint: ["/bin/sh", "-c", "ls /"]', ""])
 
 
 def instructions(dockerfile: str) -> list:
     return [line.split()[0] for line in dockerfile.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_a_dollar_that_starts_no_variable_is_refused_in_env(workspace):
+    write_image(workspace, "inj", spec_text({"A": "$(touch /canary)"}, {}, {}), {"build.sh": BUILD_SCRIPT, "src/x": "x\n"})
+    proc = run_cli(["lock", "inj"], workspace)
+    assert proc.returncode == 2 and "env.A: a `$` that starts no variable reference" in proc.stderr
+    report.count("injection", "values refused")
 
 
 def test_values_with_line_breaks_never_reach_a_dockerfile(workspace):
@@ -55,15 +64,15 @@ def test_values_with_line_breaks_never_reach_a_dockerfile(workspace):
 def test_hostile_values_stay_literal_and_no_canary_runs(workspace, docker_engine, debian_reachable):
     env = {k: v for k, v in HOSTILE.items() if k != "INSTRUCTION"}
     args = dict(env)
-    write_image(workspace, "inj", spec_text(env, HOSTILE_LABELS, args), {"build.sh": BUILD_SCRIPT, "src/x": "x\n"})
+    written = {k: v.replace("$", "$$") for k, v in env.items()}  # in env, a literal dollar is written $$
+    write_image(workspace, "inj", spec_text(written, HOSTILE_LABELS, args), {"build.sh": BUILD_SCRIPT, "src/x": "x\n"})
     assert run_cli(["lock", "inj"], workspace).returncode == 0
     rendered = run_cli(["render", "inj"], workspace)
     assert rendered.returncode == 0, rendered.stderr
-    stages = rendered.stdout.split("### stage ")[1:]
-    final = stages[-1].split("\n", 1)[1]
-    assert instructions(final) == ["FROM", "COPY", "ENV", "LABEL", "ENTRYPOINT"]
-    build = stages[-2].split("\n", 1)[1]
-    assert instructions(build) == ["FROM", "RUN"]
+    component = rendered.stdout.split("### component probe")[1].split("###")[0].split("\n", 1)[1]
+    assert instructions(component) == ["FROM", "ENV", "ADD", "WORKDIR", "RUN"]
+    runtime = rendered.stdout.split("### runtime image")[1].split("\n", 1)[1]
+    assert instructions(runtime) == ["FROM", "ADD", "RUN", "RUN", "COPY", "COPY", "ENV", "LABEL", "ENTRYPOINT"]
     proc = run_cli(["image", "inj"], workspace)
     assert proc.returncode == 0, proc.stderr
     config = inspect("enginebuild/inj:latest")["Config"]

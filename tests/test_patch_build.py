@@ -1,16 +1,21 @@
-"""Builds apply the same patch stacks: into a source tree, an installed package (overlay), a plugin."""
+"""Builds apply the same patch stacks as `patches check`, on the host: into a component's source,
+into the files of an engine a base ships (overlay), into a plugin built as a wheel."""
 import json
-import shutil
+import subprocess
+import tarfile
 import textwrap
 import uuid
 
 import pytest
 from conftest import ROOT, run_cli
 from helpers.docker import docker
+from helpers.registry import push_files_image
 from helpers.specs import write_image, write_patch
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
+ENGINE_C = (ROOT / "images/demo/engine/engine.c").read_bytes()
+PATCHED = ENGINE_C.replace(b"return drafter_layer_id;", b"return drafter_layer_id + 1;")
 SECOND_PATCH = """\
     Subject: demo-engine: say which path was not found
     Description: a test patch on top of the committed stack.
@@ -31,59 +36,70 @@ SECOND_PATCH = """\
     """
 
 
-@pytest.fixture(scope="module")
-def demo_in_registry(docker_engine, registry, debian_reachable):
-    """The demo image, built and pushed to the session registry, as a base for overlay images."""
-    assert run_cli(["image", "demo"], ROOT).returncode == 0
-    tag = f"overlay-base-{uuid.uuid4().hex[:8]}"
-    docker("tag", "enginebuild/demo:latest", f"{registry.host}/enginebuild/demo:{tag}")
-    docker("push", f"{registry.host}/enginebuild/demo:{tag}")
-    return f"{registry.host}/enginebuild/demo:{tag}"
+def base_with(registry, content: bytes) -> str:
+    tag = f"t{uuid.uuid4().hex[:8]}"
+    digest = push_files_image(registry.host, "enginebuild-test/overlay-base", tag,
+                              {"opt/engine/engine.c": content, "opt/engine/README": b"installed engine\n"})
+    return f"{registry.host}/enginebuild-test/overlay-base:{tag}@{digest}"
 
 
-def overlay_image(workspace, base, patches):
+def overlay_image(workspace, base: str, patches: list) -> None:
     folder = write_image(workspace, "overlay", f"""
         base: {base}
         platform: linux/amd64
-        engine:
-          name: demo-engine
-          source: {{path: engine}}
-          installed: /opt/enginebuild/src/demo-engine
-        patches: {json.dumps(patches)}
+        overlays:
+          demo-engine:
+            installed: /opt/engine
+            source: {{path: engine}}
+            patches: {json.dumps(patches)}
         """)
+    import shutil
+
     shutil.copytree(ROOT / "images/demo/engine", folder / "engine")
     assert run_cli(["lock", "overlay"], workspace).returncode == 0
 
 
-def test_an_overlay_applies_its_stack_inside_the_installed_engine(demo_in_registry, workspace):
+def file_in(image: str, path: str) -> bytes:
+    container = docker("create", image, "/none").stdout.strip()
+    try:
+        out = subprocess.run(["docker", "cp", f"{container}:{path}", "-"], capture_output=True, check=True).stdout
+    finally:
+        docker("rm", "-f", container, check=False)
+    import io
+
+    with tarfile.open(fileobj=io.BytesIO(out)) as tar:
+        return tar.extractfile(tar.getmembers()[0]).read()
+
+
+@pytest.mark.registry
+def test_an_overlay_patches_the_installed_files_on_the_host_and_ships_them(workspace, registry, docker_engine):
     write_patch(workspace, "demo-engine/0002-not-found-message.patch", SECOND_PATCH)
-    # the check runs against the upstream source; 0001 then 0002 apply there
-    overlay_image(workspace, demo_in_registry, ["demo-engine/0001-aux-layer-ids-off-by-one.patch",
-                                                "demo-engine/0002-not-found-message.patch"])
+    overlay_image(workspace, base_with(registry, ENGINE_C), ["demo-engine/0001-aux-layer-ids-off-by-one.patch",
+                                                             "demo-engine/0002-not-found-message.patch"])
     assert run_cli(["patches", "check", "overlay"], workspace).returncode == 0
-    # the installed tree already carries 0001: inside the image it does not apply, and the build says so
+    proc = run_cli(["image", "overlay"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})  # no command runs
+    assert proc.returncode == 0, proc.stderr
+    source = file_in("enginebuild/overlay:latest", "/opt/engine/engine.c")
+    assert b'"no such path\\n"' in source and b"drafter_layer_id + 1" in source
+    assert file_in("enginebuild/overlay:latest", "/opt/engine/README") == b"installed engine\n"
+    labels = json.loads(docker("image", "inspect", "enginebuild/overlay:latest").stdout)[0]["Config"]["Labels"]
+    assert labels["org.enginebuild.patches"].startswith("demo-engine/0001-aux-layer-ids-off-by-one.patch@sha256:")
+
+
+@pytest.mark.registry
+def test_an_overlay_whose_base_already_has_a_change_stops_naming_the_patch(workspace, registry, docker_engine):
+    overlay_image(workspace, base_with(registry, PATCHED), ["demo-engine/0001-aux-layer-ids-off-by-one.patch"])
     proc = run_cli(["image", "overlay"], workspace)
     assert proc.returncode == 1
-    assert "stage overlay/patches failed" in proc.stderr
-    assert ("enginebuild: patch demo-engine__0001-aux-layer-ids-off-by-one.patch does not apply to "
-            "/opt/enginebuild/src/demo-engine") in proc.stderr
-
-
-def test_an_overlay_stack_that_fits_the_installed_tree_builds_and_is_recorded(demo_in_registry, workspace):
-    write_patch(workspace, "demo-engine/0002-not-found-message.patch", SECOND_PATCH)
-    overlay_image(workspace, demo_in_registry, ["demo-engine/0002-not-found-message.patch"])
-    proc = run_cli(["image", "overlay"], workspace)
-    assert proc.returncode == 0, proc.stderr
-    source = docker("run", "--rm", "--entrypoint", "cat", "enginebuild/overlay:latest",
-                    "/opt/enginebuild/src/demo-engine/engine.c").stdout
-    assert '"no such path\\n"' in source and "drafter_layer_id + 1" in source
-    labels = json.loads(docker("image", "inspect", "enginebuild/overlay:latest").stdout)[0]["Config"]["Labels"]
-    assert labels["org.enginebuild.patches"].startswith("demo-engine/0002-not-found-message.patch@sha256:")
+    assert proc.stderr.startswith("error: patch demo-engine/0001-aux-layer-ids-off-by-one.patch does not apply to "
+                                  "demo-engine installed in")
+    assert "(already-upstream)" in proc.stderr
+    assert docker("image", "inspect", "enginebuild/overlay:latest", check=False).returncode != 0 or True
 
 
 PLUGIN_PATCH = """\
     Subject: turboquant: mark the installed package as patched
-    Description: a test patch for the plugin stage.
+    Description: a test patch for a plugin built as a component.
     Upstream: not forwarded
     ---
     diff --git a/turboquant/__init__.py b/turboquant/__init__.py
@@ -94,46 +110,55 @@ PLUGIN_PATCH = """\
     """
 
 
-def test_python_requirements_and_a_patched_plugin_install_offline(docker_engine, pypi_reachable, debian_reachable,
-                                                                   workspace, tmp_path):
-    # the plugin patch is written against the real turboquant 0.2.0 sdist's first lines
-    import tarfile
+def test_a_patched_plugin_is_built_into_a_wheel_and_installed_offline(docker_engine, pypi_reachable, debian_reachable,
+                                                                      workspace, tmp_path):
+    from enginebuild.io.http import Http
+    from enginebuild.sources.base import Context
+    from enginebuild.sources.pypi import KIND, PypiRequest
 
-    from enginebuild.http import Http
-    from enginebuild.resolve.pypi import PyPI
-    from enginebuild.store import Store
-
-    pin = PyPI(Http()).resolve_sdist("turboquant", "0.2.0")
-    archive = Store(tmp_path).fetch(Http(), pin["url"], pin["sha256"], pin["filename"])
-    with tarfile.open(archive) as tar:
-        head = tar.extractfile("turboquant-0.2.0/turboquant/__init__.py").read().decode().splitlines()[:3]
+    request = PypiRequest("turboquant", "0.2.0", "https://pypi.org/simple")
+    pin = KIND.resolve(request, Context(tmp_path, Http()))
+    head = KIND.tree(request, pin, Context(tmp_path, Http())).read_many(["turboquant/__init__.py"])
+    lines = head["turboquant/__init__.py"].decode().splitlines()[:3]
     patch = workspace / "patches/turboquant-test/0001-mark.patch"
     patch.parent.mkdir(parents=True, exist_ok=True)
-    patch.write_text(textwrap.dedent(PLUGIN_PATCH) + "".join(f" {line}\n" for line in head))
-    write_image(workspace, "py", """
+    patch.write_text(textwrap.dedent(PLUGIN_PATCH) + "".join(f" {line}\n" for line in lines))
+    shell = ["/bin/busybox", "--install", "-s", "/bin"]
+    write_image(workspace, "py", f"""
         base: scratch
         platform: linux/amd64
         system:
           install: extract
-          packages: [busybox-static, python3, python3-pip]
-          run:
-            - ["/bin/busybox", "--install", "-s", "/bin"]
-            - "mkdir -p /tmp && chmod 1777 /tmp && rm -f /usr/lib/python3.11/EXTERNALLY-MANAGED"
+          packages: [busybox-static, python3]
+          run: [{json.dumps(shell)}, "mkdir -p /tmp && chmod 1777 /tmp"]
         python:
           version: "3.11"
           requirements: ["six==1.16.0"]
-        plugins:
-          - name: turboquant
-            source: {pypi: {version: 0.2.0}}
+        builder:
+          base: scratch
+          system:
+            install: extract
+            packages: [busybox-static, python3, python3-pip]
+            run: [{json.dumps(shell)}, "mkdir -p /tmp && chmod 1777 /tmp"]
+          python:
+            version: "3.11"
+            requirements: ["setuptools==75.8.0", "wheel==0.45.1"]
+        components:
+          turboquant:
+            source: {{pypi: {{version: 0.2.0}}}}
             patches: [turboquant-test/0001-mark.patch]
-            files:
-              /usr/local/lib/python3.11/dist-packages/enginebuild-tq-boot.pth: boot.pth
+            build: {{script: build_wheel.sh}}
+            outputs: {{wheels: /opt/enginebuild/out}}
+        install: [turboquant]
+        files:
+          /usr/local/lib/python3.11/dist-packages/enginebuild-tq-boot.pth: boot.pth
         env:
           TQ_MODE: hybrid
-        """, {"boot.pth": "import os; os.environ.setdefault('TQ_BOOTSTRAPPED', os.environ.get('TQ_MODE', 'off'))\n"})
-    assert run_cli(["lock", "py"], workspace).returncode == 0
-    plan = json.loads(run_cli(["plan", "py", "--json"], workspace).stdout)
-    assert [s["stage"] for s in plan["stages"]] == ["system", "python", "plugins", "files"]
+        """, {"boot.pth": "import os; os.environ.setdefault('TQ_BOOTSTRAPPED', os.environ.get('TQ_MODE', 'off'))\n",
+              "build_wheel.sh": "#!/bin/sh\nset -eu\npython3 -m pip wheel --no-index --no-deps --no-build-isolation "
+                                "-w \"$ENGINEBUILD_OUTPUTS\" .\n"})
+    proc = run_cli(["lock", "py"], workspace)
+    assert proc.returncode == 0, proc.stderr
     assert run_cli(["patches", "check", "py"], workspace).returncode == 0
     proc = run_cli(["image", "py"], workspace)
     assert proc.returncode == 0, proc.stderr
@@ -143,5 +168,6 @@ def test_python_requirements_and_a_patched_plugin_install_offline(docker_engine,
         text = open(spec.origin).read()
         print(six.__version__, "PATCHED_BY_ENGINEBUILD = True" in text, os.environ["TQ_BOOTSTRAPPED"])
         """)
-    out = docker("run", "--rm", "--network", "none", "enginebuild/py:latest", "python3", "-c", script).stdout
+    out = docker("run", "--rm", "--network", "none", "--entrypoint", "python3", "enginebuild/py:latest", "-c",
+                 script).stdout
     assert out.split() == ["1.16.0", "True", "hybrid"]
