@@ -28,16 +28,20 @@ mkdir -p /opt/probe
 wc -c < /run/secrets/HF_TOKEN > /opt/probe/secret-length
 echo "the build printed the token: $(cat /run/secrets/HF_TOKEN)"
 """
+SHELL = ["/bin/busybox", "--install", "-s", "/bin"]
 
 
-def spec(marker: str) -> str:
+def spec(marker: str, script: str = "build.sh", extra: str = "") -> str:
     return "\n".join([
         "base: scratch", "platform: linux/amd64",
         "system:", "  install: extract", "  packages: [busybox-static]",
-        "  run:", '    - ["/bin/busybox", "--install", "-s", "/bin"]', '    - "mkdir -p /tmp && chmod 1777 /tmp"',
-        "engine:", "  name: probe", "  source: {path: src}",
-        "  build:", "    script: build.sh", "    secrets: [HF_TOKEN]", f"    args: {{RUN_MARKER: \"{marker}\"}}",
-        "env: {MODEL_PATH: /models/m}", ""])
+        "  run:", f"    - {json.dumps(SHELL)}", '    - "mkdir -p /tmp && chmod 1777 /tmp"',
+        "builder:", "  base: scratch", "  system:", "    install: extract", "    packages: [busybox-static]",
+        "    run:", f"      - {json.dumps(SHELL)}", '      - "mkdir -p /tmp /root && chmod 1777 /tmp"',
+        "components:", "  probe:", "    source: {path: src}",
+        f"    build: {{script: {script}, secrets: [HF_TOKEN], args: {{RUN_MARKER: \"{marker}\"}}}}",
+        "    outputs: {paths: [/opt/probe]}", "install: [probe]",
+        "env: {MODEL_PATH: /models/m}", extra])
 
 
 def hits(data, needle: str) -> int:
@@ -131,3 +135,55 @@ def test_registry_passwords_never_appear_on_a_command_line_or_in_output(workspac
         assert denied.returncode == 1
     finally:
         registry.stop()
+
+
+# -- a build that writes a secret (or a credential) into a layer is refused before anything is kept --------
+
+LEAKS = {
+    "copied": "mkdir -p /opt/probe && cat /run/secrets/HF_TOKEN > /tmp/leak.txt && cp /run/secrets/HF_TOKEN /opt/probe/",
+    "base64": "mkdir -p /opt/probe && base64 /run/secrets/HF_TOKEN > /opt/probe/token.b64",
+    "hf-token-file": "mkdir -p /opt/probe /root/.cache/huggingface && "
+                     "echo hf_NOTTHESECRETbutAtokenAAAAAAAAAAAAAAAAAAAAA > /root/.cache/huggingface/token",
+    "registry-auth-file": "mkdir -p /opt/probe /root/.docker && echo "
+                          + repr(json.dumps({"auths": {"ghcr.io": {"auth": "dXNlcjpwYXNzd29yZA=="}}}))
+                          + " > /root/.docker/config.json",
+}
+EXPECTED = {"copied": ("HF_TOKEN", "/opt/probe/HF_TOKEN"), "base64": ("HF_TOKEN", "/opt/probe/token.b64"),
+            "hf-token-file": ("huggingface-token-file", "/root/.cache/huggingface/token"),
+            "registry-auth-file": ("registry-auth-file", "/root/.docker/config.json")}
+
+
+@pytest.mark.parametrize("leak", sorted(LEAKS))
+def test_a_build_that_writes_a_secret_into_a_layer_is_refused_and_nothing_is_kept(leak, workspace, docker_engine,
+                                                                                   debian_reachable, eb_home):
+    script = "#!/bin/sh\nset -eu\n" + LEAKS[leak] + "\n"
+    name = f"leak-{leak}-{uuid.uuid4().hex[:6]}"
+    write_image(workspace, name, spec(uuid.uuid4().hex), {"build.sh": script, "src/x": "x\n"})
+    assert run_cli(["lock", name], workspace).returncode == 0
+    proc = run_cli(["image", name], workspace, env={"HF_TOKEN": SENTINEL})
+    what, path = EXPECTED[leak]
+    assert proc.returncode == 1, proc.stderr
+    assert "error: component probe wrote a secret into its layers: " in proc.stderr
+    assert what in proc.stderr and path in proc.stderr
+    scan("the refusal", proc.stderr, SENTINEL)
+    assert docker("image", "inspect", f"enginebuild/{name}:latest", check=False).returncode != 0
+    plan = json.loads(run_cli(["plan", name, "--json"], workspace).stdout)
+    key = plan["components"][0]["key"]
+    assert plan["components"][0]["action"] == "build"  # no outputs were recorded for it
+    assert key not in docker("images", "enginebuild/component", "--format", "{{.Tag}}").stdout.split()
+    assert not (workspace / f"lockfiles/{name}.pushes.json").exists()
+    report.count("secret scan", "leaks refused")
+
+
+def test_push_refuses_an_image_whose_layers_hold_a_configured_secret(workspace, docker_engine, debian_reachable,
+                                                                    registry):
+    write_image(workspace, "shipped", spec(uuid.uuid4().hex, extra="files:\n  /opt/notes.txt: notes.txt\n"),
+                {"build.sh": BUILD, "src/x": "x\n", "notes.txt": f"remember {SENTINEL}\n"})
+    assert run_cli(["lock", "shipped"], workspace).returncode == 0
+    assert run_cli(["image", "shipped"], workspace, env={"HF_TOKEN": SENTINEL}).returncode == 0
+    proc = run_cli(["push", "shipped", "--to", f"{registry.host}/enginebuild-test/shipped"], workspace,
+                   env={"HF_TOKEN": SENTINEL})
+    assert proc.returncode == 1
+    assert "image shipped (linux/amd64) wrote a secret into its layers: HF_TOKEN in /opt/notes.txt" in proc.stderr
+    assert not (workspace / "lockfiles/shipped.pushes.json").exists()
+    report.count("secret scan", "pushes refused")

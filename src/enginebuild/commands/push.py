@@ -95,7 +95,7 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
             if attach:
                 from enginebuild.publish.attach import attach_documents
 
-                attached = attach_documents(pusher, spec, lock, plans, digest, tag)
+                attached = attach_documents(pusher, ws.root, spec, lock, plans, digest)
             record = {"repository": target.name, "tag": tag, "digest": digest,
                       "platforms": {p: d for d, _, p in manifests},
                       "pushed_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()

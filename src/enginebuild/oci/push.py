@@ -44,8 +44,10 @@ def compressed(store: Store, layer: Layer) -> tuple[str, int]:
 
 
 class ProgressReader:
-    def __init__(self, handle: IO[bytes], transfer: Transfer | None):
-        self.handle, self.transfer = handle, transfer
+    """A file-like upload body of known length (so it is sent with Content-Length, not chunked)."""
+
+    def __init__(self, handle: IO[bytes], size: int, transfer: Transfer | None):
+        self.handle, self.size, self.transfer = handle, size, transfer
 
     def read(self, size: int = -1) -> bytes:
         data = self.handle.read(size)
@@ -53,9 +55,8 @@ class ProgressReader:
             self.transfer.advance(len(data))
         return data
 
-    def __iter__(self) -> Any:
-        while block := self.read(1 << 20):
-            yield block
+    def __len__(self) -> int:
+        return self.size
 
 
 @dataclass
@@ -78,7 +79,8 @@ class Pusher:
             self.stats.layers_existing += 1
             return
         transfer = Transfer(output(), "uploading", what, size) if size > 1 << 20 else None
-        self.client.upload_blob(self.target, digest, size, lambda: ProgressReader(opener(), transfer))  # type: ignore[arg-type,return-value]
+        self.client.upload_blob(self.target, digest, size,
+                                lambda: ProgressReader(opener(), size, transfer))  # type: ignore[arg-type,return-value]
         if transfer is not None:
             transfer.finish()
         self.stats.layers_pushed += 1

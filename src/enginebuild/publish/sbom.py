@@ -1,0 +1,109 @@
+"""The SBOM of a pushed image (CycloneDX 1.6 JSON, written with cyclonedx-python-lib): the base
+images, every system package and Python distribution, every source pin, every patch, every
+component's outputs, each with its sha256 (or commit). Deterministic: the same push gives the
+same document."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from enginebuild import __version__
+from enginebuild.lock.lockfile import Lock
+from enginebuild.spec.model import ImageSpec
+
+
+def _hash(value: str) -> Any:
+    from cyclonedx.model import HashAlgorithm, HashType
+
+    return HashType(alg=HashAlgorithm.SHA_256, content=value.split(":")[-1])
+
+
+def _component(ref: str, name: str, version: str, kind: str, purl: str | None = None, sha256: str | None = None,
+               url: str | None = None, props: dict[str, str] | None = None) -> Any:
+    from cyclonedx.model import ExternalReference, ExternalReferenceType, Property, XsUri
+    from cyclonedx.model.bom_ref import BomRef
+    from cyclonedx.model.component import Component, ComponentType
+    from packageurl import PackageURL
+
+    types = {"container": ComponentType.CONTAINER, "library": ComponentType.LIBRARY, "file": ComponentType.FILE,
+             "application": ComponentType.APPLICATION}
+    component = Component(name=name, version=version, type=types[kind], bom_ref=BomRef(ref),
+                          purl=PackageURL.from_string(purl) if purl else None,
+                          hashes=[_hash(sha256)] if sha256 else [],
+                          properties=[Property(name=k, value=v) for k, v in sorted((props or {}).items())])
+    if url:
+        component.external_references.add(ExternalReference(type=ExternalReferenceType.DISTRIBUTION, url=XsUri(url)))
+    return component
+
+
+def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, dict[str, Any]]) -> list[Any]:
+    out = []
+    for name, entry in sorted(lock.entries.items()):
+        pin = entry.resolved
+        if pin is None:
+            continue
+        if ".base@" in name:
+            out.append(_component(name, pin["ref"].split("@")[0], pin.get("digest") or "", "container",
+                                  sha256=pin.get("digest"), props={"enginebuild:input": name}))
+        elif ".system@" in name:
+            for deb in pin["packages"]:
+                purl = f"pkg:deb/debian/{deb['name']}@{deb['version']}?arch={deb['arch']}"
+                out.append(_component(f"{name}/{deb['name']}", deb["name"], deb["version"], "library", purl,
+                                      deb["sha256"], f"{pin['archives'][deb.get('archive', 0)]}/{deb['filename']}",
+                                      {"enginebuild:input": name}))
+        elif ".python@" in name:
+            for dist in pin["packages"]:
+                props = {"enginebuild:input": name, "enginebuild:origin": dist["origin"]}
+                if dist.get("commit"):
+                    props["enginebuild:commit"] = dist["commit"]
+                out.append(_component(f"{name}/{dist['name']}", dist["name"], dist["version"] or "component",
+                                      "library", f"pkg:pypi/{dist['name']}@{dist['version']}" if dist["version"] else
+                                      None, dist.get("sha256") or None, dist.get("url") or None, props))
+        elif name.startswith("tools."):
+            continue
+        else:
+            version = pin.get("commit") or pin.get("version") or pin.get("sha256", "")
+            purl = f"pkg:pypi/{pin['name']}@{pin['version']}" if "version" in pin and "name" in pin else None
+            props = {"enginebuild:input": name}
+            if "commit" in pin:
+                props["enginebuild:commit"] = pin["commit"]
+            out.append(_component(name, pin.get("url") or pin.get("name") or name, version, "library", purl,
+                                  pin.get("sha256"), pin.get("url"), props))
+    for owner, patch in spec.all_patches:
+        out.append(_component(f"patch/{patch.name}", f"patches/{patch.name}", patch.patch.sha256[:12], "file",
+                              sha256=patch.patch.sha256, props={"enginebuild:applies-to": owner}))
+    for comp in spec.components:
+        record = outputs.get(comp.name)
+        if record:
+            out.append(_component(f"component/{comp.name}", comp.name, str(record.get("key", ""))[:16], "application",
+                                  sha256=str(record["sha256"]), props={"enginebuild:component": comp.name}))
+    return out
+
+
+def make_sbom(spec: ImageSpec, lock: Lock, subject_digest: str, repository: str,
+              outputs: dict[str, dict[str, Any]]) -> bytes:
+    import datetime as dt
+    import warnings
+
+    from cyclonedx.model import Property
+    from cyclonedx.model.bom import Bom, BomMetaData
+    from cyclonedx.model.bom_ref import BomRef
+    from cyclonedx.model.component import Component, ComponentType
+    from cyclonedx.output import make_outputter
+    from cyclonedx.schema import OutputFormat, SchemaVersion
+
+    created = dt.datetime.fromisoformat(lock.created.replace("Z", "+00:00"))
+    root = Component(name=repository, version=subject_digest, type=ComponentType.CONTAINER, bom_ref=BomRef("image"),
+                     hashes=[_hash(subject_digest)],
+                     properties=[Property(name="enginebuild:image", value=spec.name),
+                                 Property(name="enginebuild:version", value=__version__)])
+    bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"enginebuild:{repository}@{subject_digest}"),
+              metadata=BomMetaData(component=root, timestamp=created))
+    for component in components_of(spec, lock, outputs):
+        bom.components.add(component)
+        bom.register_dependency(root, [component])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        text = make_outputter(bom, OutputFormat.JSON, SchemaVersion.V1_6).output_as_string(indent=None)
+    return text.encode()
