@@ -9,9 +9,14 @@ from helpers.registry import push_blob_image
 from helpers.specs import write_image
 
 from enginebuild.errors import RegistryError
-from enginebuild.lockfile import read_lock
-from enginebuild.reference import parse_image_ref
-from enginebuild.registry import RegistryClient, parse_challenge
+from enginebuild.lock.lockfile import read_lock
+from enginebuild.oci.reference import parse_image_ref
+from enginebuild.oci.registry import RegistryClient, parse_challenge
+from enginebuild.spec.catalog import Catalog
+
+
+def base_pin(workspace, name="t"):
+    return read_lock(workspace, Catalog(workspace).load(name)).raw("runtime.base@linux/amd64")
 
 
 @pytest.mark.registry
@@ -20,7 +25,7 @@ def test_lock_resolves_a_base_tag_to_the_digest_the_registry_serves(registry, wo
     write_image(workspace, "t", f"base: {registry.host}/enginebuild-test/base:2026090302\nplatform: linux/amd64\n")
     proc = run_cli(["lock", "t"], workspace)
     assert proc.returncode == 0, proc.stderr
-    base = read_lock(workspace, "t").resolved("base")
+    base = base_pin(workspace)
     head = requests.head(f"http://{registry.host}/v2/enginebuild-test/base/manifests/2026090302",
                          headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
     assert base["digest"] == digest == head.headers["Docker-Content-Digest"]
@@ -35,15 +40,15 @@ def test_a_moved_tag_keeps_its_locked_digest_until_lock_update(registry, workspa
     second = push_blob_image(registry.host, "enginebuild-test/moving", "nightly", salt="next night")
     assert second != first
     assert run_cli(["lock", "t"], workspace).returncode == 0
-    assert read_lock(workspace, "t").resolved("base")["digest"] == first
+    assert base_pin(workspace)["digest"] == first
     assert run_cli(["lock", "--update", "t"], workspace).returncode == 0
-    assert read_lock(workspace, "t").resolved("base")["digest"] == second
+    assert base_pin(workspace)["digest"] == second
 
 
 @pytest.mark.registry
 def test_a_missing_tag_is_a_clear_error(registry):
     with pytest.raises(RegistryError) as info:
-        RegistryClient().manifest_digest(parse_image_ref(f"{registry.host}/enginebuild-test/none:1"))
+        RegistryClient().manifest(parse_image_ref(f"{registry.host}/enginebuild-test/none:1"))
     assert info.value.message == f"{registry.host}/enginebuild-test/none:1: no such manifest in {registry.host}"
 
 
@@ -60,7 +65,7 @@ def test_the_bearer_token_flow_asks_for_exactly_the_scope_the_registry_named(tok
     digest = push_blob_image(token_registry.host, repository, "1", auth=_bearer_for_push(token_registry, repository))
     tokens = token_registry.extra["tokens"]
     tokens.requests.clear()
-    resolved, _ = RegistryClient().manifest_digest(parse_image_ref(f"{token_registry.host}/{repository}:1"))
+    resolved, _, _ = RegistryClient().manifest(parse_image_ref(f"{token_registry.host}/{repository}:1"))
     assert resolved == digest
     assert tokens.requests == [{"scope": f"repository:{repository}:pull", "service": tokens.service, "user": None}]
 
@@ -92,7 +97,7 @@ def test_wrong_credentials_say_to_log_in(token_registry, tmp_path, workspace):
     write_image(workspace, "t", f"base: {token_registry.host}/enginebuild-test/private:1\nplatform: linux/amd64\n")
     proc = run_cli(["lock", "t"], workspace, env={"DOCKER_CONFIG": str(config)})
     assert proc.returncode == 1
-    assert "t: base is NOT pinned: token service" in proc.stderr
+    assert "t: runtime.base@linux/amd64 is NOT pinned: token service" in proc.stderr
     assert "answered HTTP 401" in proc.stderr
 
 
@@ -110,3 +115,44 @@ def test_references_normalise_like_the_docker_cli():
     assert (nv.registry, nv.repository) == ("nvcr.io", "nvidia/cuda")
     pinned = parse_image_ref("ghcr.io/spark-arena/dgx-vllm-eugr-nightly@sha256:" + "a" * 64)
     assert pinned.pinned and pinned.tag is None
+
+
+BAD_TARGETS = [
+    ("127.0.0.1:5055", "has no repository"),
+    ("127.0.0.1:5000/Upper/Case", "must be lower case"),
+    ("127.0.0.1:5000/with space", "ASCII"),
+    ("127.0.0.1:5000/a/../b", "'..'"),
+    ("127.0.0.1:5000//a", "'//'"),
+    ("127.0.0.1:5000/a/", "end with '/'"),
+    ("-127.0.0.1:5000/a", "start with '-'"),
+    ("127.0.0.1:5000/caf\u00e9", "ASCII"),
+    ("127.0.0.1:5000/" + "a" * 260, "at most 255"),
+    ("127.0.0.1:5000/x/demo:", "is not a valid tag"),
+    ("demo", "has no repository"),
+    ("docker.io", "has no repository"),
+    ("registry/repo", "is not a registry host"),
+]
+
+
+@pytest.mark.parametrize("target,why", BAD_TARGETS, ids=[t[:30] for t, _ in BAD_TARGETS])
+def test_a_bad_push_target_is_refused_before_anything_is_sent(target, why, workspace):
+    proc = run_cli(["push", "demo", f"--to={target}"], workspace)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: --to {target!r}:") and why in proc.stderr
+    assert not (workspace / "lockfiles/demo.pushes.json").exists()
+
+
+@pytest.mark.docker
+@pytest.mark.network
+def test_a_push_to_a_port_where_nothing_listens_fails_at_once(workspace, docker_engine, debian_reachable):
+    import time
+
+    assert run_cli(["image", "demo"], workspace).returncode == 0
+    start = time.monotonic()
+    proc = run_cli(["push", "demo", "--to", "127.0.0.1:9/enginebuild/demo"], workspace)
+    took = time.monotonic() - start
+    assert proc.returncode == 1
+    assert "connection refused by 127.0.0.1:9" in proc.stderr
+    assert "nothing accepts connections there" in proc.stderr
+    assert took < 10, f"took {took:.1f}s"
+    assert not (workspace / "lockfiles/demo.pushes.json").exists()
