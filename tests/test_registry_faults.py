@@ -11,7 +11,8 @@ from helpers.faultproxy import FaultProxy
 from helpers.registry import push_blob_image
 from helpers.specs import write_image
 
-from enginebuild.lockfile import read_lock
+from enginebuild.lock.lockfile import read_lock
+from enginebuild.spec.catalog import Catalog
 
 pytestmark = [pytest.mark.registry]
 
@@ -37,75 +38,93 @@ def lock_through(proxy, workspace, env=None):
     write_image(workspace, "t", f"base: {proxy.host}/enginebuild-test/fault:1\nplatform: linux/amd64\n")
     start = time.monotonic()
     proc = run_cli(["lock", "--update", "t"], workspace, env={"ENGINEBUILD_HTTP_BACKOFF": "0.05", **(env or {})})
-    return proc, time.monotonic() - start, read_lock(workspace, "t")
+    lock = read_lock(workspace, Catalog(workspace).load("t"))
+    return proc, time.monotonic() - start, lock
 
 
-def outcome(kind: str, correct: bool):
+BASE = "runtime.base@linux/amd64"
+
+
+def outcome(kind: str, **conditions: bool) -> None:
+    """Count the fault for the report, then assert each condition by name (so a failure says which)."""
     report.count("registry faults", f"{kind} injected")
-    report.count("registry faults", f"{kind} handled", int(correct))
-    assert correct
+    report.count("registry faults", f"{kind} handled", int(all(conditions.values())))
+    failed = [name for name, ok in conditions.items() if not ok]
+    assert failed == [], f"{kind}: not as expected: {', '.join(failed)}"
+
+
+def digest_of(lock):
+    pin = lock.raw(BASE)
+    return pin["digest"] if pin else None
 
 
 def test_a_bearer_challenge_is_answered_with_the_scope_the_registry_named(proxy, workspace):
     proxy, digest = proxy
     proxy.bearer = True
     proc, _, lock = lock_through(proxy, workspace)
-    outcome("401 bearer", proc.returncode == 0 and lock.resolved("base")["digest"] == digest
-            and proxy.scopes == ["repository:enginebuild-test/fault:pull"])
+    outcome("401 bearer", exit_0=proc.returncode == 0, locked_digest=digest_of(lock) == digest,
+            scope_asked=proxy.scopes == ["repository:enginebuild-test/fault:pull"])
 
 
 def test_403_is_a_clear_error_and_records_no_digest(proxy, workspace):
     proxy, _ = proxy
     proxy.add("GET", MANIFEST, "status", status=403, times=100)
     proc, _, lock = lock_through(proxy, workspace)
-    outcome("403", proc.returncode == 1 and lock.resolved("base") is None
-            and "access denied" in proc.stderr and "lack pull access" in lock.unresolved()["base"])
+    outcome("403", exit_1=proc.returncode == 1, nothing_locked=digest_of(lock) is None,
+            says_access_denied="access denied" in proc.stderr,
+            recorded_why="lack pull access" in lock.unresolved()[BASE])
 
 
 def test_404_says_there_is_no_such_manifest(proxy, workspace):
     proxy, _ = proxy
     proxy.add("GET", MANIFEST, "status", status=404, times=100)
     proc, _, lock = lock_through(proxy, workspace)
-    outcome("404", proc.returncode == 1 and lock.resolved("base") is None and "no such manifest" in proc.stderr)
+    outcome("404", exit_1=proc.returncode == 1, nothing_locked=digest_of(lock) is None,
+            says_no_such_manifest="no such manifest" in proc.stderr)
 
 
 def test_429_waits_as_long_as_retry_after_says(proxy, workspace):
     proxy, digest = proxy
     proxy.add("GET", MANIFEST, "status", status=429, headers={"Retry-After": "2"}, times=1)
     proc, elapsed, lock = lock_through(proxy, workspace)
-    outcome("429 retry-after", proc.returncode == 0 and lock.resolved("base")["digest"] == digest
-            and elapsed >= 2.0 and "HTTP 429; retrying in 2.0s" in proc.stderr)
+    outcome("429 retry-after", exit_0=proc.returncode == 0, locked_digest=digest_of(lock) == digest,
+            waited=elapsed >= 2.0, said_so="HTTP 429; retrying in 2.0s" in proc.stderr)
 
 
 def test_a_burst_of_503_is_retried_a_bounded_number_of_times(proxy, workspace):
     proxy, digest = proxy
     proxy.add("GET", MANIFEST, "status", status=503, times=3)
     proc, _, lock = lock_through(proxy, workspace)
-    outcome("503 burst", proc.returncode == 0 and lock.resolved("base")["digest"] == digest)
+    outcome("503 burst", exit_0=proc.returncode == 0, locked_digest=digest_of(lock) == digest)
     proxy.reset()
     proxy.add("GET", MANIFEST, "status", status=503, times=1000)
+    kept, _, lock = lock_through(proxy, workspace)  # a pin from before is kept, and the failure said
+    assert kept.returncode == 0 and digest_of(lock) == digest and "kept the previous pin" in kept.stderr
+    (workspace / "lockfiles/t.lock").unlink()
+    proxy.log.clear()
     proc, elapsed, lock = lock_through(proxy, workspace)
     attempts = sum(1 for entry in proxy.log if entry[2] == 503)
-    outcome("503 forever", proc.returncode == 1 and lock.resolved("base") is None and attempts == 6
-            and "after 6 attempts" in proc.stderr and "try again later" in proc.stderr and elapsed < 30)
+    outcome("503 forever", exit_1=proc.returncode == 1, nothing_locked=digest_of(lock) is None,
+            six_attempts=attempts == 6, said_so="after 6 attempts" in proc.stderr,
+            hint_fits="try again later" in proc.stderr, bounded=elapsed < 30)
 
 
 def test_connection_resets_are_retried(proxy, workspace):
     proxy, digest = proxy
     proxy.add("GET", MANIFEST, "reset", times=2)
     proc, _, lock = lock_through(proxy, workspace)
-    outcome("connection reset", proc.returncode == 0 and lock.resolved("base")["digest"] == digest)
+    outcome("connection reset", exit_0=proc.returncode == 0, locked_digest=digest_of(lock) == digest)
 
 
 def test_a_digest_header_that_disagrees_with_the_body_is_never_recorded(proxy, workspace):
     proxy, _ = proxy
     proxy.add("GET", MANIFEST, "lie", times=100)
     proc, _, lock = lock_through(proxy, workspace)
-    outcome("digest mismatch", proc.returncode == 1 and lock.resolved("base") is None
-            and "claims digest" in proc.stderr and "nothing was recorded" in proc.stderr)
+    outcome("digest mismatch", exit_1=proc.returncode == 1, nothing_locked=digest_of(lock) is None,
+            says_claims="claims digest" in proc.stderr, says_nothing_recorded="nothing was recorded" in proc.stderr)
 
 
-# -- pushes through the proxy: the Docker engine uploads, enginebuild checks and records -------------
+# -- pushes through the proxy: enginebuild uploads, checks and records -----------------------------
 
 @pytest.fixture(scope="module")
 def tiny(docker_engine, debian_reachable, tmp_path_factory):
@@ -141,7 +160,8 @@ def consistent(proxy, proc, repo, records) -> bool:
         return False
     name = repo.split("/", 1)[1]
     served = requests.head(f"http://{proxy.upstream}/v2/{name}/manifests/{records[0]['tag']}",
-                           headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+                           headers={"Accept": "application/vnd.oci.image.manifest.v1+json, "
+                                              "application/vnd.oci.image.index.v1+json"})
     return served.headers.get("Docker-Content-Digest") == records[0]["digest"]
 
 
@@ -150,7 +170,7 @@ def test_a_push_behind_a_bearer_challenge_is_recorded_with_the_served_digest(pro
     proxy, _ = proxy
     proxy.bearer = True
     proc, repo, records = push_through(proxy, tiny, "bearer")
-    outcome("push 401 bearer", proc.returncode == 0 and consistent(proxy, proc, repo, records))
+    outcome("push 401 bearer", exit_0=proc.returncode == 0, record_matches_registry=consistent(proxy, proc, repo, records))
 
 
 @pytest.mark.docker
@@ -158,7 +178,7 @@ def test_a_connection_reset_mid_upload_never_records_a_failed_push(proxy, tiny):
     proxy, _ = proxy
     proxy.add("*", r"/blobs/uploads/", "reset", times=3)
     proc, repo, records = push_through(proxy, tiny, "reset")
-    outcome("push reset mid-upload", consistent(proxy, proc, repo, records))
+    outcome("push reset mid-upload", record_matches_registry=consistent(proxy, proc, repo, records))
 
 
 @pytest.mark.docker
@@ -166,7 +186,8 @@ def test_a_registry_that_lies_about_the_pushed_digest_gets_no_record(proxy, tiny
     proxy, _ = proxy
     proxy.add("HEAD", r"/manifests/lie$", "lie", times=100)
     proc, repo, records = push_through(proxy, tiny, "lie")
-    outcome("push digest mismatch", proc.returncode == 1 and records == [] and "nothing recorded" in proc.stderr)
+    outcome("push digest mismatch", exit_1=proc.returncode == 1, no_record=records == [],
+            says_nothing_recorded="nothing recorded" in proc.stderr)
 
 
 @pytest.mark.docker
@@ -174,4 +195,5 @@ def test_a_registry_that_keeps_failing_gets_no_record(proxy, tiny):
     proxy, _ = proxy
     proxy.add("PUT", r"/manifests/down$", "status", status=503, times=1000)
     proc, repo, records = push_through(proxy, tiny, "down")
-    outcome("push 503", proc.returncode == 1 and records == [] and "push of" in proc.stderr)
+    outcome("push 503", exit_1=proc.returncode == 1, no_record=records == [],
+            says_the_registry_failed="HTTP 503 after 6 attempts" in proc.stderr)
