@@ -1,13 +1,13 @@
-"""The registry-backed stage cache, fresh engines, no-op speed paths, minimal pushes, reproducible stages."""
+"""The registry-backed cache (component outputs and command layers, by key), fresh engines,
+no-op speed, minimal pushes, and the same bytes from two clones."""
 import json
 import os
 import shutil
-import subprocess
 import uuid
 
 import pytest
 from conftest import need, run_cli
-from helpers.docker import docker, layers
+from helpers.docker import docker
 from helpers.engines import start_engine
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.network]
@@ -24,8 +24,8 @@ def fresh_engine(docker_engine, tmp_path_factory):
     assert docker("run", "--rm", "--entrypoint", "true", "enginebuild/demo:latest", check=False).returncode == 0
 
 
-def variant(workspace) -> list:
-    """Build arguments that give the demo's engine-build stage a key no earlier run has made."""
+def variant() -> list:
+    """A build argument that gives the demo's components keys no earlier run has made."""
     return ["--build-arg", f"CFLAGS=-O2 -DENGINEBUILD_TEST_RUN={uuid.uuid4().hex[:12]}"]
 
 
@@ -34,42 +34,56 @@ def edit_launcher(workspace):
         handle.write(f"# edit {uuid.uuid4().hex}\n")
 
 
-def test_a_fresh_engine_with_the_registry_cache_builds_only_the_scripts_stage(workspace, registry, fresh_engine, tmp_path):
+def test_a_fresh_runner_with_the_cache_pulls_the_components_and_runs_no_builder(workspace, registry, fresh_engine,
+                                                                               tmp_path):
     cache = f"{registry.host}/enginebuild-test/cache-{uuid.uuid4().hex[:8]}"
-    args = variant(workspace)
+    args = variant()
     proc = run_cli(["image", "demo", "--cache", cache, *args], workspace)
     assert proc.returncode == 0, proc.stderr
-    assert "engine-build" in proc.stdout and "pushed to" in proc.stderr
+    assert "component engine: outputs pushed to" in proc.stderr
     edit_launcher(workspace)
     env = {**fresh_engine.env, "ENGINEBUILD_HOME": str(tmp_path / "home2")}
     plan = json.loads(run_cli(["plan", "demo", "--json", "--cache", cache, *args], workspace, env=env).stdout)
-    assert plan["from_cache"] == ["engine-build"] and plan["to_build"] == ["files"]
-    proc = run_cli(["image", "demo", "--cache", cache, *args], workspace, env=env)
-    assert proc.returncode == 0, proc.stderr
-    assert "built 1 of 5 stages (files), pulled engine-build from the cache" in proc.stdout
-    built = subprocess.run(["docker", "-H", fresh_engine.host, "image", "inspect", "enginebuild/demo:latest"],
-                           capture_output=True, text=True, check=True)
-    assert json.loads(built.stdout)[0]["Config"]["Labels"]["org.enginebuild.key"] == plan["final_key"]
+    assert plan["components_to_build"] == [] and plan["layers_to_build"] == []
+    assert {"kernels", "engine", "system commands"} <= set(plan["from_cache"])
+    proc = run_cli(["image", "demo", "--cache", cache, *args], workspace, env={**env, "ENGINEBUILD_DOCKER": "/bin/false"})
+    assert proc.returncode == 0, proc.stderr  # no builder could run: none was needed
+    assert "pulled" in proc.stdout and "built" not in proc.stdout
+    out = docker("-H", fresh_engine.host, "run", "--rm", "--entrypoint", "demo-engine", "enginebuild/demo:latest",
+                 "--bad-option", "x", check=False)
+    assert "unknown option --bad-option" in out.stderr  # the engine binary came from the cache and runs
 
 
-def test_a_cache_entry_that_is_not_its_stage_is_refused_and_built(workspace, registry, fresh_engine, tmp_path):
+def test_a_cache_entry_that_names_another_key_is_refused_and_built(workspace, registry, fresh_engine, tmp_path):
     cache = f"{registry.host}/enginebuild-test/poisoned-{uuid.uuid4().hex[:8]}"
-    args = variant(workspace)
+    args = variant()
     plan = json.loads(run_cli(["plan", "demo", "--json", *args], workspace).stdout)
-    final_key = plan["final_key"]
-    # put another image under the final stage's key
-    docker("tag", "enginebuild/demo:latest", f"{cache}:{final_key}")
-    docker("push", f"{cache}:{final_key}")
-    env = {**fresh_engine.env, "ENGINEBUILD_HOME": str(tmp_path / "home2")}
-    proc = run_cli(["image", "demo", "--cache", cache, "--cache-readonly", *args], workspace, env=env, timeout=1800)
+    key = next(c["key"] for c in plan["components"] if c["name"] == "kernels")
+    # a real cache entry of another key, copied under this key's tag
+    other = f"{registry.host}/enginebuild-test/source-{uuid.uuid4().hex[:8]}"
+    assert run_cli(["image", "demo", "--cache", other, *variant()], workspace).returncode == 0
+    import requests
+
+    tags = requests.get(f"http://{registry.host}/v2/{other.split('/', 1)[1]}/tags/list").json()["tags"]
+    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
+    body = requests.get(f"http://{registry.host}/v2/{other.split('/', 1)[1]}/manifests/{tags[0]}", headers=accept)
+    for blob in body.json()["layers"] + [body.json()["config"]]:
+        data = requests.get(f"http://{registry.host}/v2/{other.split('/', 1)[1]}/blobs/{blob['digest']}").content
+        start = requests.post(f"http://{registry.host}/v2/{cache.split('/', 1)[1]}/blobs/uploads/")
+        location = start.headers["Location"]
+        location = location if location.startswith("http") else f"http://{registry.host}{location}"
+        requests.put(f"{location}&digest={blob['digest']}", data=data).raise_for_status()
+    requests.put(f"http://{registry.host}/v2/{cache.split('/', 1)[1]}/manifests/{key}", data=body.content,
+                 headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"}).raise_for_status()
+    env = {**fresh_engine.env, "ENGINEBUILD_HOME": str(tmp_path / "home3")}
+    proc = run_cli(["image", "demo", "--cache", cache, "--cache-readonly", *args], workspace, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "is not the stage it is named after" in proc.stderr
-    assert "built 5 of 5 stages" in proc.stdout
+    assert "is not the component-output it is named after; building instead" in proc.stderr
+    assert "built 2 component(s)" in proc.stdout
 
 
 def test_a_no_op_contacts_neither_builder_nor_registry(workspace):
     assert run_cli(["image", "demo"], workspace).returncode == 0
-    # an unreachable cache and no usable builder: a no-op must need neither
     proc = run_cli(["image", "demo", "--cache", "127.0.0.1:9/nowhere/cache"], workspace,
                    env={"ENGINEBUILD_DOCKER": "/bin/false", "ENGINEBUILD_HTTP_BACKOFF": "5"})
     assert proc.returncode == 0, proc.stderr
@@ -79,10 +93,10 @@ def test_a_no_op_contacts_neither_builder_nor_registry(workspace):
 def test_after_a_script_edit_push_uploads_one_layer_and_little_more_than_the_edit(workspace, registry):
     repo = f"{registry.host}/enginebuild-test/minimal-{uuid.uuid4().hex[:8]}"
     assert run_cli(["image", "demo"], workspace).returncode == 0
-    assert run_cli(["push", "demo", "--to", repo, "--tag", "before"], workspace).returncode == 0
+    assert run_cli(["push", "demo", "--to", repo, "--tag", "before", "--no-attach"], workspace).returncode == 0
     edit_launcher(workspace)
     assert run_cli(["image", "demo"], workspace).returncode == 0
-    proc = run_cli(["push", "demo", "--to", repo, "--tag", "after"], workspace)
+    proc = run_cli(["push", "demo", "--to", repo, "--tag", "after", "--no-attach"], workspace)
     assert proc.returncode == 0, proc.stderr
     record = next(r for r in json.loads((workspace / "lockfiles/demo.pushes.json").read_text())["pushes"]
                   if r["tag"] == "after")
@@ -91,9 +105,9 @@ def test_after_a_script_edit_push_uploads_one_layer_and_little_more_than_the_edi
     assert record["bytes_pushed"] < 2 * edited + 16_384  # the layer, plus config and manifest
 
 
-def test_the_scripts_stage_is_byte_for_byte_the_same_from_two_clones(workspace, tmp_path):
+def test_the_same_files_give_the_same_image_from_two_clones(workspace, tmp_path):
     marker = uuid.uuid4().hex
-    digests = []
+    ids = []
     for n, umask in enumerate((0o022, 0o002)):
         clone = tmp_path / f"clone{n}"
         old = os.umask(umask)
@@ -105,9 +119,7 @@ def test_the_scripts_stage_is_byte_for_byte_the_same_from_two_clones(workspace, 
             os.chmod(clone / "images/demo/wait_for_server.sh", 0o755 if n == 0 else 0o775)
         finally:
             os.umask(old)
-        plan = json.loads(run_cli(["plan", "demo", "--json"], clone).stdout)
-        docker("rmi", "-f", f"enginebuild/stage:{plan['final_key']}", check=False)
         proc = run_cli(["image", "demo"], clone)
         assert proc.returncode == 0, proc.stderr
-        digests.append((plan["final_key"], layers("enginebuild/demo:latest")))
-    assert digests[0] == digests[1]
+        ids.append(docker("image", "inspect", "enginebuild/demo:latest", "--format", "{{.Id}}").stdout.strip())
+    assert ids[0] == ids[1]

@@ -7,8 +7,9 @@ import textwrap
 import pytest
 from conftest import ROOT, need
 
-SCRIPTS = sorted(p for p in [*ROOT.glob("images/*/*.sh"), *ROOT.glob("scripts/*.sh"), ROOT / ".ci/run",
-                             *ROOT.glob("src/enginebuild/templates/*.sh"), *ROOT.glob("tests/standin/*.sh")])
+SCRIPTS = sorted(p for p in [*ROOT.glob("images/*/*.sh"), *ROOT.glob("images/*/*/*.sh"), *ROOT.glob("scripts/*.sh"),
+                             ROOT / ".ci/run", *ROOT.glob("examples/*/*.sh"),
+                             *ROOT.glob("tests/standin/*.sh")])
 
 
 def test_there_are_scripts_to_check():

@@ -7,10 +7,10 @@ stubs=/usr/local/cuda/lib64/stubs
 cmake -S . -B build -G Ninja \
     -DCMAKE_BUILD_TYPE=Release \
     -DGGML_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES:?set in the component's build args}" \
+    -DCMAKE_CUDA_ARCHITECTURES="${CMAKE_CUDA_ARCHITECTURES:?set in the build args of the component}" \
     -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_TESTS=OFF \
-    -DCMAKE_INSTALL_RPATH='$ORIGIN/../lib' \
+    -DCMAKE_INSTALL_RPATH="\$ORIGIN/../lib" \
     -DCMAKE_EXE_LINKER_FLAGS="-L$stubs -Wl,-rpath-link,$stubs" \
     -DCMAKE_SHARED_LINKER_FLAGS="-L$stubs -Wl,-rpath-link,$stubs"
 cmake --build build --target llama-server -j "${MAX_JOBS:-8}"
