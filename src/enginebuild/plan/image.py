@@ -82,9 +82,9 @@ def labels_of(spec: ImageSpec, lock: Lock, manifest: dict[str, Any], pins: Pins,
     revision = source_url = ""
     for comp in [spec.component(n) for n in spec.install] + list(spec.components):
         if comp.source and comp.source.pinned_by_lock:
-            pin = pins.get(f"components.{comp.name}.source")
-            revision = getattr(pin, "commit", "") or f"{comp.name}=={getattr(pin, 'version', '')}"
-            source_url = getattr(pin, "url", "") if comp.source.kind == "git" else ""
+            pin = lock.raw(f"components.{comp.name}.source") or {}
+            revision = pin.get("commit") or (f"{comp.name}=={pin['version']}" if pin.get("version") else "")
+            source_url = pin.get("url", "") if comp.source.kind == "git" else ""
             break
     labels = {"org.opencontainers.image.title": spec.name.split(":")[0],
               "org.opencontainers.image.description": spec.description,
