@@ -1,9 +1,14 @@
-"""Lockfiles and push records are replaced atomically under a file lock: SIGKILL at random points
-leaves every file old or new, never torn, and no lock held; concurrent runs wait, visibly."""
+"""Lockfiles and push records are replaced atomically under a file lock.
+
+Faults are injected at named points (ENGINEBUILD_FAULT, see io/faults.py), so every run kills
+at the same place on any machine: half-way through writing the new file, just before the
+rename, after the blobs are uploaded, after the registry confirmed the tag. A further series
+kills at fixed fractions of a measured run. After each kill every file is the old one or the
+new one, never torn; no lock is held; the next run sweeps the killed run's temporaries.
+"""
 import fcntl
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -13,115 +18,191 @@ import uuid
 import pytest
 from conftest import ROOT, run_cli
 from helpers import report
-from helpers.gitrepo import Repo
 from helpers.registry import push_blob_image
 from helpers.specs import write_image
 
-LOCK_KILLS = 100
-PUSH_KILLS = int(os.environ.get('ENGINEBUILD_TEST_PUSH_KILLS', '40'))
+LOCK_POINTS = ["files.half-written:t.lock", "files.before-rename:t.lock"]
+PUSH_POINTS = ["push.uploaded", "push.confirmed", "files.half-written:demo.pushes.json",
+               "files.before-rename:demo.pushes.json"]
+ROUNDS = 3
+FRACTIONS = [i / 10 for i in range(1, 10)]
 
 
-def start(args, cwd, env=None):
-    full = dict(os.environ, PYTHONPATH=str(ROOT / "src"), **(env or {}))
-    return subprocess.Popen([sys.executable, "-m", "enginebuild", *args], cwd=cwd, env=full,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start(args, cwd, fault: str | None = None, **kwargs):
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    if fault:
+        env["ENGINEBUILD_FAULT"] = fault
+    return subprocess.Popen([sys.executable, "-m", "enginebuild", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
-def kill_at_random(proc, upto: float, rng) -> bool:
-    """SIGKILL after a random delay; False if it finished first."""
-    deadline = time.monotonic() + rng.uniform(0, upto)
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.001)
-    if proc.poll() is not None:
-        return False
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    return True
+def dotfiles(folder):
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def lock_tag(lockfile) -> str:
+    doc = json.loads(lockfile.read_text())
+    assert doc["image"] == "t"
+    return doc["inputs"]["runtime.base@linux/amd64"]["request"]["ref"].rsplit(":", 1)[1]
+
+
+@pytest.fixture
+def moving_base(workspace, registry):
+    repository = f"enginebuild-test/atomic-base-{uuid.uuid4().hex[:6]}"
+    for tag in ("a", "b", "c"):
+        push_blob_image(registry.host, repository, tag, salt=tag)
+
+    def write(tag):
+        write_image(workspace, "t", f"base: {registry.host}/{repository}:{tag}\nplatform: linux/amd64\n")
+    return write
 
 
 @pytest.mark.registry
-def test_killing_lock_at_random_points_never_tears_a_lockfile(workspace, registry, tmp_path, git_available):
-    repo = Repo(tmp_path / "upstream")
-    for n in range(3):
-        repo.commit({"engine.c": f"int v = {n};\n"}, f"v{n}", tag=f"v{n}")
-    push_blob_image(registry.host, "enginebuild-test/atomic-base", "1")
-    spec = ("base: {host}/enginebuild-test/atomic-base:1\nplatform: linux/amd64\n"
-            "engine:\n  name: e\n  source:\n    git: {{url: '{url}', ref: {ref}}}\n")
+def test_a_lock_killed_at_each_named_point_leaves_the_old_lockfile_and_the_next_run_cleans_up(workspace,
+                                                                                               moving_base):
     lockfile = workspace / "lockfiles/t.lock"
-    rng = random.Random(20261121)
-    seen, kills, torn = set(), 0, 0
-    for i in range(LOCK_KILLS * 3):
-        write_image(workspace, "t", spec.format(host=registry.host, url=repo.url, ref=f"v{i % 3}"))
-        before = lockfile.read_bytes() if lockfile.exists() else None
-        proc = start(["lock", "t"], workspace)
-        if kill_at_random(proc, 0.6, rng):
+    moving_base("a")
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    kills = 0
+    for round_ in range(ROUNDS):
+        for point, tag in zip(LOCK_POINTS, ("b", "c")):
+            old = lockfile.read_bytes()
+            moving_base(tag)
+            proc = start(["lock", "t"], workspace, fault=f"{point}=kill")
+            proc.communicate(timeout=120)
+            assert proc.returncode == -signal.SIGKILL, (point, proc.returncode)
             kills += 1
-        after = lockfile.read_bytes() if lockfile.exists() else None
-        if after is not None:
-            try:
-                doc = json.loads(after)
-                assert doc["image"] == "t"
-            except (ValueError, KeyError):
-                torn += 1
-        if after not in (before, None):
-            seen.add(json.loads(after)["inputs"]["engine"]["request"]["ref"])
-        leftovers = [p.name for p in lockfile.parent.iterdir() if p.name.startswith(".")]
-        if kills >= LOCK_KILLS:
-            break
-    report.count("atomic state", "kills during lock", kills)
-    report.count("atomic state", "torn files", torn)
-    assert kills >= LOCK_KILLS and torn == 0
-    assert len(seen) >= 2  # runs that finished did write new locks
-    # a killed writer leaves no lock held and no temporary file behind the next run
-    proc = run_cli(["lock", "t"], workspace, timeout=60)
-    assert proc.returncode == 0 and "waiting for another" not in proc.stderr
-    assert [p.name for p in lockfile.parent.iterdir() if p.name.startswith(".")] == []
-    assert leftovers is not None
+            assert lockfile.read_bytes() == old, point  # the old lock, whole
+            left = dotfiles(lockfile.parent)
+            assert len(left) == 1 and f".{proc.pid}." in left[0], left  # the killed run's temporary
+            again = run_cli(["lock", "t"], workspace, timeout=120)
+            assert again.returncode == 0, again.stderr
+            assert "waiting for another" not in again.stderr  # the kernel released the killed holder's lock
+            assert lock_tag(lockfile) == tag  # the next run wrote the new lock
+            assert dotfiles(lockfile.parent) == []  # and swept the temporary
+            moving_base("a")
+            assert run_cli(["lock", "t"], workspace).returncode == 0
+    report.count("atomic state", "lock runs killed at named points", kills)
+    assert kills == ROUNDS * len(LOCK_POINTS)
 
 
-def served(host, tag):
+@pytest.mark.registry
+def test_a_lock_killed_at_fractions_of_a_measured_run_never_tears_the_lockfile(workspace, moving_base):
+    lockfile = workspace / "lockfiles/t.lock"
+    moving_base("a")
+    began = time.monotonic()
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    measured = time.monotonic() - began
+    tags = {"a"}
+    for n, fraction in enumerate(FRACTIONS):
+        tag = "bc"[n % 2]
+        moving_base(tag)
+        proc = start(["lock", "t"], workspace)
+        try:
+            proc.wait(timeout=measured * fraction)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        proc.communicate()
+        tags.add(lock_tag(lockfile))  # parses: old or new, never torn
+    again = run_cli(["lock", "t"], workspace)
+    assert again.returncode == 0 and "waiting for another" not in again.stderr
+    assert dotfiles(lockfile.parent) == []
+    report.count("atomic state", "lock runs killed at fractions of a measured run", len(FRACTIONS))
+
+
+def test_sigterm_while_writing_a_lockfile_removes_the_temporary_and_exits_143(workspace, moving_base, eb_home):
+    lockfile = workspace / "lockfiles/t.lock"
+    moving_base("a")
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    old = lockfile.read_bytes()
+    moving_base("b")
+    announced = eb_home / "faults" / "files.half-written"
+    announced.unlink(missing_ok=True)
+    proc = start(["lock", "t"], workspace, fault="files.half-written:t.lock=stall")
+    deadline = time.monotonic() + 120
+    while not announced.exists():  # the run is stalled half-way through writing the new lock
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    assert len(dotfiles(lockfile.parent)) == 1
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143
+    assert "terminated" in stderr and "Traceback" not in stderr
+    assert lockfile.read_bytes() == old and dotfiles(lockfile.parent) == []
+
+
+def served(host, repository, tag):
     import requests
 
-    return requests.head(f"http://{host}/v2/enginebuild-test/killed-push/manifests/{tag}", timeout=30,
-                         headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    return requests.head(f"http://{host}/v2/{repository}/manifests/{tag}", timeout=30,
+                         headers={"Accept": "application/vnd.oci.image.index.v1+json, "
+                                            "application/vnd.oci.image.manifest.v1+json, "
+                                            "application/vnd.docker.distribution.manifest.v2+json"})
+
+
+def check_records(records, host, repository) -> int:
+    """Every recorded push is served by the registry under its digest; returns how many records."""
+    doc = json.loads(records.read_text())
+    for record in doc["pushes"]:
+        head = served(host, repository, record["tag"])
+        assert head.status_code == 200 and head.headers["Docker-Content-Digest"] == record["digest"], record
+    return len(doc["pushes"])
 
 
 @pytest.mark.docker
 @pytest.mark.registry
-def test_killing_push_never_records_a_push_that_did_not_happen(workspace, registry, docker_engine, debian_reachable):
+def test_a_push_killed_at_each_named_point_never_records_a_push_that_did_not_happen(workspace, registry,
+                                                                                    docker_engine,
+                                                                                    debian_reachable):
     assert run_cli(["image", "demo"], workspace).returncode == 0
-    repo = f"{registry.host}/enginebuild-test/killed-push"
-    assert run_cli(["push", "demo", "--to", repo, "--tag", "warm"], workspace).returncode == 0
+    repository = f"enginebuild-test/killed-push-{uuid.uuid4().hex[:6]}"
+    target = f"{registry.host}/{repository}"
+    assert run_cli(["push", "demo", "--to", target, "--tag", "warm"], workspace).returncode == 0
     records = workspace / "lockfiles/demo.pushes.json"
-    rng = random.Random(7)
-    kills = torn = wrong = 0
-    mismatches = []
-    for i in range(PUSH_KILLS * 3):
-        tag = f"k{i}-{uuid.uuid4().hex[:6]}"
-        proc = start(["push", "demo", "--to", repo, "--tag", tag], workspace)
-        if kill_at_random(proc, 1.5, rng):
+    kills = 0
+    for round_ in range(ROUNDS):
+        for point in PUSH_POINTS:
+            before = records.read_bytes()
+            tag = f"k{round_}-{point.replace(':', '-')}"
+            proc = start(["push", "demo", "--to", target, "--tag", tag], workspace, fault=f"{point}=kill")
+            proc.communicate(timeout=300)
+            assert proc.returncode == -signal.SIGKILL, (point, proc.returncode)
             kills += 1
+            assert records.read_bytes() == before, point  # no record of the killed push
+            check_records(records, registry.host, repository)
+            if point == "push.uploaded":
+                assert served(registry.host, repository, tag).status_code == 404
+            else:  # the registry has it; the record does not claim it: a later push records it
+                assert served(registry.host, repository, tag).status_code == 200
+    again = run_cli(["push", "demo", "--to", target, "--tag", "after"], workspace)
+    assert again.returncode == 0, again.stderr
+    assert dotfiles(records.parent) == []
+    assert check_records(records, registry.host, repository) == 2
+    report.count("atomic state", "push runs killed at named points", kills)
+    assert kills == ROUNDS * len(PUSH_POINTS)
+
+
+@pytest.mark.docker
+@pytest.mark.registry
+def test_a_push_killed_at_fractions_of_a_measured_run_records_only_pushes_that_happened(workspace, registry,
+                                                                                       docker_engine,
+                                                                                       debian_reachable):
+    assert run_cli(["image", "demo"], workspace).returncode == 0
+    repository = f"enginebuild-test/timed-push-{uuid.uuid4().hex[:6]}"
+    target = f"{registry.host}/{repository}"
+    records = workspace / "lockfiles/demo.pushes.json"
+    began = time.monotonic()
+    assert run_cli(["push", "demo", "--to", target, "--tag", "measured"], workspace).returncode == 0
+    measured = time.monotonic() - began
+    for n, fraction in enumerate(FRACTIONS):
+        proc = start(["push", "demo", "--to", target, "--tag", f"f{n}"], workspace)
         try:
-            doc = json.loads(records.read_text())
-        except ValueError:
-            torn += 1
-            continue
-        for record in doc["pushes"]:
-            head = served(registry.host, record["tag"])
-            if head.headers.get("Docker-Content-Digest") != record["digest"]:
-                time.sleep(0.5)  # ask once more: a registry busy with a killed client's upload can answer late
-                head = served(registry.host, record["tag"])
-            if head.headers.get("Docker-Content-Digest") != record["digest"]:
-                wrong += 1
-                mismatches.append((record, head.status_code, dict(head.headers)))
-        if kills >= PUSH_KILLS:
-            break
-    report.count("atomic state", "kills during push", kills)
-    report.count("atomic state", "torn files", torn)
-    report.count("atomic state", "records of pushes that did not happen", wrong)
-    assert kills >= PUSH_KILLS and torn == 0 and wrong == 0, mismatches
+            proc.wait(timeout=measured * fraction)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        proc.communicate()
+        check_records(records, registry.host, repository)
+    report.count("atomic state", "push runs killed at fractions of a measured run", len(FRACTIONS))
 
 
 def test_concurrent_runs_on_one_checkout_wait_for_each_other_visibly(workspace):
@@ -129,12 +210,14 @@ def test_concurrent_runs_on_one_checkout_wait_for_each_other_visibly(workspace):
     holder.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(holder, os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    proc = subprocess.Popen([sys.executable, "-m", "enginebuild", "lock", "demo"], cwd=workspace,
-                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    proc = start(["lock", "demo"], workspace)
+    stderr = ""
+    deadline = time.monotonic() + 120
+    while "waiting for another" not in stderr:  # the state: it says it waits
+        assert proc.poll() is None and time.monotonic() < deadline
+        stderr += proc.stderr.readline()
     assert proc.poll() is None  # still waiting
     os.close(fd)  # release
-    stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0
+    _, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr + rest
     assert "waiting for another enginebuild process that holds the lock on this checkout's lockfiles" in stderr

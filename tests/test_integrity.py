@@ -1,5 +1,7 @@
-"""Upstream integrity: pins hold even when upstream moves or a stored file changes; an engine
-that stops mid-build records nothing and the next run resumes from the stages already built."""
+"""Upstream and store integrity: pins hold when upstream moves; every kind of file enginebuild
+keeps in its store is re-hashed before use, and a damaged one (a flipped byte, a truncation)
+is named, deleted and fetched or made again; an engine that stops mid-build records nothing
+and the next run resumes from what was built."""
 import json
 import os
 import shutil
@@ -13,70 +15,206 @@ from conftest import ROOT, need, run_cli
 from helpers import report
 from helpers.docker import docker
 from helpers.engines import start_engine
+from helpers.registry import push_files_image
 from helpers.specs import write_image
 
-from enginebuild.context import ContextItem
-from enginebuild.errors import FetchError
-from enginebuild.fetch import Fetcher
-from enginebuild.lockfile import Lock
-from enginebuild.store import Store
+from enginebuild.build.assemble import layer_blobs, record_key
+from enginebuild.io.store import Store, sha256_file
+from enginebuild.lock.lockfile import read_lock
+from enginebuild.plan.image import Options, plan_image
+from enginebuild.plan.model import Run
+from enginebuild.spec.catalog import Catalog
 
-BUSYBOX = ["base: scratch", "platform: linux/amd64", "system:", "  install: extract", "  packages: [busybox-static]",
-           "  run:", '    - ["/bin/busybox", "--install", "-s", "/bin"]', '    - "mkdir -p /tmp && chmod 1777 /tmp"']
+TURBOQUANT_SDIST_SHA256 = "5aabf0fc271db6494b85bbc24080835ddd71492966743713d0b912179b02a04d"
+WARNING = "hashes to"
+
+
+def flip(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.chmod(0o644)
+    path.write_bytes(bytes(data))
+
+
+def truncate(path):
+    path.chmod(0o644)
+    with open(path, "r+b") as handle:
+        handle.truncate(path.stat().st_size // 2)
+
+
+DAMAGES = {"flip": flip, "truncate": truncate}
 
 
 @pytest.mark.docker
 @pytest.mark.registry
-@pytest.mark.network
-def test_a_base_whose_tag_moved_after_locking_is_built_from_the_locked_digest(workspace, registry, docker_engine,
-                                                                                debian_reachable):
-    base = f"{registry.host}/enginebuild-test/moving-base"
-    for flavour in ("first", "second"):
-        write_image(workspace, f"base-{flavour}", "\n".join(BUSYBOX + ["files:", "  /etc/flavour: flavour", ""]),
-                    {"flavour": f"{flavour} {uuid.uuid4().hex}\n"})
-        assert run_cli(["lock", f"base-{flavour}"], workspace).returncode == 0
-        assert run_cli(["image", f"base-{flavour}"], workspace).returncode == 0
-    assert run_cli(["push", "base-first", "--to", base, "--tag", "stable"], workspace).returncode == 0
-    write_image(workspace, "app", f"base: {base}:stable\nplatform: linux/amd64\nentrypoint: [\"cat\", \"/etc/flavour\"]\n")
+def test_a_base_whose_tag_moved_after_locking_is_built_from_the_locked_digest(workspace, registry, docker_engine):
+    repository = f"enginebuild-test/moving-base-{uuid.uuid4().hex[:6]}"
+    push_files_image(registry.host, repository, "stable", {"etc/flavour": b"first\n"})
+    write_image(workspace, "app", f"base: {registry.host}/{repository}:stable\nplatform: linux/amd64\n"
+                                  "files:\n  /etc/note: note\n", {"note": "hello\n"})
     assert run_cli(["lock", "app"], workspace).returncode == 0
-    # upstream moves the tag
-    assert run_cli(["push", "base-second", "--to", base, "--tag", "stable"], workspace).returncode == 0
+    push_files_image(registry.host, repository, "stable", {"etc/flavour": b"second\n"})  # upstream moves the tag
     proc = run_cli(["image", "app"], workspace)
     assert proc.returncode == 0, proc.stderr
-    flavour = docker("run", "--rm", "enginebuild/app:latest").stdout
-    report.count("upstream integrity", "moved tags tried")
-    report.count("upstream integrity", "moved tags built from the locked digest", int(flavour.startswith("first")))
-    assert flavour.startswith("first")
+    saved = docker("create", "enginebuild/app:latest", "x").stdout.strip()
+    try:
+        flavour = docker("cp", f"{saved}:/etc/flavour", "-").stdout
+    finally:
+        docker("rm", saved)
+    report.count("upstream integrity", "moved tags built from the locked digest", int("first" in flavour))
+    assert "first" in flavour and "second" not in flavour
     assert run_cli(["lock", "--check", "app"], workspace).returncode == 0  # the lock is still what the spec asks
 
 
+def pinned_files(workspace):
+    lock = json.loads((workspace / "lockfiles/demo.lock").read_text())["inputs"]
+    deb = lock["runtime.system@linux/amd64"]["resolved"]["packages"][0]
+    wheel = lock["runtime.python@linux/amd64"]["resolved"]["packages"][0]
+    return {"deb": (deb["sha256"], f"{deb['name']} {deb['version']}"), "wheel": (wheel["sha256"], wheel["filename"])}
+
+
+@pytest.mark.docker
 @pytest.mark.network
-def test_a_stored_file_that_no_longer_matches_its_pin_is_refused_and_deleted(pypi_reachable, tmp_path):
-    from enginebuild.resolve.pypi import PyPI, target_tags
-    from enginebuild.http import Http
-
-    pin = PyPI(Http()).resolve_requirement("six==1.16.0", target_tags("3.11", "amd64"))
-    lock = Lock("t", "2026-01-01T00:00:00Z", {"python": {"request": {}, "resolved": {"files": [pin]}}})
-    fetcher = Fetcher(tmp_path, lock)
-    item = ContextItem(f"python/{pin['filename']}", pin["sha256"], artifact=pin["sha256"])
-    fetcher.fetch([item])
-    stored = Store(tmp_path).path(pin["sha256"])
-    with open(stored, "r+b") as handle:  # someone edits the stored wheel
-        handle.seek(100)
-        handle.write(b"tampered")
-    with pytest.raises(FetchError) as info:
-        fetcher.materialize(item)
-    report.count("upstream integrity", "tampered stored files tried")
-    report.count("upstream integrity", "tampered stored files refused", int(not stored.exists()))
-    assert "deleted it" in info.value.message and not stored.exists()
-    fetcher.fetch([item])  # fetched again, verified again
-    assert Path_bytes_ok(stored, pin["sha256"])
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("kind", ["deb", "wheel"])
+def test_a_damaged_download_in_the_store_is_refused_deleted_and_fetched_again(workspace, eb_home, kind, damage,
+                                                                               debian_reachable, pypi_reachable):
+    assert run_cli(["fetch", "demo"], workspace).returncode == 0
+    sha, name = pinned_files(workspace)[kind]
+    stored = Store(eb_home).path(sha)
+    DAMAGES[damage](stored)
+    proc = run_cli(["fetch", "demo"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    warning = next(line for line in proc.stderr.splitlines() if "warning:" in line)
+    assert name in warning and f"the stored file {stored} {WARNING}" in warning and "deleted it" in warning
+    assert sha256_file(stored) == sha
+    report.count("store integrity", f"damaged downloads refused and fetched again ({kind}, {damage})")
 
 
-def Path_bytes_ok(path, sha256: str) -> bool:
-    import hashlib
+@pytest.mark.network
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_sdist_in_the_store_is_refused_deleted_and_fetched_again(workspace, eb_home, damage,
+                                                                           pypi_reachable, debian_reachable):
+    write_image(workspace, "t", """
+        base: scratch
+        platform: linux/amd64
+        builder:
+          base: scratch
+          system: {install: extract, packages: [busybox-static]}
+        components:
+          e:
+            source: {pypi: {name: turboquant, version: 0.2.0}}
+            build: {script: build.sh}
+            outputs: {paths: [/x]}
+        """, {"build.sh": "#!/bin/sh\ntrue\n"})
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    assert run_cli(["fetch", "t"], workspace).returncode == 0
+    stored = Store(eb_home).path(TURBOQUANT_SDIST_SHA256)
+    DAMAGES[damage](stored)
+    proc = run_cli(["fetch", "t"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: turboquant-0.2.0.tar.gz: the stored file {stored} {WARNING}" in proc.stderr
+    assert sha256_file(stored) == TURBOQUANT_SDIST_SHA256
+    report.count("store integrity", f"damaged downloads refused and fetched again (sdist, {damage})")
 
-    return hashlib.sha256(path.read_bytes()).hexdigest() == sha256
+
+def demo_plan(workspace):
+    spec = Catalog(workspace).load("demo")
+    return plan_image(spec, read_lock(workspace, spec), "linux/amd64", Options())
+
+
+def forget_image(plan):
+    """Untag the demo and every chain image, so that the next build must load every layer it
+    wrote from the store (the engine would otherwise not need them)."""
+    tags = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "enginebuild/chain").stdout.split()
+    docker("rmi", "--no-prune", "enginebuild/demo:latest", *tags, check=False)
+
+
+def stored_layer(eb_home, plan, by_command):
+    store = Store(eb_home)
+    for node in plan.runtime.layers:
+        if isinstance(node.payload, Run) == by_command:
+            return store.path(layer_blobs(store, node)[-1][0]), node.name
+    raise AssertionError(kind)
+
+
+@pytest.mark.docker
+@pytest.mark.network
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("kind", ["component outputs", "written layer", "command layer", "patched tree",
+                                  "layer record"])
+def test_a_damaged_file_made_by_a_build_is_named_deleted_and_made_again(workspace, eb_home, docker_engine, kind,
+                                                                        damage, debian_reachable):
+    first = run_cli(["image", "demo"], workspace)
+    assert first.returncode == 0, first.stderr
+    before = docker_engine.image_id("enginebuild/demo:latest")
+    plan = demo_plan(workspace)
+    store = Store(eb_home)
+    args = ["image", "demo"]
+    engine = next(c for c in plan.components if c.name == "engine")
+    if kind == "component outputs":
+        path, name = store.path(store.record("outputs", engine.key)["sha256"]), "outputs of engine"
+    elif kind == "written layer":
+        path, name = stored_layer(eb_home, plan, False)
+    elif kind == "command layer":
+        path, name = stored_layer(eb_home, plan, True)
+    elif kind == "layer record":
+        path, name = store.records / "layers" / f"{record_key(plan.runtime.layers[-1])}.json", "record"
+    else:  # the engine's patched source tree, used when the component builds again
+        record = next(json.loads(p.read_text()) for p in (store.records / "patched").glob("*.json")
+                      if "engine" in json.loads(p.read_text())["what"])
+        path, name = store.path(record["sha256"]), "patched tree of engine"
+        args += ["--build-arg", f"CFLAGS=-O2 -DRUN_{uuid.uuid4().hex[:8]}"]
+    DAMAGES[damage](path)
+    forget_image(plan)
+    proc = run_cli(args, workspace)
+    assert proc.returncode == 0, proc.stderr
+    if name == "record":
+        assert f"warning: the record {path} is damaged; deleted it" in proc.stderr, proc.stderr
+    else:
+        assert f"{name}: the stored file" in proc.stderr and "deleted it" in proc.stderr, proc.stderr
+    if kind != "patched tree":  # the same inputs make the same image, bit for bit
+        assert docker_engine.image_id("enginebuild/demo:latest") == before
+    assert run_cli(["image", "demo"], workspace).stderr.count("warning") == 0
+    report.count("store integrity", f"damaged build products named and made again ({kind}, {damage})")
+
+
+HANGING = """
+base: scratch
+platform: linux/amd64
+builder:
+  base: scratch
+  system:
+    install: extract
+    packages: [busybox-static]
+    run: [["/bin/busybox", "--install", "-s", "/bin"]]
+components:
+  first:
+    source: {path: first}
+    build: {script: first/build.sh}
+    outputs: {paths: [/out/first]}
+  slow:
+    source: {path: slow}
+    needs: [first]
+    build:
+      script: slow/build.sh
+      args: {MODE: hang}
+    outputs: {paths: [/out/slow]}
+install: [slow]
+"""
+
+
+def hanging_files() -> dict:
+    """With MODE=hang the slow build never ends, so a test certainly acts while it runs (with
+    MODE=short its step is a `sleep 7` a test can watch); a fresh salt keeps any earlier build
+    of it out of BuildKit's cache."""
+    return {
+        "first/build.sh": "#!/bin/sh\nset -e\nmkdir -p /out && echo first > /out/first\n",
+        "slow/build.sh": '#!/bin/sh\nset -e\nif [ "$MODE" = hang ]; then exec sleep 3600; fi\n'
+                         'if [ "$MODE" = short ]; then sleep 7; fi\n'
+                         'mkdir -p /out && echo slow > /out/slow\n',
+        "slow/salt": uuid.uuid4().hex,
+    }
 
 
 @pytest.mark.docker
@@ -84,41 +222,47 @@ def Path_bytes_ok(path, sha256: str) -> bool:
 def test_an_engine_that_stops_mid_build_records_nothing_and_the_next_run_resumes(workspace, docker_engine, tmp_path,
                                                                                   debian_reachable):
     need(os.geteuid() == 0 and shutil.which("dockerd") is not None, "a second Docker engine needs root and dockerd")
+    write_image(workspace, "hang", HANGING, hanging_files())
+    assert run_cli(["lock", "hang"], workspace).returncode == 0
     folder = tmp_path / "engine"
     engine = start_engine(folder, index=5)
     home = tmp_path / "home"
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), DOCKER_HOST=engine.host, ENGINEBUILD_HOME=str(home))
-    args = ["image", "demo", "--build-arg", "DEMO_ENGINE_UNITS=8",
-            "--build-arg", f"CFLAGS=-O2 -DRUN={uuid.uuid4().hex[:8]}"]
-    proc = subprocess.Popen([sys.executable, "-m", "enginebuild", *args], cwd=workspace, env=env,
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), DOCKER_HOST=engine.host, ENGINEBUILD_HOME=str(home),
+               ENGINEBUILD_FAULT="buildkit.running:component slow=announce")
+    proc = subprocess.Popen([sys.executable, "-m", "enginebuild", "image", "hang"], cwd=workspace, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stderr_lines = []
+    announced = home / "faults" / "buildkit.running"
     try:
-        for line in proc.stderr:
-            stderr_lines.append(line)
-            if "engine-build" in line and "building ..." in line:
-                time.sleep(1.0)
-                engine.stop(keep_data=True)  # the engine goes away mid-build
-                break
-        stdout, rest = proc.communicate(timeout=300)
+        deadline = time.monotonic() + 900
+        while not announced.exists():  # the state: the slow component's build is running
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        engine.stop(keep_data=True)  # the engine goes away mid-build
+        _, stderr = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
-    stderr = "".join(stderr_lines) + rest
     report.count("engine faults", "engine stopped mid-build")
     assert proc.returncode == 1, stderr
-    assert "stopped answering while stage demo/engine-build was building" in stderr
+    assert "the Docker engine at unix://" in stderr
+    assert "stopped answering while [linux/amd64] component slow was building" in stderr, stderr
     assert "Traceback" not in stderr
-    history = json.loads((home / "history/enginebuild_demo@latest.json").read_text())
-    assert set(history) == {"system", "engine-source", "patches"}  # nothing recorded for the stage that failed
-    assert not list((home / "plans").glob("demo-*.json")) if (home / "plans").exists() else True
+    store = Store(home)
+    spec = Catalog(workspace).load("hang")
+    plan = plan_image(spec, read_lock(workspace, spec), "linux/amd64", Options())
+    keys = {c.name: c.key for c in plan.components}
+    assert store.record("outputs", keys["first"]) is not None  # built before the engine went away
+    assert store.record("outputs", keys["slow"]) is None  # nothing recorded for the build that failed
     engine = start_engine(folder, index=5)
     try:
         env["DOCKER_HOST"] = engine.host
-        again = subprocess.run([sys.executable, "-m", "enginebuild", *args], cwd=workspace, env=env,
-                               capture_output=True, text=True, timeout=600)
+        del env["ENGINEBUILD_FAULT"]
+        again = subprocess.run([sys.executable, "-m", "enginebuild", "image", "hang", "--build-arg", "MODE=go"],
+                               cwd=workspace, env=env, capture_output=True, text=True, timeout=900)
         assert again.returncode == 0, again.stderr
-        assert "built 2 of 5 stages (engine-build, files)" in again.stdout
-        report.count("engine faults", "resumed from the stages already built")
+        assert "built 1 component(s) (slow)" in again.stdout  # first is reused, and the builder's layers
+        assert "system commands: built" not in again.stderr
+        report.count("engine faults", "resumed from the components already built")
     finally:
         engine.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 import traceback
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, EngineBuildError
+from enginebuild.io.files import disk_full
 
 VERBS = {
     "list": ("list_", "list the images of the catalogue"),
@@ -73,10 +75,22 @@ def main(argv: list[str], root: str = ".") -> int:
         return EXIT_TERMINATED
     except BrokenPipeError:
         return EXIT_FAILED
-    except Exception:  # a bug in enginebuild, not the user's input: show everything
-        print("internal error in enginebuild (please report it):", file=sys.stderr)
-        traceback.print_exc()
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            return internal_error()
+        # every writer removes its partial file as the error passes (see io/files.py)
+        where = exc.filename or workspace.home
+        print(disk_full(Path(where), exc).render(), file=sys.stderr)
         return EXIT_FAILED
+    except Exception:  # a bug in enginebuild, not the user's input: show everything
+        return internal_error()
+
+
+def internal_error() -> int:
+    """A bug in enginebuild, not the user's input: show everything."""
+    print("internal error in enginebuild (please report it):", file=sys.stderr)
+    traceback.print_exc()
+    return EXIT_FAILED
 
 
 def console() -> None:

@@ -12,9 +12,9 @@ Standard library only: the no-op fast path imports this module.
 | `ENGINEBUILD_CACHE_READONLY` | `1`: pull from the cache, never push to it |
 | `ENGINEBUILD_INSECURE_REGISTRIES` | comma-separated registries spoken to over plain HTTP (loopback always is) |
 | `ENGINEBUILD_HTTP_BACKOFF` | base of the exponential backoff between HTTP retries, in seconds (default 0.5) |
-| `SOURCE_DATE_EPOCH` | time stamp of every layer entry and of the image (default: the lock's `created`) |
+| `SOURCE_DATE_EPOCH` | time stamp of every layer entry (default 1) and the image's `created` (default: the lock's `created`) |
 | `DOCKER_CONFIG` | where registry credentials are read (`config.json`), as the Docker CLI does |
-| `ENGINEBUILD_FAULT` | tests only: `NAME` or `NAME:N` stops the process at a named point (see io/faults.py) |
+| `ENGINEBUILD_FAULT` | tests only: `NAME[:DETAIL]=kill|announce|stall`, comma-separated: act at a named point (see io/faults.py) |
 | `NO_COLOR`, `CI` | plain progress lines instead of a live terminal line |
 """
 

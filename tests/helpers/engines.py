@@ -42,12 +42,16 @@ class Engine:
 
 
 def unmount_below(folder: Path) -> None:
-    """A stopped engine can leave overlay and netns mounts behind; they would pin its folders."""
+    """A stopped engine can leave overlay and netns mounts behind; they would pin its folders.
+    Mounts can be stacked on one point (an engine restarted on the same data), so repeat."""
     prefix = str(Path(folder).resolve()) + "/"
-    with open("/proc/mounts") as handle:
-        points = [line.split()[1] for line in handle if line.split()[1].startswith(prefix)]
-    for point in sorted(points, key=len, reverse=True):
-        subprocess.run(["umount", "-l", point], capture_output=True)
+    for _ in range(10):
+        with open("/proc/mounts") as handle:
+            points = [line.split()[1] for line in handle if line.split()[1].startswith(prefix)]
+        if not points:
+            return
+        for point in sorted(points, key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True)
 
 
 def start_engine(folder: Path, index: int = 2) -> Engine:

@@ -202,7 +202,7 @@ def run_build(builder: Builder, *, context: Callable[[IO[bytes]], None], tag: st
                         line.feed(text)
                     if not announced and re.match(r"#\d+ \[.*\] RUN", text):
                         announced = True
-                        faults.reached("buildkit.running")
+                        faults.reached("buildkit.running", label.partition("] ")[2] or label)
                 code = child.wait()
             finally:
                 done.set()

@@ -22,6 +22,7 @@ from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_
 from enginebuild.build.materialize import Materializer
 from enginebuild.build.outputs import OutputRecord, export_outputs
 from enginebuild.errors import BuildFailed
+from enginebuild.io import proc
 from enginebuild.io.http import Http
 from enginebuild.io.progress import human_bytes, output
 from enginebuild.io.store import Store
@@ -233,7 +234,8 @@ class Executor:
                 self.make_chain(comp.builder, plan)
         done: set[str] = set()
         running: dict[Future[None], str] = {}
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.jobs)
+        try:
             while pending or running:
                 for name, comp in list(pending.items()):
                     if all(n in done for n in comp.needs):
@@ -246,6 +248,13 @@ class Executor:
                     name = running.pop(future)
                     future.result()  # a failure stops the build here
                     done.add(name)
+        except BaseException:
+            # a failure, Ctrl-C or SIGTERM: the other builds are cancelled, not waited for
+            pool.shutdown(wait=False, cancel_futures=True)
+            proc.stop_all()
+            pool.shutdown(wait=True)
+            raise
+        pool.shutdown(wait=True)
 
     # -- the image --------------------------------------------------------------------------
     def build(self, plan: ImagePlan, platforms: tuple[str, ...]) -> Outcome:

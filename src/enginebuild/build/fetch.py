@@ -22,7 +22,7 @@ from enginebuild.io.http import Http
 from enginebuild.io.store import Store
 from enginebuild.lock.pins import PyPin
 from enginebuild.lock.python import uv_binary
-from enginebuild.plan.model import ComponentNode, EnvNode, FromBlob, ImagePlan, LayerNode, Run, Sysroot, Wheel
+from enginebuild.plan.model import ComponentNode, EnvNode, FromBlob, FromSource, ImagePlan, LayerNode, Run, Sysroot, Wheel
 from enginebuild.sources.pyindex import find_file
 
 
@@ -110,8 +110,14 @@ def env_downloads(env: EnvNode, only: set[str] | None = None) -> list[Download]:
 
 
 def component_downloads(comp: ComponentNode) -> list[Download]:
-    return [Download(c.origin.sha256, c.origin.urls, c.origin.what, c.origin.size) for c in comp.context
-            if isinstance(c.origin, FromBlob)] + env_downloads(comp.builder)
+    out = []
+    for item in comp.context:
+        if isinstance(item.origin, FromBlob):
+            out.append(Download(item.origin.sha256, item.origin.urls, item.origin.what, item.origin.size))
+        elif isinstance(item.origin, FromSource):  # a source's own files (an sdist, a URL archive)
+            o = item.origin
+            out += [Download(sha, tuple(urls), what, size) for sha, urls, what, size in o.source.impl.downloads(o.pin)]
+    return out + env_downloads(comp.builder)
 
 
 def plan_downloads(plan: ImagePlan) -> list[Download]:

@@ -121,8 +121,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
 def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) -> None:
     from enginebuild.build.cache import cache_from_settings
-    from enginebuild.build.executor import Executor, local_tags
-    from enginebuild.build.secretscan import Scanner
+    from enginebuild.build.executor import local_tags
     from enginebuild.fastpath import DEFAULT_OPTIONS
     from enginebuild.plan.image import plan_image
     from enginebuild.plan.memo import PlanMemo, memo_key, plan_input_paths
@@ -140,9 +139,7 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
     for platform in platforms:
         plan = plan_image(spec, lock, platform, options)
         check_stacks_first(ws, plan)
-        executor = Executor(ws.home, builder_name=args.builder, verbose=args.verbose, cache=cache,
-                            scanner=Scanner(spec), jobs=args.jobs)
-        outcome = executor.build(plan, tuple(platforms))
+        outcome = build_platform(ws, spec, plan, args, cache, tuple(platforms))
         tags = local_tags(plan, tuple(platforms))
         results.append({"tags": tags, "id": outcome.image_id})
         elapsed = time.monotonic() - start
@@ -170,3 +167,26 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
         from enginebuild.commands.push import push_image
 
         push_image(ws, name, args.to, args.tag, platforms)
+
+
+ATTEMPTS = 3
+
+
+def build_platform(ws: Workspace, spec: Any, plan: Any, args: argparse.Namespace, cache: Any,
+                   platforms: tuple[str, ...]) -> Any:
+    """Build one platform's plan. A stored file found damaged on the way has been named and
+    deleted (see io/store.py); the build then runs again and makes or fetches it anew."""
+    from enginebuild.build.executor import Executor
+    from enginebuild.build.secretscan import Scanner
+    from enginebuild.io.store import BadBlob
+
+    for attempt in range(1, ATTEMPTS + 1):
+        executor = Executor(ws.home, builder_name=args.builder, verbose=args.verbose, cache=cache,
+                            scanner=Scanner(spec), jobs=args.jobs)
+        try:
+            return executor.build(plan, platforms)
+        except BadBlob as exc:
+            if attempt == ATTEMPTS:
+                raise
+            output().say(f"  warning: {exc.message}; building again without it")
+    raise AssertionError("unreachable")

@@ -1,6 +1,8 @@
 """Named fault points, for tests that must stop enginebuild at an exact place.
 
-`ENGINEBUILD_FAULT=NAME=ACTION[,NAME=ACTION...]` (see settings.py). At `reached(NAME)`:
+`ENGINEBUILD_FAULT=NAME=ACTION[,NAME=ACTION...]` (see settings.py). A point may carry a
+detail (the file being written, say): `NAME:DETAIL=ACTION` acts only there, `NAME=ACTION`
+everywhere. At `reached(NAME, DETAIL)`:
 
 - `kill`: the process kills itself with SIGKILL, as a power cut or OOM killer would;
 - `announce`: writes `$ENGINEBUILD_HOME/faults/NAME` and goes on, so a test can wait for
@@ -37,8 +39,12 @@ def _announce(name: str) -> None:
     (folder / name).write_text(str(os.getpid()))
 
 
-def reached(name: str) -> None:
-    action = _actions().get(name)
+def reached(name: str, detail: str = "") -> None:
+    actions = _actions()
+    if not actions:
+        return
+    action = actions.get(f"{name}:{detail}") if detail else None
+    action = action or actions.get(name)
     if action is None:
         return
     if action == "kill":

@@ -92,7 +92,7 @@ def atomic_writer(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
-        faults.reached("files.before-rename")
+        faults.reached("files.before-rename", path.name)
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(FileNotFoundError):
@@ -111,7 +111,7 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     with atomic_writer(path, mode) as handle:
         half = len(data) // 2
         handle.write(data[:half])
-        faults.reached("files.half-written")
+        faults.reached("files.half-written", path.name)
         handle.write(data[half:])
 
 

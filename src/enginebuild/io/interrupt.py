@@ -24,3 +24,7 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 def install() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_term)
+        # Ctrl-C raises KeyboardInterrupt even when this process was started with SIGINT
+        # ignored (from a background job); a handler, unlike an ignored signal, is reset on
+        # exec, so the builders we start can be cancelled with SIGINT too
+        signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -2,7 +2,7 @@
 
 A failure raises with the command, its exit code and what it printed; a missing program
 is a clear usage error. `stream` runs a program whose output is read as it comes (builds),
-and stops it (SIGTERM, then SIGKILL) when enginebuild is interrupted or fails.
+and stops it (SIGINT, then SIGKILL) when enginebuild is interrupted or fails.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import signal
 import subprocess
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,12 +79,27 @@ def run(args: Args, *, check: bool = True, what: str | None = None, env: Mapping
     return result
 
 
-def stop(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
-    """Ask a child to stop, then make it."""
+_LIVE: set[subprocess.Popen[bytes]] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_all() -> None:
+    """Stop every child `stream` started, in any thread: the main thread calls this when it is
+    interrupted, so that threads blocked reading a child's output see it end and unwind."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for child in live:
+        stop(child)
+
+
+def stop(proc: subprocess.Popen[bytes], grace_s: float = 1.0) -> None:
+    """Ask a child to stop (SIGINT, what Ctrl-C sends: the docker client answers it by asking
+    the engine to cancel its build), then make it: some engines let the client wait for the
+    cancelled step to end, and a user who pressed Ctrl-C is not kept waiting for that."""
     if proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
-        proc.terminate()
+        proc.send_signal(signal.SIGINT)
     try:
         proc.wait(grace_s)
     except subprocess.TimeoutExpired:
@@ -102,10 +119,14 @@ def stream(args: Args, *, env: Mapping[str, str] | None = None, stdin: IO[bytes]
                                 env=_environment(env, False), cwd=cwd)
     except FileNotFoundError:
         raise ToolMissing(f"`{argv[0]}` is not installed or not on PATH") from None
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
     try:
         yield proc
     finally:
         stop(proc)
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
         if proc.stdout:
             proc.stdout.close()
         if proc.stderr:

@@ -209,14 +209,28 @@ class Store:
         return self.records / kind / f"{key}.json"
 
     def record(self, kind: str, key: str) -> dict[str, Any] | None:
+        """A record, if present and intact: each carries the sha256 of its own content, so a
+        damaged one is named, deleted and treated as absent (what it described is made again)."""
+        path = self._record_path(kind, key)
         try:
-            data = json.loads(self._record_path(kind, key).read_text())
-        except (OSError, ValueError):
+            data = json.loads(path.read_bytes())
+        except FileNotFoundError:
             return None
-        return data if isinstance(data, dict) and data.get("key") == key else None
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict) and data.get("key") == key:
+            body = {k: v for k, v in data.items() if k != "check"}
+            if data.get("check") == sha256_bytes(_canonical(body)):
+                return body
+        output().say(f"  warning: the record {path} is damaged; deleted it (what it describes is made again)")
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return None
 
     def put_record(self, kind: str, key: str, record: dict[str, Any]) -> None:
-        write_atomic(self._record_path(kind, key), json.dumps({**record, "key": key}, sort_keys=True).encode())
+        body = {**record, "key": key}
+        write_atomic(self._record_path(kind, key),
+                     json.dumps({**body, "check": sha256_bytes(_canonical(body))}, sort_keys=True).encode())
 
     def drop_record(self, kind: str, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -242,6 +256,10 @@ class Store:
             for sub in self.records.iterdir():
                 removed += sweep(sub)
         return removed
+
+
+def _canonical(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
 def make_blob(store: Store, what: str, write: Callable[[HashingWriter], None]) -> Blob:

@@ -60,12 +60,31 @@ def parents(name: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+class _Sink:
+    """The stream a TarWriter writes to. After the stream failed (a full disk) or was closed
+    while an error unwound, the tar's last padding is dropped instead of raising again from a
+    finaliser; on the normal path every write goes through."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw = raw
+        self.failed = False
+
+    def write(self, data: bytes) -> int:
+        if self.failed or getattr(self.raw, "closed", False):
+            return len(data)
+        try:
+            return self.raw.write(data)
+        except OSError:
+            self.failed = True
+            raise
+
+
 class TarWriter:
     """Writes normalised entries; with `implied_dirs`, a folder entry precedes its first file
     (build contexts want them; layers do not, so a layer never resets the mode of /tmp)."""
 
     def __init__(self, fileobj: BinaryIO, *, mtime: int = 0, implied_dirs: bool = False):
-        self.tar = tarfile.open(fileobj=fileobj, mode="w|", format=FORMAT)
+        self.tar = tarfile.open(fileobj=_Sink(fileobj), mode="w|", format=FORMAT)  # type: ignore[arg-type]
         self.mtime = mtime
         self.implied_dirs = implied_dirs
         self.dirs: set[str] = set()

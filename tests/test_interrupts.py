@@ -1,0 +1,182 @@
+"""SIGTERM behaves like Ctrl-C: the build is cancelled (its builder stopped, no image appears
+later), temporary files are removed, one clear line is printed, and the exit code is 143
+(130 for SIGINT). A start-up sweep removes what a SIGKILLed run left; a full disk is a clear
+error that leaves no partial file."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, need, run_cli
+from helpers import report
+from helpers.docker import docker
+from helpers.specs import write_image
+from test_integrity import HANGING, hanging_files
+
+from enginebuild.io.store import Store
+from enginebuild.lock.lockfile import read_lock
+from enginebuild.plan.image import Options, plan_image
+from enginebuild.spec.catalog import Catalog
+
+
+
+def children(pid: int) -> set[int]:
+    """Every process below `pid`, read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def sleepers() -> list[str]:
+    """Processes of the slow build step (BuildKit's steps are processes of this machine,
+    outside any `docker ps`)."""
+    return subprocess.run(["pgrep", "-f", "^sleep 7$"], capture_output=True, text=True).stdout.split()
+
+
+def leftovers(home: Path) -> list[str]:
+    found = [p.name for p in (home / "tmp").glob(".*")] if (home / "tmp").exists() else []
+    found += [p.name for p in Path("/tmp").glob(".enginebuild-secrets.*")]
+    return found
+
+
+@pytest.mark.docker
+@pytest.mark.network
+@pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_during_a_build_cancels_it_removes_temporaries_and_exits(workspace, docker_engine, eb_home, sig,
+                                                                          code, word, debian_reachable):
+    write_image(workspace, "hang", HANGING.replace("MODE: hang", "MODE: short"), hanging_files())
+    assert run_cli(["lock", "hang"], workspace).returncode == 0
+    spec = Catalog(workspace).load("hang")
+    slow = next(c for c in plan_image(spec, read_lock(workspace, spec), "linux/amd64", Options()).components
+                if c.name == "slow")
+    announced = eb_home / "faults" / "buildkit.running"
+    announced.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), ENGINEBUILD_FAULT="buildkit.running:component slow=announce")
+    proc = subprocess.Popen([sys.executable, "-m", "enginebuild", "image", "hang"], cwd=workspace, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 900
+    while not announced.exists():  # the state: the never-ending component build is running
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    deadline = time.monotonic() + 120
+    while not sleepers():  # the build step itself runs
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    below = children(proc.pid)
+    assert below, "the build runs in a child process"
+    assert leftovers(eb_home)  # its context and secrets folder exist while it runs
+    began = time.monotonic()
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    took = time.monotonic() - began
+    assert proc.returncode == code, stderr
+    assert f"{word}: what was in progress was cancelled and its temporary files removed" in stderr
+    assert "Traceback" not in stderr
+    assert [pid for pid in below if alive(pid)] == []  # the builder child is stopped, not orphaned
+    assert leftovers(eb_home) == []
+    # Docker 20.10's BuildKit lets a cancelled step's processes run to their end; whatever
+    # they make is never named or recorded: wait for the step's end, then look
+    deadline = time.monotonic() + 120
+    while sleepers():
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert docker_engine.image_id(f"enginebuild/component:{slow.key}") is None
+    assert Store(eb_home).record("outputs", slow.key) is None
+    report.peak("interrupts", f"{word} build: most seconds from signal to exit", round(took, 2))
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_the_start_up_sweep_removes_what_killed_runs_left_and_nothing_else(workspace, eb_home, tmp_path):
+    dead, mine = dead_pid(), os.getpid()
+    places = [eb_home / "tmp", eb_home / "cas" / "sha256", eb_home / "cas" / "sha256" / "ab",
+              eb_home / "records" / "layers", Path("/tmp")]
+    stale, live = [], []
+    for place in places:
+        place.mkdir(parents=True, exist_ok=True)
+        for pid, bucket in ((dead, stale), (mine, live)):
+            path = place / f".context.{pid}.0123abcd.part"
+            path.write_bytes(b"x" * 1000)
+            bucket.append(path)
+    folder = Path("/tmp") / f".enginebuild-secrets.{dead}.0123abcd.d"
+    folder.mkdir()
+    (folder / "HF_TOKEN").write_text("hf_x")
+    stale.append(folder)
+    keep = eb_home / "tmp" / "notes.txt"  # not a temporary of ours
+    keep.write_text("kept")
+    proc = run_cli(["fetch", "demo", "--platform", "linux/amd64"], workspace)
+    assert [p for p in stale if p.exists()] == []
+    assert all(p.exists() for p in live) and keep.exists()
+    for path in live:
+        path.unlink()
+    report.count("interrupts", "stale temporaries swept at start-up", len(stale))
+    assert proc.returncode in (0, 1)  # the sweep runs first, whatever the network does
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    need(os.geteuid() == 0, "mounting a small tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True)
+    need(done.returncode == 0, f"cannot mount a tmpfs: {done.stderr.decode()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def all_files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".lock") and p.name != "lock"]
+
+
+@pytest.mark.network
+def test_a_full_disk_while_fetching_is_a_clear_error_that_leaves_no_partial_file(workspace, small_disk,
+                                                                               debian_reachable, pypi_reachable):
+    proc = run_cli(["fetch", "demo"], workspace, env={"ENGINEBUILD_HOME": str(small_disk)})
+    assert proc.returncode == 1
+    assert f"no space left on the device holding {small_disk}" in proc.stderr, proc.stderr
+    assert "nothing partial was kept" in proc.stderr and "Traceback" not in proc.stderr
+    names = [p.name for p in all_files(small_disk)]
+    assert [n for n in names if n.startswith(".")] == []  # no .part, no temporary
+    report.count("interrupts", "full disks met with a clear error")
+
+
+@pytest.mark.docker
+@pytest.mark.network
+def test_a_full_disk_while_writing_a_build_context_is_a_clear_error(workspace, small_disk, eb_home, docker_engine,
+                                                                    debian_reachable):
+    write_image(workspace, "big", HANGING.replace("MODE: hang", "MODE: go"),
+                {**hanging_files(), "slow/blob.bin": os.urandom(4 << 20)})  # a context larger than the disk
+    assert run_cli(["lock", "big"], workspace).returncode == 0
+    assert run_cli(["fetch", "big"], workspace).returncode == 0
+    home = small_disk
+    (home / "cas").symlink_to(eb_home / "cas")  # downloads on the large disk; temporaries on the small one
+    proc = run_cli(["image", "big"], workspace, env={"ENGINEBUILD_HOME": str(home)})
+    assert proc.returncode == 1, proc.stderr
+    assert "no space left on the device holding" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    partial = [p for p in all_files(home / "tmp") if p.stat().st_size] if (home / "tmp").exists() else []
+    assert partial == []
