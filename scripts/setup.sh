@@ -21,10 +21,31 @@ command -v ip >/dev/null || packages+=(iproute2)
 command -v htpasswd >/dev/null || packages+=(apache2-utils)
 command -v gpgv >/dev/null || packages+=(gpgv)
 [ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || packages+=(debian-archive-keyring)
+[ -x /usr/bin/qemu-aarch64-static ] || packages+=(qemu-user-static)
+command -v update-binfmts >/dev/null || packages+=(binfmt-support)
 if [ ${#packages[@]} -gt 0 ]; then
     echo "setup: installing ${packages[*]}"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+fi
+
+# arm64 under emulation: qemu-aarch64 registered with binfmt_misc, flag F (fix-binary), so that
+# containers and BuildKit steps of linux/arm64 images run on this machine.
+arm64="no"
+if [ "$(uname -m)" = aarch64 ]; then
+    arm64="native"
+else
+    [ -e /proc/sys/fs/binfmt_misc/register ] || $SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
+    if [ -e /proc/sys/fs/binfmt_misc/register ]; then
+        [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || $SUDO update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
+        if grep -qs '^flags: .*F' /proc/sys/fs/binfmt_misc/qemu-aarch64 && grep -qxs enabled /proc/sys/fs/binfmt_misc/qemu-aarch64; then
+            arm64="emulated (qemu-aarch64, fix-binary)"
+        fi
+    fi
+    if [ "$arm64" = no ]; then
+        echo "setup: WARNING: binfmt_misc cannot be used here (not mountable, or qemu-aarch64 not registered with" \
+             "flag F): linux/arm64 images cannot be built or run on this machine" >&2
+    fi
 fi
 
 "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt
@@ -63,4 +84,4 @@ YAML
     done
     curl -fsS -o /dev/null http://127.0.0.1:5000/v2/ || { echo "setup: the registry did not start" >&2; exit 1; }
 fi
-echo "setup: ready (docker $(docker version --format '{{.Server.Version}}'), registry 127.0.0.1:5000)"
+echo "setup: ready (docker $(docker version --format '{{.Server.Version}}'), registry 127.0.0.1:5000, arm64: $arm64)"

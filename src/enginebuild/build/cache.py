@@ -56,6 +56,11 @@ class LayerCache:
             self._known[key] = self.client.head_digest(self._ref(key)) is not None
         return self._known[key]
 
+    def lacks(self, key: str) -> bool:
+        """True when this run may push and the cache has nothing under `key`: what this machine
+        made earlier fills the cache as well as what it builds now."""
+        return self.push_enabled and not self.has(key)
+
     # -- reading -------------------------------------------------------------------------------
     def _fetch(self, key: str, kind: str, store: Store) -> dict[str, Any] | None:
         if not self.has(key):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from enginebuild.build.assemble import Assembler, layer_blobs, put_layer_blobs
+from enginebuild.build.assemble import Assembler, layer_blobs, put_layer_blobs, record_key
 from enginebuild.build.buildkit import Builder, detect_builder, run_build
 from enginebuild.build.fetch import Fetcher, component_downloads, git_wheels, layer_downloads
 from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
@@ -72,6 +72,7 @@ class Executor:
         self.assembler = Assembler(self.engine, self.store)
         self.fetcher = Fetcher(self.store, self.http)
         self.known: set[str] = self.engine.tags_of(CHAIN_REPO)
+        self.reused: list[ComponentNode | LayerNode] = []  # made earlier, used again by this build
         self.history = BuildHistory(self.home)
         self._builder: Builder | None = None
         self._chain_lock = threading.Lock()
@@ -106,6 +107,8 @@ class Executor:
         for index, node in enumerate(env.layers):
             if self.made(node):
                 self.outcome.reused += 1
+                if isinstance(node.payload, Run):
+                    self.reused.append(node)
                 continue
             parent = env.prefix(env.layers[index - 1].chain) if index else env.prefix(env.root)
             if isinstance(node.payload, Run):
@@ -191,6 +194,7 @@ class Executor:
                 self.cache.push_output(comp, self.store)
         else:
             self.outcome.reused += 1
+            self.reused.append(comp)
         self.outputs[comp.key] = record
         self.outcome.output_sizes[comp.name] = int(record["size"])
 
@@ -266,7 +270,21 @@ class Executor:
         tags = local_tags(plan, platforms)
         self.outcome.image_id = self.assembler.load(plan.runtime, config, tags, self.known)
         self.history.record(plan.tag, plan)
+        if self.outcome.built or self.outcome.written:
+            self.fill_cache()
         return self.outcome
+
+    def fill_cache(self) -> None:
+        """What this machine made before the cache was configured goes to the cache too (a run
+        that builds nothing stays off the network)."""
+        if self.cache is None:
+            return
+        for item in self.reused:
+            if isinstance(item, ComponentNode):
+                if self.cache.lacks(item.key):
+                    self.cache.push_output(item, self.store)
+            elif self.cache.lacks(record_key(item)):
+                self.cache.push_layer(item, self.store)
 
 
 def final_config(assembler: Assembler, plan: ImagePlan) -> Any:
