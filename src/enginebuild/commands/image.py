@@ -134,13 +134,15 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
     if options.on and not args.platform:
         raise UserError("--on: give the stand-in base's platform with --platform (for example linux/amd64)")
     platforms = list(args.platform) if options.on else platforms_of(spec, args.platform)
+    # the plain tag belongs to one platform of the spec, whichever platforms this run builds
+    listed = tuple(platforms) if options.on else tuple(spec.platforms)
     cache = cache_from_settings(ws, args.cache, args.no_cache, args.cache_readonly)
     results = []
     for platform in platforms:
         plan = plan_image(spec, lock, platform, options)
         check_stacks_first(ws, plan)
-        outcome = build_platform(ws, spec, plan, args, cache, tuple(platforms))
-        tags = local_tags(plan, tuple(platforms))
+        outcome = build_platform(ws, spec, plan, args, cache, listed)
+        tags = local_tags(plan, listed)
         results.append({"tags": tags, "id": outcome.image_id})
         elapsed = time.monotonic() - start
         done = []
@@ -158,6 +160,8 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
         print(f"{name} ({platform}): {what} in {elapsed:.1f}s -> {tags[-1]}")
         for comp_name, size in sorted(outcome.output_sizes.items()):
             output().say(f"  component {comp_name}: outputs {size} bytes")
+        if not options.on:
+            check_kernels(ws, spec, lock, plan)
     flags = {"build_args": options.build_args, "on": options.on, "only": sorted(options.only),
              "platforms": list(args.platform) or None}
     if flags == DEFAULT_OPTIONS and not ws.overrides:
@@ -190,3 +194,21 @@ def build_platform(ws: Workspace, spec: Any, plan: Any, args: argparse.Namespace
                 raise
             output().say(f"  warning: {exc.message}; building again without it")
     raise AssertionError("unreachable")
+
+
+def check_kernels(ws: Workspace, spec: Any, lock: Any, plan: Any) -> None:
+    """An image that declares cuda-archs is verified as soon as it is built (see `verify`)."""
+    from enginebuild.errors import BuildFailed
+    from enginebuild.io.store import Store
+    from enginebuild.kernels.image import declared_of, verify_plan
+
+    if not declared_of(spec):
+        return
+    verdict = verify_plan(spec, lock, plan, Store(ws.home))
+    lines = verdict.lines()
+    if verdict.ok:
+        output().say("  kernels: " + lines[-1])
+        return
+    raise BuildFailed("the kernel architecture check failed:\n    " + "\n    ".join(lines),
+                      hint=f"the image is built and tagged; it lacks kernels for what it declares "
+                           f"(`python BUILD.py verify {spec.name} --json` lists every binary)")

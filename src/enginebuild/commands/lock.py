@@ -7,10 +7,15 @@ With --locked: resolve nothing; exit 2 naming the spec line of any input the loc
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from enginebuild.errors import EXIT_FAILED
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
+
+if TYPE_CHECKING:
+    from enginebuild.lock.lockfile import Lock
+    from enginebuild.spec.model import ImageSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,11 +62,22 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             for inp, why in lock.unresolved().items():
                 failed = True
                 output().say(f"{name}: {inp} is NOT pinned: {why}")
+            lint_kernels(ws, spec, lock)
     if failed:
         output().say("some inputs could not be resolved here; `image` refuses to build those images until "
                      "`lock` runs where their sources are reachable")
         return EXIT_FAILED
     return 0
+
+
+def lint_kernels(ws: Workspace, spec: ImageSpec, lock: Lock) -> None:
+    """Binary wheels the image installs, against its cuda-archs: flagged before any build."""
+    from enginebuild.io.store import Store
+    from enginebuild.kernels.wheels import lint_wheels
+
+    for report in lint_wheels(spec, lock, Store(ws.home)):
+        output().say(f"{spec.where('python.requirements')}: warning: {report.where}: {report.describe()}; "
+                     f"`image` will fail its kernel check")
 
 
 def _locked(ws: Workspace, names: list[str]) -> int:

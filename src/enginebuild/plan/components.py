@@ -34,8 +34,23 @@ def source_item(arcname: str, source: Source, pin: Any, patches: tuple[PatchRef,
     return ContextItem(arcname, digest, FromSource(source, pin, patches), label=label)
 
 
+def cuda_env(archs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """What a build script needs to compile for the declared archs: the list, and nvcc's flags
+    (`12.1a` -> `-gencode arch=compute_121a,code=sm_121a`; `+PTX` adds the PTX)."""
+    if not archs:
+        return []
+    flags = []
+    for arch in archs:
+        base = arch.removesuffix("+PTX")
+        number = base.replace(".", "")
+        flags.append(f"-gencode arch=compute_{number},code=sm_{number}")
+        if arch.endswith("+PTX"):
+            flags.append(f"-gencode arch=compute_{number},code=compute_{number}")
+    return [("ENGINEBUILD_CUDA_ARCHS", ";".join(archs)), ("ENGINEBUILD_NVCC_GENCODE", " ".join(flags))]
+
+
 def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, needed: dict[str, ComponentNode],
-                   build_args: dict[str, str]) -> ComponentNode:
+                   build_args: dict[str, str], cuda_archs: tuple[str, ...] = ()) -> ComponentNode:
     if not builder.layers and builder.base is None:
         raise SpecError(comp.where, f"components.{comp.name}.builder",
                         "the builder is scratch with nothing installed: a build script needs at least a shell")
@@ -57,6 +72,7 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
         context.append(ContextItem(f"deps/{need}.tar", needed[need].key, FromOutput(need, needed[need].key),
                                    label=f"component {need}"))
         env.append((_env_name(need), f"{DEPS}/{need}"))
+    env += cuda_env(cuda_archs)
     script = comp.build.script
     assert script.src is not None
     context.append(ContextItem("build.sh", keys.sha(script.src.read_bytes()), FromFile(script.src), 0o755,
@@ -81,4 +97,4 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     for item in items:
         inputs[item.label or item.arcname] = item.digest
     return ComponentNode(comp.name, key, planner.platform, builder, dockerfile, items, secrets, comp.needs,
-                         comp.outputs, comp.cuda_archs, inputs)
+                         comp.outputs, cuda_archs, inputs)

@@ -146,7 +146,8 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
             role = role_of(spec, comp.builder)
             if role not in builders:
                 builders[role] = planner.environment(role, comp.builder)
-            components[comp.name] = component_node(planner, comp, builders[role], components, options.build_args)
+            components[comp.name] = component_node(planner, comp, builders[role], components, options.build_args,
+                                                   comp.cuda_archs or spec.cuda_archs)
     base_pin = planner.base("runtime", spec.runtime, options.on)
     run_env = tuple(resolve_env(spec, base_pin.env if base_pin else ()))
     runtime = planner.environment("runtime", spec.runtime, on=options.on, parts=only, run_env=run_env)

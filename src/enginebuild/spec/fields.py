@@ -278,6 +278,12 @@ def image_schema() -> Record:
         "cuda-archs": ListOf(Str(pattern=CUDA_ARCH, what="a CUDA arch such as 12.1a"), unique=True,
                              description="kernel architectures every CUDA binary of the image must carry"),
         "secret-scan": scan,
+        "cuda-verify": Record({
+            "jit": Bool(description="accept PTX the driver can compile for a declared arch in place of its SASS"),
+            "skip": ListOf(Record({"path": Str(test=no_control, what="a path glob in the image"), "why": TEXT},
+                                  required=("path", "why"), doc="{path, why}"),
+                           description="binaries not held to cuda-archs, each with the reason"),
+        }, doc="{jit, skip}", description="how `verify` judges the kernel architectures of CUDA binaries"),
     }
     schema = Record(fields, exclusive=(("platform", "platforms"),), doc="an image spec")
     schema.fields["variants"] = MapOf(Record(dict(fields), doc="a partial spec merged over this one"),

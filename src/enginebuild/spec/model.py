@@ -185,6 +185,20 @@ class Model:
 
 
 @dataclass(frozen=True)
+class CudaSkip:
+    path: str  # a glob of paths in the image
+    why: str
+
+
+@dataclass(frozen=True)
+class CudaVerify:
+    """How `verify` judges kernel architectures: accept JIT-able PTX, skip named binaries."""
+
+    jit: bool = False
+    skip: tuple[CudaSkip, ...] = ()
+
+
+@dataclass(frozen=True)
 class ScanAllow:
     path: str
     rule: str
@@ -220,6 +234,7 @@ class ImageSpec:
     cuda_archs: tuple[str, ...]
     scan_allow: tuple[ScanAllow, ...]
     variants: tuple[str, ...]
+    cuda_verify: CudaVerify = CudaVerify()
     wheres: dict[str, Where] = field(default_factory=dict, compare=False, hash=False)
 
     def where(self, key: str) -> Where:

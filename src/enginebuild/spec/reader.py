@@ -403,6 +403,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
     entrypoint, cmd, shell = r.get(tree, "entrypoint", ""), r.get(tree, "cmd", ""), r.get(tree, "shell", "")
     model = r.get(tree, "model", "", {}) or {}
     scan = r.get(tree, "secret-scan", "", {}) or {}
+    cuda_verify = r.get(tree, "cuda-verify", "", {}) or {}
     return m.ImageSpec(
         name=name, file=tree.where.file, chain=chain,
         abstract=bool(r.get(tree, "abstract", "", False)),
@@ -421,4 +422,6 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         cuda_archs=tuple(r.get(tree, "cuda-archs", "", ()) or ()),
         scan_allow=tuple(m.ScanAllow(a["path"], a["rule"], a["why"]) for a in scan.get("allow", ())),
         variants=variants, wheres=r.wheres,
+        cuda_verify=m.CudaVerify(bool(cuda_verify.get("jit", False)),
+                                 tuple(m.CudaSkip(k["path"], k["why"]) for k in cuda_verify.get("skip", ()))),
     )

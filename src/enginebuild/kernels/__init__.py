@@ -1,0 +1,1 @@
+"""CUDA kernel architectures: what device code a binary carries, and whether it is what the spec declares."""

@@ -1,0 +1,81 @@
+"""The pinned cuobjdump: NVIDIA's wheel (`tools.cuobjdump` in the lock) for this host, fetched
+into the store like every input, its binary kept at `$ENGINEBUILD_HOME/tools/<sha256>/`.
+
+`device_code(path)` lists the SASS (cubins) and PTX a binary carries, for any target
+architecture (an aarch64 library is read on an x86_64 host). No GPU is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from enginebuild.errors import BuildFailed, UserError
+from enginebuild.io import proc
+from enginebuild.io.files import temp_path
+from enginebuild.io.http import Http
+from enginebuild.io.store import Store
+from enginebuild.kernels.archs import Arch, parse_code
+from enginebuild.lock.pins import ToolPin
+from enginebuild.sources.pyindex import find_file
+
+_LINE = re.compile(r"(?P<kind>ELF|PTX) file\s+\d+:\s+\S*?\.(?P<code>sm_[0-9]{2,3}[af]?)\.(?:cubin|ptx)\s*$")
+BINARY = "nvidia/cu13/bin/cuobjdump"
+
+
+@dataclass(frozen=True)
+class DeviceCode:
+    sass: tuple[Arch, ...]
+    ptx: tuple[Arch, ...]
+
+
+class Cuobjdump:
+    def __init__(self, path: Path):
+        self.path = path
+
+    @classmethod
+    def from_pin(cls, pin: ToolPin, store: Store, http: Http | None = None) -> Cuobjdump:
+        machine = platform.machine()
+        wheel = pin.for_machine(machine)
+        if wheel is None:
+            raise UserError(f"the lock pins {pin.name} {pin.version} for {', '.join(m for m, _ in pin.files)}, "
+                            f"not for this host ({machine})")
+        folder = store.home / "tools" / wheel.sha256
+        binary = folder / "cuobjdump"
+        if binary.is_file() and os.access(binary, os.X_OK):
+            return cls(binary)
+        http = http or Http()
+        archive = store.fetch(http, [wheel.url], wheel.sha256, wheel.filename, wheel.size,
+                              alternatives=lambda: find_file(http, wheel.index, wheel.name, wheel.filename,
+                                                             wheel.sha256))
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = temp_path(folder, "cuobjdump", "tmp")
+        try:
+            with zipfile.ZipFile(archive) as zipped, zipped.open(BINARY) as source, open(tmp, "xb") as sink:
+                shutil.copyfileobj(source, sink)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, binary)
+        except KeyError:
+            raise BuildFailed(f"{wheel.filename} has no {BINARY}") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        return cls(binary)
+
+    def device_code(self, path: Path) -> DeviceCode:
+        result = proc.run([self.path, "--list-elf", "--list-ptx", path], check=False, what="cuobjdump")
+        text = result.out + result.err
+        if result.returncode != 0 and "does not contain device code" not in text:
+            raise BuildFailed(f"cuobjdump could not read {path}: {text.strip()[-400:]}")
+        sass, ptx = [], []
+        for line in result.out.splitlines():
+            match = _LINE.search(line.strip())
+            if match:
+                code = parse_code(match["code"])
+                if code is not None:
+                    (sass if match["kind"] == "ELF" else ptx).append(code)
+        return DeviceCode(tuple(sorted(set(sass))), tuple(sorted(set(ptx))))

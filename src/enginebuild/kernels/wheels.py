@@ -1,0 +1,75 @@
+"""The lock-time lint: binary wheels an image installs, checked against its `cuda-archs` before
+anything is built (a stock vLLM wheel in a Spark image is flagged when it is locked).
+
+What a wheel carries is recorded in the store by the wheel's sha256, so each wheel is
+downloaded and read once; the judgement is made again with the spec's current rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from enginebuild.build.fetch import Download, Fetcher
+from enginebuild.io.store import Store
+from enginebuild.kernels.archs import parse_code, parse_declared
+from enginebuild.kernels.cuobjdump import Cuobjdump, DeviceCode
+from enginebuild.kernels.image import tool_of
+from enginebuild.kernels.scan import FileReport, Rules, Skip, judge, scan_wheel
+from enginebuild.lock.lockfile import Lock
+from enginebuild.spec.model import ImageSpec
+
+RECORD = "wheel-device-code"
+
+
+def binary_wheels(lock: Lock) -> list[dict[str, Any]]:
+    """The runtime's platform wheels (pure-Python ones carry no device code)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in sorted(lock.entries.items()):
+        if not name.startswith("runtime.python@") or not entry.resolved:
+            continue
+        for pkg in entry.resolved.get("packages") or ():
+            filename = str(pkg.get("filename", ""))
+            if filename.endswith(".whl") and not filename.endswith("-none-any.whl") and pkg.get("sha256"):
+                out[str(pkg["sha256"])] = pkg
+    return list(out.values())
+
+
+def _device_code(store: Store, fetcher: Fetcher, pkg: dict[str, Any], tool: Cuobjdump,
+                 rules: Rules) -> list[tuple[str, DeviceCode]]:
+    sha = str(pkg["sha256"])
+    record = store.record(RECORD, sha)
+    if record is None:
+        path = fetcher.download(Download(sha, (str(pkg.get("url", "")),), str(pkg["filename"]), pkg.get("size"),
+                                         str(pkg.get("index") or ""), str(pkg.get("name") or ""),
+                                         str(pkg["filename"])))
+        reports = scan_wheel(path, rules, tool)
+        record = {"files": [{"path": r.path, "sass": [a.sass for a in r.code.sass],
+                             "ptx": [a.ptx for a in r.code.ptx]} for r in reports]}
+        store.put_record(RECORD, sha, record)
+    out = []
+    for item in record.get("files") or ():
+        sass = tuple(a for a in (parse_code(c) for c in item["sass"]) if a)
+        ptx = tuple(a for a in (parse_code(c) for c in item["ptx"]) if a)
+        out.append((str(item["path"]), DeviceCode(sass, ptx)))
+    return out
+
+
+def lint_wheels(spec: ImageSpec, lock: Lock, store: Store) -> list[FileReport]:
+    """Every CUDA binary of the image's binary wheels that lacks a declared arch."""
+    if not spec.cuda_archs:
+        return []
+    wheels = binary_wheels(lock)
+    if not wheels:
+        return []
+    rules = Rules([parse_declared(a) for a in spec.cuda_archs], jit=spec.cuda_verify.jit,
+                  skip=tuple(Skip(s.path, s.why) for s in spec.cuda_verify.skip))
+    tool = tool_of(lock, store)
+    fetcher = Fetcher(store)
+    bad = []
+    for pkg in wheels:
+        for path, code in _device_code(store, fetcher, pkg, tool, rules):
+            report = judge(path, str(pkg["filename"]), code, rules)
+            if not report.ok:
+                bad.append(report)
+    return bad
+
