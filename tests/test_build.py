@@ -31,10 +31,23 @@ def edit(path, text=None) -> str:
     return marker
 
 
-def plan_json(workspace):
+PLATFORMS = ["linux/amd64", "linux/arm64"]
+
+
+def plan_json(workspace) -> dict:
+    """The plan of each platform of the demo, by platform."""
     proc = run_cli(["plan", "demo", "--json"], workspace)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    docs = {doc["platform"]: doc for doc in json.loads(proc.stdout)["images"]}
+    assert sorted(docs) == PLATFORMS
+    return docs
+
+
+def same_for_all(plans: dict, key: str):
+    """The value of `key`, which every platform's plan must agree on."""
+    values = [plans[p][key] for p in PLATFORMS]
+    assert all(v == values[0] for v in values), values
+    return values[0]
 
 
 def build(workspace, *extra, env=None):
@@ -48,20 +61,22 @@ def test_the_demo_builds_and_an_immediate_second_run_calls_no_builder(built_demo
     proc = run_cli(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 0, proc.stderr
     assert "nothing to build" in proc.stdout
-    plan = plan_json(workspace)
-    assert plan["components_to_build"] == [] and plan["layers_to_build"] == [] and plan["layers_to_write"] == []
+    plans = plan_json(workspace)
+    assert same_for_all(plans, "components_to_build") == [] and same_for_all(plans, "layers_to_build") == []
+    assert same_for_all(plans, "layers_to_write") == []
 
 
 def test_a_script_edit_writes_one_layer_and_starts_no_builder(built_demo, workspace):
     before = layers("enginebuild/demo:latest")
     edit(workspace / "images/demo/launch_server.sh")
-    plan = plan_json(workspace)
-    assert plan["components_to_build"] == [] and plan["layers_to_build"] == []
-    assert plan["layers_to_write"] == ["files /opt/enginebuild/bin/launch_server.sh"]
-    changed = next(row for row in plan["layers"] if row["action"] == "write")["changed"]
-    assert changed == ["file images/demo/launch_server.sh"]
+    plans = plan_json(workspace)
+    assert same_for_all(plans, "components_to_build") == [] and same_for_all(plans, "layers_to_build") == []
+    assert same_for_all(plans, "layers_to_write") == ["files /opt/enginebuild/bin/launch_server.sh"]
+    for plan in plans.values():
+        changed = next(row for row in plan["layers"] if row["action"] == "write")["changed"]
+        assert changed == ["file images/demo/launch_server.sh"]
     proc = build(workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})  # a builder that cannot run proves none ran
-    assert "wrote 1 layer(s)" in proc.stdout
+    assert proc.stdout.count("wrote 1 layer(s)") == 2
     after = layers("enginebuild/demo:latest")
     assert len(after) == len(before)
     assert [a == b for a, b in zip(after, before)] == [True] * (len(before) - 2) + [False, True]
@@ -72,8 +87,7 @@ def test_a_runtime_system_package_builds_no_component(built_demo, workspace):
     spec.write_text(spec.read_text().replace("packages: [busybox-static, python3]",
                                              "packages: [busybox-static, python3, jq]"))
     assert run_cli(["lock", "demo"], workspace).returncode == 0
-    plan = plan_json(workspace)
-    assert plan["components_to_build"] == []
+    assert same_for_all(plan_json(workspace), "components_to_build") == []
     proc = build(workspace)
     assert "component" not in proc.stdout.split("->")[0]
     assert docker("run", "--rm", "--entrypoint", "jq", "enginebuild/demo:latest", "--version").returncode == 0
@@ -83,9 +97,9 @@ def test_a_runtime_python_requirement_bump_builds_no_component(built_demo, works
     spec = workspace / "images/demo/image.yaml"
     spec.write_text(spec.read_text().replace('"tabulate[widechars]==0.9.0"', '"tabulate[widechars]==0.10.0"'))
     assert run_cli(["lock", "demo"], workspace).returncode == 0
-    plan = plan_json(workspace)
-    assert plan["components_to_build"] == [] and plan["layers_to_build"] == []
-    assert "python tabulate 0.10.0" in plan["layers_to_write"]
+    plans = plan_json(workspace)
+    assert same_for_all(plans, "components_to_build") == [] and same_for_all(plans, "layers_to_build") == []
+    assert "python tabulate 0.10.0" in same_for_all(plans, "layers_to_write")
     proc = build(workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert "built" not in proc.stdout
     out = docker("run", "--rm", "--entrypoint", "python3", "enginebuild/demo:latest", "-c",
@@ -96,16 +110,15 @@ def test_a_runtime_python_requirement_bump_builds_no_component(built_demo, works
 def test_editing_a_components_patch_rebuilds_it_and_what_needs_it_nothing_else(built_demo, workspace):
     kernel = workspace / "images/demo/kernels/kernel.c"
     kernel.write_text(kernel.read_text() + "/* touched */\n")
-    plan = plan_json(workspace)
-    assert plan["components_to_build"] == ["kernels", "engine"]
+    assert same_for_all(plan_json(workspace), "components_to_build") == ["kernels", "engine"]
     kernel.write_text(kernel.read_text().replace("/* touched */\n", ""))
     patch = workspace / "patches/demo-engine/0001-aux-layer-ids-off-by-one.patch"
     patch.write_text(patch.read_text().replace("Subject: demo-engine:", "Subject: demo-engine (edited):"))
-    plan = plan_json(workspace)
-    assert plan["components_to_build"] == ["engine"]
-    assert plan["layers_to_build"] == []  # the runtime runs no command for it: outputs are copied in
+    plans = plan_json(workspace)
+    assert same_for_all(plans, "components_to_build") == ["engine"]
+    assert same_for_all(plans, "layers_to_build") == []  # the runtime runs no command for it: outputs are copied
     proc = build(workspace)
-    assert "built 1 component(s) (engine)" in proc.stdout
+    assert proc.stdout.count("built 1 component(s) (engine)") == 2
 
 
 def test_the_image_carries_no_source_tree_or_build_directory_of_any_component(built_demo):
@@ -123,9 +136,9 @@ def test_the_image_carries_no_source_tree_or_build_directory_of_any_component(bu
 
 
 def test_plan_and_image_report_each_components_output_size(built_demo, workspace):
-    plan = plan_json(workspace)
-    sizes = {c["name"]: c["output_size"] for c in plan["components"]}
-    assert sizes["engine"] > 100_000 and sizes["kernels"] > 1_000
+    for plan in plan_json(workspace).values():
+        sizes = {c["name"]: c["output_size"] for c in plan["components"]}
+        assert sizes["engine"] > 100_000 and sizes["kernels"] > 1_000 and sizes["cuda-kernels"] > 100_000
     assert re.search(r"component engine: outputs \d+ bytes", built_demo.stderr)
 
 
@@ -192,7 +205,8 @@ def test_the_image_carries_oci_labels_its_settings_and_a_manifest(built_demo):
     assert config["StopSignal"] == "SIGTERM" and config["Healthcheck"]["Test"][0] == "CMD"
     manifest = json.loads(docker("run", "--rm", "--entrypoint", "cat", "enginebuild/demo:latest",
                                  "/opt/enginebuild/manifest.json").stdout)
-    assert manifest["inputs"] == {k: v["resolved"] for k, v in lock["inputs"].items()}
+    # the amd64 image names the inputs of its platform (and those of every platform)
+    assert manifest["inputs"] == {k: v["resolved"] for k, v in lock["inputs"].items() if "@linux/arm64" not in k}
 
 
 def test_a_patch_that_no_longer_applies_stops_the_build_before_anything_builds(built_demo, workspace):

@@ -33,7 +33,7 @@ def test_each_platform_has_its_own_keys_and_tags_and_the_plain_tag_stays_native(
     assert inspect("enginebuild/demo:latest")["Id"] == amd64["Id"]  # does not take the plain tag
     plans = {}
     for platform in ("linux/amd64", "linux/arm64"):
-        doc = json.loads(run_cli(["plan", "demo", "--json", "--platform", platform], workspace).stdout)
+        doc = json.loads(run_cli(["plan", "demo", "--json", "--platform", platform], workspace).stdout)["images"][0]
         plans[platform] = {c["name"]: c["key"] for c in doc["components"]}
     assert all(plans["linux/amd64"][n] != plans["linux/arm64"][n] for n in plans["linux/amd64"])
 

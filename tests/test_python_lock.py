@@ -127,7 +127,7 @@ def test_what_the_base_ships_constrains_the_lock_and_is_not_installed_again(work
     lock = read_lock(workspace, Catalog(workspace).load("t"))
     assert lock.raw("runtime.python@linux/amd64")["base_digest"] == digest
     plan = run_cli(["plan", "t", "--json"], workspace)
-    layers = [row["name"] for row in __import__("json").loads(plan.stdout)["layers"]]
+    layers = [row["name"] for row in __import__("json").loads(plan.stdout)["images"][0]["layers"]]
     assert "python tabulate 0.9.0" in layers and not any("six" in name for name in layers)
     write_image(workspace, "u", python_spec("    - six==1.17.0\n", base=base))
     proc = run_cli(["lock", "u"], workspace)

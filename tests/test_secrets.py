@@ -167,7 +167,7 @@ def test_a_build_that_writes_a_secret_into_a_layer_is_refused_and_nothing_is_kep
     assert what in proc.stderr and path in proc.stderr
     scan("the refusal", proc.stderr, SENTINEL)
     assert docker("image", "inspect", f"enginebuild/{name}:latest", check=False).returncode != 0
-    plan = json.loads(run_cli(["plan", name, "--json"], workspace).stdout)
+    plan = json.loads(run_cli(["plan", name, "--json"], workspace).stdout)["images"][0]
     key = plan["components"][0]["key"]
     assert plan["components"][0]["action"] == "build"  # no outputs were recorded for it
     assert key not in docker("images", "enginebuild/component", "--format", "{{.Tag}}").stdout.split()

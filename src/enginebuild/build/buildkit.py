@@ -61,6 +61,7 @@ class Builder:
     docker: str
     kind: str  # "buildx" or "buildkit"
     builder_name: str | None = None
+    no_cache: bool = False  # reproduce: nothing from the builder's own cache
 
     def describe(self) -> str:
         if self.kind == "buildx":
@@ -75,6 +76,8 @@ class Builder:
         else:
             args = [self.docker, "build"]
         args += ["--progress=plain", "--platform", platform, "-t", tag, "-f", "Dockerfile"]
+        if self.no_cache:
+            args.append("--no-cache")
         for ident, path in sorted(secret_files.items()):
             args += ["--secret", f"id={ident},src={path}"]
         args.append("-")

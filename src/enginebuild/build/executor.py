@@ -7,6 +7,7 @@ enginebuild writes. Nothing is recorded for a node that failed; what was made is
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform as host
 import threading
@@ -62,7 +63,7 @@ def local_tags(plan: ImagePlan, platforms: tuple[str, ...]) -> list[str]:
 class Executor:
     def __init__(self, home: Path, *, engine: Engine | None = None, http: Http | None = None,
                  builder_name: str | None = None, verbose: bool = False, cache: Any = None, scanner: Any = None,
-                 jobs: int | None = None):
+                 jobs: int | None = None, fresh: bool = False):
         self.home = Path(home)
         self.store = Store(home)
         self.engine = engine or Engine()
@@ -71,7 +72,10 @@ class Executor:
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
         self.assembler = Assembler(self.engine, self.store)
         self.fetcher = Fetcher(self.store, self.http)
-        self.known: set[str] = self.engine.tags_of(CHAIN_REPO)
+        # fresh (reproduce): every chain is loaded from what this run made, none taken from the engine
+        self.fresh = fresh
+        self.known: set[str] = set() if fresh else self.engine.tags_of(CHAIN_REPO)
+        self.loaded: list[str] = []
         self.reused: list[ComponentNode | LayerNode] = []  # made earlier, used again by this build
         self.history = BuildHistory(self.home)
         self._builder: Builder | None = None
@@ -82,7 +86,7 @@ class Executor:
     # -- helpers ----------------------------------------------------------------------------
     def builder(self) -> Builder:
         if self._builder is None:
-            self._builder = detect_builder(self.builder_name)
+            self._builder = dataclasses.replace(detect_builder(self.builder_name), no_cache=self.fresh)
             output().say(f"  builder: {self._builder.describe()}")
         self.outcome.builder_called = True
         return self._builder
@@ -138,7 +142,14 @@ class Executor:
             if env.tip not in self.known:
                 config = self.assembler.config_for(env)
                 self.assembler.load(env, config, [], self.known)
+                self.loaded.append(f"{CHAIN_REPO}:{env.tip}")
             return f"{CHAIN_REPO}:{env.tip}"
+
+    def forget_loaded_chains(self) -> None:
+        """Untag the chains this run loaded (reproduce: the next build loads its own again)."""
+        for tag in self.loaded:
+            self.engine.remove(tag)
+        self.loaded.clear()
 
     def run_layer(self, parent: EnvNode, node: LayerNode, plan: ImagePlan) -> None:
         payload = node.payload

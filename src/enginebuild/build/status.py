@@ -55,4 +55,4 @@ def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str
             "layers_to_write": [row["name"] for row in layers if row["action"] == "write"],
             "from_cache": [c["name"] for c in components if c["action"] == "from cache"]
             + [row["name"] for row in layers if row["action"] == "from cache"],
-            "image_present": bool(present.get(plan.tag))}
+            "image_present": bool(present.get(plan.tag)), "image_id": present.get(plan.tag) or None}

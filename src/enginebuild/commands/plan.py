@@ -15,7 +15,8 @@ from enginebuild.workspace import Workspace
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("images", nargs="*", metavar="IMAGE")
     parser.add_argument("--all", action="store_true", help="every image of the catalogue (with variants)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--json", action="store_true",
+                        help="machine-readable output: {\"images\": [one document per image and platform]}")
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
                         help="only this platform (repeatable; default: every platform of the spec)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     docs = [doc for name in names for doc in describe_image(ws, name, parse_build_args(args.build_arg),
                                                              args.platform, cache)]
     if args.json:
-        print(json.dumps(docs if args.all or len(docs) > 1 else docs[0], indent=2))
+        print(json.dumps({"images": docs}, indent=2))
         return 0
     for doc in docs:
         print(f"{doc['image']}  ({doc['platform']}, base {doc['base']})")

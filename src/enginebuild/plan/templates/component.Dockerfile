@@ -1,6 +1,6 @@
 # enginebuild component {{ name }} for {{ platform }}: built here, only its outputs are kept
 FROM {{ parent }}
-ENV SOURCE_DATE_EPOCH={{ epoch }} ENGINEBUILD_COMPONENT={{ name|dq }} ENGINEBUILD_OUTPUTS={{ outputs|dq }}{% for key, value in env %} {{ key }}={{ value|dq }}{% endfor %}
+ENV SOURCE_DATE_EPOCH={{ epoch }} PYTHONHASHSEED=0 ENGINEBUILD_COMPONENT={{ name|dq }} ENGINEBUILD_OUTPUTS={{ outputs|dq }}{% for key, value in env %} {{ key }}={{ value|dq }}{% endfor %}
 {% if source -%}
 ADD source.tar /opt/enginebuild/src/
 {% endif -%}
