@@ -56,7 +56,7 @@ def test_a_step_that_writes_the_time_is_named_with_its_file(workspace, docker_en
     assert proc.returncode == 1, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)["images"][0]
     bad = [layer for layer in doc["layers"] if not layer["same"]]
-    assert [layer["stage"] for layer in bad] == ["stamp"], bad
+    assert [layer["stage"] for layer in bad] == ["step stamp"], bad
     assert bad[0]["differences"][0].startswith("/stamp: ") and "sha256" in bad[0]["differences"][0]
     text = run_cli(["reproduce", "demo", *AMD64], workspace)
     assert "DIFFERS layer" in text.stdout and "demo (linux/amd64): NOT reproducible" in text.stdout

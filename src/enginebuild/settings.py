@@ -16,6 +16,7 @@ Standard library only: the no-op fast path imports this module.
 | `DOCKER_CONFIG` | where registry credentials are read (`config.json`), as the Docker CLI does |
 | `ENGINEBUILD_FAULT` | tests only: `NAME[:DETAIL]=kill|announce|stall`, comma-separated: act at a named point (see io/faults.py) |
 | `NO_COLOR`, `CI` | plain progress lines instead of a live terminal line |
+| `ENGINEBUILD_PROGRESS_EVERY` | seconds between plain progress lines (default 10) |
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Settings:
     docker_config: Path
     fault: str | None
     plain_progress: bool
+    progress_every_s: float
 
 
 def _home(environ: dict[str, str]) -> Path:
@@ -62,11 +64,11 @@ def _epoch(text: str | None) -> int | None:
     return value if value >= 0 else None
 
 
-def _backoff(text: str | None) -> float:
+def _seconds(text: str | None, default: float) -> float:
     try:
-        return max(0.0, float(text)) if text else 0.5
+        return max(0.0, float(text)) if text else default
     except ValueError:
-        return 0.5
+        return default
 
 
 def read_settings(environ: dict[str, str] | None = None) -> Settings:
@@ -81,11 +83,12 @@ def read_settings(environ: dict[str, str] | None = None) -> Settings:
         cache=env.get("ENGINEBUILD_CACHE") or None,
         cache_readonly=env.get("ENGINEBUILD_CACHE_READONLY", "").lower() in ("1", "true", "yes"),
         insecure_registries=insecure,
-        http_backoff_s=_backoff(env.get("ENGINEBUILD_HTTP_BACKOFF")),
+        http_backoff_s=_seconds(env.get("ENGINEBUILD_HTTP_BACKOFF"), 0.5),
         source_date_epoch=_epoch(env.get("SOURCE_DATE_EPOCH")),
         docker_config=Path(docker_config),
         fault=env.get("ENGINEBUILD_FAULT") or None,
         plain_progress=bool(env.get("NO_COLOR")) or env.get("CI", "").lower() in ("1", "true", "yes"),
+        progress_every_s=_seconds(env.get("ENGINEBUILD_PROGRESS_EVERY"), 10.0),
     )
 
 

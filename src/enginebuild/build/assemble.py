@@ -123,13 +123,29 @@ class Assembler:
             out += [Layer(f"sha256:{sha}", size, f"enginebuild: {node.name}", sha) for sha, size in blobs]
         return out
 
+    def holds(self, env: EnvNode, known: set[str]) -> bool:
+        """Whether the engine's chain image of `env` has exactly the layers the store records.
+
+        A chain tag names inputs; a command that is not reproducible makes other bytes from the
+        same inputs (another machine's build, a reproduce run), so the tag alone is not trusted.
+        A tag that disagrees is forgotten and the chain is loaded again."""
+        if env.tip not in known:
+            return False
+        found = self.engine.inspect(f"{CHAIN_REPO}:{env.tip}")
+        expected = [layer.diff_id for layer in self.layers(env)]
+        if found and list((found.get("RootFS") or {}).get("Layers") or []) == expected:
+            return True
+        known.discard(env.tip)
+        return False
+
     def present(self, env: EnvNode, known: set[str]) -> int:
         """How many of the chain's layers the engine has (by the chain images it holds)."""
         count = len(self.base(env.base).layers)
         have = 0
-        for i, node in enumerate(env.layers):
-            if node.chain in known:
+        for i in range(len(env.layers) - 1, -1, -1):
+            if self.holds(env.prefix(env.layers[i].chain), known):
                 have = i + 1
+                break
         for node in env.layers[:have]:
             count += len(layer_blobs(self.store, node) or [])
         return count

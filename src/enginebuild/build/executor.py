@@ -80,6 +80,7 @@ class Executor:
         self.history = BuildHistory(self.home)
         self._builder: Builder | None = None
         self._chain_lock = threading.Lock()
+        self._make_lock = threading.Lock()
         self.outcome = Outcome()
         self.outputs: dict[str, dict[str, Any]] = {}
 
@@ -139,7 +140,7 @@ class Executor:
                     raise BuildFailed("nothing to build on: the chain is empty")
                 self.assembler.ensure_pulled(env.base.ref)
                 return env.base.ref
-            if env.tip not in self.known:
+            if not self.assembler.holds(env, self.known):
                 config = self.assembler.config_for(env)
                 self.assembler.load(env, config, [], self.known)
                 self.loaded.append(f"{CHAIN_REPO}:{env.tip}")
@@ -210,6 +211,8 @@ class Executor:
         self.outcome.output_sizes[comp.name] = int(record["size"])
 
     def build_component(self, comp: ComponentNode, plan: ImagePlan) -> dict[str, Any]:
+        with self._make_lock:  # made already, unless the cache was expected to have the outputs
+            self.make_chain(comp.builder, plan)
         self.fetcher.all(component_downloads(comp))
         parent = self.load_chain(comp.builder)
         assert parent == parent_ref(comp.builder) or parent.startswith(CHAIN_REPO)
@@ -245,7 +248,7 @@ class Executor:
         if not pending:
             return
         for comp in plan.components:  # builder environments first: components share them
-            if self.output_record(comp) is None:
+            if self.output_record(comp) is None and not (self.cache is not None and self.cache.has(comp.key)):
                 self.make_chain(comp.builder, plan)
         done: set[str] = set()
         running: dict[Future[None], str] = {}

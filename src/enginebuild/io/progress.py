@@ -1,7 +1,7 @@
 """What users see during long work: transfers with bytes, rate and ETA; builds with a live line.
 
 On a terminal, one line per task is rewritten in place. Elsewhere (CI logs, pipes) a plain
-line is printed every `PLAIN_EVERY_S` seconds and when the task ends. With `--quiet`,
+line is printed every `ENGINEBUILD_PROGRESS_EVERY` seconds (10) and when the task ends. With `--quiet`,
 nothing. Everything goes to stderr; stdout stays for results.
 """
 
@@ -17,7 +17,10 @@ from typing import TextIO
 
 from enginebuild.settings import settings
 
-PLAIN_EVERY_S = 10.0
+
+
+def plain_every() -> float:
+    return settings().progress_every_s
 _STEP = re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*\]")
 
 
@@ -107,7 +110,7 @@ class Transfer:
     def advance(self, n: int) -> None:
         self.done_bytes += n
         now = self.out.clock()
-        every = 0.2 if self.out.live else PLAIN_EVERY_S
+        every = 0.2 if self.out.live else plain_every()
         if now - self.last >= every:
             self.last = now
             self.out.status(self.line())
@@ -140,7 +143,7 @@ class BuildLine:
         if meaningful(line):
             self.latest = text
         now = self.out.clock()
-        if now - self.last >= (0.25 if self.out.live else PLAIN_EVERY_S):
+        if now - self.last >= (0.25 if self.out.live else plain_every()):
             self.last = now
             self.out.status(self.line())
 
@@ -169,7 +172,7 @@ class BuildLine:
     def tick(self) -> None:
         """Called by a timer: keeps a quiet build's line (and CI log) alive."""
         now = self.out.clock()
-        if now - self.last >= (1.0 if self.out.live else PLAIN_EVERY_S):
+        if now - self.last >= (1.0 if self.out.live else plain_every()):
             self.last = now
             self.out.status(self.line())
 

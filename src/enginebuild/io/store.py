@@ -26,6 +26,7 @@ from enginebuild.io.http import Http, HttpFailure
 from enginebuild.io.progress import Transfer, output
 
 CHUNK = 1 << 20
+NET_CHUNK = 64 << 10  # a read from the network returns when this much arrived: progress stays current
 
 
 def sha256_file(path: Path) -> str:
@@ -181,7 +182,7 @@ class Store:
                     progress = Transfer(output(), "downloading", what, total)
                     with open(tmp, "xb") as handle:
                         sink = HashingWriter(handle)
-                        for block in response.iter_content(CHUNK):
+                        for block in response.iter_content(NET_CHUNK):
                             sink.write(block)
                             progress.advance(len(block))
                         handle.flush()

@@ -220,10 +220,16 @@ class OneOf(Schema):
         return " or ".join(o.expected for o in self.options)
 
     def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
-        for option in self.options:
-            if _shape_matches(option, value):
-                option.check(value, path, where, partial)
-                return
+        shaped = [option for option in self.options if _shape_matches(option, value)]
+        if isinstance(value, dict) and len(shaped) > 1:
+            # several mappings: the one that knows every key given, else the one whose required keys are there
+            records = [o for o in shaped if isinstance(o, Record)]
+            fitting = ([o for o in records if set(value) <= set(o.fields)]
+                       or [o for o in records if all(k in value for k in o.required)])
+            shaped = fitting + [o for o in shaped if o not in fitting]
+        if shaped:
+            shaped[0].check(value, path, where, partial)
+            return
         raise SpecError(where, path, f"expected {self.expected}, got {describe(value)}", hint=_quote_hint(value))
 
     def json_schema(self) -> Json:

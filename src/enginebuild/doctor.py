@@ -1,0 +1,246 @@
+"""What this machine needs for enginebuild, checked before a long build finds out: each check
+says ok, warn or FAIL, what it found, and how to fix it. No secret is printed: registry
+checks say whether credentials exist and whether the registry accepted them, never the value.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from enginebuild.errors import EngineBuildError
+
+GB = 1000 ** 3
+MIN_FREE = 5 * GB  # below this, even the demo's builds are at risk
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
+QEMU_NAME = {"arm64": "aarch64", "amd64": "x86_64", "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
+HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | FAIL
+    detail: str
+    fix: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "FAIL"
+
+
+def _run(name: str, probe: Callable[[], Check]) -> Check:
+    try:
+        return probe()
+    except EngineBuildError as exc:
+        return Check(name, "FAIL", exc.message, exc.hint or "")
+
+
+def docker_client() -> Check:
+    from enginebuild.build.buildkit import candidates, client_version
+
+    found = candidates()
+    if not found:
+        return Check("docker client", "FAIL", "no docker client found (PATH, or ENGINEBUILD_DOCKER)",
+                     "install docker (bash scripts/setup.sh), or set ENGINEBUILD_DOCKER to a client")
+    versions = {c: ".".join(map(str, client_version(c))) for c in found}
+    detail = ", ".join(f"{c} {v or '(does not run)'}" for c, v in versions.items())
+    if not any(versions.values()):
+        return Check("docker client", "FAIL", detail, "install docker (bash scripts/setup.sh), or point "
+                                                      "ENGINEBUILD_DOCKER at a client that runs")
+    return Check("docker client", "ok", detail)
+
+
+def buildkit() -> Check:
+    from enginebuild.build.buildkit import detect_builder
+
+    return Check("BuildKit", "ok", detect_builder().describe())
+
+
+def engine() -> tuple[Check, dict[str, Any]]:
+    from enginebuild.oci.engine import Engine
+    from enginebuild.settings import settings
+
+    eng = Engine(timeout=10)
+    if not eng.ping():
+        return Check("docker engine", "FAIL", f"nothing answers at {settings().docker_host}",
+                     "start dockerd (bash scripts/setup.sh), or set DOCKER_HOST to a running engine"), {}
+    info = eng.info()
+    return Check("docker engine", "ok", f"{info.get('ServerVersion', '?')} at {settings().docker_host}, "
+                                        f"{info.get('Driver', '?')} storage"), info
+
+
+def emulation(platforms: Iterable[str]) -> list[Check]:
+    out = []
+    for target in sorted(set(platforms)):
+        arch = target.split("/")[1]
+        name = f"platform {target}"
+        if arch == HOST_ARCH:
+            out.append(Check(name, "ok", "native"))
+            continue
+        entry = BINFMT / f"qemu-{QEMU_NAME.get(arch, arch)}"
+        if not (BINFMT / "register").exists():
+            out.append(Check(name, "FAIL", f"{BINFMT} is not mounted: foreign binaries cannot run here",
+                             "mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc (bash scripts/setup.sh)"))
+            continue
+        try:
+            text = entry.read_text()
+        except OSError:
+            out.append(Check(name, "FAIL", f"no {entry.name} handler registered with binfmt_misc",
+                             "install qemu-user-static and binfmt-support (bash scripts/setup.sh)"))
+            continue
+        flags = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("flags:")), "")
+        if not text.startswith("enabled"):
+            out.append(Check(name, "FAIL", f"{entry.name} is registered but disabled",
+                             f"update-binfmts --enable {entry.name}"))
+        elif "F" not in flags:
+            out.append(Check(name, "FAIL", f"{entry.name} lacks the fix-binary flag (F): containers cannot find "
+                                           "the emulator", "reinstall qemu-user-static (its handlers set F)"))
+        else:
+            out.append(Check(name, "ok", f"emulated by {entry.name} (flags {flags})"))
+    return out
+
+
+def tool(name: str, find: Callable[[], str | None], version_args: list[str]) -> Check:
+    from enginebuild.io import proc
+
+    path = find()
+    if not path:
+        return Check(name, "FAIL", f"{name} not found", "bash scripts/setup.sh (pip install -r requirements.txt)")
+    out = proc.run([path, *version_args], check=False, timeout=20)
+    return Check(name, "ok" if out.returncode == 0 else "FAIL", f"{path}: {(out.out or out.err).strip()[:60]}")
+
+
+def uv() -> Check:
+    from enginebuild.lock.python import uv_binary
+
+    return tool("uv", uv_binary, ["--version"])
+
+
+def git() -> Check:
+    return tool("git", lambda: shutil.which("git"), ["--version"])
+
+
+def registry(repo: str, why: str) -> Check:
+    from enginebuild.oci.credentials import has_credentials
+    from enginebuild.oci.reference import parse_image_ref
+    from enginebuild.oci.registry import RegistryClient
+
+    ref = parse_image_ref(repo)
+    name = f"registry {ref.registry}"
+    creds = "credentials stored" if has_credentials(ref.registry) else "no stored credentials"
+    client = RegistryClient()
+    url = f"{client.base_url(ref.registry)}/v2/{ref.repository}/tags/list"
+    response = client.request(ref, "GET", url)
+    if response.status_code in (200, 404):
+        state = "reachable" + ("" if response.status_code == 200 else " (the repository is empty)")
+        return Check(name, "ok", f"{ref.repository} ({why}): {state}, {creds}")
+    return Check(name, "FAIL", f"{ref.repository} ({why}): HTTP {response.status_code}, {creds}",
+                 f"check the repository name and `docker login {ref.registry}`")
+
+
+def _free(path: Path) -> tuple[Path, int]:
+    path = Path(path)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path, shutil.disk_usage(path).free
+
+
+def disk(name: str, path: Path, need: int, need_why: str) -> Check:
+    where, free = _free(path)
+    detail = f"{free / GB:.1f} GB free at {where} ({need_why}: {need / GB:.1f} GB)"
+    if free < need:
+        return Check(name, "FAIL", detail, f"free space at {where}, or point it at a larger disk")
+    return Check(name, "ok", detail)
+
+
+def largest_image(ws: Any) -> int:
+    """Bytes of the largest image built here (its layers as recorded in the store)."""
+    from enginebuild.build.assemble import layer_blobs
+    from enginebuild.io.store import Store
+    from enginebuild.plan.image import Options, plan_image
+
+    store = Store(ws.home)
+    largest = 0
+    for name in ws.buildable():
+        try:
+            spec = ws.spec(name)
+            lock = ws.lock(spec)
+            for target in spec.platforms:
+                plan = plan_image(spec, lock, target, Options())
+                sizes = [layer_blobs(store, node) for node in plan.runtime.layers]
+                if all(sizes):
+                    largest = max(largest, sum(s for blobs in sizes for _, s in blobs or ()))
+        except EngineBuildError:
+            continue
+    return largest
+
+
+def registries(ws: Any, extra: list[str]) -> list[tuple[str, str]]:
+    """The cache and every push target this checkout has used or was asked about."""
+    from enginebuild.publish.records import read_records
+    from enginebuild.settings import settings
+    from enginebuild.spec.repo_settings import load_repo_settings
+
+    out: dict[str, str] = {}
+    cache = settings().cache or load_repo_settings(ws.root).cache_repository
+    if cache:
+        out[cache] = "the cache"
+    for path in sorted((ws.root / "lockfiles").glob("*.pushes.json")):
+        for record in read_records(ws.root, path.name[: -len(".pushes.json")]):
+            out.setdefault(str(record["repository"]), "a push target")
+    for repo in extra:
+        out[repo] = "asked"
+    return list(out.items())
+
+
+def run_checks(ws: Any, extra_registries: list[str]) -> list[Check]:
+    checks = [_run("docker client", docker_client)]
+    try:
+        engine_check, info = engine()
+    except EngineBuildError as exc:
+        engine_check, info = Check("docker engine", "FAIL", exc.message, exc.hint or ""), {}
+    checks.append(engine_check)
+    checks.append(_run("BuildKit", buildkit))
+    targets = set()
+    for name in ws.buildable():
+        try:
+            targets.update(ws.spec(name).platforms)
+        except EngineBuildError:
+            continue
+    checks += emulation(targets)
+    checks.append(_run("uv", uv))
+    checks.append(_run("git", git))
+    for repo, why in registries(ws, extra_registries):
+        checks.append(_run(f"registry {repo.split('/')[0]}", lambda repo=repo, why=why: registry(repo, why)))
+    largest = largest_image(ws)
+    need = max(MIN_FREE, 3 * largest)
+    why = f"needs 3x the largest image built here ({largest / GB:.2f} GB), at least" if largest else "needs at least"
+    checks.append(disk("disk: store", ws.home, need, why))
+    root = info.get("DockerRootDir")
+    if root and os.path.isdir(root):
+        checks.append(disk("disk: engine", Path(root), need, why))
+    elif root:
+        checks.append(Check("disk: engine", "warn", f"the engine's data root {root} is not on this machine"))
+    return checks
+
+
+def as_json(checks: list[Check]) -> dict[str, Any]:
+    return {"ok": not any(c.failed for c in checks), "checks": [asdict(c) for c in checks]}
+
+
+def table(checks: list[Check]) -> list[str]:
+    width = max(len(c.name) for c in checks)
+    lines = [f"{'CHECK':<{width}}  STATUS  DETAIL"]
+    for c in checks:
+        lines.append(f"{c.name:<{width}}  {c.status:<6}  {c.detail}")
+        if c.fix and c.status != "ok":
+            lines.append(f"{'':<{width}}          fix: {c.fix}")
+    bad = [c for c in checks if c.failed]
+    lines.append(f"{len(bad)} problem(s)" if bad else "everything enginebuild needs is here")
+    return lines

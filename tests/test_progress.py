@@ -1,0 +1,130 @@
+"""What users see during long work, in non-terminal mode (CI logs): a slow download prints
+periodic lines with bytes, percentage, rate and ETA; a build that prints `[n/N]` shows it on its
+live line with an ETA from the last build of that component; `doctor` names each missing part
+with a fix and exits 1."""
+import hashlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from conftest import run_cli
+from helpers.registry import free_port
+from helpers.specs import write_image
+
+CHUNKS, CHUNK, PAUSE = 12, 128 * 1024, 0.25
+PLAIN = {"CI": "true", "ENGINEBUILD_PROGRESS_EVERY": "0.2"}
+
+
+@pytest.fixture
+def slow_server():
+    """A real HTTP server that sends a 1.5 MB file in 12 chunks, a quarter second apart."""
+    body = bytes(range(256)) * (CHUNKS * CHUNK // 256)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            for i in range(CHUNKS):
+                self.wfile.write(body[i * CHUNK:(i + 1) * CHUNK])
+                self.wfile.flush()
+                time.sleep(PAUSE)
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/weights.bin", hashlib.sha256(body).hexdigest()
+    server.shutdown()
+
+
+def test_a_slow_download_prints_periodic_progress_lines_with_percent_rate_and_eta(workspace, slow_server):
+    url, sha = slow_server
+    write_image(workspace, "t", f"""
+        base: scratch
+        platform: linux/amd64
+        files:
+          /opt/weights.bin: {{url: "{url}", sha256: {sha}}}
+        """)
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    proc = run_cli(["fetch", "t"], workspace, env=PLAIN)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "downloading" in line]
+    partial = [line for line in lines if "%" in line and "ETA" in line]
+    assert len(partial) >= 3, lines  # the server takes 3 s; a line every 0.2 s at most
+    assert all(" of 1.6 MB (" in line and "/s, ETA " in line for line in partial)
+    assert lines[-1].endswith("s") and "1.6 MB in " in lines[-1]  # the closing line
+    quiet = run_cli(["--quiet", "fetch", "t"], workspace, env=PLAIN)
+    assert quiet.stderr == ""
+
+
+COUNTING = """
+base: scratch
+platform: linux/amd64
+builder:
+  base: scratch
+  system:
+    install: extract
+    packages: [busybox-static]
+    run: [["/bin/busybox", "--install", "-s", "/bin"]]
+components:
+  counted:
+    source: {path: counted}
+    build:
+      script: counted/build.sh
+      args: {RUN: first}
+    outputs: {paths: [/out]}
+install: [counted]
+"""
+STEPS = ('#!/bin/sh\nset -e\ni=1\nwhile [ "$i" -le 10 ]; do echo "[$i/10] compiling unit $i"; i=$((i + 1)); '
+         'sleep 0.3; done\nmkdir -p /out && echo "$RUN" > /out/done\n')
+
+
+@pytest.mark.docker
+@pytest.mark.network
+def test_a_build_shows_its_n_of_n_progress_and_an_eta_from_the_last_build(workspace, docker_engine,
+                                                                          debian_reachable):
+    write_image(workspace, "counted", COUNTING, {"counted/build.sh": STEPS, "counted/salt": str(time.time())})
+    assert run_cli(["lock", "counted"], workspace).returncode == 0
+    first = run_cli(["image", "counted"], workspace, env=PLAIN)
+    assert first.returncode == 0, first.stderr
+    live = [line for line in first.stderr.splitlines() if line.startswith("  [linux/amd64] component counted ")]
+    assert any("/10]" in line and "| [" in line for line in live), live  # the step and the latest line
+    again = run_cli(["image", "counted", "--build-arg", "RUN=second"], workspace, env=PLAIN)
+    assert again.returncode == 0, again.stderr
+    live = [line for line in again.stderr.splitlines() if line.startswith("  [linux/amd64] component counted ")]
+    with_eta = [line for line in live if "ETA" in line and "(from the last build)" in line]
+    assert with_eta, live
+    assert any("/10]" in line for line in with_eta)
+
+
+def rows(proc) -> dict:
+    return {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+
+
+def test_doctor_passes_here_and_names_each_check(workspace, docker_engine):
+    proc = run_cli(["doctor", "--json"], workspace)
+    checks = rows(proc)
+    assert {"docker client", "docker engine", "BuildKit", "uv", "git", "disk: store"} <= set(checks)
+    assert "platform linux/arm64" in checks  # the catalogue targets arm64
+    assert proc.returncode == (0 if all(c["status"] != "FAIL" for c in checks.values()) else 1)
+
+
+def test_doctor_with_a_missing_client_a_stopped_engine_and_an_unreachable_registry(workspace, tmp_path):
+    env = {"ENGINEBUILD_DOCKER": str(tmp_path / "no-docker"), "DOCKER_HOST": f"unix://{tmp_path}/no.sock",
+           "ENGINEBUILD_HTTP_BACKOFF": "0"}
+    proc = run_cli(["doctor", "--json", "--registry", "127.0.0.1:9/enginebuild/nowhere"], workspace, env=env)
+    assert proc.returncode == 1
+    checks = rows(proc)
+    assert checks["docker client"]["status"] == "FAIL" and "does not run" in checks["docker client"]["detail"]
+    assert checks["docker engine"]["status"] == "FAIL" and "nothing answers at unix://" in checks["docker engine"][
+        "detail"]
+    assert "start dockerd" in checks["docker engine"]["fix"]
+    assert checks["BuildKit"]["status"] == "FAIL"
+    registry = checks["registry 127.0.0.1:9"]
+    assert registry["status"] == "FAIL" and "connection refused" in registry["detail"]
+    text = run_cli(["doctor", "--registry", "127.0.0.1:9/enginebuild/nowhere"], workspace, env=env)
+    assert text.returncode == 1 and "fix: start dockerd" in text.stdout and "problem(s)" in text.stdout
