@@ -21,6 +21,7 @@ VERBS = {
     "fetch": ("fetch", "download and verify every pinned input of an image into the store"),
     "image": ("image", "build an image: only what changed"),
     "push": ("push", "push a built image (every platform) and record its digest"),
+    "changed": ("changed", "name the images a registry does not hold at their current inputs"),
     "patches": ("patches", "check patch stacks against the sources they apply to"),
     "verify": ("verify", "check the CUDA kernel architectures of an image's binaries"),
     "reproduce": ("reproduce", "rebuild an image from its lock and compare it layer by layer"),

@@ -53,6 +53,10 @@ def put_layer_blobs(store: Store, node: LayerNode, blobs: list[tuple[str, int]],
     store.put_record("layers", record_key(node), {"layers": [list(b) for b in blobs], "name": node.name, **extra})
 
 
+# the PATH BuildKit gives an image whose configuration names none (FROM scratch)
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 class Assembler:
     def __init__(self, engine: Engine, store: Store):
         self.engine, self.store = engine, store
@@ -157,6 +161,7 @@ class Assembler:
         variant = "v8" if arch == "arm64" else None
         env_vars = dict(item.split("=", 1) for item in body.get("Env") or [] if "=" in item)
         env_vars.update(dict(env.env))
+        env_vars.setdefault("PATH", DEFAULT_PATH)  # as BuildKit sets it on an image that has none
         config = ImageConfig(architecture=arch, variant=variant, env=[f"{k}={v}" for k, v in env_vars.items()],
                              entrypoint=body.get("Entrypoint"), cmd=body.get("Cmd"), workdir=body.get("WorkingDir", ""),
                              user=body.get("User", ""), labels=dict(body.get("Labels") or {}),

@@ -12,6 +12,7 @@ exceptions, each with a reason.
 from __future__ import annotations
 
 import base64
+import hashlib
 import fnmatch
 import json
 import re
@@ -88,10 +89,32 @@ def _scan_stream(handle: IO[bytes], needles: dict[bytes, str], rules: list[Rule]
     return list(found.values())
 
 
+RULES_ID = hashlib.sha256(repr([(r.name, r.path, r.content.pattern, r.refuse) for r in RULES]).encode()).hexdigest()
+
+
+def _scan_tar(tar_path: Path, needles: dict[bytes, str], rules: list[Rule]) -> list[Finding]:
+    findings = []
+    with tarfile.open(tar_path, "r:") as tar:
+        for member in tar:
+            if not member.isreg() or member.size == 0:
+                continue
+            handle = tar.extractfile(member)
+            assert handle is not None
+            findings += _scan_stream(handle, needles, rules, member.name)
+    return findings
+
+
 @dataclass
 class Scanner:
     spec: Any  # ImageSpec: its secret-scan allow-list
     warned: set[str] = field(default_factory=set)
+    store: Any = None  # with a Store, the credential rules' verdict on a stored layer is kept per layer
+
+    def _rule_key(self, tar_path: Path) -> str | None:
+        """The record key of a stored layer's rule verdict (layers are named by their sha256)."""
+        if self.store is None or Path(tar_path) != self.store.path(Path(tar_path).name):
+            return None
+        return hashlib.sha256(f"{Path(tar_path).name}:{RULES_ID}".encode()).hexdigest()
 
     def allowed(self, finding: Finding) -> bool:
         return any(fnmatch.fnmatchcase("/" + finding.path.lstrip("/"), "/" + a.path.lstrip("/"))
@@ -100,14 +123,19 @@ class Scanner:
     def scan_tars(self, tars: Iterable[Path], secrets: dict[str, str]) -> list[Finding]:
         needles = {e: name for name, value in secrets.items() if len(value) >= 6 for e in encodings(value)}
         findings = []
+        names = {r.name for r in RULES}
         for tar_path in tars:
-            with tarfile.open(tar_path, "r:") as tar:
-                for member in tar:
-                    if not member.isreg() or member.size == 0:
-                        continue
-                    handle = tar.extractfile(member)
-                    assert handle is not None
-                    findings += _scan_stream(handle, needles, list(RULES), member.name)
+            key = self._rule_key(tar_path)
+            kept = self.store.record("secret-scan", key) if key else None
+            if kept is None:
+                found = _scan_tar(tar_path, needles, list(RULES))
+                if key:
+                    self.store.put_record("secret-scan", key, {"findings": [
+                        {"what": f.what, "path": f.path, "refuse": f.refuse} for f in found if f.what in names]})
+            else:  # the rules already read this layer: only the secrets' values are searched
+                found = _scan_tar(tar_path, needles, []) if needles else []
+                found += [Finding(str(f["what"]), str(f["path"]), bool(f["refuse"])) for f in kept["findings"]]
+            findings += found
         return [f for f in findings if not self.allowed(f)]
 
     def judge(self, findings: list[Finding], what: str) -> None:

@@ -56,7 +56,7 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
     from enginebuild.oci.push import Pusher
     from enginebuild.oci.registry import RegistryClient
     from enginebuild.plan.image import Options, plan_image
-    from enginebuild.plan.keys import sha
+    from enginebuild.publish.changed import content_tag
     from enginebuild.publish.records import add_record
 
     target, tags = destination(to, tags)
@@ -69,10 +69,10 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
         if missing:
             raise BuildFailed(f"{name} ({plan.platform}) is not built at its current inputs ({missing[0]} is missing)",
                               hint=f"run `python BUILD.py image {name}` first, or `image {name} --push --to {to}`")
-    tags = tags or ["sha-" + sha("".join(p.runtime.tip for p in plans))[:16]]
+    tags = tags or [content_tag(plans)]
     assembler = Assembler(Engine(), store)
     secrets = {n: v for n in secret_names(spec) if (v := _env(n))}
-    scanner = Scanner(spec)
+    scanner = Scanner(spec, store=store)
     for plan in plans:
         ours = [store.path(layer.blob) for layer in assembler.layers(plan.runtime) if layer.blob]
         scanner.check_files(ours, secrets, f"image {name} ({plan.platform})")

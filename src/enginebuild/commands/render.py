@@ -60,6 +60,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
 def write_out(ws: Workspace, plan: object, folder: Path) -> None:
     from enginebuild.build.executor import Executor
+    from enginebuild.errors import EngineBuildError
     from enginebuild.build.fetch import plan_downloads
     from enginebuild.build.materialize import Materializer
     from enginebuild.io.tars import TarWriter
@@ -111,4 +112,13 @@ def write_out(ws: Workspace, plan: object, folder: Path) -> None:
     buffer.seek(0)
     with tarfile.open(fileobj=buffer) as tar:
         tar.extractall(tail, filter="tar")
+    start = tail_start(plan)
+    if start:  # the tail builds FROM the chain below it: put that chain in the engine when it is built
+        try:
+            ref = executor.load_chain(plan.runtime.prefix(plan.runtime.layers[start - 1].chain))
+            print(f"{tail}  (FROM {ref}: loaded in the engine)")
+            return
+        except EngineBuildError as exc:
+            print(f"{tail}  (FROM needs the layers below it in the engine: {exc.message}; build the image first)")
+            return
     print(tail)

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The build-and-push job of .github/workflows/enginebuild-publish.yml, runnable anywhere.
+#
+#   ENGINEBUILD_PUBLISH_TO=ghcr.io/OWNER  (required) images go to $ENGINEBUILD_PUBLISH_TO/IMAGE
+#   ENGINEBUILD_PUBLISH_PUSH=true|false   push (main) or only build (pull requests); default false
+#   ENGINEBUILD_PLATFORM=linux/arm64      the platform this runner builds; default linux/arm64
+#   ENGINEBUILD_PUBLISH_IMAGES="a b"      which images to consider; default every buildable one
+#   ENGINEBUILD_CACHE_TO=REGISTRY/REPO    registry stage cache; default $ENGINEBUILD_PUBLISH_TO/enginebuild-cache
+#                                         ("none" for no cache); read-only when not pushing
+#   REGISTRY_USER, REGISTRY_TOKEN         if set, `docker login` to the registry (token on stdin only)
+#   GITHUB_STEP_SUMMARY, GITHUB_SHA       if set, digests go to the job summary; git-<sha> tag
+#
+# Steps: lockfiles match the specs; every patch stack applies; `changed` names the images whose
+# content tag (a hash of their inputs) is not in the registry yet; each is built for the
+# platform (pulling what the cache holds) and, when pushing, pushed by digest with its content
+# tag, `latest` and git-<sha>, with its SBOM and provenance attached. Push records are written
+# to lockfiles/*.pushes.json for the workflow to keep as an artifact.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+: "${ENGINEBUILD_PUBLISH_TO:?set ENGINEBUILD_PUBLISH_TO to REGISTRY/NAMESPACE, e.g. ghcr.io/OWNER}"
+prefix=${ENGINEBUILD_PUBLISH_TO%/}
+push=${ENGINEBUILD_PUBLISH_PUSH:-false}
+platform=${ENGINEBUILD_PLATFORM:-linux/arm64}
+cache=${ENGINEBUILD_CACHE_TO:-$prefix/enginebuild-cache}
+case "$push" in true|false) ;; *) echo "ENGINEBUILD_PUBLISH_PUSH must be true or false, not '$push'" >&2; exit 2;; esac
+
+if [[ -n "${REGISTRY_TOKEN:-}" ]]; then
+  printf '%s' "$REGISTRY_TOKEN" | docker login "${prefix%%/*}" -u "${REGISTRY_USER:-token}" --password-stdin >/dev/null
+fi
+
+read -r -a images <<< "${ENGINEBUILD_PUBLISH_IMAGES:-}"
+"$PY" BUILD.py lock --check "${images[@]}"
+if (( ${#images[@]} )); then "$PY" BUILD.py patches check "${images[@]}"; else "$PY" BUILD.py patches check --all; fi
+
+changed_json=$("$PY" BUILD.py changed "${images[@]}" --to "$prefix" --platform "$platform" --json)
+mapfile -t rows < <(printf '%s' "$changed_json" | "$PY" -c '
+import json, sys
+for row in json.load(sys.stdin)["images"]:
+    print(row["image"], row["tag"], row["digest"] or "-")')
+
+cache_args=()
+if [[ "$cache" != none ]]; then
+  cache_args=(--cache "$cache")
+  [[ "$push" == true ]] || cache_args+=(--cache-readonly)
+fi
+summary=${GITHUB_STEP_SUMMARY:-/dev/null}
+{
+  echo "## enginebuild: $platform"
+  echo
+  echo "| image | status | pull by digest |"
+  echo "|---|---|---|"
+} >> "$summary"
+
+for row in "${rows[@]}"; do
+  read -r image tag digest <<< "$row"
+  if [[ "$digest" != - ]]; then
+    echo "$image: unchanged ($prefix/$image:$tag is $digest)"
+    echo "| $image | unchanged | \`$prefix/$image@$digest\` |" >> "$summary"
+    continue
+  fi
+  echo "$image: building for $platform"
+  "$PY" BUILD.py image "$image" --platform "$platform" "${cache_args[@]}"
+  if [[ "$push" != true ]]; then
+    echo "| $image | built, not pushed | - |" >> "$summary"
+    continue
+  fi
+  tags=(--tag "$tag" --tag latest)
+  [[ -n "${GITHUB_SHA:-}" ]] && tags+=(--tag "git-${GITHUB_SHA:0:12}")
+  pushed=$("$PY" BUILD.py push "$image" --to "$prefix/$image" --platform "$platform" "${tags[@]}" | tail -n 1)
+  echo "$image: pushed $pushed"
+  echo "| $image | pushed | \`$pushed\` |" >> "$summary"
+done

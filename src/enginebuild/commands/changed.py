@@ -1,0 +1,48 @@
+"""Name the images whose current inputs are not yet pushed to PREFIX/IMAGE: their content tag
+(`sha-<16 hex>`, the tag `push` gives by default and CI always adds) is absent there. One name
+per line, or --json with each image's content tag and the digest found. Read-only: it builds
+nothing and needs no lock beyond the committed one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from enginebuild.workspace import Workspace
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("images", nargs="*", metavar="IMAGE", help="default: every buildable image")
+    parser.add_argument("--to", required=True, metavar="PREFIX",
+                        help="REGISTRY/NAMESPACE the images are pushed under, e.g. ghcr.io/org")
+    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
+                        help="the platforms CI pushes (default: every platform of each spec)")
+    parser.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from enginebuild.commands.image import platforms_of
+    from enginebuild.commands.push import destination
+    from enginebuild.oci.registry import RegistryClient
+    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.publish.changed import content_tag, published
+
+    client = RegistryClient()
+    rows = []
+    for name in ws.select(args.images):
+        spec = ws.spec(name)
+        lock = ws.lock(spec)
+        plans = [plan_image(spec, lock, p, Options()) for p in platforms_of(spec, args.platform)]
+        repository = f"{args.to.rstrip('/')}/{name}"
+        destination(repository, [])  # a bad prefix is refused before the registry is asked
+        tag = content_tag(plans)
+        digest = published(client, repository, tag)
+        rows.append({"image": name, "repository": repository, "tag": tag, "digest": digest,
+                     "changed": digest is None})
+    if args.json:
+        print(json.dumps({"images": rows}, indent=2))
+    else:
+        for row in rows:
+            if row["changed"]:
+                print(row["image"])
+    return 0

@@ -1,0 +1,23 @@
+"""Which images a registry does not hold yet. Every push carries a content tag,
+`sha-<16 hex>`, a hash of the runtime keys of the platforms pushed: the same inputs give the
+same tag on any machine. An image whose content tag is absent at PREFIX/IMAGE has changed since
+it was last pushed there; CI builds and pushes only those."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from enginebuild.plan.keys import sha
+
+
+def content_tag(plans: list[Any]) -> str:
+    """The tag naming what these platform plans build (the runtime keys, in platform order)."""
+    return "sha-" + sha("".join(p.runtime.tip for p in plans))[:16]
+
+
+def published(client: Any, repository: str, tag: str) -> str | None:
+    """The digest the registry holds at REPOSITORY:TAG, or None."""
+    from enginebuild.oci.reference import ImageRef, parse_destination
+
+    ref, _ = parse_destination(repository)
+    return client.head_digest(ImageRef(ref.registry, ref.repository, tag, None))

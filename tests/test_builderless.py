@@ -1,0 +1,103 @@
+"""The runtime's file layers are written by enginebuild without a builder. These tests hold that
+path to what BuildKit makes of the Dockerfile `render --out` gives for the same runtime: the same
+files (content, mode, owner, link targets), env, labels, entrypoint, ports, stop signal and
+healthcheck. A change that runs a command still goes through BuildKit."""
+import hashlib
+import json
+import os
+import subprocess
+import tarfile
+import uuid
+
+import pytest
+from conftest import run_cli
+from helpers.docker import docker, inspect
+
+pytestmark = [pytest.mark.docker, pytest.mark.network]
+
+AMD64 = ["--platform", "linux/amd64"]
+CONFIG_KEYS = ("Env", "Labels", "Entrypoint", "Cmd", "ExposedPorts", "StopSignal", "Healthcheck", "WorkingDir",
+               "User", "Volumes")
+
+
+def filesystem(ref: str) -> dict:
+    """Every entry of the image's filesystem: path -> (type, mode, uid, gid, content sha or link target)."""
+    container = docker("create", ref, "/nothing").stdout.strip()
+    try:
+        export = subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE)
+        entries = {}
+        with tarfile.open(fileobj=export.stdout, mode="r|") as tar:
+            for member in tar:
+                if member.name in (".dockerenv", "etc/hosts", "etc/hostname", "etc/resolv.conf", "proc", "sys",
+                                   "dev", "etc/mtab") or member.name.startswith(("dev/", "proc/", "sys/")):
+                    continue  # made by the engine for every container
+                body = ""
+                if member.isfile():
+                    body = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+                elif member.issym() or member.islnk():
+                    body = member.linkname
+                entries[member.name.rstrip("/")] = (member.type, oct(member.mode & 0o7777), member.uid, member.gid, body)
+        assert export.wait() == 0
+        return entries
+    finally:
+        docker("rm", container)
+
+
+def config(ref: str) -> dict:
+    conf = inspect(ref)["Config"]
+    return {key: conf.get(key) or None for key in CONFIG_KEYS}
+
+
+def test_the_written_runtime_equals_what_buildkit_makes_of_its_rendered_dockerfile(workspace, docker_engine,
+                                                                                    debian_reachable,
+                                                                                    pypi_reachable, tmp_path):
+    launcher = workspace / "images/demo/launch_server.sh"
+    launcher.write_text(launcher.read_text() + f"# tuning note {uuid.uuid4().hex}\n")
+    launcher.chmod(0o755)
+    proc = run_cli(["image", "demo", *AMD64], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote" in proc.stdout
+    proc = run_cli(["render", "demo", *AMD64, "--out", str(tmp_path / "r")], workspace)
+    assert proc.returncode == 0, proc.stderr
+    tail = tmp_path / "r/linux-amd64/runtime-tail"
+    ours = "enginebuild/demo:latest"
+    theirs = f"enginebuild-test/buildkit-tail:{uuid.uuid4().hex[:8]}"
+    from enginebuild.build.buildkit import detect_builder
+
+    builder = detect_builder()  # the BuildKit client enginebuild itself drives
+    build = [builder.docker, "buildx", "build", "--load"] if builder.kind == "buildx" else [builder.docker, "build"]
+    built = subprocess.run([*build, "-q", "-t", theirs, str(tail)], capture_output=True, text=True,
+                           env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    assert built.returncode == 0, built.stderr
+    try:
+        assert config(theirs) == config(ours)
+        mine, buildkit = filesystem(ours), filesystem(theirs)
+        assert sorted(set(mine) ^ set(buildkit)) == []
+        differing = {path: (mine[path], buildkit[path]) for path in mine if mine[path] != buildkit[path]}
+        assert differing == {}
+        assert mine["opt/enginebuild/bin/launch_server.sh"][1] == "0o755"
+        # the layers below the files are the same layers, not equal copies
+        assert inspect(theirs)["RootFS"]["Layers"][:-3] == inspect(ours)["RootFS"]["Layers"][:-3]
+    finally:
+        docker("rmi", theirs, check=False)
+
+
+def test_a_change_to_a_command_goes_through_buildkit_and_a_file_edit_does_not(workspace, docker_engine,
+                                                                              debian_reachable, pypi_reachable):
+    assert run_cli(["image", "demo", *AMD64], workspace).returncode == 0
+    spec = workspace / "images/demo/image.yaml"
+    spec.write_text(spec.read_text().replace('"mkdir -p /tmp && chmod 1777 /tmp"\n\npython:',
+                                             '"mkdir -p /tmp /srv && chmod 1777 /tmp"\n\npython:', 1))
+    proc = run_cli(["plan", "demo", *AMD64, "--json"], workspace)
+    plan = json.loads(proc.stdout)["images"][0]
+    assert plan["layers_to_build"] == ["system commands"] and plan["components_to_build"] == []
+    refused = run_cli(["image", "demo", *AMD64], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    assert refused.returncode != 0  # a command needs the builder: with none, the build stops
+    proc = run_cli(["image", "demo", *AMD64], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "ran 1 command layer(s)" in proc.stdout
+    assert docker("run", "--rm", "--entrypoint", "test", "enginebuild/demo:latest", "-d", "/srv").returncode == 0
+    (workspace / "images/demo/wait_for_server.sh").open("a").write("# checked\n")
+    proc = run_cli(["image", "demo", *AMD64], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    assert proc.returncode == 0, proc.stderr
+    assert "ran" not in proc.stdout and "wrote 1 layer(s)" in proc.stdout

@@ -1,0 +1,180 @@
+"""Publishing the way a recipe repository does it: every push carries an SBOM (CycloneDX 1.6)
+and a provenance statement (in-toto v1, SLSA provenance v1) as OCI referrers, found through the
+referrers tag scheme on a registry without the referrers API; the CI job's script builds only
+the images the registry lacks and pushes them by digest; the workflows we ship pass zizmor and
+actionlint."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import jsonschema
+import pytest
+import requests
+from conftest import ROOT, run_cli
+
+pytestmark = [pytest.mark.docker, pytest.mark.network, pytest.mark.registry]
+
+AMD64 = ["--platform", "linux/amd64"]
+SCHEMAS = Path(__file__).parent / "schemas"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+
+
+def get(host, repository, kind, reference, accept=None):
+    response = requests.get(f"http://{host}/v2/{repository}/{kind}/{reference}",
+                            headers={"Accept": accept} if accept else {})
+    response.raise_for_status()
+    return response
+
+
+def lock_pins(workspace, name="demo", tools=True) -> set:
+    """Every sha256 and commit the lock pins (the values, wherever they are in the document);
+    without the host tools (cuobjdump: it reads the image, it is not in it) when tools=False."""
+    pins = set()
+
+    def walk(node, key=""):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, k)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key)
+        elif isinstance(node, str) and key in ("sha256", "commit", "digest") and re.fullmatch(
+                r"(sha256:)?[0-9a-f]{40}([0-9a-f]{24})?", node):
+            pins.add(node.split(":")[-1])
+
+    inputs = json.loads((workspace / f"lockfiles/{name}.lock").read_text())["inputs"]
+    walk({k: v for k, v in inputs.items() if tools or not k.startswith("tools.")})
+    return pins
+
+
+def test_a_push_attaches_an_sbom_and_a_provenance_found_through_the_fallback_tag(workspace, registry, docker_engine,
+                                                                                  debian_reachable, pypi_reachable):
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    assert run_cli(["image", "demo", *AMD64], workspace).returncode == 0
+    repository = f"enginebuild-test/attached-{uuid.uuid4().hex[:8]}"
+    proc = run_cli(["push", "demo", *AMD64, "--to", f"{registry.host}/{repository}", "--tag", "v1"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    digest = proc.stdout.strip().rsplit("@", 1)[1]
+    record = json.loads((workspace / "lockfiles/demo.pushes.json").read_text())["pushes"][0]
+    assert record["digest"] == digest and set(record["attached"]) == {"sbom", "provenance"}
+    assert f"sbom {record['attached']['sbom']}" in proc.stderr
+
+    index = get(registry.host, repository, "manifests", digest.replace(":", "-"), OCI_INDEX).json()
+    kinds = {m["artifactType"]: m["digest"] for m in index["manifests"]}
+    assert set(kinds) == {"application/vnd.cyclonedx+json", "application/vnd.in-toto+json"}
+    assert kinds["application/vnd.cyclonedx+json"] == record["attached"]["sbom"]
+    documents = {}
+    for kind, ref_digest in kinds.items():
+        manifest = get(registry.host, repository, "manifests", ref_digest, OCI_MANIFEST).json()
+        assert manifest["subject"]["digest"] == digest  # it refers to the pushed image
+        assert manifest["artifactType"] == kind
+        documents[kind] = get(registry.host, repository, "blobs", manifest["layers"][0]["digest"]).text
+
+    sbom = documents["application/vnd.cyclonedx+json"]
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(sbom) is None
+    provenance = json.loads(documents["application/vnd.in-toto+json"])
+    jsonschema.Draft202012Validator(json.loads((SCHEMAS / "slsa-provenance-v1.statement.json").read_text()),
+                                    format_checker=jsonschema.FormatChecker()).validate(provenance)
+    assert provenance["subject"][0]["digest"]["sha256"] == digest.split(":")[1]
+
+    pins = lock_pins(workspace)
+    assert len(pins) > 20  # debs, wheels, the nvcc wheels, the cuobjdump tool
+    assert sorted(p for p in lock_pins(workspace, tools=False) if p not in sbom) == []
+    dependencies = json.dumps(provenance["predicate"]["buildDefinition"]["resolvedDependencies"])
+    assert sorted(p for p in pins if p not in dependencies) == []
+    patch = (workspace / "patches/demo-engine/0001-aux-layer-ids-off-by-one.patch").read_bytes()
+    import hashlib
+    patch_sha = hashlib.sha256(patch).hexdigest()
+    assert patch_sha in sbom and patch_sha in dependencies
+    spec_sha = hashlib.sha256((workspace / "images/demo/image.yaml").read_bytes()).hexdigest()
+    assert spec_sha in dependencies  # the build definition: the spec and the lock
+
+
+def publish(workspace, prefix, push, tmp_path, extra=None):
+    summary = tmp_path / f"summary-{uuid.uuid4().hex[:6]}.md"
+    env = {**os.environ, "ENGINEBUILD_PUBLISH_TO": prefix, "ENGINEBUILD_PUBLISH_PUSH": push,
+           "ENGINEBUILD_PLATFORM": "linux/amd64", "ENGINEBUILD_PUBLISH_IMAGES": "demo",
+           "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567",
+           "PYTHONPATH": str(ROOT / "src"), **(extra or {})}
+    for part in ("BUILD.py", "scripts/ci-publish.sh"):  # a recipe repository carries both
+        (workspace / part).parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / part, workspace / part)
+    proc = subprocess.run(["bash", str(workspace / "scripts/ci-publish.sh")], cwd=workspace, env=env,
+                          capture_output=True, text=True, timeout=1800)
+    return proc, summary.read_text() if summary.exists() else ""
+
+
+def test_the_ci_job_builds_and_pushes_what_changed_and_skips_what_the_registry_has(workspace, registry, tmp_path,
+                                                                                  docker_engine, debian_reachable,
+                                                                                  pypi_reachable):
+    prefix = f"{registry.host}/recipes-{uuid.uuid4().hex[:6]}"
+    proc, summary = publish(workspace, prefix, "false", tmp_path)  # a pull request: builds, pushes nothing
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "demo: building for linux/amd64" in proc.stdout and "| demo | built, not pushed | - |" in summary
+    assert requests.get(f"http://{registry.host}/v2/{prefix.split('/', 1)[1]}/demo/tags/list").status_code == 404
+
+    proc, summary = publish(workspace, prefix, "true", tmp_path)  # main: pushed by digest, three tags
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    digest = re.search(r"demo: pushed \S+@(sha256:[0-9a-f]{64})", proc.stdout).group(1)
+    assert f"| demo | pushed | `{prefix}/demo@{digest}` |" in summary
+    tags = requests.get(f"http://{registry.host}/v2/{prefix.split('/', 1)[1]}/demo/tags/list").json()["tags"]
+    content = [t for t in tags if t.startswith("sha-") and len(t) == 20]
+    assert sorted(set(tags) - {digest.replace(":", "-")}) == sorted(["latest", "git-0123456789ab", *content])
+    record = json.loads((workspace / "lockfiles/demo.pushes.json").read_text())["pushes"]
+    assert {r["tag"] for r in record} == {"latest", "git-0123456789ab", content[0]}
+    assert {r["digest"] for r in record} == {digest}
+    assert "REGISTRY_TOKEN" not in proc.stdout + proc.stderr
+
+    proc, summary = publish(workspace, prefix, "true", tmp_path)  # nothing changed: nothing built or pushed
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"demo: unchanged ({prefix}/demo:{content[0]} is {digest})" in proc.stdout
+    assert "building" not in proc.stdout and "| demo | unchanged |" in summary
+
+    launcher = workspace / "images/demo/launch_server.sh"
+    launcher.write_text(launcher.read_text() + "# tuned\n")
+    proc, _ = publish(workspace, prefix, "true", tmp_path)  # an edit: that image again, a new digest
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"demo: pushed \S+@(sha256:[0-9a-f]{64})", proc.stdout).group(1) != digest
+
+
+def test_the_ci_job_refuses_a_bad_push_setting_before_doing_anything(workspace, tmp_path):
+    proc, _ = publish(workspace, "127.0.0.1:9/x", "yes", tmp_path)
+    assert proc.returncode == 2 and "ENGINEBUILD_PUBLISH_PUSH must be true or false" in proc.stderr
+
+
+def lint(*files):
+    return subprocess.run(["bash", str(ROOT / "scripts/lint-workflows.sh"), *map(str, files)], capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_the_workflows_we_ship_pass_zizmor_and_actionlint():
+    workflows = sorted((ROOT / ".github/workflows").glob("*.yml"))
+    assert {p.name for p in workflows} >= {"enginebuild.yml", "enginebuild-publish.yml"}
+    proc = lint()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "No findings to report" in proc.stdout + proc.stderr
+    assert f"actionlint: {len(workflows)} file(s), 0 finding(s)" in proc.stdout
+    for path in workflows:  # every action pinned to a full commit, its version in a comment
+        for line in path.read_text().splitlines():
+            if re.match(r"\s*-?\s*uses:", line) and not line.strip().startswith("#"):
+                assert re.search(r"@[0-9a-f]{40}\s+# v\d", line), line
+
+
+def test_the_linters_find_an_unpinned_action_and_a_template_injection(tmp_path):
+    bad = tmp_path / "bad.yml"
+    text = (ROOT / ".github/workflows/enginebuild.yml").read_text()
+    text = re.sub(r"actions/checkout@[0-9a-f]{40}", "actions/checkout@v4", text)
+    text = text.replace("run: python BUILD.py lock --check", 'run: echo "${{ github.event.pull_request.title }}"')
+    bad.write_text(text)
+    proc = lint(bad)
+    assert proc.returncode == 1
+    out = proc.stdout + proc.stderr
+    assert "unpinned-uses" in out and "template-injection" in out
+    assert "potentially untrusted" in out  # actionlint's finding of the same injection
