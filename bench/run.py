@@ -105,7 +105,7 @@ def bench_noop(ws, env, hand: Path, rendered: Path) -> list[Row]:
 def bench_warm_edit(ws, env, hand: Path) -> Row:
     ours_times, baseline_times = [], []
     docker_build(hand, "enginebuild-bench/handwritten:warm")
-    for attempt in range(4):  # the first edit of each warms up (builder detection, bytecode); not counted
+    for _attempt in range(4):  # the first edit of each warms up (builder detection, bytecode); not counted
         edit(ws / "images/demo/launch_server.sh")
         start = time.perf_counter()
         run(eb(ws, "image", "demo", *AMD64), cwd=ws, env=env)

@@ -16,6 +16,7 @@ import time
 import uuid
 
 import pytest
+
 from conftest import ROOT, run_cli
 from helpers import report
 from helpers.registry import push_blob_image
@@ -64,8 +65,8 @@ def test_a_lock_killed_at_each_named_point_leaves_the_old_lockfile_and_the_next_
     moving_base("a")
     assert run_cli(["lock", "t"], workspace).returncode == 0
     kills = 0
-    for round_ in range(ROUNDS):
-        for point, tag in zip(LOCK_POINTS, ("b", "c")):
+    for _round in range(ROUNDS):
+        for point, tag in zip(LOCK_POINTS, ("b", "c"), strict=False):
             old = lockfile.read_bytes()
             moving_base(tag)
             proc = start(["lock", "t"], workspace, fault=f"{point}=kill")

@@ -10,6 +10,7 @@ import time
 import uuid
 
 import pytest
+
 from conftest import ROOT, need, run_cli
 from helpers.docker import docker, inspect, layers
 
@@ -81,8 +82,8 @@ def test_a_script_edit_writes_one_layer_and_starts_no_builder(built_demo, worksp
     assert proc.stdout.count("wrote 1 layer(s)") == 1
     after, after_arm64 = layers("enginebuild/demo:latest"), layers("enginebuild/demo:latest-arm64")
     assert len(after) == len(before)
-    assert [a == b for a, b in zip(after, before)] == [True] * (len(before) - 2) + [False, True]
-    assert [a == b for a, b in zip(after_arm64, before_arm64)] == [True] * (len(before_arm64) - 2) + [False, True]
+    assert [a == b for a, b in zip(after, before, strict=False)] == [True] * (len(before) - 2) + [False, True]
+    assert [a == b for a, b in zip(after_arm64, before_arm64, strict=False)] == [True] * (len(before_arm64) - 2) + [False, True]
     assert after[-2] == after_arm64[-2]
 
 

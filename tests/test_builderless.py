@@ -10,6 +10,7 @@ import tarfile
 import uuid
 
 import pytest
+
 from conftest import run_cli
 from helpers.docker import docker, inspect
 

@@ -6,6 +6,7 @@ import shutil
 import uuid
 
 import pytest
+
 from conftest import need, run_cli
 from helpers.docker import docker
 from helpers.engines import start_engine

@@ -2,8 +2,8 @@
 import json
 
 import pytest
-from conftest import ROOT, run_cli
 
+from conftest import ROOT, run_cli
 from enginebuild.lock.lockfile import read_lock, stale_inputs
 from enginebuild.spec.catalog import Catalog
 

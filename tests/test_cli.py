@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import ROOT, run_cli
 
 VERBS = ["list", "lock", "plan", "render", "fetch", "image", "push", "patches", "verify", "reproduce", "doctor",

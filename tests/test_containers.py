@@ -5,6 +5,7 @@ import shutil
 import uuid
 
 import pytest
+
 from conftest import ROOT, run_cli
 from helpers.docker import docker
 

@@ -3,6 +3,7 @@ import json
 import re
 
 import pytest
+
 from conftest import run_cli
 from helpers import report
 from helpers.docker import docker, inspect

@@ -11,19 +11,19 @@ import time
 import uuid
 
 import pytest
-from conftest import ROOT, need, run_cli
-from helpers import report
-from helpers.docker import docker
-from helpers.engines import start_engine
-from helpers.registry import push_files_image
-from helpers.specs import write_image
 
+from conftest import ROOT, need, run_cli
 from enginebuild.build.assemble import layer_blobs, record_key
 from enginebuild.io.store import Store, sha256_file
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
 from enginebuild.plan.model import Run
 from enginebuild.spec.catalog import Catalog
+from helpers import report
+from helpers.docker import docker
+from helpers.engines import start_engine
+from helpers.registry import push_files_image
+from helpers.specs import write_image
 
 TURBOQUANT_SDIST_SHA256 = "5aabf0fc271db6494b85bbc24080835ddd71492966743713d0b912179b02a04d"
 WARNING = "hashes to"
@@ -135,7 +135,7 @@ def stored_layer(eb_home, plan, by_command):
     for node in plan.runtime.layers:
         if isinstance(node.payload, Run) == by_command:
             return store.path(layer_blobs(store, node)[-1][0]), node.name
-    raise AssertionError(kind)
+    raise AssertionError(f"no layer made by {'a command' if by_command else 'enginebuild'}")
 
 
 @pytest.mark.docker

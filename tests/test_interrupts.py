@@ -10,17 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, need, run_cli
-from helpers import report
-from helpers.docker import docker
-from helpers.specs import write_image
-from test_integrity import HANGING, hanging_files
 
+from conftest import ROOT, need, run_cli
 from enginebuild.io.store import Store
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
 from enginebuild.spec.catalog import Catalog
-
+from helpers import report
+from helpers.specs import write_image
+from test_integrity import HANGING, hanging_files
 
 
 def children(pid: int) -> set[int]:

@@ -6,12 +6,12 @@ import io
 import json
 
 import pytest
-from conftest import ROOT, run_cli
-from helpers import report
-from helpers.specs import write_image
 
+from conftest import ROOT, run_cli
 from enginebuild.kernels.archs import Arch, missing, parse_code, parse_declared
 from enginebuild.kernels.elf import has_device_code, section_names
+from helpers import report
+from helpers.specs import write_image
 
 VLLM = """
 description: a stock vLLM wheel in a Spark image

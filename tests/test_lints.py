@@ -1,11 +1,11 @@
 """Domain lints: each has a spec that triggers it and one that does not."""
 import pytest
-from conftest import run_cli
-from helpers.specs import write_image
 
+from conftest import run_cli
 from enginebuild.errors import SpecError
 from enginebuild.spec.catalog import Catalog
 from enginebuild.spec.lints import lint_spec
+from helpers.specs import write_image
 
 SOURCE_BUILD = """
 base: scratch

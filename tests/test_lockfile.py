@@ -3,11 +3,11 @@ a failed re-resolution keeps the previous pin; old formats are read and rewritte
 import json
 
 import pytest
+
 from conftest import ROOT, run_cli
+from enginebuild.io.files import write_atomic
 from helpers.faultproxy import FaultProxy
 from helpers.specs import write_image
-
-from enginebuild.io.files import write_atomic
 
 
 def test_lock_check_passes_on_the_committed_lockfiles(workspace):

@@ -111,8 +111,8 @@ import shutil  # noqa: E402
 import subprocess  # noqa: E402
 
 import pytest  # noqa: E402
-from conftest import need  # noqa: E402
 
+from conftest import need  # noqa: E402
 from enginebuild.patches.patchfile import PatchError  # noqa: E402
 
 

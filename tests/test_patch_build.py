@@ -7,6 +7,7 @@ import textwrap
 import uuid
 
 import pytest
+
 from conftest import ROOT, run_cli
 from helpers.docker import docker
 from helpers.registry import push_files_image
@@ -32,7 +33,7 @@ SECOND_PATCH = """\
     +        reply(fd, "404 Not Found", "text/plain", "no such path\\n");
          }
      }
-     
+
     """
 
 

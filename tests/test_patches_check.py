@@ -3,6 +3,7 @@ import json
 import textwrap
 
 import pytest
+
 from conftest import run_cli
 from helpers.gitrepo import Repo
 from helpers.specs import write_image, write_patch

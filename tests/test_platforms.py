@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 import requests
+
 from conftest import ROOT, run_cli
 from helpers import report
 from helpers.docker import docker, inspect

@@ -9,6 +9,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
 from conftest import run_cli
 from helpers.registry import free_port
 from helpers.specs import write_image

@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import requests
+
 from conftest import ROOT, run_cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.network, pytest.mark.registry]

@@ -3,16 +3,15 @@ platform, extras, indexes pinned per package, git and URL requirements, the base
 as constraints, and conflicts refused naming both sides and where each comes from."""
 import hashlib
 
-
 import pytest
+
 from conftest import run_cli
+from enginebuild.lock.lockfile import read_lock
+from enginebuild.spec.catalog import Catalog
 from helpers.gitrepo import Repo
 from helpers.pyindex import Index, make_wheel
 from helpers.registry import push_files_image
 from helpers.specs import write_image
-
-from enginebuild.lock.lockfile import read_lock
-from enginebuild.spec.catalog import Catalog
 
 pytestmark = pytest.mark.network
 
@@ -44,7 +43,7 @@ def test_a_package_pinned_to_a_second_index_is_never_taken_from_pypi(workspace, 
         wheel = make_wheel(tmp_path / "wheels", "tabulate", "99.0.0")  # PyPI has tabulate, not this one
         sha = index.add("tabulate", wheel)
         write_image(workspace, "t", python_spec("    - {requirement: tabulate, index: ours}\n    - six==1.16.0\n",
-                                                extra=f"") .replace("python:\n", f"python:\n  indexes: {{ours: \"{index.url}\"}}\n"))
+                                                extra="") .replace("python:\n", f"python:\n  indexes: {{ours: \"{index.url}\"}}\n"))
         proc = run_cli(["lock", "t"], workspace)
         assert proc.returncode == 0, proc.stderr
         found = packages(workspace)

@@ -4,15 +4,15 @@ import json
 
 import pytest
 import requests
-from conftest import run_cli
-from helpers.registry import push_blob_image
-from helpers.specs import write_image
 
+from conftest import run_cli
 from enginebuild.errors import RegistryError
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient, parse_challenge
 from enginebuild.spec.catalog import Catalog
+from helpers.registry import push_blob_image
+from helpers.specs import write_image
 
 
 def base_pin(workspace, name="t"):

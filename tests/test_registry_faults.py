@@ -5,14 +5,14 @@ import time
 import uuid
 
 import pytest
+
 from conftest import ROOT, run_cli
+from enginebuild.lock.lockfile import read_lock
+from enginebuild.spec.catalog import Catalog
 from helpers import report
 from helpers.faultproxy import FaultProxy
 from helpers.registry import push_blob_image
 from helpers.specs import write_image
-
-from enginebuild.lock.lockfile import read_lock
-from enginebuild.spec.catalog import Catalog
 
 pytestmark = [pytest.mark.registry]
 

@@ -8,6 +8,7 @@ import shutil
 import uuid
 
 import pytest
+
 from conftest import need, run_cli
 from helpers import report
 from helpers.engines import start_engine

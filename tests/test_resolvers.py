@@ -4,11 +4,8 @@ import subprocess
 import tarfile
 
 import pytest
+
 from conftest import run_cli
-from helpers.specs import write_image
-
-from helpers import report
-
 from enginebuild.errors import ResolveError
 from enginebuild.io.git import Mirror
 from enginebuild.io.http import Http
@@ -21,6 +18,8 @@ from enginebuild.sources.pypi import KIND as PYPI
 from enginebuild.sources.pypi import PypiRequest
 from enginebuild.spec.catalog import Catalog
 from enginebuild.spec.model import Archive
+from helpers import report
+from helpers.specs import write_image
 
 TURBOQUANT_SDIST_SHA256 = "5aabf0fc271db6494b85bbc24080835ddd71492966743713d0b912179b02a04d"
 COMPONENT = """

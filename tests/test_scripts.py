@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import pytest
+
 from conftest import ROOT, need
 
 SCRIPTS = sorted(p for p in [*ROOT.glob("images/*/*.sh"), *ROOT.glob("images/*/*/*.sh"), *ROOT.glob("scripts/*.sh"),

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from conftest import need, run_cli
 from helpers import report
 from helpers.docker import docker

@@ -2,11 +2,11 @@
 import os
 
 import pytest
-from conftest import run_cli
-from helpers.specs import write_image, write_patch
 
+from conftest import run_cli
 from enginebuild.errors import SpecError, UserError
 from enginebuild.spec.catalog import Catalog
+from helpers.specs import write_image, write_patch
 
 MINIMAL = """
 base: scratch

@@ -28,7 +28,8 @@ def test_the_same_files_with_other_times_and_umasks_on_disk_make_the_same_tar(tm
             os.utime(script, (mtime, mtime))
         finally:
             os.umask(old)
-        digests.append(hashlib.sha256(tar_bytes(lambda w: w.add_file("opt/x/launch.sh", script, 0o755))).hexdigest())
+        digests.append(hashlib.sha256(tar_bytes(lambda w, s=script: w.add_file("opt/x/launch.sh", s, 0o755)))
+                       .hexdigest())
     assert digests[0] == digests[1]
 
 

@@ -10,6 +10,7 @@ import platform
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +218,7 @@ def run_checks(ws: Any, extra_registries: list[str]) -> list[Check]:
     checks.append(_run("uv", uv))
     checks.append(_run("git", git))
     for repo, why in registries(ws, extra_registries):
-        checks.append(_run(f"registry {repo.split('/')[0]}", lambda repo=repo, why=why: registry(repo, why)))
+        checks.append(_run(f"registry {repo.split('/')[0]}", partial(registry, repo, why)))
     largest = largest_image(ws)
     need = max(MIN_FREE, 3 * largest)
     why = f"needs 3x the largest image built here ({largest / GB:.2f} GB), at least" if largest else "needs at least"

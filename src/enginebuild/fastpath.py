@@ -27,7 +27,7 @@ def _is_name(text: str) -> bool:
 
 
 def _quote(ref: str) -> str:
-    return "".join(c if c.isalnum() or c in "-._~" else "%{:02X}".format(ord(c)) for c in ref)
+    return "".join(c if c.isalnum() or c in "-._~" else f"%{ord(c):02X}" for c in ref)
 
 
 def _engine_get(path: str) -> tuple[int | None, bytes]:

@@ -176,8 +176,8 @@ def run_build(builder: Builder, *, context: Callable[[IO[bytes]], None], tag: st
             with os.fdopen(fd, "w") as handle:
                 handle.write(value)
             secret_files[ident] = path
-        with open(context_file, "xb") as handle:
-            context(handle)
+        with open(context_file, "xb") as context_handle:
+            context(context_handle)
         args, env = builder.command(tag=tag, platform=platform, secret_files=secret_files)
         tail: collections.deque[str] = collections.deque(maxlen=60)
         line = BuildLine(output(), label, expected_s)

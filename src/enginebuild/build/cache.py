@@ -16,6 +16,7 @@ from typing import Any
 
 from enginebuild.build.assemble import layer_blobs, put_layer_blobs, record_key
 from enginebuild.errors import RegistryError, UserError
+from enginebuild.io.files import opener
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store
 from enginebuild.oci.image import OCI_LAYER_TAR, canonical, manifest
@@ -110,7 +111,7 @@ class LayerCache:
             digest = f"sha256:{sha}"
             if not self.client.has_blob(ref, digest):
                 path = store.verified(sha, f"blob {sha[:12]}")
-                self.client.upload_blob(ref, digest, size, lambda path=path: open(path, "rb"))
+                self.client.upload_blob(ref, digest, size, opener(path))
         config = canonical({"kind": kind, "key": key, "record": record})
         config_digest = sha256_digest(config)
         if not self.client.has_blob(ref, config_digest):

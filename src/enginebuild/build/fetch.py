@@ -22,7 +22,17 @@ from enginebuild.io.http import Http
 from enginebuild.io.store import Store
 from enginebuild.lock.pins import PyPin
 from enginebuild.lock.python import uv_binary
-from enginebuild.plan.model import ComponentNode, EnvNode, FromBlob, FromSource, ImagePlan, LayerNode, Run, Sysroot, Wheel
+from enginebuild.plan.model import (
+    ComponentNode,
+    EnvNode,
+    FromBlob,
+    FromSource,
+    ImagePlan,
+    LayerNode,
+    Run,
+    Sysroot,
+    Wheel,
+)
 from enginebuild.sources.pyindex import find_file
 
 
@@ -91,7 +101,7 @@ def layer_downloads(layer: LayerNode) -> list[Download]:
     payload = layer.payload
     if isinstance(payload, Sysroot):
         return [Download(d.sha256, (url,), f"{d.name} {d.version} (.deb)", d.size) for d, url in
-                zip(payload.debs, payload.urls)]
+                zip(payload.debs, payload.urls, strict=False)]
     if isinstance(payload, Run):
         return [Download(c.origin.sha256, c.origin.urls, c.origin.what, c.origin.size) for c in payload.context
                 if isinstance(c.origin, FromBlob)]

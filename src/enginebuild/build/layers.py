@@ -27,7 +27,7 @@ from enginebuild.plan.model import Data, Files, LayerNode, OutputTree, OverlayFi
 from enginebuild.sources.trees import FILE, SourceTree
 
 
-def _blob(store: Store, what: str, mtime: int, write: Callable[[TarWriter], None]) -> Blob:
+def _blob(store: Store, what: str, mtime: int, write: Callable[[TarWriter], object]) -> Blob:
     def body(sink: Any) -> None:
         writer = TarWriter(sink, mtime=mtime)
         write(writer)

@@ -12,8 +12,8 @@ exceptions, each with a reason.
 from __future__ import annotations
 
 import base64
-import hashlib
 import fnmatch
+import hashlib
 import json
 import re
 import tarfile

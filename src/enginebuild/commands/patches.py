@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-
 from typing import Any
 
 from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, ResolveError, UserError

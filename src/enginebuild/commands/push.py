@@ -98,7 +98,7 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                 attached = attach_documents(pusher, ws.root, spec, lock, plans, digest)
             record = {"repository": target.name, "tag": tag, "digest": digest,
                       "platforms": {p: d for d, _, p in manifests},
-                      "pushed_at": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+                      "pushed_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
                       .replace("+00:00", "Z"),
                       "layers_pushed": pusher.stats.layers_pushed, "bytes_pushed": pusher.stats.bytes_pushed,
                       **({"attached": attached} if attached else {})}

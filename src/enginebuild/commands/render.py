@@ -60,9 +60,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
 def write_out(ws: Workspace, plan: object, folder: Path) -> None:
     from enginebuild.build.executor import Executor
-    from enginebuild.errors import EngineBuildError
     from enginebuild.build.fetch import plan_downloads
     from enginebuild.build.materialize import Materializer
+    from enginebuild.errors import EngineBuildError
     from enginebuild.io.tars import TarWriter
     from enginebuild.plan.model import Data, Files, ImagePlan, Run
     from enginebuild.plan.views import tail_dockerfile, tail_start

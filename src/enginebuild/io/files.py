@@ -21,7 +21,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from enginebuild.errors import EngineBuildError
 from enginebuild.io import faults
@@ -143,3 +143,12 @@ def mutex(path: Path, what: str, *, quiet: bool = False,
         yield
     finally:
         os.close(fd)
+
+
+def opener(path: Path) -> Callable[[], IO[bytes]]:
+    """A function that opens `path` for reading bytes, for uploads that may start over."""
+
+    def open_binary() -> IO[bytes]:
+        return path.open("rb")
+
+    return open_binary

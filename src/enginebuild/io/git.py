@@ -11,9 +11,9 @@ import re
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from enginebuild.errors import ResolveError
 from enginebuild.io import proc
 from enginebuild.io.files import mutex
-from enginebuild.errors import ResolveError
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
 SHORT_HEX = re.compile(r"[0-9a-f]{7,39}")
@@ -60,7 +60,7 @@ class Mirror:
             last = (result.err.strip().splitlines() or ["no answer"])[-1]
             raise ResolveError(f"cannot list refs of {self.url}: {last}",
                                hint="check the URL and your network access to it")
-        refs: dict = {}
+        refs: dict[str, str] = {}
         for line in result.out.splitlines():
             sha, _, name = line.partition("\t")
             if name.endswith("^{}"):

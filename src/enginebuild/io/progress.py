@@ -18,7 +18,6 @@ from typing import TextIO
 from enginebuild.settings import settings
 
 
-
 def plain_every() -> float:
     return settings().progress_every_s
 _STEP = re.compile(r"\[\s*(\d+)\s*/\s*(\d+)\s*\]")

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from enginebuild.errors import FetchError
 from enginebuild.io import faults
@@ -48,7 +48,7 @@ class BadBlob(FetchError):
 class HashingWriter:
     """A file-like sink that hashes and counts what passes through it."""
 
-    def __init__(self, handle: BinaryIO):
+    def __init__(self, handle: IO[bytes]):
         self.handle = handle
         self.digest = hashlib.sha256()
         self.size = 0

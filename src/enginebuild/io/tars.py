@@ -13,10 +13,10 @@ import io
 import os
 import stat
 import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, Any, cast
 
 from enginebuild.errors import EngineBuildError
 
@@ -31,7 +31,7 @@ def clean_name(name: str) -> str:
 
 
 def normal_info(name: str, kind: bytes = tarfile.REGTYPE, *, size: int = 0, mode: int = 0o644, mtime: int = 0,
-                uid: int = 0, gid: int = 0, linkname: str = "", pax: dict[str, str] | None = None) -> tarfile.TarInfo:
+                uid: int = 0, gid: int = 0, linkname: str = "", pax: Mapping[str, str] | None = None) -> tarfile.TarInfo:
     info = tarfile.TarInfo(clean_name(name))
     info.type = kind
     info.size = size if kind in (tarfile.REGTYPE, tarfile.AREGTYPE) else 0
@@ -65,7 +65,7 @@ class _Sink:
     while an error unwound, the tar's last padding is dropped instead of raising again from a
     finaliser; on the normal path every write goes through."""
 
-    def __init__(self, raw: BinaryIO):
+    def __init__(self, raw: IO[bytes]):
         self.raw = raw
         self.failed = False
 
@@ -83,8 +83,8 @@ class TarWriter:
     """Writes normalised entries; with `implied_dirs`, a folder entry precedes its first file
     (build contexts want them; layers do not, so a layer never resets the mode of /tmp)."""
 
-    def __init__(self, fileobj: BinaryIO, *, mtime: int = 0, implied_dirs: bool = False):
-        self.tar = tarfile.open(fileobj=_Sink(fileobj), mode="w|", format=FORMAT)  # type: ignore[arg-type]
+    def __init__(self, fileobj: IO[bytes], *, mtime: int = 0, implied_dirs: bool = False):
+        self.tar = tarfile.open(fileobj=cast(Any, _Sink(fileobj)), mode="w|", format=FORMAT)
         self.mtime = mtime
         self.implied_dirs = implied_dirs
         self.dirs: set[str] = set()
@@ -107,7 +107,7 @@ class TarWriter:
             size = os.fstat(handle.fileno()).st_size
             self.tar.addfile(normal_info(name, size=size, mode=mode, mtime=self.mtime), handle)
 
-    def add_stream(self, name: str, handle: BinaryIO, size: int, mode: int = 0o644) -> None:
+    def add_stream(self, name: str, handle: IO[bytes], size: int, mode: int = 0o644) -> None:
         self._implied(name)
         self.tar.addfile(normal_info(name, size=size, mode=mode, mtime=self.mtime), handle)
 
@@ -121,7 +121,7 @@ class TarWriter:
         self._implied(name)
         self.tar.addfile(normal_info(name, tarfile.SYMTYPE, mode=0o777, mtime=self.mtime, linkname=target))
 
-    def add_member(self, member: tarfile.TarInfo, handle: BinaryIO | None) -> None:
+    def add_member(self, member: tarfile.TarInfo, handle: IO[bytes] | None) -> None:
         """A member of another tar, normalised (its owner kept)."""
         self._implied(member.name)
         self.tar.addfile(renormalize(member, self.mtime), handle)

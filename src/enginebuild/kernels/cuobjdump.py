@@ -71,7 +71,8 @@ class Cuobjdump:
         text = result.out + result.err
         if result.returncode != 0 and "does not contain device code" not in text:
             raise BuildFailed(f"cuobjdump could not read {path}: {text.strip()[-400:]}")
-        sass, ptx = [], []
+        sass: list[Arch] = []
+        ptx: list[Arch] = []
         for line in result.out.splitlines():
             match = _LINE.search(line.strip())
             if match:

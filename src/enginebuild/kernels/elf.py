@@ -9,7 +9,7 @@ Standard library only; works on any host for any target (aarch64 files on x86_64
 from __future__ import annotations
 
 import struct
-from typing import BinaryIO
+from typing import IO
 
 MAGIC = b"\x7fELF"
 FATBIN_SECTIONS = (b".nv_fatbin", b"__nv_relfatbin")
@@ -20,7 +20,7 @@ def is_elf(head: bytes) -> bool:
     return head[:4] == MAGIC
 
 
-def section_names(handle: BinaryIO) -> list[bytes]:
+def section_names(handle: IO[bytes]) -> list[bytes]:
     """The section names of an ELF file (seekable); [] when it is not one or is malformed."""
     handle.seek(0)
     ident = handle.read(64)
@@ -66,5 +66,5 @@ def section_names(handle: BinaryIO) -> list[bytes]:
     return names
 
 
-def has_device_code(handle: BinaryIO) -> bool:
+def has_device_code(handle: IO[bytes]) -> bool:
     return any(name in FATBIN_SECTIONS for name in section_names(handle))

@@ -18,7 +18,7 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from enginebuild.kernels.archs import Declared, missing
 from enginebuild.kernels.cuobjdump import Cuobjdump, DeviceCode
@@ -81,7 +81,7 @@ def judge(path: str, where: str, code: DeviceCode, rules: Rules) -> FileReport:
 
 
 @contextlib.contextmanager
-def _on_disk(handle: BinaryIO) -> Iterator[Path]:
+def _on_disk(handle: IO[bytes]) -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="enginebuild-verify-"))
     try:
         path = folder / "binary"
@@ -93,7 +93,7 @@ def _on_disk(handle: BinaryIO) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _device_code(handle: BinaryIO, tool: Cuobjdump) -> DeviceCode | None:
+def _device_code(handle: IO[bytes], tool: Cuobjdump) -> DeviceCode | None:
     if not has_device_code(handle):
         return None
     with _on_disk(handle) as path:

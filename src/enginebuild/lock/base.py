@@ -33,4 +33,4 @@ def resolve_base(client: RegistryClient, text: str, platform: str, *, read_pytho
     dists = None
     if read_python:
         dists = tuple(sorted(python_dists(read_files(client, config_ref, manifest, is_dist_metadata)).items()))
-    return ImagePin(ref.with_digest(digest), digest, index_digest, env, dists)  # type: ignore[arg-type]
+    return ImagePin(ref.with_digest(digest), digest, index_digest, env, dists)

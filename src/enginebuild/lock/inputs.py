@@ -67,13 +67,14 @@ class Input:
         if self.kind == "source":
             assert self.source is not None
             return self.source.impl.pin_from_json(data)
-        return {"base": ImagePin, "system": SystemPin, "python": PythonPin, "tool": ToolPin}[self.kind].from_json(data)
+        pin_types: dict[str, Any] = {"base": ImagePin, "system": SystemPin, "python": PythonPin, "tool": ToolPin}
+        return pin_types[self.kind].from_json(data)
 
     def encode(self, pin: Any) -> dict[str, Any]:
         if self.kind == "source":
             assert self.source is not None
             return self.source.impl.pin_json(pin)
-        return pin.to_json()  # type: ignore[no-any-return]
+        return dict(pin.to_json())
 
 
 def environments(spec: ImageSpec) -> list[tuple[str, Environment]]:

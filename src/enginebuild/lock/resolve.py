@@ -137,7 +137,7 @@ def resolve_tool(r: Resolvers) -> ToolPin:
 
 
 def now_utc() -> str:
-    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def build_lock(r: Resolvers, spec: ImageSpec, previous: Lock | None, *, update: bool,

@@ -12,9 +12,10 @@ import gzip
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from enginebuild.errors import RegistryError
+from enginebuild.io.files import opener
 from enginebuild.io.progress import Transfer, output
 from enginebuild.io.store import Store, make_blob
 from enginebuild.oci.image import OCI_LAYER_GZIP, Layer, index, manifest, platform_of
@@ -111,7 +112,7 @@ class Pusher:
             if not self.client.has_blob(self.target, digest):
                 def opener(digest: str = digest) -> IO[bytes]:
                     response = self.client.open_blob(source, digest)
-                    return response.raw  # type: ignore[no-any-return]
+                    return cast(IO[bytes], response.raw)
 
                 self.blob(digest, size, opener, f"base layer {digest[7:19]}")
             else:
@@ -126,7 +127,7 @@ class Pusher:
         for layer in layers[base_count:]:
             sha, size = compressed(self.store, layer)
             path = self.store.verified(sha, f"compressed {layer.created_by}")
-            self.blob(f"sha256:{sha}", size, lambda path=path: open(path, "rb"), layer.created_by)
+            self.blob(f"sha256:{sha}", size, opener(path), layer.created_by)
             descriptors.append((f"sha256:{sha}", size, OCI_LAYER_GZIP))
         config_digest = self.data(config, "config")
         body = manifest(config_digest, len(config), descriptors)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tarfile
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any, cast
 
 from enginebuild.errors import RegistryError
 from enginebuild.oci.reference import ImageRef
@@ -27,7 +27,7 @@ def read_files(client: RegistryClient, ref: ImageRef, manifest: dict[str, Any], 
             raise RegistryError(f"{ref}: layer {layer['digest'][:19]} is zstd-compressed, which enginebuild cannot read")
         with client.open_blob(ref, layer["digest"]) as response:
             mode = "r|gz" if media.endswith("gzip") or media.endswith(".tar.gzip") or "gzip" in media else "r|*"
-            with tarfile.open(fileobj=response.raw, mode=mode) as tar:
+            with tarfile.open(fileobj=cast(IO[bytes], response.raw), mode=mode) as tar:  # type: ignore[call-overload]
                 for member in tar:
                     name = member.name.lstrip("./").lstrip("/")
                     folder, _, base = name.rpartition("/")

@@ -38,7 +38,7 @@ def patched_tree(ctx: Context, owner: str, source: Source, pin: Any, patches: tu
             raise stack_failure(owner, tree.description, failure, image)
 
         def write(sink: HashingWriter) -> None:
-            writer = TarWriter(sink, mtime=ctx.mtime)
+            writer = TarWriter(sink, mtime=ctx.mtime)  # type: ignore[arg-type]  # a write-only sink
             seen = set()
             with tarfile.open(ctx.store.verified(base.sha256, f"tree of {owner}"), "r:") as tar:
                 for member in tar:

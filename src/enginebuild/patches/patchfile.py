@@ -52,7 +52,7 @@ class Hunk:
     def new_lines(self) -> list[str]:
         return [t for tag, t in self.lines if tag in " +"]
 
-    def reversed(self) -> "Hunk":
+    def reversed(self) -> Hunk:
         swap = {" ": " ", "-": "+", "+": "-"}
         return Hunk(self.new_start, self.new_len, self.old_start, self.old_len, self.section,
                     tuple((swap[tag], t) for tag, t in self.lines), self.new_eof_newline, self.old_eof_newline)
@@ -69,7 +69,7 @@ class FilePatch:
     def path(self) -> str:
         return self.new_path or self.old_path or ""
 
-    def reversed(self) -> "FilePatch":
+    def reversed(self) -> FilePatch:
         return FilePatch(self.new_path, self.old_path, tuple(h.reversed() for h in self.hunks), self.new_mode)
 
 
@@ -101,7 +101,7 @@ class PatchFile:
                 out.setdefault("version", token.lstrip("v"))
         return out
 
-    def reversed(self) -> "PatchFile":
+    def reversed(self) -> PatchFile:
         return PatchFile(self.name, self.sha256, self.header, tuple(f.reversed() for f in self.files))
 
 

@@ -34,7 +34,7 @@ def stacks(spec: ImageSpec) -> list[tuple[str, str, Source, tuple[PatchRef, ...]
     out = [(c.name, f"components.{c.name}.source", c.source, c.patches) for c in spec.components
            if c.patches and c.source]
     out += [(o.name, f"overlays.{o.name}.source", o.source, o.patches) for o in spec.overlays if o.patches]
-    return out  # type: ignore[return-value]
+    return out
 
 
 def override_owner(spec: ImageSpec, component: str | None) -> str | None:
@@ -69,9 +69,9 @@ def stack_targets(ctx: Context, spec: ImageSpec, lock: Lock | None, *, engine_re
         if engine_ref and owner == target_owner:
             pin = impl.override(source.request, engine_ref, ctx)
             request: Any = source.request
-            if dataclasses.is_dataclass(request) and hasattr(request, "ref"):
+            if dataclasses.is_dataclass(request) and not isinstance(request, type) and hasattr(request, "ref"):
                 request = dataclasses.replace(request, ref=engine_ref)
-            elif dataclasses.is_dataclass(request) and hasattr(request, "version"):
+            elif dataclasses.is_dataclass(request) and not isinstance(request, type) and hasattr(request, "version"):
                 request = dataclasses.replace(request, version=getattr(pin, "version", engine_ref))
             targets.append(StackTarget(spec.name, owner, parsed, impl.tree(request, pin, ctx), override=True))
             continue

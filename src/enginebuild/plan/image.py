@@ -17,8 +17,17 @@ from enginebuild.lock.pins import PythonPin
 from enginebuild.plan import keys
 from enginebuild.plan.components import component_node
 from enginebuild.plan.envs import EnvPlanner, Pins
-from enginebuild.plan.model import (ComponentNode, Data, EnvNode, Files, ImagePlan, LayerNode, OutputTree,
-                                    OverlayFiles, Wheel)
+from enginebuild.plan.model import (
+    ComponentNode,
+    Data,
+    EnvNode,
+    Files,
+    ImagePlan,
+    LayerNode,
+    OutputTree,
+    OverlayFiles,
+    Wheel,
+)
 from enginebuild.spec.model import FileGroup, ImageSpec
 from enginebuild.spec.reader import ENV_REF
 
@@ -119,7 +128,8 @@ def _file_layers(groups: tuple[FileGroup, ...], parent: str, epoch: int) -> list
         chunks.append(list(groups[MAX_FILE_LAYERS - 1:]))
     for chunk in chunks:
         entries = tuple(e for g in chunk for e in g.entries)
-        digests = {e.display: e.sha256 or keys.sha(e.src.read_bytes()) for e in entries if e.src or e.sha256}
+        digests = {e.display: e.sha256 or keys.sha(e.src.read_bytes() if e.src else b"")
+                   for e in entries if e.src is not None or e.sha256}
         key = keys.key_of("files", entries=[[e.dest, e.mode, digests[e.display]] for e in entries], epoch=epoch)
         name = "files " + ", ".join(g.key for g in chunk)
         layers.append(LayerNode("files", name, key, keys.chain(layers[-1].chain if layers else parent, key),
@@ -170,27 +180,27 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                     Wheel(pin, python.site_packages, python.interpreter, comp_key), {f"component {pin.component}": comp_key})
     if "components" in only:
         for name in spec.install:
-            comp = components[name]
-            key = keys.key_of("output", component=comp.key, outputs=[comp.outputs.kind, list(comp.outputs.paths),
-                                                                    comp.outputs.to], epoch=epoch,
+            node = components[name]
+            key = keys.key_of("output", component=node.key, outputs=[node.outputs.kind, list(node.outputs.paths),
+                                                                    node.outputs.to], epoch=epoch,
                               site=python.site_packages if python else "", interpreter=python.interpreter if python
                               else "")
-            if comp.outputs.kind == "wheels" and not python:
+            if node.outputs.kind == "wheels" and not python:
                 raise SpecError(spec.where("install"), "install",
                                 f"component {name} produces wheels; the runtime needs `python:` (its version and "
                                 "site-packages) to install them")
-            add("output", f"outputs of {name} ({comp.outputs.kind})", key,
-                OutputTree(name, comp.key, comp.outputs, python.site_packages if python else "",
+            add("output", f"outputs of {name} ({node.outputs.kind})", key,
+                OutputTree(name, node.key, node.outputs, python.site_packages if python else "",
                            python.interpreter if python else "/usr/bin/python3"),
-                {f"component {name}": comp.key})
+                {f"component {name}": node.key})
     if "overlays" in only:
         for overlay in spec.overlays:
-            pin = pins.get(f"overlays.{overlay.name}.source") if overlay.source.pinned_by_lock else None
+            source_pin = pins.get(f"overlays.{overlay.name}.source") if overlay.source.pinned_by_lock else None
             if overlay.patches:
                 key = keys.key_of("overlay", base=runtime.root, installed=overlay.installed, epoch=epoch,
                                   patches=[p.patch.sha256 for p in overlay.patches])
                 add("overlay", f"overlay {overlay.name} ({len(overlay.patches)} patch(es) in {overlay.installed})",
-                    key, OverlayFiles(overlay.name, overlay.installed, overlay.patches, overlay.source, pin),
+                    key, OverlayFiles(overlay.name, overlay.installed, overlay.patches, overlay.source, source_pin),
                     {f"patches/{p.name}": p.patch.sha256 for p in overlay.patches})
     if "steps" in only:
         for step in spec.steps:

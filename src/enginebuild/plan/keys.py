@@ -40,4 +40,4 @@ def created_of(lock_created: str) -> str:
     value = settings().source_date_epoch
     if value is None:
         return lock_created
-    return dt.datetime.fromtimestamp(value, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

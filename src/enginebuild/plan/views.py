@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from enginebuild.plan.envs import CHAIN_REPO
-from enginebuild.plan.model import (Data, Files, ImagePlan, LayerNode, OutputTree, OverlayFiles, Run, Sysroot,
-                                    Wheel)
+from enginebuild.plan.model import Data, Files, ImagePlan, LayerNode, OutputTree, OverlayFiles, Run, Sysroot, Wheel
 from enginebuild.plan.render import render
 
 

@@ -63,12 +63,12 @@ def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, dict[str, Any]
         elif name.startswith("tools."):
             continue
         else:
-            version = pin.get("commit") or pin.get("version") or pin.get("sha256", "")
-            purl = f"pkg:pypi/{pin['name']}@{pin['version']}" if "version" in pin and "name" in pin else None
+            version = str(pin.get("commit") or pin.get("version") or pin.get("sha256") or "")
+            pypi = f"pkg:pypi/{pin['name']}@{pin['version']}" if "version" in pin and "name" in pin else None
             props = {"enginebuild:input": name}
             if "commit" in pin:
                 props["enginebuild:commit"] = pin["commit"]
-            out.append(_component(name, pin.get("url") or pin.get("name") or name, version, "library", purl,
+            out.append(_component(name, pin.get("url") or pin.get("name") or name, version, "library", pypi,
                                   pin.get("sha256"), pin.get("url"), props))
     for owner, patch in spec.all_patches:
         out.append(_component(f"patch/{patch.name}", f"patches/{patch.name}", patch.patch.sha256[:12], "file",

@@ -151,6 +151,7 @@ class GitTree(SourceTree):
 
     def _load(self) -> dict[str, tuple[str, int]]:
         if self._kinds is None:
+            assert self.commit is not None
             self.mirror.fetch_commit(self.commit)
             out = git(["ls-tree", "-r", "-t", "--full-tree", self.commit], cwd=self.mirror.path).out
             kinds: dict[str, tuple[str, int]] = {}
@@ -216,7 +217,7 @@ def archive_to_tree(store: Store, archive: Path, what: str, mtime: int, strip_to
             raise FetchError(f"{what}: cannot read {archive.name}: {exc}") from None
         writer.close()
 
-    return make_blob(store, what, write)  # type: ignore[arg-type]
+    return make_blob(store, what, write)
 
 
 def folder_to_tree(store: Store, folder: Path, what: str, mtime: int) -> Blob:
@@ -225,4 +226,4 @@ def folder_to_tree(store: Store, folder: Path, what: str, mtime: int) -> Blob:
         write_folder(writer, folder)
         writer.close()
 
-    return make_blob(store, what, write)  # type: ignore[arg-type]
+    return make_blob(store, what, write)

@@ -44,7 +44,7 @@ def merge_trees(parent: Any, child: Any, schema: Schema | None = None) -> Any:
         if any(child.get(k) is not None for k in group):
             dropped |= {k for k in group if k not in child}
     out = YMap()
-    out.where = child.where if isinstance(child, YMap) else getattr(parent, "where", None)
+    out.where = child.where if isinstance(child, YMap) else getattr(parent, "where", None)  # type: ignore[assignment]
     out.key_where = {}
     for key in list(parent) + [k for k in child if k not in parent]:
         if key in dropped:

@@ -106,13 +106,13 @@ def _convert(node: yaml.Node, display: str, loader: _StrictLoader) -> Any:  # no
     if isinstance(node, yaml.SequenceNode):
         if node.tag != "tag:yaml.org,2002:seq":
             raise SpecError(_where(display, node), "", f"unsupported YAML tag {node.tag!r}")
-        out = YList()
-        out.where = _where(display, node)
-        out.item_where = []
+        items = YList()
+        items.where = _where(display, node)
+        items.item_where = []
         for item in node.value:
-            out.item_where.append(_where(display, item))
-            out.append(_convert(item, display, loader))
-        return out
+            items.item_where.append(_where(display, item))
+            items.append(_convert(item, display, loader))
+        return items
     if node.tag not in _SCALAR_TAGS:
         raise SpecError(_where(display, node), "", f"unsupported YAML tag {node.tag!r}",
                         hint="specs are plain YAML: strings, numbers, booleans, lists and mappings")
@@ -141,9 +141,9 @@ def load_yaml_text(text: str, display: str) -> Any:
         raise SpecError(Where(display), "", f"nested too deeply to read (at most {MAX_DEPTH} levels)") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
+        at = mark.line + 1 if mark else None
         problem = exc.problem or str(exc)
-        raise SpecError(Where(display, line), "", f"invalid YAML: {problem}") from None
+        raise SpecError(Where(display, at), "", f"invalid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise SpecError(Where(display), "", f"invalid YAML: {exc}") from None
     finally:
