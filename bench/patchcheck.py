@@ -11,13 +11,15 @@ from common import Row, eb, run, scratch_workspace, timed
 SPEC = """\
 base: scratch
 platform: linux/arm64
-engine:
-  name: vllm
-  source:
-    pypi: {version: 0.21.0}
-patches:
-  - vllm/0001-dflash-target-layer-ids-off-by-one.patch
-  - vllm/0002-qwen3-next-supports-eagle3.patch
+components:
+  vllm:
+    source:
+      pypi: {version: 0.21.0}
+    patches:
+      - vllm/0001-dflash-target-layer-ids-off-by-one.patch
+      - vllm/0002-qwen3-next-supports-eagle3.patch
+    build: {script: build.sh}
+    outputs: {wheels: /opt/out}
 """
 
 
@@ -25,13 +27,14 @@ def bench(home: Path) -> list:
     ws = scratch_workspace("patches")
     (ws / "images/bench-vllm").mkdir()
     (ws / "images/bench-vllm/image.yaml").write_text(SPEC)
+    (ws / "images/bench-vllm/build.sh").write_text("#!/bin/sh\nexit 1\n")
     env = {"ENGINEBUILD_HOME": str(home)}
     run(eb(ws, "lock", "bench-vllm"), cwd=ws, env=env)
     run(eb(ws, "patches", "check", "bench-vllm"), cwd=ws, env=env)  # cold: download, index, extract touched files
     ours = timed(eb(ws, "patches", "check", "bench-vllm"), repeat=5, cwd=ws, env=env)
 
     import json
-    pin = json.loads((ws / "lockfiles/bench-vllm.lock").read_text())["inputs"]["engine"]["resolved"]
+    pin = json.loads((ws / "lockfiles/bench-vllm.lock").read_text())["inputs"]["components.vllm.source"]["resolved"]
     archive = home / "cas" / "sha256" / pin["sha256"][:2] / pin["sha256"]
     patches = [str(ws / "patches/vllm" / p) for p in ("0001-dflash-target-layer-ids-off-by-one.patch",
                                                        "0002-qwen3-next-supports-eagle3.patch")]

@@ -1,6 +1,6 @@
 """enginebuild's benchmark suite: every figure measured side by side with its baseline, in one run.
 
-    python bench/run.py [--units N] [--only a,b,c,d,e,f,g] [--registry 127.0.0.1:5000]
+    python bench/run.py [--units N] [--only a,...,m] [--registry 127.0.0.1:5000]
 
 Every figure is for linux/amd64 (the hand-written Dockerfile's platform).
 
@@ -8,6 +8,8 @@ a. no-op `image demo` vs (a1) `docker build` of the hand-written Dockerfile, ful
    (a2) `docker build` of the rendered BuildKit Dockerfiles (components, command layers), cached
 b. script edit, warm machine: enginebuild vs a hand-written single Dockerfile (scripts last)
 g. script edit -> pushed to the local registry: `image --push` vs `docker build` + `docker push`
+h-m. see bench/figures.py: parallel components, rebuild cost by kind of edit, normalisation,
+   arm64 cold build, verify, secret scan at push
 c. script edit on a fresh engine sharing the registry: enginebuild --cache vs the hand-written
    Dockerfile on a fresh engine (the kernels component compiles DEMO_KERNEL_UNITS units)
 d. bytes and layers pushed after a script edit vs the size of the edited file
@@ -33,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import figures  # noqa: E402
 from common import ROOT, Row, eb, print_table, run, scratch_workspace, timed  # noqa: E402
 
 DOCKER = os.environ.get("ENGINEBUILD_DOCKER", "/usr/bin/docker")
@@ -202,7 +205,8 @@ def bench_plan(ws, env) -> Row:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--units", type=int, default=110, help="kernel units for (c); 110 is about 75 s here")
-    parser.add_argument("--only", default="a,b,c,d,e,f,g")
+    parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m")
+    parser.add_argument("--pair-units", type=int, default=40, help="kernel units per component for (h)")
     parser.add_argument("--registry", default="127.0.0.1:5000")
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -213,7 +217,7 @@ def main() -> int:
     rendered = Path(tempfile.mkdtemp(prefix="eb-bench-render-"))
     try:
         hand = None
-        if only & {"a", "b", "c", "g"}:
+        if only & {"a", "b", "c", "g", "i"}:
             start = time.perf_counter()
             run(eb(ws, "image", "demo", *AMD64), cwd=ws, env=env)
             print(f"  building the demo took {time.perf_counter() - start:.0f}s", file=sys.stderr)
@@ -229,6 +233,18 @@ def main() -> int:
             rows.append(bench_fresh_edit(ws, env, hand, args.registry, args.units))
         if "d" in only:
             rows.append(bench_push(ws, env, args.registry))
+        if "m" in only:
+            rows.append(figures.bench_secret_scan(ws, env, args.registry))
+        if "j" in only:
+            rows += figures.bench_normalize(DOCKER)
+        if "h" in only:
+            rows.append(figures.bench_parallel(ws, env, args.pair_units))
+        if "k" in only:
+            rows.append(figures.bench_arm64_cold(ws, env))
+        if "l" in only:
+            rows.append(figures.bench_verify(ws, env))
+        if "i" in only:
+            rows += figures.bench_edit_kinds(ws, env, hand, docker_build)
         if "e" in only:
             from patchcheck import bench as bench_patches
             rows += bench_patches(home)
