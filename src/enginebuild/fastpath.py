@@ -63,22 +63,49 @@ def image_id(ref: str) -> str | None:
         return None
 
 
+def _platform_args(argv: list[str]) -> tuple[list[str], list[str]] | None:
+    """(names, platforms) of `image NAME... [--platform OS/ARCH]...`, or None for anything else."""
+    names: list[str] = []
+    platforms: list[str] = []
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--platform":
+            value = next(rest, "")
+        elif arg.startswith("--platform="):
+            value = arg.split("=", 1)[1]
+        elif _is_name(arg):
+            names.append(arg)
+            continue
+        else:
+            return None
+        if value.count("/") != 1 or not all(_is_name(part) for part in value.split("/")):
+            return None
+        platforms.append(value)
+    return names, platforms
+
+
 def answer_noop(argv: list[str], root: str) -> bool:
-    if len(argv) < 2 or argv[0] != "image" or not all(_is_name(a) for a in argv[1:]):
+    if len(argv) < 2 or argv[0] != "image":
+        return False
+    parsed = _platform_args(argv[1:])
+    if parsed is None or not parsed[0]:
         return False
     import os
 
+    names, platforms = parsed
+    options = {**DEFAULT_OPTIONS, "platforms": platforms or None}
     memo = PlanMemo(settings().home)
     lines = []
-    for name in dict.fromkeys(argv[1:]):
+    for name in dict.fromkeys(names):
         start = time.monotonic()
-        result = memo.lookup(memo_key(os.path.realpath(root), name, DEFAULT_OPTIONS))
+        result = memo.lookup(memo_key(os.path.realpath(root), name, options))
         if not result:
             return False
         for image in result.get("images", []):
             if any(image_id(tag) != image["id"] for tag in image["tags"]):
                 return False  # the full path loads and tags again
-        lines.append(f"{name}: nothing to build, every platform is up to date "
+        which = ", ".join(platforms) + (" is" if len(platforms) == 1 else " are") if platforms else "every platform is"
+        lines.append(f"{name}: nothing to build, {which} up to date "
                      f"({(time.monotonic() - start) * 1000:.0f} ms) -> {result['summary']}")
     print("\n".join(lines))
     return True

@@ -164,7 +164,7 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
             check_kernels(ws, spec, lock, plan)
     flags = {"build_args": options.build_args, "on": options.on, "only": sorted(options.only),
              "platforms": list(args.platform) or None}
-    if flags == DEFAULT_OPTIONS and not ws.overrides:
+    if {**flags, "platforms": None} == DEFAULT_OPTIONS and not ws.overrides:  # the fast path knows --platform
         PlanMemo(ws.home).store(memo_key(ws.root, name, flags), plan_input_paths(ws.root, spec, TEMPLATES),
                                 {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)})
     if args.push:
