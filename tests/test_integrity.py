@@ -23,7 +23,7 @@ from helpers import report
 from helpers.docker import docker
 from helpers.engines import start_engine
 from helpers.registry import push_files_image
-from helpers.specs import write_image
+from helpers.specs import BUSYBOX_BUILDER, write_image
 
 TURBOQUANT_SDIST_SHA256 = "5aabf0fc271db6494b85bbc24080835ddd71492966743713d0b912179b02a04d"
 WARNING = "hashes to"
@@ -179,16 +179,7 @@ def test_a_damaged_file_made_by_a_build_is_named_deleted_and_made_again(workspac
     report.count("store integrity", f"damaged build products named and made again ({kind}, {damage})")
 
 
-HANGING = """
-base: scratch
-platform: linux/amd64
-builder:
-  base: scratch
-  system:
-    install: extract
-    packages: [busybox-static]
-    run: [["/bin/busybox", "--install", "-s", "/bin"]]
-components:
+HANGING = BUSYBOX_BUILDER + """components:
   first:
     source: {path: first}
     build: {script: first/build.sh}

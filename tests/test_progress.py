@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_cli
 from helpers.registry import free_port
-from helpers.specs import write_image
+from helpers.specs import BUSYBOX_BUILDER, write_image
 
 CHUNKS, CHUNK, PAUSE = 12, 128 * 1024, 0.25
 PLAIN = {"CI": "true", "ENGINEBUILD_PROGRESS_EVERY": "0.2"}
@@ -62,16 +62,7 @@ def test_a_slow_download_prints_periodic_progress_lines_with_percent_rate_and_et
     assert quiet.stderr == ""
 
 
-COUNTING = """
-base: scratch
-platform: linux/amd64
-builder:
-  base: scratch
-  system:
-    install: extract
-    packages: [busybox-static]
-    run: [["/bin/busybox", "--install", "-s", "/bin"]]
-components:
+COUNTING = BUSYBOX_BUILDER + """components:
   counted:
     source: {path: counted}
     build:

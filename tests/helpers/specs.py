@@ -4,6 +4,18 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+# An amd64 image FROM scratch whose components build on a busybox-only environment; add
+# `components:` after it.
+BUSYBOX_BUILDER = """base: scratch
+platform: linux/amd64
+builder:
+  base: scratch
+  system:
+    install: extract
+    packages: [busybox-static]
+    run: [["/bin/busybox", "--install", "-s", "/bin"]]
+"""
+
 
 def write_image(workspace: Path, name: str, spec: str, files: dict | None = None) -> Path:
     folder = workspace / "images" / name
