@@ -75,7 +75,7 @@ def test_a_bad_spec_is_refused_clearly_and_changes_nothing(path, workspace):
         if step[0] == "symlink":
             os.symlink(step[2], folder / step[1])
         elif step[0] == "file":
-            (folder / step[1]).write_text("echo\n")
+            (folder / step[1]).write_text("#!/bin/sh\necho\n")
         elif step[0] == "huge":
             body += b"\n" + b"# padding padding padding padding padding padding\n" * 40_000
         elif step[0] == "nul":

@@ -32,7 +32,7 @@ def lint_error(workspace, name, text, files=None) -> SpecError:
     return info.value
 
 
-FILES = {"src/a.c": "int a;\n", "build.sh": "true\n"}
+FILES = {"src/a.c": "int a;\n", "build.sh": "#!/bin/sh\ntrue\n"}
 
 
 def test_bare_12_1_in_an_nvfp4_image_is_an_error_at_its_line(workspace):

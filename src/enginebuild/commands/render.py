@@ -43,9 +43,13 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         if args.out:
             write_out(ws, plan, Path(args.out) / platform.replace("/", "-"))
             continue
-        if args.unpinned and lock is not None and lock.unresolved():
-            print(f"# NOT BUILDABLE: inputs not pinned in lockfiles/{spec.lock_name}.lock: "
-                  f"{', '.join(sorted(lock.unresolved()))}")
+        if args.unpinned:
+            pending = unpinned_inputs(spec, lock, platform)
+            if pending:
+                print(f"# NOT BUILDABLE: inputs not pinned in lockfiles/{spec.lock_name}.lock; "
+                      "`lock` resolves them as requested here:")
+                for name, request in pending:
+                    print(f"#   {name}: {request}")
         for comp in plan.components:
             print(f"### component {comp.name} ({platform})  key {comp.key}")
             print(comp.dockerfile)
@@ -56,6 +60,46 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         print(f"### runtime image ({platform})")
         print(runtime_dockerfile(plan))
     return 0
+
+
+def unpinned_inputs(spec: object, lock: object, platform: str) -> list[tuple[str, str]]:
+    """Each input of `platform` (or of every platform) the lock does not pin, as requested."""
+    from enginebuild.lock.inputs import image_inputs
+    from enginebuild.lock.lockfile import Lock
+    from enginebuild.spec.model import ImageSpec
+
+    assert isinstance(spec, ImageSpec) and isinstance(lock, Lock)
+    out = []
+    for inp in image_inputs(spec):
+        entry = lock.entries.get(inp.name)
+        if inp.platform not in (None, platform) or (entry is not None and entry.resolved is not None):
+            continue
+        out.append((inp.name, describe_request(inp.kind, inp.request())))
+    return out
+
+
+def describe_request(kind: str, request: dict[str, object]) -> str:
+    """One line a reader can check against the spec."""
+    if kind == "base":
+        return str(request["ref"])
+    if kind == "system":
+        archives = []
+        for a in request["archives"]:  # type: ignore[attr-defined]
+            where = f"{a['url']} {a['suite']}" + (" (flat)" if a["flat"] else f" {' '.join(a['components'])}")
+            archives.append(where + (f" key {a['fingerprint']}" if a["fingerprint"] else ""))
+        upgrade = ", upgrading what the base has" if request["upgrade"] else ""
+        return (f"packages {' '.join(request['packages'])}{upgrade}; "  # type: ignore[arg-type]
+                f"from {'; '.join(archives) or 'the default archive'}")
+    if kind == "python":
+        reqs = []
+        for r in request["requirements"]:  # type: ignore[attr-defined]
+            extra = [f"{k} {r[k]}" for k in ("index", "component", "url", "git_url", "git_ref") if k in r]
+            extra += ["no deps"] if r.get("deps") is False else []
+            reqs.append(r["requirement"] + (f" ({', '.join(extra)})" if extra else ""))
+        constraints = request["constraints"]
+        return (f"Python {request['python']}: {'; '.join(reqs)}"
+                + (f"; constraints {'; '.join(constraints)}" if constraints else ""))  # type: ignore[arg-type]
+    return ", ".join(k if v is True else f"{k} {v}" for k, v in request.items() if v not in (None, False, "", []))
 
 
 def write_out(ws: Workspace, plan: object, folder: Path) -> None:

@@ -9,6 +9,7 @@ order the spec lists them; dependencies are followed across all of them.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import lzma
 import os
@@ -100,20 +101,46 @@ def _index_hashes(inrelease: str) -> dict[str, str]:
     return hashes
 
 
+def dearmor(data: bytes) -> bytes | None:
+    """The binary form of an ASCII-armoured OpenPGP key block (RFC 4880, section 6.2), or None
+    when `data` is not armoured (already binary)."""
+    text = data.decode("ascii", "replace")
+    begin = text.find("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    if begin < 0:
+        return None
+    lines = text[begin:].splitlines()[1:]
+    while lines and lines[0].strip():  # armour headers end at the first empty line
+        lines = lines[1:]
+    body = []
+    for line in lines[1:]:
+        line = line.strip()
+        if line.startswith("-----END") or line.startswith("="):
+            break
+        body.append(line)
+    try:
+        return base64.b64decode("".join(body), validate=True)
+    except ValueError:
+        raise ResolveError("a keyring is ASCII-armoured but its body is not valid base64") from None
+
+
 def verify_signature(inrelease: bytes, keyring: Path | None, fingerprint: str | None) -> bool | None:
     """True when gpgv accepts InRelease (and, with a pinned fingerprint, the signer is that key);
     None when no keyring is available here to check it with."""
     keyrings = [str(keyring)] if keyring else [k for k in KEYRINGS if os.path.exists(k)]
     if not keyrings:
         return None
-    with tempfile.NamedTemporaryFile(suffix=".InRelease") as handle:
-        handle.write(inrelease)
-        handle.flush()
+    with tempfile.TemporaryDirectory() as scratch:
+        handle = Path(scratch) / "InRelease"
+        handle.write_bytes(inrelease)
         args = ["gpgv", "--status-fd", "1"]
-        for k in keyrings:
+        for i, k in enumerate(keyrings):
+            binary = dearmor(Path(k).read_bytes())
+            if binary is not None:  # gpgv reads binary keyrings only
+                k = str(Path(scratch) / f"keyring-{i}.gpg")
+                Path(k).write_bytes(binary)
             args += ["--keyring", k]
         try:
-            result = proc.run(args + [handle.name], check=False)
+            result = proc.run(args + [str(handle)], check=False)
         except Exception:  # gpgv missing: say we could not check, never that it verified
             return None
     if result.returncode != 0:

@@ -59,6 +59,12 @@ class Resolvers:
             elif archive.keyring and archive.keyring.url and archive.keyring.sha256:
                 keyring = self.context().store.fetch(self.http, [archive.keyring.url], archive.keyring.sha256,
                                                      f"keyring of {archive.url}")
+            elif archive.keyring and archive.keyring.url:
+                # no sha256: the key is pinned by the archive's fingerprint, which its InRelease
+                # must be signed with; the file itself is only a carrier
+                data = self.http.request("GET", archive.keyring.url).content
+                store = self.context().store
+                keyring = store.path(store.put_bytes(data, f"keyring of {archive.url}").sha256)
             loaded = DebianArchive(self.http, archive, arch, keyring)
             loaded.load()
             self._archives[key] = loaded

@@ -9,7 +9,7 @@ from typing import Any
 from enginebuild.errors import LockError, SpecError
 from enginebuild.lock.inputs import Input, image_inputs
 from enginebuild.lock.lockfile import Lock
-from enginebuild.lock.pins import ImagePin, PythonPin, SystemPin
+from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin
 from enginebuild.plan import keys
 from enginebuild.plan.model import ContextItem, EnvNode, FromBlob, LayerNode, Run, Sysroot, Wheel
 from enginebuild.plan.render import render
@@ -48,8 +48,10 @@ def placeholder(inp: Input) -> Any:
         return ImagePin(f"{inp.request()['ref']}  # NOT PINNED", None, None)
     if inp.kind == "system":
         return SystemPin((), (), ())
-    if inp.kind == "python":
-        return PythonPin(())
+    if inp.kind == "python":  # a wheel a component builds needs no resolving: it is shown
+        assert inp.env is not None and inp.env.python is not None
+        return PythonPin(tuple(PyPin(r.name, "", "component", component=r.component)
+                               for r in inp.env.python.requirements if r.component))
     return None
 
 
@@ -149,7 +151,10 @@ class EnvPlanner:
 
     def step_layer(self, parent: EnvNode, layers: list[LayerNode], step: Step,
                    run_env: tuple[tuple[str, str], ...]) -> LayerNode:
-        command = {"run": step.run if isinstance(step.run, str) else list(step.run),
+        # a shell-form step runs under the image's `shell` when it sets one, as RUN follows SHELL
+        shell = list(self.spec.shell) if self.spec.shell else None
+        run = ([*shell, step.run] if shell else step.run) if isinstance(step.run, str) else list(step.run)
+        command = {"run": run,
                    "mounts": mounts(cache=step.cache, secrets=step.secrets)}
         return self.run_layer(parent, layers, f"step {step.name}", [command], (), step.secrets, run_env, "step",
                               {"step": keys.sha(keys.canonical(command))})

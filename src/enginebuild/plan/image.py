@@ -64,9 +64,11 @@ def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
     return lock
 
 
-def resolve_env(spec: ImageSpec, base_env: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
-    """The spec's env with `$NAME`/`${NAME}`/`${NAME:-default}` replaced by the base's or earlier values."""
-    known = dict(base_env)
+def resolve_env(spec: ImageSpec, base_env: tuple[tuple[str, str], ...] | None) -> list[tuple[str, str]]:
+    """The spec's env with `$NAME`/`${NAME}`/`${NAME:-default}` replaced by the base's or earlier
+    values. `base_env` None: the base is not pinned (an unpinned render), so a name it might
+    define stays a reference, as written."""
+    known = dict(base_env or ())
     out = []
     for name, value in spec.env:
         def replace(match: Any, name: str = name) -> str:
@@ -75,6 +77,8 @@ def resolve_env(spec: ImageSpec, base_env: tuple[tuple[str, str], ...]) -> list[
             var = match.group("braced") or match.group("bare")
             if var in known:
                 return str(known[var])
+            if base_env is None:
+                return str(match.group(0))
             if match.group("default") is not None:
                 return str(match.group("default"))
             raise SpecError(spec.where(f"env.{name}"), f"env.{name}",
@@ -159,7 +163,8 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
             components[comp.name] = component_node(planner, comp, builders[role], components, options.build_args,
                                                    comp.cuda_archs or spec.cuda_archs)
     base_pin = planner.base("runtime", spec.runtime, options.on)
-    run_env = tuple(resolve_env(spec, base_pin.env if base_pin else ()))
+    unknown = base_pin is not None and base_pin.digest is None and not base_pin.scratch
+    run_env = tuple(resolve_env(spec, None if unknown else base_pin.env if base_pin else ()))
     runtime = planner.environment("runtime", spec.runtime, on=options.on, parts=only, run_env=run_env)
     layers = list(runtime.layers)
 
@@ -215,7 +220,9 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     labels = labels_of(spec, lock, manifest, pins, options.on)
     config = {"env": run_env, "entrypoint": spec.entrypoint, "cmd": spec.cmd, "workdir": spec.workdir,
               "user": spec.user, "labels": labels, "expose": list(spec.expose), "stopsignal": spec.stopsignal,
-              "shell": spec.shell, "healthcheck": spec.healthcheck}
+              "shell": spec.shell, "healthcheck": spec.healthcheck,
+              "env_note": "the base is not pinned: its variables ($NAME) are shown as written, `lock` reads their "
+                          "values from its config" if unknown and any("$" in v for _, v in run_env) else ""}
     arch = platform.split("/")[1]
     image = spec.name.split(":")[0]
     flavour = spec.name.partition(":")[2] or "latest"

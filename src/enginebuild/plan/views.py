@@ -49,7 +49,7 @@ def layer_line(node: LayerNode, index: int) -> str:
 
 def settings_values(plan: ImagePlan) -> dict[str, Any]:
     c = plan.config
-    return {"env": list(c["env"]), "labels": sorted(c["labels"].items()), "expose": c["expose"],
+    return {"env": list(c["env"]), "env_note": c.get("env_note", ""), "labels": sorted(c["labels"].items()), "expose": c["expose"],
             "workdir": c["workdir"], "user": c["user"], "shell": c["shell"], "stopsignal": c["stopsignal"],
             "healthcheck": _healthcheck(c["healthcheck"]), "entrypoint": c["entrypoint"], "cmd": c["cmd"]}
 

@@ -188,8 +188,6 @@ class Reader:
                 k = a["keyring"]
                 file = self.local_file(k["file"], f"{sub}.keyring")[0] if k.get("file") else None
                 keyring = m.Keyring(file, k.get("url"), k.get("sha256"), k.get("file") or k.get("url"))
-                if k.get("url") and not k.get("sha256"):
-                    raise SpecError(self.where(sub), f"{sub}.keyring", "a keyring fetched from a URL needs its sha256")
                 if not a.get("fingerprint"):
                     raise SpecError(self.where(sub), f"{sub}.fingerprint",
                                     "an archive with its own keyring needs the fingerprint of its signing key")
@@ -276,6 +274,12 @@ class Reader:
     def component(self, name: str, node: YMap, path: str, builder: m.Environment) -> m.Component:
         build_node = self.get(node, "build", path)
         script, display = self.local_file(self.get(build_node, "script", f"{path}.build"), f"{path}.build.script")
+        with open(script, "rb") as handle:
+            first = handle.readline(256)
+        if not first.startswith(b"#!") or len(first.split()) == 0 or first[2:].strip() == b"":
+            raise SpecError(self.where(f"{path}.build.script"), f"{path}.build.script",
+                            f"{display} does not start with a #! line: a build script runs with the interpreter "
+                            "it names", hint="start it with #!/bin/sh or #!/bin/bash")
         build = m.Build(script=m.FileEntry("", 0o755, display, src=script),
                         args=self.pairs(self.get(build_node, "args", f"{path}.build"), f"{path}.build.args"),
                         cache=tuple(self.get(build_node, "cache", f"{path}.build", ()) or ()),

@@ -5,6 +5,9 @@ FROM {{ base }}
 {% for layer in layers -%}
 {{ layer }}
 {% endfor -%}
+{% if env_note -%}
+# {{ env_note }}
+{% endif -%}
 {% if env -%}
 ENV{% for name, value in env %} {{ name }}={{ value|dq }}{% endfor %}
 {% endif -%}

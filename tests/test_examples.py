@@ -1,0 +1,174 @@
+"""The converted public recipes under examples/ render, and what they render is what their
+specs say: each spec is read here on its own (plain YAML, `extends` and variants merged as
+docs/spec.md describes) and every construct it uses is looked for in `render --unpinned`."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_cli
+
+EXAMPLES = ROOT / "examples"
+NAMES = sorted(p.parent.name for p in (EXAMPLES / "images").glob("*/image.yaml"))
+
+
+def merged(over: dict, under: dict) -> dict:
+    out = dict(under)
+    for key, value in over.items():
+        out[key] = merged(value, out[key]) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def spec_of(name: str) -> dict:
+    text = yaml.safe_load((EXAMPLES / "images" / name / "image.yaml").read_text())
+    if "extends" in text:
+        parent = spec_of(text["extends"])
+        parent.pop("abstract", None)
+        text = merged({k: v for k, v in text.items() if k != "extends"}, parent)
+    return text
+
+
+def buildable() -> list[str]:
+    out = []
+    for name in NAMES:
+        spec = spec_of(name)
+        if spec.get("abstract"):
+            continue
+        out.append(name)
+        out += [f"{name}:{variant}" for variant in spec.get("variants", {})]
+    return out
+
+
+def sections(text: str) -> dict[str, str]:
+    """`### ...` headed parts of render's output, and the NOT PINNED preamble as "pending"."""
+    parts: dict[str, str] = {}
+    head = "pending"
+    for line in text.splitlines():
+        if line.startswith("### "):
+            head = re.sub(r" \(linux/[a-z0-9]+\).*", "", line[4:])
+            continue
+        parts[head] = parts.get(head, "") + line + "\n"
+    return parts
+
+
+def pending(parts: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for line in parts.get("pending", "").splitlines():
+        match = re.match(r"#   (\S+?)(?:@linux/\w+)?: (.*)", line)
+        if match:
+            out[match.group(1)] = match.group(2)
+    return out
+
+
+def dq(value: object) -> str:
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+def check_environment(role: str, env: dict, todo: dict[str, str]) -> None:
+    system, python = env.get("system") or {}, env.get("python") or {}
+    if system.get("packages"):
+        line = todo[f"{role}.system"]
+        assert line.split(";")[0].split(",")[0] == "packages " + " ".join(sorted(system["packages"]))
+        assert ("upgrading what the base has" in line) == bool(system.get("upgrade"))
+        for archive in system.get("archives", []):
+            assert archive["url"] in line and archive["suite"] in line
+            if archive.get("fingerprint"):
+                assert f"key {archive['fingerprint']}" in line
+    for req in python.get("requirements", []):
+        line = todo[f"{role}.python"]
+        if isinstance(req, str):
+            assert f" {req};" in line + ";" or f" {req} (" in line, (req, line)
+            continue
+        notes = [f"{k} {req[k]}" for k in ("index", "component") if k in req]
+        if "git" in req:
+            notes += [f"git_url {req['git']['url']}", f"git_ref {req['git']['ref']}"]
+        notes += ["no deps"] if req.get("deps") is False else []
+        assert f"{req['requirement']} ({', '.join(notes)})" in line, (req, line)
+    for constraint in python.get("constraints", []):
+        assert constraint in todo[f"{role}.python"].split("; constraints ")[1]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, str]:
+    out = {}
+    for name in buildable():
+        proc = run_cli(["render", name, "--unpinned"], EXAMPLES)
+        assert proc.returncode == 0, proc.stderr
+        out[name] = proc.stdout
+    return out
+
+
+def test_at_least_five_public_recipes_are_converted_and_each_has_a_readme_line():
+    readme = (EXAMPLES / "README.md").read_text()
+    recipes = set(re.findall(r"^- `([a-z0-9.-]+)`", readme, re.M))
+    assert recipes == set(NAMES)
+    assert len([n for n in NAMES if not spec_of(n).get("abstract")]) >= 5
+
+
+@pytest.mark.parametrize("name", buildable())
+def test_the_rendered_dockerfiles_say_what_the_spec_says(name, rendered):
+    image, _, variant = name.partition(":")
+    spec = spec_of(image)
+    if variant:
+        spec = merged(spec["variants"][variant], spec)
+    parts = sections(rendered[name])
+    todo = pending(parts)
+    runtime = parts["runtime image"]
+
+    # the runtime: its base, environments, installed components, files, steps and settings
+    assert f"\nFROM {spec['base']}  # NOT PINNED\n" in runtime
+    assert todo["runtime.base"] == spec["base"]
+    check_environment("runtime", spec, todo)
+    for req in (spec.get("python") or {}).get("requirements", []):
+        if isinstance(req, dict) and "component" in req:
+            assert f"# enginebuild: python {req['requirement']}  installed into" in runtime
+    for comp_name in spec.get("install", []):
+        outputs = spec["components"][comp_name]["outputs"]
+        assert f"COPY --from=component:{comp_name} {outputs.get('prefix', '')} {outputs.get('to', '/')}" in runtime
+    copied = re.findall(r"^COPY files/\d+/ /   # enginebuild: (.*)$", runtime, re.M)
+    assert sorted(d for line in copied for d in line.split(", ")) == sorted(spec.get("files", {}))
+    runs = re.findall(r"^RUN (.*?)(?:   # BuildKit, then normalised)?$", runtime, re.M)
+    commands = [s["run"] if isinstance(s, dict) else s for s in spec.get("steps", [])]
+    shell = spec.get("shell")
+    assert runs == [json.dumps([*shell, c]) if shell else c for c in commands]
+    env_line = next((line for line in runtime.splitlines() if line.startswith("ENV ")), "ENV")
+    assert env_line == "ENV" + "".join(f" {k}={dq(v)}" for k, v in (spec.get("env") or {}).items())
+    settings = [line for line in runtime.splitlines()
+                if line.split(" ")[0] in ("EXPOSE", "WORKDIR", "SHELL", "HEALTHCHECK", "ENTRYPOINT", "CMD", "USER")]
+    expected = [f"EXPOSE {p}" for p in spec.get("expose", [])]
+    expected += [f"WORKDIR {spec['workdir']}"] if "workdir" in spec else []
+    expected += [f"USER {spec['user']}"] if "user" in spec else []
+    expected += [f"SHELL {json.dumps(shell)}"] if shell else []
+    if "healthcheck" in spec:
+        check = spec["healthcheck"]
+        test = check["test"] if isinstance(check["test"], list) else ["/bin/sh", "-c", check["test"]]
+        options = "".join(f" --{k}={check[k]}" for k in ("interval", "timeout", "start-period", "retries") if k in check)
+        expected.append(f"HEALTHCHECK{options} CMD {json.dumps(test)}")
+    expected += [f"ENTRYPOINT {json.dumps(spec['entrypoint'])}"] if "entrypoint" in spec else []
+    expected += [f"CMD {json.dumps(spec['cmd'])}"] if "cmd" in spec else []
+    assert settings == expected
+
+    # each component: its builder, source, arguments, caches and steps
+    assert sorted(p.removeprefix("component ") for p in parts if p.startswith("component ")) == sorted(
+        spec.get("components", {}))
+    for comp_name, comp in spec.get("components", {}).items():
+        text = parts[f"component {comp_name}"]
+        builder = comp.get("builder") or spec.get("builder") or {"base": spec["base"]}
+        assert f"\nFROM {builder['base']}  # NOT PINNED\n" in text
+        check_environment("builder", builder, todo)
+        git = comp["source"]["git"]
+        source = todo[f"components.{comp_name}.source"]
+        assert f"url {git['url']}, ref {git['ref']}" in source
+        assert ("submodules" in source) == bool(git.get("submodules"))
+        env = text.split("\nENV ", 1)[1].split("\n", 1)[0]
+        for arg, value in comp["build"].get("args", {}).items():
+            assert f" {arg}={dq(value)}" in f" {env}", (arg, env)
+        if "version" in git:
+            assert f'SETUPTOOLS_SCM_PRETEND_VERSION="{git["version"]}"' in env
+        for folder in comp["build"].get("cache", []):
+            assert f"--mount=type=cache,target={folder}" in text
+        steps = re.findall(r"^RUN (?!--mount=type=bind,source=build.sh)(.*)$", text, re.M)
+        assert steps == [s["run"] for s in comp.get("steps", [])]
