@@ -1,7 +1,11 @@
 """docs/spec.md is the reference of image.yaml: every key the loader's schema knows (at any
-depth) is named there, in backticks, so a key cannot be added without being documented."""
+depth) is named there, in backticks, so a key cannot be added without being documented; and
+docs/image.schema.json, the JSON Schema editors use, is generated from the same schema and
+agrees with the loader."""
 import json
 import re
+
+import yaml
 
 from conftest import ROOT, run_cli
 
@@ -39,3 +43,59 @@ def test_every_key_of_the_schema_is_documented_in_spec_md(tmp_path):
     for code in re.findall(r"`([^`]+)`", (ROOT / "docs/spec.md").read_text()):
         documented |= set(re.findall(r"[A-Za-z][A-Za-z0-9-]*", code))
     assert sorted(keys - documented) == []
+
+
+# -- the JSON Schema editors use agrees with the loader ---------------------------------------------
+
+SCHEMA_FILE = ROOT / "docs/image.schema.json"
+# errors of structure, which JSON Schema can say; the rest (versions, PEP 508, git URLs, paths,
+# secrets, domain lints, YAML hazards) are the loader's alone
+STRUCTURAL = ("unknown key", "expected a string (quote it)", "expected a list", "expected a mapping",
+              "required key is missing", "give only one of", "must be at most", "invalid key",
+              "a spec must be a mapping", "expected a full commit id", "expected an image reference",
+              "expected a platform", "expected a duration", "duplicate of", "expected an integer")
+
+
+def validator():
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
+
+
+def test_the_committed_json_schema_is_the_one_the_loader_generates():
+    proc = run_cli(["schema"], ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert SCHEMA_FILE.read_text() == proc.stdout, "regenerate: python BUILD.py schema --out docs/image.schema.json"
+
+
+def test_every_spec_the_loader_accepts_validates_against_the_json_schema():
+    specs = sorted(ROOT.glob("images/*/image.yaml")) + sorted(ROOT.glob("examples/images/*/image.yaml"))
+    assert len(specs) >= 15
+    check = validator()
+    for path in specs:
+        errors = [e.message for e in check.iter_errors(yaml.safe_load(path.read_text()))]
+        assert errors == [], f"{path.relative_to(ROOT)}: {errors[:1]}"
+
+
+def test_every_structural_error_of_the_bad_spec_corpus_is_a_json_schema_error_too():
+    check = validator()
+    structural = 0
+    for path in sorted((ROOT / "tests/corpus/specs").glob("*.yaml")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        expect = re.search(r"# expect: (.*)", text).group(1).replace("\\", "")
+        if not any(kind in expect for kind in STRUCTURAL):
+            continue
+        structural += 1
+        document = yaml.safe_load(text)
+        assert list(check.iter_errors(document)), f"{path.name}: the loader refuses it ({expect}), the schema does not"
+    assert structural >= 25
+
+
+def test_a_spec_that_extends_may_leave_out_what_its_parent_gives_and_one_that_does_not_may_not():
+    check = validator()
+    partial = {"extends": "spark-vllm-source", "components": {"vllm": {"source": {"pypi": {"version": "0.21.0"}}}}}
+    assert list(check.iter_errors(partial)) == []
+    alone = {"base": "scratch", "components": {"vllm": {"source": {"pypi": {"version": "0.21.0"}}}}}
+    assert {e.message for e in check.iter_errors(alone)}
+    both = {"extends": "x", "components": {"e": {"source": {"path": "a", "pypi": {"version": "1"}}}}}
+    assert list(check.iter_errors(both)), "keys that exclude each other stay refused in a partial spec"

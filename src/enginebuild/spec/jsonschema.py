@@ -10,10 +10,42 @@ SCHEMA_ID = "https://enginebuild.invalid/schema/image.json"
 
 
 def image_json_schema() -> dict[str, Any]:
-    schema = fields.image().json_schema()
-    schema.pop("required", None)  # an abstract spec (abstract: true) may leave base out
-    schema["allOf"] = schema.get("allOf", []) + [
+    """A spec that `extends` another may leave out anything its parent gives (a component's
+    `build`, a required key at any depth), so the schema is the relaxed one, and a spec that
+    extends nothing must also satisfy the whole one."""
+    strict = fields.image().json_schema()
+    strict.pop("required", None)  # an abstract spec (abstract: true) may leave base out
+    strict["allOf"] = strict.get("allOf", []) + [
         {"if": {"not": {"properties": {"abstract": {"const": True}}, "required": ["abstract"]}},
          "then": {"anyOf": [{"required": ["base"]}, {"required": ["extends"]}]}}]
+    schema = relaxed(strict)
+    schema["allOf"] = [{"if": {"not": {"required": ["extends"]}}, "then": strict}]
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
             "title": "enginebuild image spec (images/<name>/image.yaml)", **schema}
+
+
+def relaxed(node: Any) -> Any:
+    """`node` without what an inherited value could satisfy: required keys, and "one of these
+    keys must be given" (keys given together that exclude each other stay refused)."""
+    if isinstance(node, list):
+        return [relaxed(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "required" and isinstance(value, list):
+            continue
+        if key == "not":  # keys that exclude each other: kept whole
+            out[key] = value
+            continue
+        if key == "allOf":
+            value = [v for v in value if not _needs_one_of(v) and "if" not in v]
+            if not value:
+                continue
+        out[key] = relaxed(value)
+    return out
+
+
+def _needs_one_of(node: Any) -> bool:
+    return isinstance(node, dict) and list(node) == ["anyOf"] and all(
+        isinstance(alt, dict) and list(alt) == ["required"] for alt in node["anyOf"])

@@ -1,0 +1,413 @@
+"""Each construct real Spark recipes need, once with a spec that uses it and once with a spec
+that gets it wrong (refused with a clear error at file:line, exit 2, nothing written):
+
+ 1. files: folders and globs, with modes      6. several apt archives, keyrings by fingerprint
+ 2. variants and one-off --build-arg           7. healthcheck, shell, user, workdir, stopsignal
+ 3. Python from several named indexes          8. git sources: submodules, metadata, a version
+ 4. steps in components and the runtime        9. URL inputs pinned by sha256
+ 5. env extending variables                   10. build scripts run by their #! line; names with "."
+"""
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import http.server
+import json
+import re
+import subprocess
+import threading
+from textwrap import dedent
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from helpers.docker import read_file
+from helpers.specs import BUSYBOX_BUILDER, write_image
+
+SCRATCH = "base: scratch\nplatform: linux/amd64\n"
+
+
+@pytest.fixture
+def ws(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    (root / "images").mkdir(parents=True)
+    (root / "lockfiles").mkdir()
+    return root
+
+
+def refused(ws: Path, args: list[str], where: str, message: str) -> str:
+    """The command exits 2 with `error: images/t/image.yaml:LINE: KEY: message` and writes no lock;
+    `where` is the line number, or a text whose first line in the spec is meant."""
+    if not where.isdigit():
+        lines = (ws / "images/t/image.yaml").read_text().splitlines()
+        where = str(next(i for i, line in enumerate(lines, 1) if where in line))
+    before = sorted(p.name for p in (ws / "lockfiles").iterdir())
+    proc = run_cli(args, ws)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert re.match(rf"error: images/t/image\.yaml:{where}: .*{message}", proc.stderr), proc.stderr
+    assert sorted(p.name for p in (ws / "lockfiles").iterdir()) == before
+    return proc.stderr
+
+
+def rendered(ws: Path, *args: str) -> str:
+    proc = run_cli(["render", *args], ws)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+class Server:
+    """A real HTTP server on 127.0.0.1 serving a folder."""
+
+    def __init__(self, folder: Path):
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def www(tmp_path):
+    folder = tmp_path / "www"
+    folder.mkdir()
+    server = Server(folder)
+    yield folder, server.url
+    server.close()
+
+
+# -- 1. files: folders, globs, modes ---------------------------------------------------------------
+
+def test_files_take_folders_and_globs_with_modes_one_layer_per_entry(ws, tmp_path):
+    write_image(ws, "t", SCRATCH + dedent("""
+        files:
+          /etc/engine/: conf/
+          /opt/bin/: "scripts/*.sh"
+          /opt/secret.conf: {src: conf/a.json, mode: "0600"}
+        """), {"conf/a.json": "{}\n", "conf/sub/b.json": "[]\n", "scripts/a.sh": "#!/bin/sh\n",
+              "scripts/b.sh": "#!/bin/sh\n", "scripts/notes.txt": "not a script\n"})
+    assert run_cli(["lock", "t"], ws).returncode == 0
+    plan = json.loads(run_cli(["plan", "t", "--json"], ws).stdout)["images"][0]
+    assert [layer["name"] for layer in plan["layers"] if layer["kind"] == "files"] == [
+        "files /etc/engine/", "files /opt/bin/", "files /opt/secret.conf"]
+    out = tmp_path / "out"
+    assert run_cli(["render", "t", "--out", out], ws).returncode == 0
+    files = out / "linux-amd64/runtime-tail/files"
+    found = {str(p.relative_to(files).as_posix()).split("/", 1)[1]: oct(p.stat().st_mode & 0o7777)
+             for p in files.rglob("*") if p.is_file()}
+    assert found == {"etc/engine/a.json": "0o644", "etc/engine/sub/b.json": "0o644", "opt/bin/a.sh": "0o755",
+                     "opt/bin/b.sh": "0o755", "opt/secret.conf": "0o600"}
+
+
+def test_a_glob_into_a_single_file_destination_is_refused(ws):
+    write_image(ws, "t", SCRATCH + 'files:\n  /opt/bin/run.sh: "scripts/*.sh"\n', {"scripts/a.sh": "#!/bin/sh\n"})
+    refused(ws, ["lock", "t"], "4", "files./opt/bin/run.sh")
+
+
+# -- 2. variants, and a pin or argument overridden for one build -----------------------------------
+
+COMPONENT = BUSYBOX_BUILDER + """components:
+  e:
+    source: {path: src}
+    build: {script: build.sh, args: {OPT: "-O2"}}
+    outputs: {paths: [/x]}
+install: [e]
+"""
+COMPONENT_FILES = {"src/a.c": "int a;\n", "build.sh": "#!/bin/sh\necho built > /x\n"}
+
+
+def test_variants_lock_separately_and_a_build_arg_override_never_reaches_the_lock(ws):
+    write_image(ws, "t", COMPONENT + """variants:
+  fast: {components: {e: {build: {args: {OPT: "-O3"}}}}}
+  debug: {env: {DEBUG: "1"}}
+""", COMPONENT_FILES)
+    listed = run_cli(["list"], ws).stdout
+    assert re.search(r"^t:fast ", listed, re.M) and re.search(r"^t:debug ", listed, re.M)
+    for name in ("t", "t:fast", "t:debug"):
+        assert run_cli(["lock", name], ws).returncode == 0
+    assert sorted(p.name for p in (ws / "lockfiles").iterdir()) == ["t--debug.lock", "t--fast.lock", "t.lock"]
+    assert 'OPT="-O3"' in rendered(ws, "t:fast") and 'OPT="-O2"' in rendered(ws, "t")
+    assert 'DEBUG="1"' in rendered(ws, "t:debug") and "DEBUG" not in rendered(ws, "t")
+    locks = {p.name: p.read_bytes() for p in (ws / "lockfiles").iterdir()}
+    assert 'OPT="-Os"' in rendered(ws, "t", "--build-arg", "OPT=-Os")
+    assert run_cli(["lock", "--check", "t"], ws).returncode == 0
+    assert {p.name: p.read_bytes() for p in (ws / "lockfiles").iterdir()} == locks
+
+
+def test_an_unknown_variant_or_a_bad_key_in_a_variant_is_refused(ws):
+    write_image(ws, "t", COMPONENT + "variants:\n  fast: {envv: {A: b}}\n", COMPONENT_FILES)
+    refused(ws, ["lock", "t:fast"], "envv", "variants.fast.envv: unknown key")
+    write_image(ws, "t", COMPONENT + "variants:\n  fast: {env: {A: b}}\n", COMPONENT_FILES)
+    proc = run_cli(["lock", "t:slow"], ws)
+    assert proc.returncode == 2 and "has no variant 'slow' (it has: fast)" in proc.stderr, proc.stderr
+
+
+# -- 3. Python from several named indexes -----------------------------------------------------------
+
+def test_each_requirement_can_name_its_own_index(ws):
+    write_image(ws, "t", """
+        base: example.invalid/python:3.12
+        platform: linux/arm64
+        python:
+          version: "3.12"
+          indexes: {pytorch: "https://download.pytorch.org/whl/cu130", flashinfer: "https://flashinfer.ai/whl"}
+          requirements:
+            - {requirement: torch==2.13.0, index: pytorch}
+            - {requirement: flashinfer-python==0.6.18, index: flashinfer, deps: false}
+            - tabulate==0.9.0
+        """)
+    line = next(line for line in rendered(ws, "t", "--unpinned").splitlines() if "runtime.python" in line)
+    assert line.endswith("Python 3.12: torch==2.13.0 (index pytorch); flashinfer-python==0.6.18 (index flashinfer, "
+                         "no deps); tabulate==0.9.0")
+
+
+def test_a_requirement_naming_an_undeclared_index_is_refused(ws):
+    write_image(ws, "t", """
+        base: example.invalid/python:3.12
+        python:
+          version: "3.12"
+          indexes: {pytorch: "https://download.pytorch.org/whl/cu130"}
+          requirements:
+            - {requirement: torch==2.13.0, index: pytroch}
+        """)
+    refused(ws, ["render", "t", "--unpinned"], "6", "pytroch")
+
+
+# -- 4. steps: ordered, keyed commands; a failure fails the build with the step's output -----------
+
+def test_steps_run_in_order_in_components_and_at_the_end_of_the_runtime(ws):
+    write_image(ws, "t", COMPONENT.replace("    outputs:", "    steps: [{name: check, run: test -s /x}]\n    outputs:")
+                + 'shell: ["/bin/sh", "-e", "-c"]\nsteps:\n  - {name: first, run: "echo 1 > /one"}\n'
+                  "  - {name: cleanup, run: [/bin/rm, -f, /one]}\n", COMPONENT_FILES)
+    text = rendered(ws, "t", "--unpinned")
+    component = text.split("### component e")[1].split("###")[0]
+    assert component.rstrip().endswith("RUN test -s /x")
+    runtime = text.split("### runtime image")[1]
+    assert re.findall(r"^RUN (.*?)   # BuildKit", runtime, re.M) == [
+        '["/bin/sh", "-e", "-c", "echo 1 > /one"]', '["/bin/rm", "-f", "/one"]']
+
+
+def test_a_step_without_a_command_is_refused(ws):
+    write_image(ws, "t", SCRATCH + "steps:\n  - {name: check}\n")
+    refused(ws, ["render", "t", "--unpinned"], "4", "steps\\[0\\].run")
+
+
+def test_a_failing_step_fails_the_build_with_its_output(ws, docker_engine, debian_reachable):
+    write_image(ws, "step-fails", """
+        base: scratch
+        platform: linux/amd64
+        system:
+          install: extract
+          packages: [busybox-static]
+          run: [["/bin/busybox", "--install", "-s", "/bin"]]
+        steps:
+          - {name: model-check, run: "echo the weights are missing >&2; exit 3"}
+        """)
+    assert run_cli(["lock", "step-fails"], ws).returncode == 0
+    proc = run_cli(["image", "step-fails"], ws)
+    assert proc.returncode == 1
+    assert "step model-check" in proc.stderr and "the weights are missing" in proc.stderr, proc.stderr
+    assert docker_engine.image_id("enginebuild/step-fails:latest") is None
+
+
+# -- 5. env extending variables ---------------------------------------------------------------------
+
+def test_env_extends_earlier_and_defaulted_variables_into_literal_values(ws):
+    write_image(ws, "t", SCRATCH + 'env:\n  ROOT: /opt\n  PATH: "$ROOT/bin:${PATH:-/usr/bin}"\n'
+                                   '  PYTHONPATH: "${ROOT}/lib:${PYTHONPATH:-}"\n  PRICE: "$$5"\n')
+    assert run_cli(["lock", "t"], ws).returncode == 0
+    env = next(line for line in rendered(ws, "t").splitlines() if line.startswith("ENV "))
+    assert env == 'ENV ROOT="/opt" PATH="/opt/bin:/usr/bin" PYTHONPATH="/opt/lib:" PRICE="\\$5"'
+
+
+def test_env_naming_a_variable_nothing_defines_is_refused(ws):
+    write_image(ws, "t", SCRATCH + 'env:\n  LD_LIBRARY_PATH: "/usr/local/lib:$LD_LIBRARY_PATH"\n')
+    assert run_cli(["lock", "t"], ws).returncode == 0
+    refused(ws, ["render", "t"], "4", "env.LD_LIBRARY_PATH: refers to \\$LD_LIBRARY_PATH")
+
+
+# -- 6. several apt archives, a flat one with its own key --------------------------------------------
+
+def gpg(home: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    return subprocess.run(["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback",
+                           "--passphrase", "", *args], input=stdin, capture_output=True, check=True).stdout
+
+
+def new_key(home: Path, who: str) -> str:
+    home.mkdir(mode=0o700)
+    gpg(home, "--quick-gen-key", f"{who} <{who}@example.invalid>", "ed25519", "sign", "never")
+    listing = gpg(home, "--with-colons", "--list-keys").decode()
+    return next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+
+
+@pytest.fixture
+def flat_archive(www, tmp_path):
+    """A flat repository (NVIDIA's CUDA layout) signed by its own key, served over HTTP."""
+    folder, url = www
+    home = tmp_path / "archive-key"
+    fingerprint = new_key(home, "archive")
+    (folder / "sbsa").mkdir()
+    deb = b"a package file"
+    packages = gzip.compress((
+        "Package: cuda-demo-dev-13-0\nVersion: 13.0.88-1\nArchitecture: amd64\n"
+        f"Filename: ./cuda-demo-dev-13-0_13.0.88-1_amd64.deb\nSize: {len(deb)}\n"
+        f"SHA256: {hashlib.sha256(deb).hexdigest()}\n\n").encode(), mtime=0)
+    (folder / "sbsa/Packages.gz").write_bytes(packages)
+    release = f"Origin: test\nLabel: test\nSHA256:\n {hashlib.sha256(packages).hexdigest()} {len(packages)} Packages.gz\n"
+    (folder / "sbsa/InRelease").write_bytes(gpg(home, "--clearsign", stdin=release.encode()))
+    (folder / "sbsa/archive.pub").write_bytes(gpg(home, "--armor", "--export", fingerprint))
+    return url, fingerprint, hashlib.sha256(deb).hexdigest()
+
+
+FLAT = """
+base: scratch
+platform: linux/amd64
+system:
+  install: extract
+  archives:
+    - url: "{url}"
+      suite: sbsa
+      flat: true
+      keyring: {{url: "{url}/sbsa/archive.pub"}}
+      fingerprint: "{fingerprint}"
+  packages: [cuda-demo-dev-13-0]
+"""
+
+
+def test_a_flat_archive_with_its_own_armoured_key_resolves_into_the_lock(ws, flat_archive):
+    url, fingerprint, sha = flat_archive
+    write_image(ws, "t", FLAT.format(url=url, fingerprint=fingerprint))
+    proc = run_cli(["lock", "t"], ws)
+    assert proc.returncode == 0, proc.stderr
+    resolved = json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]["runtime.system@linux/amd64"]["resolved"]
+    assert resolved["archives"] == [f"{url}/sbsa"] and resolved["signature_verified"] == [True]
+    assert [(p["name"], p["version"], p["sha256"]) for p in resolved["packages"]] == [
+        ("cuda-demo-dev-13-0", "13.0.88-1", sha)]
+
+
+def test_a_flat_archive_signed_by_another_key_is_refused(ws, flat_archive, tmp_path):
+    url, _, _ = flat_archive
+    other = new_key(tmp_path / "other-key", "other")
+    write_image(ws, "t", FLAT.format(url=url, fingerprint=other))
+    proc = run_cli(["lock", "t"], ws)
+    assert proc.returncode == 1
+    assert f"the signature on {url}/sbsa/InRelease does not verify by the key {other}" in proc.stderr
+    entry = json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]["runtime.system@linux/amd64"]
+    assert entry.get("resolved") is None and "does not verify" in entry["unresolved"]
+    assert run_cli(["image", "t"], ws).returncode == 2  # nothing is built from an unverified archive
+
+
+def test_an_archive_keyring_without_its_fingerprint_is_refused(ws):
+    write_image(ws, "t", SCRATCH + 'system:\n  archives:\n    - {url: "https://example.invalid/r", suite: sbsa, '
+                                   'flat: true, keyring: {url: "https://example.invalid/r/k.pub"}}\n'
+                                   "  packages: [cuda-x]\n")
+    refused(ws, ["lock", "t"], "5", "fingerprint")
+
+
+# -- 7. the runtime's settings ------------------------------------------------------------------------
+
+def test_healthcheck_shell_user_workdir_and_stopsignal_reach_the_image(ws):
+    write_image(ws, "t", SCRATCH + dedent("""
+        healthcheck: {test: "wget -q -O- http://127.0.0.1:8000/health || exit 1", interval: 30s, timeout: 5s,
+                      start-period: 2m, retries: 3}
+        shell: ["/bin/bash", "-o", "pipefail", "-c"]
+        user: "1000:1000"
+        workdir: /srv
+        stopsignal: SIGINT
+        """))
+    settings = rendered(ws, "t", "--unpinned").split("### runtime image")[1].splitlines()
+    assert [line for line in settings if line.split(" ")[0] in ("WORKDIR", "USER", "SHELL", "STOPSIGNAL", "HEALTHCHECK")] \
+        == ["WORKDIR /srv", 'USER 1000:1000', 'SHELL ["/bin/bash", "-o", "pipefail", "-c"]', "STOPSIGNAL SIGINT",
+            'HEALTHCHECK --interval=30s --timeout=5s --start-period=2m --retries=3 CMD ["/bin/sh", "-c", '
+            '"wget -q -O- http://127.0.0.1:8000/health || exit 1"]']
+
+
+def test_a_shell_given_as_one_string_is_refused(ws):
+    write_image(ws, "t", SCRATCH + 'shell: "/bin/bash -c"\n')
+    refused(ws, ["render", "t", "--unpinned"], "3", "shell")
+
+
+# -- 8. git sources with what builds need: submodules, metadata, or a version ------------------------
+
+def test_a_git_source_can_inject_its_version_for_setuptools_scm(ws):
+    write_image(ws, "t", COMPONENT.replace("source: {path: src}", 'source: {git: {url: "https://github.com/vllm-project/vllm", '
+                                           'ref: v0.29.0, version: "0.29.0+spark"}}'), COMPONENT_FILES)
+    text = rendered(ws, "t", "--unpinned")
+    assert 'SETUPTOOLS_SCM_PRETEND_VERSION="0.29.0+spark"' in text
+    assert "components.e.source: kind git, url https://github.com/vllm-project/vllm, ref v0.29.0" in text
+
+
+def test_a_git_source_with_a_malformed_version_is_refused(ws):
+    write_image(ws, "t", COMPONENT.replace("source: {path: src}", 'source: {git: {url: "https://github.com/x/y", '
+                                           'ref: main, version: "latest please"}}'), COMPONENT_FILES)
+    refused(ws, ["render", "t", "--unpinned"], "11", "version")
+
+
+# -- 9. URL inputs pinned by sha256 --------------------------------------------------------------------
+
+def test_a_url_file_is_fetched_on_the_host_verified_and_placed(ws, www, tmp_path):
+    folder, url = www
+    (folder / "tokenizer.json").write_text('{"vocab": {}}\n')
+    sha = hashlib.sha256(b'{"vocab": {}}\n').hexdigest()
+    write_image(ws, "t", SCRATCH + f'files:\n  /opt/tok/tokenizer.json: {{url: "{url}/tokenizer.json", sha256: {sha}}}\n')
+    assert run_cli(["lock", "t"], ws).returncode == 0
+    assert run_cli(["fetch", "t"], ws).returncode == 0
+    out = tmp_path / "out"
+    assert run_cli(["render", "t", "--out", out], ws).returncode == 0
+    placed = list((out / "linux-amd64/runtime-tail/files").rglob("tokenizer.json"))
+    assert [p.read_text() for p in placed] == ['{"vocab": {}}\n']
+
+
+def test_a_url_file_whose_bytes_differ_from_its_sha256_is_refused(ws, www):
+    folder, url = www
+    (folder / "tokenizer.json").write_text("changed upstream\n")
+    write_image(ws, "t", SCRATCH + f'files:\n  /opt/tokenizer.json: {{url: "{url}/tokenizer.json", sha256: "{"0" * 64}"}}\n')
+    assert run_cli(["lock", "t"], ws).returncode == 0
+    proc = run_cli(["fetch", "t"], ws)
+    assert proc.returncode == 1
+    assert f"{url}/tokenizer.json" in proc.stderr and "sha256" in proc.stderr, proc.stderr
+    write_image(ws, "t", SCRATCH + f'files:\n  /opt/tokenizer.json: {{url: "{url}/tokenizer.json"}}\n')
+    refused(ws, ["lock", "t"], "4", "sha256")
+
+
+# -- 10. build scripts run by their own interpreter; names real projects use --------------------------
+
+BASH_BUILDER = """base: scratch
+platform: linux/amd64
+builder:
+  base: scratch
+  system:
+    install: extract
+    packages: [busybox-static, bash]
+    run: [["/bin/busybox", "--install", "-s", "/bin"]]
+components:
+  llama.cpp:
+    source: {path: src}
+    build: {script: build.sh}
+    outputs: {paths: [/out/which-shell]}
+install: [llama.cpp]
+"""
+
+
+def test_a_bash_build_script_runs_under_bash_in_a_component_named_with_a_dot(ws, docker_engine, debian_reachable):
+    write_image(ws, "bash-build", BASH_BUILDER, {"src/a.c": "int a;\n", "build.sh": (
+        '#!/bin/bash\nset -euo pipefail\nmkdir -p /out\n[[ -n "${BASH_VERSION:-}" ]] && echo "bash $BASH_VERSION" '
+        "> /out/which-shell\n")})
+    assert run_cli(["lock", "bash-build"], ws).returncode == 0
+    proc = run_cli(["image", "bash-build"], ws)
+    assert proc.returncode == 0, proc.stderr
+    out = read_file("enginebuild/bash-build:latest", "/out/which-shell").decode()
+    assert "bash 5." in out
+
+
+def test_a_component_name_with_spaces_or_capitals_is_refused(ws):
+    write_image(ws, "t", BASH_BUILDER.replace("llama.cpp:", "Llama CPP:").replace("[llama.cpp]", "[Llama CPP]"),
+                {"src/a.c": "int a;\n", "build.sh": "#!/bin/bash\n"})
+    refused(ws, ["render", "t", "--unpinned"], "10", "Llama CPP")
