@@ -17,8 +17,8 @@ import json
 import re
 import subprocess
 import threading
-from textwrap import dedent
 from pathlib import Path
+from textwrap import dedent
 
 import pytest
 
