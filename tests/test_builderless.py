@@ -2,46 +2,21 @@
 path to what BuildKit makes of the Dockerfile `render --out` gives for the same runtime: the same
 files (content, mode, owner, link targets), env, labels, entrypoint, ports, stop signal and
 healthcheck. A change that runs a command still goes through BuildKit."""
-import hashlib
 import json
 import os
 import subprocess
-import tarfile
 import uuid
 
 import pytest
 
 from conftest import run_cli
-from helpers.docker import docker, inspect
+from helpers.docker import docker, filesystem, inspect
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
 AMD64 = ["--platform", "linux/amd64"]
 CONFIG_KEYS = ("Env", "Labels", "Entrypoint", "Cmd", "ExposedPorts", "StopSignal", "Healthcheck", "WorkingDir",
                "User", "Volumes")
-
-
-def filesystem(ref: str) -> dict:
-    """Every entry of the image's filesystem: path -> (type, mode, uid, gid, content sha or link target)."""
-    container = docker("create", ref, "/nothing").stdout.strip()
-    try:
-        export = subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE)
-        entries = {}
-        with tarfile.open(fileobj=export.stdout, mode="r|") as tar:
-            for member in tar:
-                if member.name in (".dockerenv", "etc/hosts", "etc/hostname", "etc/resolv.conf", "proc", "sys",
-                                   "dev", "etc/mtab") or member.name.startswith(("dev/", "proc/", "sys/")):
-                    continue  # made by the engine for every container
-                body = ""
-                if member.isfile():
-                    body = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
-                elif member.issym() or member.islnk():
-                    body = member.linkname
-                entries[member.name.rstrip("/")] = (member.type, oct(member.mode & 0o7777), member.uid, member.gid, body)
-        assert export.wait() == 0
-        return entries
-    finally:
-        docker("rm", container)
 
 
 def config(ref: str) -> dict:

@@ -98,8 +98,9 @@ def console() -> None:
     """The `enginebuild` command (pip install .): the same as `python BUILD.py` in this folder."""
     import os
 
-    from enginebuild.fastpath import answer_noop
+    from enginebuild.fastpath import answer
 
-    if answer_noop(sys.argv[1:], os.getcwd()):
+    rest = answer(sys.argv[1:], os.getcwd())
+    if rest == []:
         sys.exit(0)
-    sys.exit(main(sys.argv[1:], root=os.getcwd()))
+    sys.exit(main(rest or sys.argv[1:], root=os.getcwd()))

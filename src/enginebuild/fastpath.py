@@ -1,4 +1,5 @@
-"""The answer to `BUILD.py image NAME...` when nothing changed, before anything else loads.
+"""The answer to `BUILD.py image NAME...` when nothing changed, before anything else loads
+(and, when only files the image copies changed, fastedit.py's).
 
 A no-op is the command users run most, so it gets its own path: the plan memo (see
 plan/memo.py) and one question to the engine per image and platform, over its socket,
@@ -63,49 +64,68 @@ def image_id(ref: str) -> str | None:
         return None
 
 
-def _platform_args(argv: list[str]) -> tuple[list[str], list[str]] | None:
-    """(names, platforms) of `image NAME... [--platform OS/ARCH]...`, or None for anything else."""
+def _image_args(argv: list[str]) -> tuple[list[str], list[str], list[str]] | None:
+    """(names, platforms, push options) of `image NAME... [--platform OS/ARCH]... [--push --to REPO
+    [--tag TAG]...]`, or None for anything else."""
     names: list[str] = []
     platforms: list[str] = []
+    push: list[str] = []
     rest = iter(argv)
     for arg in rest:
-        if arg == "--platform":
+        option, _, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if option in ("--platform", "--to", "--tag") and not value:
             value = next(rest, "")
-        elif arg.startswith("--platform="):
-            value = arg.split("=", 1)[1]
-        elif _is_name(arg):
+        if option == "--push" and not value:
+            push.append(option)
+            continue
+        if option in ("--to", "--tag") and value and not value.startswith("-"):
+            push += [option, value]
+            continue
+        if option != "--platform":
+            if not _is_name(arg):
+                return None
             names.append(arg)
             continue
-        else:
-            return None
         if value.count("/") != 1 or not all(_is_name(part) for part in value.split("/")):
             return None
         platforms.append(value)
-    return names, platforms
+    if push and (push.count("--push") != 1 or "--to" not in push or len(names) != 1):
+        return None  # the full command explains what is missing
+    return names, platforms, push
 
 
-def answer_noop(argv: list[str], root: str) -> bool:
+def answer(argv: list[str], root: str) -> list[str] | None:
+    """None: run the full command; []: answered; else the command still to run (`push`)."""
     if len(argv) < 2 or argv[0] != "image":
-        return False
-    parsed = _platform_args(argv[1:])
+        return None
+    parsed = _image_args(argv[1:])
     if parsed is None or not parsed[0]:
-        return False
+        return None
     import os
 
-    names, platforms = parsed
+    names, platforms, push = parsed
     options = {**DEFAULT_OPTIONS, "platforms": platforms or None}
     memo = PlanMemo(settings().home)
     lines = []
     for name in dict.fromkeys(names):
         start = time.monotonic()
-        result = memo.lookup(memo_key(os.path.realpath(root), name, options))
+        key = memo_key(os.path.realpath(root), name, options)
+        result = memo.lookup(key)
         if not result:
-            return False
+            from enginebuild.fastedit import answer as edited
+
+            line = edited(memo, key, name, settings().home)
+            if line is None:
+                return None
+            lines.append(line)
+            continue
         for image in result.get("images", []):
             if any(image_id(tag) != image["id"] for tag in image["tags"]):
-                return False  # the full path loads and tags again
+                return None  # the full path loads and tags again
         which = ", ".join(platforms) + (" is" if len(platforms) == 1 else " are") if platforms else "every platform is"
         lines.append(f"{name}: nothing to build, {which} up to date "
                      f"({(time.monotonic() - start) * 1000:.0f} ms) -> {result['summary']}")
-    print("\n".join(lines))
-    return True
+    print("\n".join(lines), flush=True)
+    if not push:
+        return []
+    return ["push", names[0]] + [a for p in platforms for a in ("--platform", p)] + [a for a in push if a != "--push"]

@@ -1,8 +1,10 @@
 """Small helpers around the docker CLI for assertions in tests."""
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
+import tarfile
 
 
 def docker(*args, check=True, timeout=600) -> subprocess.CompletedProcess:
@@ -33,3 +35,26 @@ def read_file(ref: str, path: str) -> bytes:
         handle = tar.extractfile(member)
         assert handle is not None
         return handle.read()
+
+
+def filesystem(ref: str) -> dict:
+    """Every entry of the image's filesystem: path -> (type, mode, uid, gid, content sha or link target)."""
+    container = docker("create", ref, "/nothing").stdout.strip()
+    try:
+        export = subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE)
+        entries = {}
+        with tarfile.open(fileobj=export.stdout, mode="r|") as tar:
+            for member in tar:
+                if member.name in (".dockerenv", "etc/hosts", "etc/hostname", "etc/resolv.conf", "proc", "sys",
+                                   "dev", "etc/mtab") or member.name.startswith(("dev/", "proc/", "sys/")):
+                    continue  # made by the engine for every container
+                body = ""
+                if member.isfile():
+                    body = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+                elif member.issym() or member.islnk():
+                    body = member.linkname
+                entries[member.name.rstrip("/")] = (member.type, oct(member.mode & 0o7777), member.uid, member.gid, body)
+        assert export.wait() == 0
+        return entries
+    finally:
+        docker("rm", container)

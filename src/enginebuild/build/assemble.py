@@ -61,6 +61,7 @@ class Assembler:
     def __init__(self, engine: Engine, store: Store):
         self.engine, self.store = engine, store
         self._bases: dict[str, Base] = {}
+        self.rendered: tuple[bytes, list[Layer]] = (b"", [])
 
     # -- bases -------------------------------------------------------------------------------
     def base(self, pin: ImagePin | None) -> Base:
@@ -181,6 +182,7 @@ class Assembler:
                 raise BuildFailed("a base layer is missing from the engine; pull the base again")
             self.store.verified(layer.blob, layer.created_by)
         data = config.render(layers)
+        self.rendered = (data, layers)  # what the image is made of, for the plan memo's file-edit path
         image_id = "sha256:" + hashlib.sha256(data).hexdigest()
         all_tags = tags + [f"{CHAIN_REPO}:{env.tip}"]
         if self.engine.image_id(all_tags[0]) == image_id and all(self.engine.image_id(t) == image_id for t in all_tags):

@@ -48,6 +48,8 @@ class Outcome:
     builder_called: bool = False
     seconds: dict[str, float] = field(default_factory=dict)
     output_sizes: dict[str, int] = field(default_factory=dict)
+    config: bytes = b""  # the image's config as loaded, and its layers
+    layers: list[Any] = field(default_factory=list)
 
 
 def local_tags(plan: ImagePlan, platforms: tuple[str, ...]) -> list[str]:
@@ -283,6 +285,7 @@ class Executor:
         config = final_config(self.assembler, plan)
         tags = local_tags(plan, platforms)
         self.outcome.image_id = self.assembler.load(plan.runtime, config, tags, self.known)
+        self.outcome.config, self.outcome.layers = self.assembler.rendered
         self.history.record(plan.tag, plan)
         if self.outcome.built or self.outcome.written:
             self.fill_cache()

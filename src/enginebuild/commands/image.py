@@ -120,9 +120,11 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) -> None:
+    from enginebuild import fastedit
     from enginebuild.build.cache import cache_from_settings
     from enginebuild.build.executor import local_tags
     from enginebuild.fastpath import DEFAULT_OPTIONS
+    from enginebuild.io.store import Store
     from enginebuild.plan.image import plan_image
     from enginebuild.plan.memo import PlanMemo, memo_key, plan_input_paths
     from enginebuild.plan.render import TEMPLATES
@@ -143,7 +145,8 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
         check_stacks_first(ws, plan)
         outcome = build_platform(ws, spec, plan, args, cache, listed)
         tags = local_tags(plan, listed)
-        results.append({"tags": tags, "id": outcome.image_id})
+        edit = fastedit.record(Store(ws.home), ws.root, spec, plan, outcome)
+        results.append({"tags": tags, "id": outcome.image_id, "edit": edit})
         elapsed = time.monotonic() - start
         done = []
         components = [n for n in outcome.built if n.startswith("component ")]

@@ -17,13 +17,15 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from enginebuild.errors import FetchError
 from enginebuild.io import faults
 from enginebuild.io.files import disk_full, mutex, sweep, temp_path, write_atomic
-from enginebuild.io.http import Http, HttpFailure
 from enginebuild.io.progress import Transfer, output
+
+if TYPE_CHECKING:  # requests is loaded only by what downloads (the fast paths write blobs, never fetch)
+    from enginebuild.io.http import Http
 
 CHUNK = 1 << 20
 NET_CHUNK = 64 << 10  # a read from the network returns when this much arrived: progress stays current
@@ -172,6 +174,8 @@ class Store:
                              hint="check network access to its source; the pin (name and sha256) stays as locked")
 
     def _download(self, http: Http, url: str, sha256: str, what: str, size: int | None, target: Path) -> None:
+        from enginebuild.io.http import HttpFailure
+
         tmp = temp_path(target.parent, sha256[:12])
         try:
             try:

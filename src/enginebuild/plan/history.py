@@ -29,12 +29,15 @@ class BuildHistory:
 
     def record(self, tag: str, plan: Any) -> None:
         """Remember the nodes an image now consists of; written only when something changed."""
+        nodes = [(f"component {comp.name}", comp.key, comp.inputs) for comp in plan.components]
+        nodes += [(layer.name, layer.chain, layer.inputs) for layer in plan.runtime.layers]
+        self.record_nodes(tag, nodes)
+
+    def record_nodes(self, tag: str, nodes: list[tuple[str, str, dict[str, str]]]) -> None:
         data = self.read(tag)
         fresh = dict(data)
-        for comp in plan.components:
-            fresh[f"component {comp.name}"] = {"key": comp.key, "inputs": comp.inputs}
-        for layer in plan.runtime.layers:
-            fresh[layer.name] = {"key": layer.chain, "inputs": layer.inputs}
+        for name, key, inputs in nodes:
+            fresh[name] = {"key": key, "inputs": inputs}
         if fresh != data:
             write_atomic(self._path(tag), (json.dumps(fresh, indent=1, sort_keys=True) + "\n").encode())
 

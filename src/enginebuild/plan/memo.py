@@ -5,8 +5,9 @@ inode) of every file the plan read: the spec chain, the lockfile, every file the
 copies, every patch, build script and source folder, the settings and enginebuild's own
 templates. The next run stats those files; if none changed, it needs neither YAML,
 templates nor hashing, only a question to the engine per platform. A file written within
-the last seconds (whose time stamp cannot be trusted to differ from a later edit) means a
-full plan next time.
+the last seconds (whose time stamp cannot be trusted to differ from a later edit) counts as
+changed next time: a file the image copies is then hashed again (fastedit.py), anything else
+means a full plan.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from enginebuild import __version__
 
 RACY_SECONDS = 2.0
+UNKNOWN = [0, 0, 0, 0]  # the stat recorded for a file written within RACY_SECONDS: never matches
 
 
 def _stat(path: str) -> list[int] | None:
@@ -29,12 +31,16 @@ def _stat(path: str) -> list[int] | None:
         st = os.stat(path)
     except OSError:
         return None
-    return [st.st_mtime_ns, st.st_size, st.st_ino]
+    return [st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode]  # a chmod changes a file's mode in the image
 
 
 def memo_key(root: Any, image: str, options: dict[str, Any]) -> str:
-    """What the memo is for: this checkout, this image, these options, this enginebuild."""
-    return json.dumps({"v": __version__, "root": str(root), "image": image, "options": options}, sort_keys=True)
+    """What the memo is for: this checkout, this image, these options, this enginebuild, and the
+    time stamp every layer carries (SOURCE_DATE_EPOCH)."""
+    from enginebuild.settings import settings
+
+    return json.dumps({"v": __version__, "root": str(root), "image": image, "options": options,
+                       "epoch": settings().source_date_epoch}, sort_keys=True)
 
 
 class PlanMemo:
@@ -46,32 +52,40 @@ class PlanMemo:
         image = json.loads(key)["image"].replace(":", "--")
         return os.path.join(self.folder, f"{image}-{zlib.crc32(key.encode()):08x}.json")
 
-    def lookup(self, key: str) -> dict[str, Any] | None:
+    def read(self, key: str) -> dict[str, Any] | None:
+        """The memo of `key` as stored: its inputs (path -> stat) and result."""
         try:
             with open(self._file(key)) as handle:
                 doc = json.load(handle)
         except (OSError, ValueError):
             return None
-        if doc.get("key") != key:
+        if not isinstance(doc, dict) or doc.get("key") != key or not isinstance(doc.get("result"), dict):
             return None
-        for path, recorded in doc.get("inputs", {}).items():
-            if _stat(path) != recorded:
-                return None
-        result = doc.get("result")
-        return result if isinstance(result, dict) else None
+        return doc
 
-    def store(self, key: str, paths: Iterable[Any], result: dict[str, Any]) -> bool:
+    @staticmethod
+    def changed(doc: dict[str, Any]) -> list[str]:
+        """The inputs of a memo whose stat differs now."""
+        return [path for path, recorded in doc.get("inputs", {}).items() if _stat(path) != recorded]
+
+    def lookup(self, key: str) -> dict[str, Any] | None:
+        doc = self.read(key)
+        if doc is None or self.changed(doc):
+            return None
+        result: dict[str, Any] = doc["result"]
+        return result
+
+    def store(self, key: str, paths: Iterable[Any], result: dict[str, Any]) -> None:
         now = time.time()
         inputs: dict[str, list[int] | None] = {}
         for path in sorted({str(p) for p in paths}):
             st = _stat(path)
             if st is not None and now - st[0] / 1e9 < RACY_SECONDS:
-                return False  # too fresh to trust its time stamp; the next run will record it
+                st = UNKNOWN  # too fresh to trust its time stamp: counts as changed next time
             inputs[path] = st  # a file that does not exist is a state too
         from enginebuild.io.files import write_atomic
 
         write_atomic(Path(self._file(key)), json.dumps({"key": key, "inputs": inputs, "result": result}).encode())
-        return True
 
     def forget(self, key: str) -> None:
         try:
@@ -80,14 +94,29 @@ class PlanMemo:
             pass
 
 
-def plan_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
-    """Every file and folder whose change could change the plan of this spec."""
-    paths = [root / "images" / name / "image.yaml" for name in spec.chain]
-    paths += [root / "lockfiles" / f"{spec.lock_name}.lock", root / "enginebuild.yaml"]
+def copied_paths(root: Path, spec: Any) -> list[Path]:
+    """The files `files:` copies and the folders that list them (a file added to a glob's folder)."""
+    paths = []
     for group in spec.files:
-        paths += [e.src for e in group.entries if e.src is not None]
         folder = (root / group.where.file).parent
         paths.append(folder)
+        real = folder.resolve()
+        for entry in group.entries:
+            if entry.src is None:
+                continue
+            paths.append(entry.src)
+            paths += [p for p in entry.src.parents if real in p.parents]  # the folders between
+    return paths
+
+
+def plan_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
+    """Every file and folder whose change could change the plan of this spec."""
+    return copied_paths(root, spec) + other_input_paths(root, spec, templates)
+
+
+def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
+    paths = [root / "images" / name / "image.yaml" for name in spec.chain]
+    paths += [root / "lockfiles" / f"{spec.lock_name}.lock", root / "enginebuild.yaml"]
     paths += [p.path for _, p in spec.all_patches]
     sources = []
     for comp in spec.components:

@@ -24,6 +24,7 @@ class FileEntry:
     src: Path | None = None
     url: str | None = None
     sha256: str | None = None
+    mode_given: bool = False  # mode: written in the spec (else from the file's executable bit)
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class FileGroup:
     key: str  # the destination as written
     entries: tuple[FileEntry, ...]
     where: Where
+    # a glob or folder: ("glob", folder, pattern) or ("folder", folder, ""), to list it again
+    listing: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True)

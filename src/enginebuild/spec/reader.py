@@ -11,6 +11,7 @@ from enginebuild.patches.patchfile import PatchError, parse_patch
 from enginebuild.sources import Source, kind
 from enginebuild.sources.base import Place
 from enginebuild.spec import model as m
+from enginebuild.spec.listing import listed
 from enginebuild.spec.yamlload import YList, YMap
 
 ENV_REF = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
@@ -102,11 +103,11 @@ class Reader:
         if any(c in rel for c in "*?"):
             if not dest.endswith("/"):
                 raise SpecError(where, path, f"a glob ({rel}) copies several files: end the destination with /")
-            matches = sorted(p for p in folder.glob(rel) if p.is_file())
+            matches = listed("glob", folder, rel)
             if not matches:
                 raise SpecError(where, path, f"{rel!r} matches no file in {self.display(folder)}")
             entries = [self._entry(dest + p.name, p, forced, src_path) for p in matches]
-            return m.FileGroup(dest, tuple(entries), where)
+            return m.FileGroup(dest, tuple(entries), where, ("glob", str(folder), rel))
         candidate = folder / rel.rstrip("/")
         if candidate.is_dir():
             real = candidate.resolve()
@@ -114,19 +115,19 @@ class Reader:
                 raise SpecError(where, path, f"{rel!r} resolves outside the image folder (to {real})")
             base = dest.rstrip("/")
             entries = [self._entry(f"{base}/{p.relative_to(candidate).as_posix()}", p, forced, src_path)
-                       for p in sorted(candidate.rglob("*")) if p.is_file() or p.is_symlink()]
+                       for p in listed("folder", candidate, "")]
             if not entries:
                 raise SpecError(where, path, f"folder {rel!r} is empty")
-            return m.FileGroup(dest, tuple(entries), where)
+            return m.FileGroup(dest, tuple(entries), where, ("folder", str(candidate), ""))
         src, display = self.local_file(rel, src_path)
         name = dest + candidate.name if dest.endswith("/") else dest
         mode = forced if forced is not None else (0o755 if src.stat().st_mode & 0o111 else 0o644)
-        return m.FileGroup(dest, (m.FileEntry(name, mode, display, src=src),), where)
+        return m.FileGroup(dest, (m.FileEntry(name, mode, display, src=src, mode_given=forced is not None),), where)
 
     def _entry(self, dest: str, path: Path, forced: int | None, spec_path: str) -> m.FileEntry:
         real, display = self.local_file(str(path.relative_to(self.folder(spec_path))), spec_path)
         mode = forced if forced is not None else (0o755 if real.stat().st_mode & 0o111 else 0o644)
-        return m.FileEntry(dest, mode, display, src=real)
+        return m.FileEntry(dest, mode, display, src=real, mode_given=forced is not None)
 
     def files(self, node: Any, path: str) -> tuple[m.FileGroup, ...]:
         out = []

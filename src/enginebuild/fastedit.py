@@ -1,0 +1,220 @@
+"""The answer to `BUILD.py image NAME...` when only files that `files:` copies changed.
+
+Editing a launch script and rebuilding is what recipe authors do most. The bytes of a files
+layer are a deterministic tar enginebuild writes itself, so nothing needs planning or a
+builder: the plan memo (plan/memo.py) says which files changed, and the edit record stored
+with it (written by `record` after every full build) says which layer holds each of them,
+the image's config and the layers below and above. This path hashes only the changed files,
+writes the new layer into the store (the same tar, key and record a full build writes),
+computes the new chain keys and config, and loads the image with one `docker load` that
+carries only that layer. The image ID is the one a full build gives.
+
+Anything else goes the full way: a changed spec, lock, patch or script of a component, a
+folder or glob that now lists other files, a file whose mode now differs, a command layer
+(a step) above the changed layer (it depends on everything below it), an engine that lacks
+the image as last built, or any error at all (answer returns None and the full command runs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+ELF = b"\x7fELF"
+
+
+# -- what a full build leaves for this path ------------------------------------------------
+def record(store: Any, root: Path, spec: Any, plan: Any, outcome: Any) -> dict[str, Any]:
+    """What the next file edit needs to remake this image without planning (stored in the memo)."""
+    from enginebuild.build.assemble import layer_blobs
+    from enginebuild.plan.envs import CHAIN_REPO
+    from enginebuild.plan.memo import copied_paths, other_input_paths
+    from enginebuild.plan.model import Files, Run
+    from enginebuild.plan.render import TEMPLATES
+
+    others = {str(p) for p in other_input_paths(root, spec, TEMPLATES)}
+    only_copied = sorted({str(p) for p in copied_paths(root, spec)} - others)  # what may change this way
+
+    nodes = []
+    for node in plan.runtime.layers:
+        entry: dict[str, Any] = {"name": node.name, "key": node.key, "chain": node.chain, "inputs": node.inputs,
+                                 "blobs": len(layer_blobs(store, node) or []), "run": isinstance(node.payload, Run)}
+        if isinstance(node.payload, Files):
+            entry["files"] = [{"dest": e.dest, "mode": e.mode, "given": e.mode_given, "display": e.display,
+                               "src": str(e.src) if e.src else None, "digest": node.inputs[f"file {e.display}"]}
+                              for e in node.payload.entries]
+        nodes.append(entry)
+    listings = [[g.listing[0], g.listing[1], g.listing[2], [str(e.src) for e in g.entries]]
+                for g in spec.files if g.listing]
+    return {"platform": plan.platform, "tag": plan.tag, "chain_repo": CHAIN_REPO, "root": plan.runtime.root,
+            "epoch": plan.epoch, "kernels": bool(spec.cuda_archs), "config": outcome.config.decode(),
+            "layers": [[la.diff_id, la.size, la.created_by, la.blob] for la in outcome.layers],
+            "nodes": nodes, "listings": listings, "only_copied": only_copied}
+
+
+class NotThisWay(Exception):
+    """The full command is needed (the message says why, for ENGINEBUILD_DEBUG)."""
+
+
+# -- replaying it ---------------------------------------------------------------------------
+def _same_listings(edits: list[dict[str, Any]]) -> None:
+    """A changed folder is harmless when every glob and folder copied lists the same files."""
+    from enginebuild.spec.listing import listed
+
+    for edit in edits:
+        for kind, folder, pattern, srcs in edit["listings"]:
+            if [str(p.resolve()) for p in listed(kind, Path(folder), pattern)] != srcs:
+                raise NotThisWay(f"{folder}: other files than last time")
+
+
+class Replay:
+    def __init__(self, store: Any, engine: Any, contents: dict[str, bytes]):
+        self.store, self.engine, self.contents = store, engine, contents
+
+    def files_layer(self, node: dict[str, Any], epoch: int) -> tuple[str, dict[str, Any]]:
+        """The node's key now, and its updated record."""
+        from enginebuild.plan import keys
+
+        files = []
+        for f in node["files"]:
+            f = dict(f)
+            if f["src"] in self.contents:
+                f["digest"] = hashlib.sha256(self.contents[f["src"]]).hexdigest()
+                if not f["given"]:
+                    f["mode"] = 0o755 if os.stat(f["src"]).st_mode & 0o111 else 0o644
+            files.append(f)
+        key = keys.key_of("files", entries=[[f["dest"], f["mode"], f["digest"]] for f in files], epoch=epoch)
+        inputs = {name: value for name, value in node["inputs"].items()}
+        for f in files:
+            inputs[f"file {f['display']}"] = f["digest"]
+        return key, {**node, "key": key, "inputs": inputs, "files": files}
+
+    def write(self, node: dict[str, Any], epoch: int) -> tuple[str, int]:
+        """The layer's blob (the tar a full build writes), made unless the store has it."""
+        from enginebuild.io.store import make_blob
+        from enginebuild.io.tars import TarWriter
+
+        found = self.store.record("layers", node["key"])
+        if found and len(found["layers"]) == 1 and self.store.has(found["layers"][0][0]):
+            sha, size = found["layers"][0]
+            return str(sha), int(size)
+
+        def body(sink: Any) -> None:
+            writer = TarWriter(sink, mtime=epoch)
+            for f in sorted(node["files"], key=lambda f: f["dest"]):
+                if f["src"] in self.contents:
+                    writer.add_bytes(f["dest"], self.contents[f["src"]], f["mode"])
+                elif f["src"]:
+                    writer.add_file(f["dest"], Path(f["src"]), f["mode"])
+                else:
+                    writer.add_file(f["dest"], self.store.verified(f["digest"], f["display"]), f["mode"])
+            writer.close()
+
+        blob = make_blob(self.store, node["name"], body)
+        self.store.put_record("layers", node["key"], {"layers": [[blob.sha256, blob.size]], "name": node["name"]})
+        return blob.sha256, blob.size
+
+    def image(self, edit: dict[str, Any], tags: list[str]) -> tuple[dict[str, Any], str, list[str], int]:
+        """The edit record after the change, the image ID, its tags and how many layers were written."""
+        from enginebuild.oci.image import canonical
+        from enginebuild.plan import keys
+
+        layers = [list(la) for la in edit["layers"]]
+        at = len(layers) - sum(n["blobs"] for n in edit["nodes"])
+        parent, first, nodes, written = edit["root"], None, [], 0
+        for node in edit["nodes"]:
+            if node.get("files") and any(f["src"] in self.contents for f in node["files"]):
+                key, fresh = self.files_layer(node, edit["epoch"])
+                if key != node["key"]:
+                    if node["blobs"] != 1:
+                        raise NotThisWay(f"{node['name']}: {node['blobs']} layers")
+                    sha, size = self.write(fresh, edit["epoch"])
+                    layers[at] = [f"sha256:{sha}", size, layers[at][2], sha]
+                    first = at if first is None else first
+                    written += 1
+                node = fresh
+            elif node["run"] and first is not None:
+                raise NotThisWay(f"{node['name']} runs a command above a changed layer")
+            chain = keys.chain(parent, node["key"])
+            if first is None and chain != node["chain"]:
+                raise NotThisWay(f"{node['name']}: the chain does not add up")
+            nodes.append({**node, "chain": chain})
+            parent, at = chain, at + node["blobs"]
+        config = json.loads(edit["config"])
+        if canonical(config) != edit["config"].encode():
+            raise NotThisWay("the config is not canonical")
+        config["rootfs"]["diff_ids"] = [la[0] for la in layers]
+        data = canonical(config)
+        image_id = "sha256:" + hashlib.sha256(data).hexdigest()
+        all_tags = tags + [f"{edit['chain_repo']}:{parent}"]
+        if first is not None and not all(self.engine.image_id(t) == image_id for t in all_tags):
+            self.load(data, layers, first, all_tags)
+        return {**edit, "config": data.decode(), "layers": layers, "nodes": nodes}, image_id, tags, written
+
+    def load(self, config: bytes, layers: list[list[Any]], present: int, tags: list[str]) -> None:
+        from enginebuild.oci.image import Layer, piped, write_docker_archive
+
+        found = [Layer(d, int(s), c, b) for d, s, c, b in layers]
+        with piped(lambda sink: write_docker_archive(sink, config, found, present, self.store.path, tags)) as body:
+            self.engine.load(body)
+
+
+def answer(memo: Any, key: str, name: str, home: Any) -> str | None:
+    """Remake the images of `name` if only copied files changed; the line to print, or None."""
+    try:
+        return _answer(memo, key, name, home)
+    except NotThisWay as why:
+        if os.environ.get("ENGINEBUILD_DEBUG"):
+            print(f"file-edit path not taken: {why}")
+    except Exception as exc:  # noqa: BLE001 - any doubt: the full command decides, and says what is wrong
+        if os.environ.get("ENGINEBUILD_DEBUG"):
+            print(f"file-edit path not taken: {type(exc).__name__}: {exc}")
+    return None
+
+
+def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
+    start = time.monotonic()
+    doc = memo.read(key)
+    if doc is None:
+        raise NotThisWay("no memo")
+    changed = memo.changed(doc)
+    images = doc["result"]["images"]
+    edits = [image.get("edit") for image in images]
+    if not changed or not all(edits):
+        raise NotThisWay("nothing changed, or no edit record")
+    outside = [p for p in changed if not all(p in set(e["only_copied"]) for e in edits)]
+    if outside:
+        raise NotThisWay("changed, and not only copied: " + ", ".join(outside))
+    folders = [p for p in changed if os.path.isdir(p)]
+    if folders:
+        _same_listings(edits)
+    files = [p for p in changed if p not in folders]
+    contents = {}
+    for path in files:
+        with open(path, "rb") as handle:
+            contents[path] = handle.read()
+        if any(e["kernels"] for e in edits) and contents[path].startswith(ELF):
+            raise NotThisWay(f"{path} is a binary in an image whose kernels are checked")
+    from enginebuild.io.store import Store
+    from enginebuild.oci.engine import Engine
+    from enginebuild.plan.history import BuildHistory
+
+    engine = Engine()
+    for image in images:
+        if any(engine.image_id(tag) != image["id"] for tag in image["tags"]):
+            raise NotThisWay("the engine does not hold the image as last built")
+    replay = Replay(Store(home), engine, contents)
+    lines, fresh = [], []
+    for image, edit in zip(images, edits, strict=True):
+        edit, image_id, tags, written = replay.image(edit, list(image["tags"]))
+        fresh.append({"tags": tags, "id": image_id, "edit": edit})
+        BuildHistory(home).record_nodes(edit["tag"], [(n["name"], n["chain"], n["inputs"]) for n in edit["nodes"]])
+        what = f"wrote {written} layer(s)" if written else "nothing to build"
+        lines.append(f"{name} ({edit['platform']}): {what} in {time.monotonic() - start:.1f}s "
+                     f"(only files it copies changed) -> {tags[-1]}")
+    memo.store(key, doc["inputs"], {**doc["result"], "images": fresh})
+    return "\n".join(lines)

@@ -1,0 +1,205 @@
+"""A script edit is written without planning or a builder (fastedit.py) and gives the image a
+full build gives: same files, modes, config, labels, history and layer chain. Everything that is
+not only a copied file's bytes or mode goes the full way (and says so by not saying "only files
+it copies changed")."""
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+
+from conftest import run_cli
+from helpers.docker import docker, filesystem, inspect
+from helpers.specs import write_image
+
+pytestmark = [pytest.mark.docker]
+
+FAST = "(only files it copies changed)"
+AMD64 = ["--platform", "linux/amd64"]
+NO_BUILDER = {"ENGINEBUILD_DOCKER": "/bin/false"}  # a path that needs the builder fails
+
+SPEC = dedent("""
+    base: scratch
+    platform: linux/amd64
+    env: {APP_HOME: /opt/app}
+    entrypoint: [/opt/app/run.sh]
+    labels: {org.example.recipe: fast-edit}
+    files:
+      /opt/app/run.sh: run.sh
+      /opt/app/bin/: "scripts/*.sh"
+      /etc/app/: conf/
+      /etc/app-secret.conf: {src: secret.conf, mode: "0600"}
+    """)
+FILES = {"run.sh": "#!/bin/sh\nexec serve\n", "scripts/a.sh": "#!/bin/sh\necho a\n",
+         "scripts/b.sh": "#!/bin/sh\necho b\n", "scripts/notes.txt": "not copied\n",
+         "conf/engine.json": "{}\n", "conf/models/qwen.json": "{\"tp\": 1}\n", "secret.conf": "k=v\n"}
+
+
+@pytest.fixture
+def ws(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    (root / "lockfiles").mkdir(parents=True)
+    name = f"fe-{uuid.uuid4().hex[:6]}"
+    write_image(root, name, SPEC, FILES)
+    assert run_cli(["lock", name], root).returncode == 0
+    (root / "name").write_text(name)
+    settled(root)
+    return root
+
+
+def settled(root: Path) -> None:
+    """Every file of the workspace as if written a minute ago: a time stamp of the last seconds
+    cannot tell a later edit apart (plan/memo.py), so the memo would not trust it."""
+    past = time.time() - 60
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (past, past), follow_symlinks=False)
+
+
+def image(ws: Path, *extra: str, env: dict | None = None) -> str:
+    env = {"ENGINEBUILD_DEBUG": "1", **(env or {})}
+    name = (ws / "name").read_text()
+    proc = run_cli(["image", name, *extra], ws, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def ref(ws: Path) -> str:
+    return f"enginebuild/{(ws / 'name').read_text()}:latest"
+
+
+def folder(ws: Path) -> Path:
+    return ws / "images" / (ws / "name").read_text()
+
+
+def full_build_id(ws: Path, tmp_path: Path) -> str:
+    """The image ID a full build gives from nothing: a new home (store, memo), so every layer is
+    written again; the tags end up on the same image only if every byte agrees."""
+    out = image(ws, env={"ENGINEBUILD_HOME": str(tmp_path / f"home-{uuid.uuid4().hex[:6]}")})
+    assert FAST not in out
+    return inspect(ref(ws))["Id"]
+
+
+def test_an_edit_writes_only_its_layer_without_a_builder_and_equals_a_full_build(ws, docker_engine, tmp_path):
+    image(ws)
+    again = image(ws, env=NO_BUILDER)  # the files were written seconds ago: hashed again, all the same
+    assert "nothing to build" in again, again
+    before = inspect(ref(ws))
+    os.utime(folder(ws) / "scripts/a.sh", (1, 1))  # a touch alone changes nothing
+    assert "nothing to build" in image(ws, env=NO_BUILDER)
+
+    (folder(ws) / "scripts/a.sh").write_text("#!/bin/sh\necho tuned\n")
+    (folder(ws) / "secret.conf").write_text("k=tuned\n")  # its mode is the spec's: stays 0600
+    (folder(ws) / "conf/models/qwen.json").write_text("{\"tp\": 2}\n")
+    (folder(ws) / "scripts/b.sh").chmod(0o644)  # only a mode
+    out = image(ws, env=NO_BUILDER)
+    assert FAST in out and "wrote 3 layer(s)" in out, out  # the glob is one layer
+    after = inspect(ref(ws))
+    assert after["Id"] != before["Id"]
+    assert after["Config"] == before["Config"]
+    old, new = before["RootFS"]["Layers"], after["RootFS"]["Layers"]
+    assert len(old) == len(new) and sum(a != b for a, b in zip(old, new, strict=True)) == 3
+    files = filesystem(ref(ws))
+    assert files["opt/app/bin/b.sh"][1] == "0o644" and files["opt/app/bin/a.sh"][1] == "0o755"
+    assert files["etc/app-secret.conf"][1] == "0o600"
+    import hashlib
+
+    assert files["etc/app/models/qwen.json"][4] == hashlib.sha256(b"{\"tp\": 2}\n").hexdigest()
+    history = docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", ref(ws)).stdout.splitlines()
+    assert sum("enginebuild: files " in h for h in history) == 4
+    assert full_build_id(ws, tmp_path) == after["Id"]
+    assert image(ws, "-v").count("nothing to build") == 1  # and the full plan agrees it is up to date
+
+
+def test_an_editor_that_saves_by_rename_still_takes_the_file_edit_path(ws, docker_engine, tmp_path):
+    image(ws)
+    script = folder(ws) / "run.sh"
+    tmp = script.with_name(".run.sh.swp")
+    tmp.write_text("#!/bin/sh\nexec serve --port 8000\n")
+    tmp.chmod(0o755)
+    tmp.rename(script)  # a new inode, and the folder's time stamp moves
+    out = image(ws, env=NO_BUILDER)
+    assert FAST in out and "wrote 1 layer(s)" in out, out
+    assert full_build_id(ws, tmp_path) == inspect(ref(ws))["Id"]
+
+
+def test_a_file_added_to_a_copied_glob_or_folder_goes_the_full_way(ws, docker_engine):
+    image(ws)
+    (folder(ws) / "scripts/c.sh").write_text("#!/bin/sh\necho c\n")
+    out = image(ws)
+    assert FAST not in out and "wrote 1 layer(s)" in out, out
+    (folder(ws) / "conf/models/llama.json").write_text("{}\n")
+    out = image(ws)
+    assert FAST not in out
+    files = filesystem(ref(ws))
+    assert "opt/app/bin/c.sh" in files and "etc/app/models/llama.json" in files
+    (folder(ws) / "scripts/notes.txt").write_text("edited, still not copied\n")  # the glob lists the same files
+    (folder(ws) / "scripts/a.sh").write_text("#!/bin/sh\necho a2\n")
+    assert FAST in image(ws, env=NO_BUILDER)
+
+
+def test_a_spec_change_goes_the_full_way(ws, docker_engine):
+    image(ws)
+    spec = folder(ws) / "image.yaml"
+    spec.write_text(spec.read_text().replace("/opt/app}", "/srv/app}"))
+    (folder(ws) / "run.sh").write_text("#!/bin/sh\nexec serve --again\n")
+    out = image(ws)
+    assert FAST not in out
+    assert "APP_HOME=/srv/app" in inspect(ref(ws))["Config"]["Env"]
+
+
+def test_a_removed_file_goes_the_full_way_and_is_named(ws, docker_engine):
+    image(ws)
+    (folder(ws) / "run.sh").unlink()
+    proc = run_cli(["image", (ws / "name").read_text()], ws)
+    assert proc.returncode == 2 and "run.sh" in proc.stderr, proc.stderr
+
+
+def test_steps_are_not_run_again_for_a_file_edit_and_a_changed_step_goes_through_the_builder(ws, docker_engine,
+                                                                                              debian_reachable):
+    spec = folder(ws) / "image.yaml"
+    spec.write_text(spec.read_text() + dedent("""
+        system:
+          install: extract
+          packages: [busybox-static]
+          run: [["/bin/busybox", "--install", "-s", "/bin"]]
+        steps:
+          - {name: mark, run: "echo one > /etc/mark"}
+        """))
+    assert run_cli(["lock", (ws / "name").read_text()], ws).returncode == 0
+    settled(ws)
+    image(ws)
+    (folder(ws) / "run.sh").write_text("#!/bin/sh\nexec serve --edited\n")
+    out = image(ws, env=NO_BUILDER)  # steps run below the files: an edit never runs them again
+    assert FAST in out and "wrote 1 layer(s)" in out, out
+    spec.write_text(spec.read_text().replace("echo one", "echo two"))
+    refused = run_cli(["image", (ws / "name").read_text()], ws, env=NO_BUILDER)
+    assert refused.returncode != 0 and FAST not in refused.stdout
+    out = image(ws)
+    assert "ran 1 command layer(s)" in out, out
+    from helpers.docker import read_file
+
+    assert read_file(ref(ws), "/etc/mark") == b"two\n"
+    assert read_file(ref(ws), "/opt/app/run.sh") == b"#!/bin/sh\nexec serve --edited\n"
+
+
+@pytest.mark.registry
+def test_an_edit_built_and_pushed_in_one_command_uploads_one_layer(ws, docker_engine, registry):
+    repo = f"{registry.host}/fast-edit-{uuid.uuid4().hex[:6]}"
+    image(ws, "--push", "--to", repo, "--tag", "one")
+    (folder(ws) / "scripts/a.sh").write_text("#!/bin/sh\necho pushed\n")
+    out = image(ws, "--push", "--to", repo, "--tag", "two")
+    assert FAST in out, out
+    pushes = json.loads((ws / f"lockfiles/{(ws / 'name').read_text()}.pushes.json").read_text())["pushes"]
+    record = next(r for r in pushes if r["tag"] == "two")
+    assert record["layers_pushed"] == 1, record
+    pulled = f"{repo}:two"
+    docker("pull", "-q", pulled)
+    try:
+        assert inspect(pulled)["RootFS"]["Layers"] == inspect(ref(ws))["RootFS"]["Layers"]
+    finally:
+        docker("rmi", pulled, check=False)
