@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -203,3 +205,49 @@ def test_an_edit_built_and_pushed_in_one_command_uploads_one_layer(ws, docker_en
         assert inspect(pulled)["RootFS"]["Layers"] == inspect(ref(ws))["RootFS"]["Layers"]
     finally:
         docker("rmi", pulled, check=False)
+
+
+def paused_build(ws: Path, home: Path, change) -> subprocess.CompletedProcess:
+    """`image` stopped at the named point after planning while `change()` edits the workspace; the
+    edited file is dated a minute back, as an edit early in a long build would be."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"),
+           "ENGINEBUILD_FAULT": "image.planned=wait"}
+    announced = home / "faults/image.planned"
+    announced.unlink(missing_ok=True)
+    build = subprocess.Popen([sys.executable, "-m", "enginebuild", "image", (ws / "name").read_text()], cwd=ws,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not announced.exists():
+        assert build.poll() is None and time.monotonic() < deadline, build.communicate()
+        time.sleep(0.05)
+    edited = change()
+    past = time.time() - 60
+    os.utime(edited, (past, past))
+    announced.unlink()
+    out, err = build.communicate(timeout=300)
+    return subprocess.CompletedProcess(build.args, build.returncode, out, err)
+
+
+def test_a_copied_file_edited_while_a_build_runs_fails_that_build_and_the_next_run_builds_it(ws, docker_engine,
+                                                                                              eb_home):
+    script = folder(ws) / "run.sh"
+    script.write_text(f"#!/bin/sh\nexec serve --first {uuid.uuid4().hex}\n")  # a layer no store has
+    settled(ws)
+    late = f"#!/bin/sh\nexec serve --late {uuid.uuid4().hex}\n".encode()
+    proc = paused_build(ws, eb_home, lambda: script.write_bytes(late) and script)  # hashed already
+    assert proc.returncode == 1 and "run.sh changed while the build ran" in proc.stderr, proc.stdout + proc.stderr
+    assert docker_engine.image_id(ref(ws)) is None  # no image whose key names other bytes
+    assert "nothing to build" not in image(ws)
+    from helpers.docker import read_file
+
+    assert read_file(ref(ws), "/opt/app/run.sh") == late
+
+
+def test_a_spec_edited_while_a_build_runs_is_built_by_the_next_run(ws, docker_engine, eb_home):
+    spec = folder(ws) / "image.yaml"
+    proc = paused_build(ws, eb_home, lambda: spec.write_text(spec.read_text().replace("/opt/app}", "/srv/app}"))
+                        and spec)
+    assert proc.returncode == 0, proc.stderr
+    assert "APP_HOME=/opt/app" in inspect(ref(ws))["Config"]["Env"]  # read before the edit
+    image(ws, env=NO_BUILDER)  # a new config only: no layer to write
+    assert "APP_HOME=/srv/app" in inspect(ref(ws))["Config"]["Env"]

@@ -181,7 +181,8 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
     doc = memo.read(key)
     if doc is None:
         raise NotThisWay("no memo")
-    changed = memo.changed(doc)
+    inputs = memo.snapshot(doc["inputs"])  # before the files are read: an edit from now on is seen next time
+    changed = memo.changed(doc, inputs)
     images = doc["result"]["images"]
     edits = [image.get("edit") for image in images]
     if not changed or not all(edits):
@@ -216,5 +217,5 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
         what = f"wrote {written} layer(s)" if written else "nothing to build"
         lines.append(f"{name} ({edit['platform']}): {what} in {time.monotonic() - start:.1f}s "
                      f"(only files it copies changed) -> {tags[-1]}")
-    memo.store(key, doc["inputs"], {**doc["result"], "images": fresh})
+    memo.store(key, inputs, {**doc["result"], "images": fresh})
     return "\n".join(lines)

@@ -5,6 +5,7 @@ normalised. Each made layer is a blob in the store (its uncompressed tar) and a 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import tarfile
 from collections.abc import Callable
@@ -36,6 +37,32 @@ def _blob(store: Store, what: str, mtime: int, write: Callable[[TarWriter], obje
     return make_blob(store, what, body)
 
 
+class _Hashing:
+    """A file read through, hashed on the way."""
+
+    def __init__(self, handle: Any):
+        self.handle, self.digest = handle, hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self.handle.read(size)
+        self.digest.update(data)
+        return data
+
+
+def add_planned_file(writer: TarWriter, dest: str, src: Path, mode: int, sha256: str, display: str) -> None:
+    """A file into a layer whose key holds its digest: bytes that differ from the planned ones
+    (an edit while the build ran) fail the layer rather than make a key lie about its content."""
+    with open(src, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        reader = _Hashing(handle)
+        try:
+            writer.add_stream(dest, reader, size, mode)  # type: ignore[arg-type]
+        except OSError:  # shorter than when it was measured
+            pass
+    if reader.digest.hexdigest() != sha256:
+        raise BuildFailed(f"{display} changed while the build ran", hint="run the build again: it builds what is there now")
+
+
 @dataclass
 class LayerMaker:
     store: Store
@@ -51,7 +78,7 @@ class LayerMaker:
             debs = [(self.store.verified(d.sha256, f"{d.name} {d.version}"), d.name) for d in payload.debs]
             blob = _blob(self.store, node.name, self.mtime, lambda w: write_sysroot(debs, w))
         elif isinstance(payload, Files):
-            blob = _blob(self.store, node.name, self.mtime, lambda w: self._files(payload, w))
+            blob = _blob(self.store, node.name, self.mtime, lambda w: self._files(payload, node.inputs, w))
         elif isinstance(payload, Data):
             blob = _blob(self.store, node.name, self.mtime, lambda w: w.add_bytes(payload.dest, payload.data))
         elif isinstance(payload, Wheel):
@@ -67,10 +94,11 @@ class LayerMaker:
         put_layer_blobs(self.store, node, blobs, {})
         return blobs
 
-    def _files(self, payload: Files, writer: TarWriter) -> None:
+    def _files(self, payload: Files, digests: dict[str, str], writer: TarWriter) -> None:
         for entry in sorted(payload.entries, key=lambda e: e.dest):
             if entry.src is not None:
-                writer.add_file(entry.dest, entry.src, entry.mode)
+                add_planned_file(writer, entry.dest, entry.src, entry.mode, digests[f"file {entry.display}"],
+                                 entry.display)
             else:
                 assert entry.sha256 is not None
                 writer.add_file(entry.dest, self.store.verified(entry.sha256, entry.display), entry.mode)

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from enginebuild.errors import UserError
+from enginebuild.io import faults
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 
@@ -138,10 +139,12 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
     platforms = list(args.platform) if options.on else platforms_of(spec, args.platform)
     # the plain tag belongs to one platform of the spec, whichever platforms this run builds
     listed = tuple(platforms) if options.on else tuple(spec.platforms)
+    inputs = PlanMemo.snapshot(plan_input_paths(ws.root, spec, TEMPLATES))  # before the plan reads them
     cache = cache_from_settings(ws, args.cache, args.no_cache, args.cache_readonly)
     results = []
     for platform in platforms:
         plan = plan_image(spec, lock, platform, options)
+        faults.reached("image.planned")
         check_stacks_first(ws, plan)
         outcome = build_platform(ws, spec, plan, args, cache, listed)
         tags = local_tags(plan, listed)
@@ -168,7 +171,7 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
     flags = {"build_args": options.build_args, "on": options.on, "only": sorted(options.only),
              "platforms": list(args.platform) or None}
     if {**flags, "platforms": None} == DEFAULT_OPTIONS and not ws.overrides:  # the fast path knows --platform
-        PlanMemo(ws.home).store(memo_key(ws.root, name, flags), plan_input_paths(ws.root, spec, TEMPLATES),
+        PlanMemo(ws.home).store(memo_key(ws.root, name, flags), inputs,
                                 {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)})
     if args.push:
         from enginebuild.commands.push import push_image

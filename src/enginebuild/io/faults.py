@@ -7,7 +7,8 @@ everywhere. At `reached(NAME, DETAIL)`:
 - `kill`: the process kills itself with SIGKILL, as a power cut or OOM killer would;
 - `announce`: writes `$ENGINEBUILD_HOME/faults/NAME` and goes on, so a test can wait for
   that state (a build really running) instead of sleeping;
-- `stall`: announces, then waits, so a test can send a signal at that exact point.
+- `stall`: announces, then waits, so a test can send a signal at that exact point;
+- `wait`: announces, then waits until the test removes that file (to change something there).
 
 Without the variable, `reached` costs one dictionary lookup. Standard library only.
 """
@@ -53,3 +54,5 @@ def reached(name: str, detail: str = "") -> None:
     if action == "stall":
         while True:
             time.sleep(3600)
+    while action == "wait" and (settings().home / "faults" / name).exists():
+        time.sleep(0.05)

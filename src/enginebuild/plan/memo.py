@@ -3,7 +3,8 @@
 After `image` succeeds, the image ID of each platform is stored with the (mtime, size,
 inode) of every file the plan read: the spec chain, the lockfile, every file the image
 copies, every patch, build script and source folder, the settings and enginebuild's own
-templates. The next run stats those files; if none changed, it needs neither YAML,
+templates. The stats are taken before the build reads the files (an edit while it runs is seen
+next time). The next run stats those files; if none changed, it needs neither YAML,
 templates nor hashing, only a question to the engine per platform. A file written within
 the last seconds (whose time stamp cannot be trusted to differ from a later edit) counts as
 changed next time: a file the image copies is then hashed again (fastedit.py), anything else
@@ -64,9 +65,12 @@ class PlanMemo:
         return doc
 
     @staticmethod
-    def changed(doc: dict[str, Any]) -> list[str]:
-        """The inputs of a memo whose stat differs now."""
-        return [path for path, recorded in doc.get("inputs", {}).items() if _stat(path) != recorded]
+    def changed(doc: dict[str, Any], now: dict[str, list[int] | None] | None = None) -> list[str]:
+        """The inputs of a memo whose stat differs now (or in the snapshot `now`)."""
+        inputs = doc.get("inputs", {})
+        if now is None:
+            return [path for path, recorded in inputs.items() if _stat(path) != recorded]
+        return [path for path, recorded in inputs.items() if now.get(path) != recorded or recorded == UNKNOWN]
 
     def lookup(self, key: str) -> dict[str, Any] | None:
         doc = self.read(key)
@@ -75,7 +79,10 @@ class PlanMemo:
         result: dict[str, Any] = doc["result"]
         return result
 
-    def store(self, key: str, paths: Iterable[Any], result: dict[str, Any]) -> None:
+    @staticmethod
+    def snapshot(paths: Iterable[Any]) -> dict[str, list[int] | None]:
+        """The stat of each input, taken before the build reads them: an edit while it runs then
+        differs from what is recorded, and the next run builds again."""
         now = time.time()
         inputs: dict[str, list[int] | None] = {}
         for path in sorted({str(p) for p in paths}):
@@ -83,6 +90,9 @@ class PlanMemo:
             if st is not None and now - st[0] / 1e9 < RACY_SECONDS:
                 st = UNKNOWN  # too fresh to trust its time stamp: counts as changed next time
             inputs[path] = st  # a file that does not exist is a state too
+        return inputs
+
+    def store(self, key: str, inputs: dict[str, list[int] | None], result: dict[str, Any]) -> None:
         from enginebuild.io.files import write_atomic
 
         write_atomic(Path(self._file(key)), json.dumps({"key": key, "inputs": inputs, "result": result}).encode())
