@@ -179,3 +179,22 @@ def test_the_linters_find_an_unpinned_action_and_a_template_injection(tmp_path):
     out = proc.stdout + proc.stderr
     assert "unpinned-uses" in out and "template-injection" in out
     assert "potentially untrusted" in out  # actionlint's finding of the same injection
+
+
+def test_the_sbom_kept_from_an_earlier_push_equals_one_written_for_the_new_subject(tmp_path):
+    from enginebuild.io.store import Store
+    from enginebuild.publish.sbom import make_sbom, write_sbom
+    from enginebuild.workspace import Workspace
+
+    ws = Workspace(ROOT)
+    spec = ws.spec("demo")
+    lock = ws.lock(spec)
+    store = Store(tmp_path / "home")
+    outputs = {"engine": {"key": "k" * 64, "sha256": "e" * 64}}
+    for digest in ("sha256:" + "1" * 64, "sha256:" + "2" * 64):  # a miss, then a hit
+        fresh = write_sbom(spec, lock, digest, "ghcr.io/acme/demo", outputs)
+        assert make_sbom(spec, lock, digest, "ghcr.io/acme/demo", outputs, store) == fresh
+        assert digest in fresh.decode()
+    assert len(list((tmp_path / "home/records/sboms").iterdir())) == 1
+    other = make_sbom(spec, lock, "sha256:" + "2" * 64, "ghcr.io/acme/demo", {}, store)  # other inputs: written anew
+    assert other == write_sbom(spec, lock, "sha256:" + "2" * 64, "ghcr.io/acme/demo", {}) != fresh

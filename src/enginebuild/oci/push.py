@@ -75,8 +75,17 @@ class Pusher:
     target: ImageRef
     stats: PushStats = field(default_factory=PushStats)
 
-    def blob(self, digest: str, size: int, opener: Callable[[], IO[bytes]], what: str) -> None:
-        if self.client.has_blob(self.target, digest):
+    def present(self, digests: list[str]) -> set[str]:
+        """Which of these blobs the target has: one HEAD each, asked side by side."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(digests)))) as pool:
+            answers = list(pool.map(lambda d: self.client.has_blob(self.target, d), digests))
+        return {d for d, has in zip(digests, answers, strict=True) if has}
+
+    def blob(self, digest: str, size: int, opener: Callable[[], IO[bytes]], what: str,
+             present: bool | None = None) -> None:
+        if present if present is not None else self.client.has_blob(self.target, digest):
             self.stats.layers_existing += 1
             return
         transfer = Transfer(output(), "uploading", what, size) if size > 1 << 20 else None
@@ -124,10 +133,11 @@ class Pusher:
         """Upload one platform's image; returns its manifest's (digest, size), not yet tagged."""
         base_count = sum(1 for layer in layers if layer.blob is None)
         descriptors = self.base_layers(base_ref, platform, base_count) if base_count and base_ref else []
-        for layer in layers[base_count:]:
-            sha, size = compressed(self.store, layer)
+        ours = [(layer, *compressed(self.store, layer)) for layer in layers[base_count:]]
+        there = self.present([f"sha256:{sha}" for _, sha, _ in ours])
+        for layer, sha, size in ours:
             path = self.store.verified(sha, f"compressed {layer.created_by}")
-            self.blob(f"sha256:{sha}", size, opener(path), layer.created_by)
+            self.blob(f"sha256:{sha}", size, opener(path), layer.created_by, f"sha256:{sha}" in there)
             descriptors.append((f"sha256:{sha}", size, OCI_LAYER_GZIP))
         config_digest = self.data(config, "config")
         body = manifest(config_digest, len(config), descriptors)

@@ -81,8 +81,44 @@ def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, dict[str, Any]
     return out
 
 
+PLACEHOLDER = "sha256:" + "5b" * 32  # the subject while the document is written once per set of inputs
+
+
+def sbom_key(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, dict[str, Any]]) -> str:
+    """Everything the SBOM says besides its subject."""
+    from enginebuild.plan import keys
+
+    return keys.key_of("sbom", version=__version__, image=spec.name, repository=repository, created=lock.created,
+                       inputs={n: e.resolved for n, e in sorted(lock.entries.items())},
+                       patches=[[owner, p.name, p.patch.sha256] for owner, p in spec.all_patches],
+                       components=[[c.name, outputs[c.name].get("key"), outputs[c.name]["sha256"]]
+                                   for c in spec.components if c.name in outputs])
+
+
+def _serial(repository: str, subject_digest: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"enginebuild:{repository}@{subject_digest}"))
+
+
 def make_sbom(spec: ImageSpec, lock: Lock, subject_digest: str, repository: str,
-              outputs: dict[str, dict[str, Any]]) -> bytes:
+              outputs: dict[str, dict[str, Any]], store: Any = None) -> bytes:
+    """The SBOM of `subject_digest`. A script edit changes only the subject, so the document is
+    written once per set of inputs (kept in the store) and the subject filled in."""
+    key = sbom_key(spec, lock, repository, outputs)
+    found = store.record("sboms", key) if store is not None else None
+    if found is None:
+        text = write_sbom(spec, lock, PLACEHOLDER, repository, outputs).decode()
+        if store is not None:
+            store.put_record("sboms", key, {"text": text})
+    else:
+        text = str(found["text"])
+    for old, new in ((PLACEHOLDER, subject_digest), (PLACEHOLDER.split(":")[1], subject_digest.split(":")[1]),
+                     (_serial(repository, PLACEHOLDER), _serial(repository, subject_digest))):
+        text = text.replace(old, new)
+    return text.encode()
+
+
+def write_sbom(spec: ImageSpec, lock: Lock, subject_digest: str, repository: str,
+               outputs: dict[str, dict[str, Any]]) -> bytes:
     import datetime as dt
     import warnings
 
@@ -98,7 +134,7 @@ def make_sbom(spec: ImageSpec, lock: Lock, subject_digest: str, repository: str,
                      hashes=[_hash(subject_digest)],
                      properties=[Property(name="enginebuild:image", value=spec.name),
                                  Property(name="enginebuild:version", value=__version__)])
-    bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"enginebuild:{repository}@{subject_digest}"),
+    bom = Bom(serial_number=uuid.UUID(_serial(repository, subject_digest)),
               metadata=BomMetaData(component=root, timestamp=created))
     for component in components_of(spec, lock, outputs):
         bom.components.add(component)
