@@ -97,11 +97,11 @@ class Pusher:
         self.stats.bytes_pushed += size
         self.stats.blobs.append(digest)
 
-    def data(self, data: bytes, what: str) -> str:
+    def data(self, data: bytes, what: str, present: bool | None = None) -> str:
         import io
 
         digest = sha256_digest(data)
-        if not self.client.has_blob(self.target, digest):
+        if not (present if present is not None else self.client.has_blob(self.target, digest)):
             self.client.upload_blob(self.target, digest, len(data), lambda: io.BytesIO(data))
             self.stats.bytes_pushed += len(data)
         return digest
@@ -131,6 +131,8 @@ class Pusher:
 
     def image(self, layers: list[Layer], config: bytes, base_ref: str | None, platform: str) -> tuple[str, int]:
         """Upload one platform's image; returns its manifest's (digest, size), not yet tagged."""
+        # the config first: a registry that cannot be reached fails before any layer is compressed
+        config_there = self.client.has_blob(self.target, sha256_digest(config))
         base_count = sum(1 for layer in layers if layer.blob is None)
         descriptors = self.base_layers(base_ref, platform, base_count) if base_count and base_ref else []
         ours = [(layer, *compressed(self.store, layer)) for layer in layers[base_count:]]
@@ -139,7 +141,7 @@ class Pusher:
             path = self.store.verified(sha, f"compressed {layer.created_by}")
             self.blob(f"sha256:{sha}", size, opener(path), layer.created_by, f"sha256:{sha}" in there)
             descriptors.append((f"sha256:{sha}", size, OCI_LAYER_GZIP))
-        config_digest = self.data(config, "config")
+        config_digest = self.data(config, "config", config_there)
         body = manifest(config_digest, len(config), descriptors)
         digest = self.client.put_manifest(self.target, sha256_digest(body), body, json.loads(body)["mediaType"])
         return digest, len(body)
