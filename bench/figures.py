@@ -210,3 +210,44 @@ def docker_client() -> str:
 if __name__ == "__main__":
     print("run through bench/run.py --only h,i,j,k,l,m", file=sys.stderr)
     subprocess.run([sys.executable, str(Path(__file__).with_name("run.py")), "--only", "h,i,j,k,l,m"], check=False)
+
+
+def load_floor(ref: str, repeat: int = 5) -> float:
+    """Median seconds the engine takes to load an image that adds one small new layer to `ref`
+    (the layers it has are left out of the archive, as enginebuild's file-edit path does), asked
+    through its API from this process: no interpreter start, no CLI."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from enginebuild.oci.engine import Engine
+    from enginebuild.oci.image import canonical
+
+    engine = Engine()
+    found = json.loads(run(["docker", "image", "inspect", ref]).stdout)[0]
+    times = []
+    for _ in range(repeat):
+        body = io.BytesIO()
+        with tarfile.open(fileobj=body, mode="w") as tar:
+            data = f"#!/bin/sh\n# {uuid.uuid4().hex}\n".encode()
+            info = tarfile.TarInfo("opt/floor.sh")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        layer = body.getvalue()
+        diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+        doc = {"architecture": found["Architecture"], "os": found["Os"], "config": found["Config"],
+               "rootfs": {"type": "layers", "diff_ids": found["RootFS"]["Layers"] + [diff_id]}}
+        data = canonical(doc)
+        name = hashlib.sha256(data).hexdigest() + ".json"
+        names = [f"{d.split(':')[1]}/layer.tar" for d in doc["rootfs"]["diff_ids"]]
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            for member, content in ((name, data), (names[-1], layer),
+                                    ("manifest.json", json.dumps([{"Config": name, "RepoTags": ["enginebuild-bench/floor:x"],
+                                                                   "Layers": names}]).encode())):
+                info = tarfile.TarInfo(member)
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+        archive.seek(0)
+        start = time.perf_counter()
+        engine.load(archive)
+        times.append(time.perf_counter() - start)
+    run(["docker", "rmi", "enginebuild-bench/floor:x"], check=False)
+    return sorted(times)[len(times) // 2]
