@@ -217,37 +217,33 @@ def load_floor(ref: str, repeat: int = 5) -> float:
     (the layers it has are left out of the archive, as enginebuild's file-edit path does), asked
     through its API from this process: no interpreter start, no CLI."""
     sys.path.insert(0, str(ROOT / "src"))
+    from enginebuild.io.tars import TarWriter
     from enginebuild.oci.engine import Engine
-    from enginebuild.oci.image import canonical
+    from enginebuild.oci.image import Layer, canonical, write_docker_archive
 
-    engine = Engine()
     found = json.loads(run(["docker", "image", "inspect", ref]).stdout)[0]
+    base = [Layer(diff_id, 0, "base") for diff_id in found["RootFS"]["Layers"]]
+    folder = Path(tempfile.mkdtemp(prefix="eb-bench-floor-"))
     times = []
-    for _ in range(repeat):
-        body = io.BytesIO()
-        with tarfile.open(fileobj=body, mode="w") as tar:
-            data = f"#!/bin/sh\n# {uuid.uuid4().hex}\n".encode()
-            info = tarfile.TarInfo("opt/floor.sh")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-        layer = body.getvalue()
-        diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
-        doc = {"architecture": found["Architecture"], "os": found["Os"], "config": found["Config"],
-               "rootfs": {"type": "layers", "diff_ids": found["RootFS"]["Layers"] + [diff_id]}}
-        data = canonical(doc)
-        name = hashlib.sha256(data).hexdigest() + ".json"
-        names = [f"{d.split(':')[1]}/layer.tar" for d in doc["rootfs"]["diff_ids"]]
-        archive = io.BytesIO()
-        with tarfile.open(fileobj=archive, mode="w") as tar:
-            for member, content in ((name, data), (names[-1], layer),
-                                    ("manifest.json", json.dumps([{"Config": name, "RepoTags": ["enginebuild-bench/floor:x"],
-                                                                   "Layers": names}]).encode())):
-                info = tarfile.TarInfo(member)
-                info.size = len(content)
-                tar.addfile(info, io.BytesIO(content))
-        archive.seek(0)
-        start = time.perf_counter()
-        engine.load(archive)
-        times.append(time.perf_counter() - start)
-    run(["docker", "rmi", "enginebuild-bench/floor:x"], check=False)
+    try:
+        for _ in range(repeat):
+            body = io.BytesIO()
+            writer = TarWriter(body)
+            writer.add_bytes("opt/floor.sh", f"#!/bin/sh\n# {uuid.uuid4().hex}\n".encode(), 0o755)
+            writer.close()
+            sha = hashlib.sha256(body.getvalue()).hexdigest()
+            (folder / sha).write_bytes(body.getvalue())
+            layers = base + [Layer(f"sha256:{sha}", len(body.getvalue()), "floor", sha)]
+            config = canonical({"architecture": found["Architecture"], "os": found["Os"], "config": found["Config"],
+                                "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]}})
+            archive = io.BytesIO()
+            write_docker_archive(archive, config, layers, len(base), lambda name: folder / name,
+                                 ["enginebuild-bench/floor:x"])
+            archive.seek(0)
+            start = time.perf_counter()
+            Engine().load(archive)
+            times.append(time.perf_counter() - start)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        run(["docker", "rmi", "enginebuild-bench/floor:x"], check=False)
     return sorted(times)[len(times) // 2]

@@ -28,16 +28,12 @@ ELF = b"\x7fELF"
 
 
 # -- what a full build leaves for this path ------------------------------------------------
-def record(store: Any, root: Path, spec: Any, plan: Any, outcome: Any) -> dict[str, Any]:
-    """What the next file edit needs to remake this image without planning (stored in the memo)."""
+def record(store: Any, spec: Any, plan: Any, outcome: Any, only_copied: list[str]) -> dict[str, Any]:
+    """What the next file edit needs to remake this image without planning (stored in the memo);
+    `only_copied`: the inputs that only `files:` reads, the only ones that may change this way."""
     from enginebuild.build.assemble import layer_blobs
     from enginebuild.plan.envs import CHAIN_REPO
-    from enginebuild.plan.memo import copied_paths, other_input_paths
     from enginebuild.plan.model import Files, Run
-    from enginebuild.plan.render import TEMPLATES
-
-    others = {str(p) for p in other_input_paths(root, spec, TEMPLATES)}
-    only_copied = sorted({str(p) for p in copied_paths(root, spec)} - others)  # what may change this way
 
     nodes = []
     for node in plan.runtime.layers:
@@ -88,33 +84,29 @@ class Replay:
                     f["mode"] = 0o755 if os.stat(f["src"]).st_mode & 0o111 else 0o644
             files.append(f)
         key = keys.key_of("files", entries=[[f["dest"], f["mode"], f["digest"]] for f in files], epoch=epoch)
-        inputs = {name: value for name, value in node["inputs"].items()}
+        inputs = dict(node["inputs"])
         for f in files:
             inputs[f"file {f['display']}"] = f["digest"]
         return key, {**node, "key": key, "inputs": inputs, "files": files}
 
     def write(self, node: dict[str, Any], epoch: int) -> tuple[str, int]:
         """The layer's blob (the tar a full build writes), made unless the store has it."""
-        from enginebuild.io.store import make_blob
-        from enginebuild.io.tars import TarWriter
+        from enginebuild.build.filelayer import FileItem, files_blob
 
         found = self.store.record("layers", node["key"])
         if found and len(found["layers"]) == 1 and self.store.has(found["layers"][0][0]):
             sha, size = found["layers"][0]
             return str(sha), int(size)
-
-        def body(sink: Any) -> None:
-            writer = TarWriter(sink, mtime=epoch)
-            for f in sorted(node["files"], key=lambda f: f["dest"]):
-                if f["src"] in self.contents:
-                    writer.add_bytes(f["dest"], self.contents[f["src"]], f["mode"])
-                elif f["src"]:
-                    writer.add_file(f["dest"], Path(f["src"]), f["mode"])
-                else:
-                    writer.add_file(f["dest"], self.store.verified(f["digest"], f["display"]), f["mode"])
-            writer.close()
-
-        blob = make_blob(self.store, node["name"], body)
+        items = []
+        for f in node["files"]:
+            if f["src"] in self.contents:
+                items.append(FileItem(f["dest"], f["mode"], self.contents[f["src"]], None, f["display"]))
+            elif f["src"]:
+                items.append(FileItem(f["dest"], f["mode"], Path(f["src"]), f["digest"], f["display"]))
+            else:
+                items.append(FileItem(f["dest"], f["mode"], self.store.verified(f["digest"], f["display"]), None,
+                                      f["display"]))
+        blob = files_blob(self.store, node["name"], epoch, items)
         self.store.put_record("layers", node["key"], {"layers": [[blob.sha256, blob.size]], "name": node["name"]})
         return blob.sha256, blob.size
 

@@ -5,7 +5,6 @@ normalised. Each made layer is a blob in the store (its uncompressed tar) and a 
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import tarfile
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from typing import Any
 
 from enginebuild.build.assemble import Assembler, put_layer_blobs
 from enginebuild.build.debfile import write_sysroot
+from enginebuild.build.filelayer import FileItem, files_blob
 from enginebuild.build.normalize import normalize_layer
 from enginebuild.build.wheels import install_wheel
 from enginebuild.errors import BuildFailed
@@ -37,32 +37,6 @@ def _blob(store: Store, what: str, mtime: int, write: Callable[[TarWriter], obje
     return make_blob(store, what, body)
 
 
-class _Hashing:
-    """A file read through, hashed on the way."""
-
-    def __init__(self, handle: Any):
-        self.handle, self.digest = handle, hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        data: bytes = self.handle.read(size)
-        self.digest.update(data)
-        return data
-
-
-def add_planned_file(writer: TarWriter, dest: str, src: Path, mode: int, sha256: str, display: str) -> None:
-    """A file into a layer whose key holds its digest: bytes that differ from the planned ones
-    (an edit while the build ran) fail the layer rather than make a key lie about its content."""
-    with open(src, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        reader = _Hashing(handle)
-        try:
-            writer.add_stream(dest, reader, size, mode)  # type: ignore[arg-type]
-        except OSError:  # shorter than when it was measured
-            pass
-    if reader.digest.hexdigest() != sha256:
-        raise BuildFailed(f"{display} changed while the build ran", hint="run the build again: it builds what is there now")
-
-
 @dataclass
 class LayerMaker:
     store: Store
@@ -78,7 +52,10 @@ class LayerMaker:
             debs = [(self.store.verified(d.sha256, f"{d.name} {d.version}"), d.name) for d in payload.debs]
             blob = _blob(self.store, node.name, self.mtime, lambda w: write_sysroot(debs, w))
         elif isinstance(payload, Files):
-            blob = _blob(self.store, node.name, self.mtime, lambda w: self._files(payload, node.inputs, w))
+            blob = files_blob(self.store, node.name, self.mtime, [
+                FileItem(e.dest, e.mode, e.src, node.inputs[f"file {e.display}"], e.display) if e.src is not None
+                else FileItem(e.dest, e.mode, self.store.verified(str(e.sha256), e.display), None, e.display)
+                for e in payload.entries])
         elif isinstance(payload, Data):
             blob = _blob(self.store, node.name, self.mtime, lambda w: w.add_bytes(payload.dest, payload.data))
         elif isinstance(payload, Wheel):
@@ -93,15 +70,6 @@ class LayerMaker:
         blobs = [(blob.sha256, blob.size)]
         put_layer_blobs(self.store, node, blobs, {})
         return blobs
-
-    def _files(self, payload: Files, digests: dict[str, str], writer: TarWriter) -> None:
-        for entry in sorted(payload.entries, key=lambda e: e.dest):
-            if entry.src is not None:
-                add_planned_file(writer, entry.dest, entry.src, entry.mode, digests[f"file {entry.display}"],
-                                 entry.display)
-            else:
-                assert entry.sha256 is not None
-                writer.add_file(entry.dest, self.store.verified(entry.sha256, entry.display), entry.mode)
 
     def _wheel(self, payload: Wheel, writer: TarWriter) -> None:
         if payload.component_key:

@@ -127,7 +127,7 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
     from enginebuild.fastpath import DEFAULT_OPTIONS
     from enginebuild.io.store import Store
     from enginebuild.plan.image import plan_image
-    from enginebuild.plan.memo import PlanMemo, memo_key, plan_input_paths
+    from enginebuild.plan.memo import PlanMemo, copied_paths, memo_key, other_input_paths
     from enginebuild.plan.render import TEMPLATES
 
     start = time.monotonic()
@@ -139,7 +139,9 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
     platforms = list(args.platform) if options.on else platforms_of(spec, args.platform)
     # the plain tag belongs to one platform of the spec, whichever platforms this run builds
     listed = tuple(platforms) if options.on else tuple(spec.platforms)
-    inputs = PlanMemo.snapshot(plan_input_paths(ws.root, spec, TEMPLATES))  # before the plan reads them
+    copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES)
+    inputs = PlanMemo.snapshot(copied + others)  # before the plan reads them
+    only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})  # what fastedit.py may remake
     cache = cache_from_settings(ws, args.cache, args.no_cache, args.cache_readonly)
     results = []
     for platform in platforms:
@@ -148,7 +150,7 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
         check_stacks_first(ws, plan)
         outcome = build_platform(ws, spec, plan, args, cache, listed)
         tags = local_tags(plan, listed)
-        edit = fastedit.record(Store(ws.home), ws.root, spec, plan, outcome)
+        edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
         results.append({"tags": tags, "id": outcome.image_id, "edit": edit})
         elapsed = time.monotonic() - start
         done = []

@@ -64,12 +64,10 @@ class PlanMemo:
             return None
         return doc
 
-    @staticmethod
-    def changed(doc: dict[str, Any], now: dict[str, list[int] | None] | None = None) -> list[str]:
+    def changed(self, doc: dict[str, Any], now: dict[str, list[int] | None] | None = None) -> list[str]:
         """The inputs of a memo whose stat differs now (or in the snapshot `now`)."""
         inputs = doc.get("inputs", {})
-        if now is None:
-            return [path for path, recorded in inputs.items() if _stat(path) != recorded]
+        now = self.snapshot(inputs) if now is None else now
         return [path for path, recorded in inputs.items() if now.get(path) != recorded or recorded == UNKNOWN]
 
     def lookup(self, key: str) -> dict[str, Any] | None:
@@ -119,12 +117,8 @@ def copied_paths(root: Path, spec: Any) -> list[Path]:
     return paths
 
 
-def plan_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
-    """Every file and folder whose change could change the plan of this spec."""
-    return copied_paths(root, spec) + other_input_paths(root, spec, templates)
-
-
 def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
+    """Every other file and folder whose change could change the plan of this spec."""
     paths = [root / "images" / name / "image.yaml" for name in spec.chain]
     paths += [root / "lockfiles" / f"{spec.lock_name}.lock", root / "enginebuild.yaml"]
     paths += [p.path for _, p in spec.all_patches]
