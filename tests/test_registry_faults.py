@@ -197,3 +197,26 @@ def test_a_registry_that_keeps_failing_gets_no_record(proxy, tiny):
     proc, repo, records = push_through(proxy, tiny, "down")
     outcome("push 503", exit_1=proc.returncode == 1, no_record=records == [],
             says_the_registry_failed="HTTP 503 after 6 attempts" in proc.stderr)
+
+
+@pytest.mark.docker
+def test_an_upload_cut_mid_body_starts_over_and_the_push_succeeds(proxy, tiny):
+    proxy, _ = proxy
+    cut = proxy.add("PUT", r"/blobs/uploads/", "reset", times=1)  # after 1 KiB of the first layer's body
+    proc, repo, records = push_through(proxy, tiny, "cut")
+    posts = [entry for entry in proxy.log if entry[0] == "POST"]
+    outcome("upload cut mid-body", exit_0=proc.returncode == 0, cut_once=cut.hits == 1,
+            record_matches_registry=consistent(proxy, proc, repo, records),
+            said_it_starts_over="starting over" in proc.stderr,
+            a_fresh_upload_session=len(posts) >= 2)
+
+
+@pytest.mark.docker
+def test_an_upload_that_keeps_failing_stops_in_bounded_attempts_naming_the_last_answer(proxy, tiny):
+    proxy, _ = proxy
+    proxy.add("PUT", r"/blobs/uploads/", "status", status=503, times=1000)
+    proc, repo, records = push_through(proxy, tiny, "stalled")
+    puts = [entry for entry in proxy.log if entry[0] == "PUT" and "/blobs/uploads/" in entry[1]]
+    outcome("upload 503", exit_1=proc.returncode == 1, no_record=records == [],
+            names_the_last_answer="the registry's last answer: HTTP 503" in proc.stderr,
+            bounded=len(puts) == 5)

@@ -73,6 +73,16 @@ class RegistryError(EngineBuildError):
     """A registry refused or failed a request."""
 
 
+class RegistryUnreachable(RegistryError):
+    """The registry could not be reached, or kept failing, after bounded retries; `kind` as
+    io.http.HttpFailure's (dns, refused, connection, status)."""
+
+    def __init__(self, message: str, *, kind: str, hint: str | None = None, answer: str | None = None):
+        super().__init__(message, hint=hint)
+        self.kind = kind
+        self.answer = answer  # the registry's last answer, when it gave one ("HTTP 503: ...")
+
+
 class BuildFailed(EngineBuildError):
     """The builder failed a component or a step."""
 

@@ -11,6 +11,7 @@ Standard library only: the no-op fast path imports this module.
 | `ENGINEBUILD_CACHE` | the registry-backed cache repository (as `--cache`) |
 | `ENGINEBUILD_CACHE_READONLY` | `1`: pull from the cache, never push to it |
 | `ENGINEBUILD_INSECURE_REGISTRIES` | comma-separated registries spoken to over plain HTTP (loopback always is) |
+| `ENGINEBUILD_UPLOAD_DEADLINE` | seconds a blob upload may take in all, its fresh starts included (default 600) |
 | `ENGINEBUILD_HTTP_BACKOFF` | base of the exponential backoff between HTTP retries, in seconds (default 0.5) |
 | `SOURCE_DATE_EPOCH` | time stamp of every layer entry (default 1) and the image's `created` (default: the lock's `created`) |
 | `DOCKER_CONFIG` | where registry credentials are read (`config.json`), as the Docker CLI does |
@@ -39,6 +40,7 @@ class Settings:
     cache_readonly: bool
     insecure_registries: frozenset[str]
     http_backoff_s: float
+    upload_deadline_s: float
     source_date_epoch: int | None
     docker_config: Path
     fault: str | None
@@ -84,6 +86,7 @@ def read_settings(environ: dict[str, str] | None = None) -> Settings:
         cache_readonly=env.get("ENGINEBUILD_CACHE_READONLY", "").lower() in ("1", "true", "yes"),
         insecure_registries=insecure,
         http_backoff_s=_seconds(env.get("ENGINEBUILD_HTTP_BACKOFF"), 0.5),
+        upload_deadline_s=_seconds(env.get("ENGINEBUILD_UPLOAD_DEADLINE"), 600.0),
         source_date_epoch=_epoch(env.get("SOURCE_DATE_EPOCH")),
         docker_config=Path(docker_config),
         fault=env.get("ENGINEBUILD_FAULT") or None,

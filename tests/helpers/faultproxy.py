@@ -161,6 +161,8 @@ class FaultProxy:
         data = response.read()
         conn.close()
         out = {k: v for k, v in response.getheaders() if k.lower() not in HOP and k.lower() != "content-length"}
+        if "Location" in out:  # an upload's next request must come through here too
+            out["Location"] = out["Location"].replace(f"//{self.upstream}/", f"//{self.host}/")
         if rule is not None and rule.action == "lie" and "Docker-Content-Digest" in out:
             out["Docker-Content-Digest"] = "sha256:" + hashlib.sha256(b"a lie").hexdigest()
         self.log.append((h.command, path, response.status))

@@ -49,7 +49,7 @@ class HttpFailure(Exception):
         }.get(self.kind, "")
 
 
-def _retry_after(response: requests.Response) -> float | None:
+def retry_after(response: requests.Response) -> float | None:
     value = response.headers.get("Retry-After")
     if not value:
         return None
@@ -105,18 +105,23 @@ class Http:
             self._session.headers["User-Agent"] = USER_AGENT
         return self._session
 
-    def request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+    def request(self, method: str, url: str, *, body: Callable[[], Any] | None = None, attempts: int | None = None,
+                **kwargs: Any) -> requests.Response:
+        """`body`: a function that opens the request body, called anew for every attempt, so a
+        retry never sends a handle an earlier attempt has already read (or part of) to the end."""
         import requests
 
         kwargs.setdefault("timeout", self.timeout)
+        attempts = attempts or self.attempts
         host = urlsplit(url).hostname or ""
         if host in self.unresolvable:
             raise HttpFailure(f"{method} {_short(url)}: the name {host} does not resolve", "dns")
         last_error, kind = "no attempt made", "connection"
         response = None
-        for attempt in range(self.attempts):
+        for attempt in range(attempts):
+            data = body() if body is not None else kwargs.get("data")
             try:
-                response = self.session.request(method, url, **kwargs)
+                response = self.session.request(method, url, **{**kwargs, "data": data})
             except requests.RequestException as exc:
                 kind = classify(exc)
                 if kind == "dns":
@@ -130,14 +135,17 @@ class Http:
                 if response.status_code not in RETRY_STATUS:
                     return response
                 kind, last_error = "status", f"HTTP {response.status_code}"
-                advised = _retry_after(response)
+                advised = retry_after(response)
                 wait = min(MAX_WAIT_S, advised) if advised is not None else _backoff(attempt)
                 response.close()
-            if attempt + 1 < self.attempts:
+            finally:
+                if body is not None and hasattr(data, "close"):
+                    data.close()
+            if attempt + 1 < attempts:
                 self.log(f"  {method} {_short(url)}: {last_error}; retrying in {wait:.1f}s "
-                         f"(attempt {attempt + 2} of {self.attempts})")
+                         f"(attempt {attempt + 2} of {attempts})")
                 time.sleep(wait)
-        raise HttpFailure(f"{method} {_short(url)}: {last_error} after {self.attempts} attempts", kind, response)
+        raise HttpFailure(f"{method} {_short(url)}: {last_error} after {attempts} attempts", kind, response)
 
 
 def _short(url: str) -> str:

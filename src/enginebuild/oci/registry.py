@@ -12,11 +12,12 @@ import base64
 import hashlib
 import json
 import re
+import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
-from enginebuild.errors import RegistryError
-from enginebuild.io.http import Http, HttpFailure
+from enginebuild.errors import RegistryError, RegistryUnreachable
+from enginebuild.io.http import MAX_WAIT_S, RETRY_STATUS, Http, HttpFailure, retry_after
 from enginebuild.oci.credentials import registry_credentials
 from enginebuild.oci.reference import ImageRef, is_local_registry
 from enginebuild.settings import settings
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
 MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 ACCEPT = ", ".join(INDEX_TYPES + MANIFEST_TYPES)
+UPLOAD_ATTEMPTS = 5
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -55,23 +57,25 @@ class RegistryClient:
         return f"{self.base_url(ref.registry)}/v2/{ref.repository}/{kind}/{reference}"
 
     def request(self, ref: ImageRef, method: str, url: str, *, body: Callable[[], Any] | None = None,
-                **kwargs: Any) -> requests.Response:
+                attempts: int | None = None, **kwargs: Any) -> requests.Response:
         """Send a request, answering at most one auth challenge (a body is re-opened for the retry)."""
         headers = dict(kwargs.pop("headers", {}))
         key = (ref.registry, ref.repository)
         if key in self._tokens:
             headers["Authorization"] = self._tokens[key]
         try:
-            response = self.http.request(method, url, headers=headers, data=body() if body else None, **kwargs)
+            response = self.http.request(method, url, headers=headers, body=body, attempts=attempts, **kwargs)
             if response.status_code != 401:
                 return response
             challenge = response.headers.get("WWW-Authenticate", "")
             response.close()
             headers["Authorization"] = self._answer(ref, challenge)
             self._tokens[key] = headers["Authorization"]
-            response = self.http.request(method, url, headers=headers, data=body() if body else None, **kwargs)
+            response = self.http.request(method, url, headers=headers, body=body, attempts=attempts, **kwargs)
         except HttpFailure as exc:
-            raise RegistryError(f"{ref.registry}: {exc}", hint=exc.hint) from None
+            answer = (f"HTTP {exc.response.status_code} {_error_text(exc.response)}".strip()
+                      if exc.response is not None else None)
+            raise RegistryUnreachable(f"{ref.registry}: {exc}", kind=exc.kind, hint=exc.hint, answer=answer) from None
         if response.status_code == 401:
             raise RegistryError(f"{ref.registry} refused the credentials for {ref.repository} (HTTP 401)",
                                 hint=f"log in with `docker login {ref.registry}`")
@@ -199,9 +203,40 @@ class RegistryClient:
         return bytes(data)
 
     def upload_blob(self, ref: ImageRef, digest: str, size: int, opener: Callable[[], IO[bytes]]) -> None:
-        """Upload a blob in one PUT (monolithic); the registry checks its digest."""
-        start = self.request(ref, "POST", f"{self.base_url(ref.registry)}/v2/{ref.repository}/blobs/uploads/",
-                             headers={"Content-Length": "0"})
+        """Upload a blob in one PUT (monolithic); the registry checks its digest.
+
+        A cut connection or an overloaded registry starts the upload over: a new upload session
+        and the source opened again from its first byte (a session that took part of a body
+        would append the rest to it). Bounded in attempts and in total time; the error names
+        the registry's last answer."""
+        deadline = time.monotonic() + settings().upload_deadline_s
+        last = "no answer"
+        for attempt in range(UPLOAD_ATTEMPTS):
+            try:
+                self._upload_once(ref, digest, size, opener)
+                return
+            except _UploadAgain as again:
+                last = str(again)
+                wait = min(MAX_WAIT_S, again.wait if again.wait is not None else settings().http_backoff_s * 2**attempt)
+                if attempt + 1 == UPLOAD_ATTEMPTS or time.monotonic() + wait > deadline:
+                    break
+                self.http.log(f"  upload of {digest[:19]} to {ref.registry}: {last}; starting over in {wait:.1f}s "
+                              f"(attempt {attempt + 2} of {UPLOAD_ATTEMPTS})")
+                time.sleep(wait)
+        raise RegistryError(f"{ref.name}: upload of blob {digest[:19]} failed after {attempt + 1} attempt(s); "
+                            f"the registry's last answer: {last}",
+                            hint="the registry or the network kept failing: run the push again later")
+
+    def _upload_once(self, ref: ImageRef, digest: str, size: int, opener: Callable[[], IO[bytes]]) -> None:
+        try:
+            start = self.request(ref, "POST", f"{self.base_url(ref.registry)}/v2/{ref.repository}/blobs/uploads/",
+                                 headers={"Content-Length": "0"}, attempts=1)
+        except RegistryUnreachable as exc:
+            if exc.kind in ("dns", "refused"):
+                raise
+            raise _UploadAgain(exc.answer or exc.message) from None
+        if start.status_code in RETRY_STATUS:
+            raise _UploadAgain(f"HTTP {start.status_code} {_error_text(start)}", retry_after(start))
         if start.status_code not in (202, 201):
             raise RegistryError(f"{ref.name}: the registry refused to start an upload (HTTP {start.status_code}): "
                                 f"{_error_text(start)}", hint="check push access (`docker login`)")
@@ -211,8 +246,15 @@ class RegistryClient:
         if location.startswith("/"):
             location = self.base_url(ref.registry) + location
         separator = "&" if "?" in location else "?"
-        put = self.request(ref, "PUT", f"{location}{separator}digest={digest}", body=opener,
-                           headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)})
+        try:
+            put = self.request(ref, "PUT", f"{location}{separator}digest={digest}", body=opener, attempts=1,
+                               headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)})
+        except RegistryUnreachable as exc:
+            if exc.kind in ("dns", "refused"):
+                raise
+            raise _UploadAgain(exc.answer or exc.message) from None
+        if put.status_code in RETRY_STATUS:
+            raise _UploadAgain(f"HTTP {put.status_code} {_error_text(put)}", retry_after(put))
         if put.status_code not in (201, 204):
             raise RegistryError(f"{ref.name}: upload of blob {digest[:19]} failed (HTTP {put.status_code}): "
                                 f"{_error_text(put)}")
@@ -224,6 +266,14 @@ class RegistryClient:
         if response.status_code == 200 and response.headers.get("Content-Type", "").startswith(INDEX_TYPES[0]):
             return dict(response.json())
         return None
+
+
+class _UploadAgain(Exception):
+    """One upload attempt failed in a way a fresh attempt can fix."""
+
+    def __init__(self, message: str, wait: float | None = None):
+        super().__init__(message)
+        self.wait = wait
 
 
 def _error_text(response: requests.Response) -> str:
