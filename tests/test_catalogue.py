@@ -107,3 +107,22 @@ def test_patches_check_passes_on_the_committed_catalogue(pypi_reachable):
     assert stacks[("qwen3-coder-next-dflash", "vllm")] == ["applies"]
     # TurboQuant v0.2.0 lives on github.com, which this machine cannot reach: said, not skipped
     assert stacks[("qwen35-dflash-turboquant", "turboquant")] == ["not-checked"]
+
+
+def test_one_broken_spec_is_one_row_and_the_rest_of_the_catalogue_goes_on(workspace):
+    (workspace / "images/broken").mkdir()
+    (workspace / "images/broken/image.yaml").write_text("base: scratch\nbogus: 1\n")
+    (workspace / "images/badlabel").mkdir()
+    (workspace / "images/badlabel/image.yaml").write_text('base: scratch\nlabels:\n  "a\\nb": x\n')
+    listed = run_cli(["list"], workspace)
+    assert listed.returncode == 2
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines()[1:]}
+    assert "images/broken/image.yaml:2: bogus: unknown key" in rows["broken"]
+    assert "labels.a\\nb: invalid key" in rows["badlabel"]  # the line break escaped, never printed raw
+    assert "locked" in rows["demo"]
+    check = run_cli(["lock", "--check"], workspace)
+    assert check.returncode == 1
+    assert "demo: ok" in check.stdout and "broken: skipped, its spec does not load" in check.stderr
+    doctor = run_cli(["doctor", "--json"], workspace)
+    names = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert names["spec broken"]["status"] == "warn" and "unknown key" in names["spec broken"]["detail"]

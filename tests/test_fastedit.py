@@ -251,3 +251,21 @@ def test_a_spec_edited_while_a_build_runs_is_built_by_the_next_run(ws, docker_en
     assert "APP_HOME=/opt/app" in inspect(ref(ws))["Config"]["Env"]  # read before the edit
     image(ws, env=NO_BUILDER)  # a new config only: no layer to write
     assert "APP_HOME=/srv/app" in inspect(ref(ws))["Config"]["Env"]
+
+
+def test_a_copied_file_swapped_for_a_symlink_to_a_host_file_is_refused_not_copied(ws, docker_engine, tmp_path):
+    image(ws)
+    secret = tmp_path / "host-credentials.json"
+    secret.write_text('{"auths": {"ghcr.io": {"auth": "c2VjcmV0"}}}\n')
+    script = folder(ws) / "run.sh"
+    script.unlink()
+    script.symlink_to(secret)
+    name = (ws / "name").read_text()
+    for _ in range(2):  # and the run after it does not call it up to date either
+        proc = run_cli(["image", name], ws, env={"ENGINEBUILD_DEBUG": "1"})
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert FAST not in proc.stdout and "nothing to build" not in proc.stdout
+        assert "resolves outside the image folder" in proc.stderr
+    import hashlib
+
+    assert filesystem(ref(ws))["opt/app/run.sh"][4] == hashlib.sha256(FILES["run.sh"].encode()).hexdigest()

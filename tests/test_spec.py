@@ -229,3 +229,18 @@ def test_set_overrides_a_value_for_one_run_and_is_validated(workspace):
     with pytest.raises(UserError) as info:
         load(workspace, "t", ["expose=[x]"])
     assert info.value.message.startswith("--set expose")
+
+
+def test_a_spec_that_is_a_symlink_to_a_host_file_is_refused_without_showing_it(workspace):
+    folder = write_image(workspace, "t", MINIMAL)
+    (folder / "image.yaml").unlink()
+    os.symlink("/etc/passwd", folder / "image.yaml")
+    error = spec_error(workspace, "t")
+    assert "symlink" in error and "root:" not in error
+
+
+def test_an_image_folder_linked_from_outside_images_is_refused(workspace, tmp_path):
+    outside = tmp_path / "elsewhere"
+    write_image(outside, "t", MINIMAL)
+    os.symlink(outside / "images" / "t", workspace / "images" / "t")
+    assert "symlink" in spec_error(workspace, "t")

@@ -215,6 +215,8 @@ def run_checks(ws: Any, extra_registries: list[str]) -> list[Check]:
         except EngineBuildError:
             continue
     checks += emulation(targets)
+    checks += [Check(f"spec {name}", "warn", f"does not load: {exc.message}", exc.hint or "")
+               for name, exc in ws.broken().items()]
     checks.append(_run("uv", uv))
     checks.append(_run("git", git))
     for repo, why in registries(ws, extra_registries):

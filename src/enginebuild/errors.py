@@ -46,12 +46,18 @@ class UserError(EngineBuildError):
     exit_code = EXIT_BAD_INPUT
 
 
+def printable(text: str) -> str:
+    """`text` with control characters escaped (\\n, \\x1b): a key from a spec never breaks a line
+    of an error or moves the terminal's cursor."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class SpecError(UserError):
     """An error in a spec file, located at file:line and a key path."""
 
     def __init__(self, where: Where | None, key: str, message: str, *, hint: str | None = None):
         prefix = f"{where}: " if where else ""
-        keypart = f"{key}: " if key else ""
+        keypart = f"{printable(key)}: " if key else ""
         super().__init__(f"{prefix}{keypart}{message}", hint=hint)
         self.where = where
         self.key = key

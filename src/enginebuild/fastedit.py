@@ -186,10 +186,13 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
     if folders:
         _same_listings(edits)
     files = [p for p in changed if p not in folders]
+    from enginebuild.io.recipefiles import read_recipe_file, set_recipe_root
+
+    root = json.loads(key)["root"]
+    set_recipe_root(root)
     contents = {}
     for path in files:
-        with open(path, "rb") as handle:
-            contents[path] = handle.read()
+        contents[path] = read_recipe_file(path, root)  # a file swapped for a symlink: refused, the full way decides
         if any(e["kernels"] for e in edits) and contents[path].startswith(ELF):
             raise NotThisWay(f"{path} is a binary in an image whose kernels are checked")
     from enginebuild.io.store import Store

@@ -52,10 +52,25 @@ class Workspace:
 
         return read_lock(self.root, spec)
 
-    def buildable(self) -> list[str]:
-        """Every image that is not abstract, and every variant of each."""
-        out = []
+    def broken(self) -> dict[str, UserError]:
+        """The catalogue's specs that do not load, each with its error (one bad spec does not stop
+        a command that goes over the whole catalogue: it is reported as one row)."""
+        out = {}
         for name in self.catalog.names():
+            try:
+                self.spec(name)
+            except UserError as exc:
+                out[name] = exc
+        return out
+
+    def buildable(self) -> list[str]:
+        """Every image that is not abstract, and every variant of each (specs that do not load are
+        left out: `broken` names them)."""
+        out = []
+        broken = self.broken()
+        for name in self.catalog.names():
+            if name in broken:
+                continue
             spec = self.spec(name)
             if spec.abstract:
                 continue
@@ -72,6 +87,8 @@ class Workspace:
                                     "it has no lock and is not built on its own")
             return list(dict.fromkeys(names))
         if all_when_empty:
+            for name, exc in self.broken().items():
+                output().say(f"{name}: skipped, its spec does not load: {exc.message}")
             return self.buildable()
         raise UserError("name at least one image")
 

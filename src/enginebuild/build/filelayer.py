@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple, cast
 
 from enginebuild.errors import BuildFailed
+from enginebuild.io.recipefiles import open_recipe_file
 from enginebuild.io.store import Blob, Store, make_blob
 from enginebuild.io.tars import TarWriter
 
@@ -41,7 +42,7 @@ def _add_planned(writer: TarWriter, item: FileItem) -> None:
     changed = BuildFailed(f"{item.display} changed while the build ran",
                           hint="run the build again: it builds what is there now")
     path = cast(Path, item.source)
-    with open(path, "rb") as handle:
+    with open_recipe_file(path) as handle:
         size = os.fstat(handle.fileno()).st_size
         reader = _Hashing(handle)
         try:

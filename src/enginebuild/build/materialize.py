@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import IO
 
 from enginebuild.errors import EngineBuildError, FetchError
+from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.io.tars import TarWriter
 from enginebuild.patches.patched import patched_tree
@@ -29,7 +30,7 @@ class Materializer:
         if isinstance(origin, FromData):
             return origin.data
         if isinstance(origin, FromFile):
-            data = origin.path.read_bytes()
+            data = read_recipe_file(origin.path)
             if sha256_bytes(data) != item.digest:
                 raise EngineBuildError(f"{origin.path} changed while enginebuild was running; run the command again")
             return data

@@ -28,7 +28,13 @@ def lock_state(ws: Workspace, name: str) -> str:
 
 def rows(ws: Workspace) -> list[dict[str, Any]]:
     out = []
+    broken = ws.broken()
     for base in ws.catalog.names():
+        if base in broken:
+            out.append({"image": base, "platforms": [], "lock": "broken", "components": [], "install": [],
+                        "overlays": [], "patches": 0, "extends": None, "description": None,
+                        "error": broken[base].message})
+            continue
         names = [base] + [f"{base}:{v}" for v in ws.spec(base).variants if not ws.spec(base).abstract]
         for name in names:
             spec = ws.spec(name)
@@ -43,10 +49,12 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     found = rows(ws)
     if args.json:
         print(json.dumps(found, indent=2))
-        return 0
+        return 0 if not any(r["lock"] == "broken" for r in found) else 2
     width = max([len(r["image"]) for r in found] + [5])
     print(f"{'IMAGE':<{width}}  {'PLATFORMS':<24} {'LOCK':<10} {'PATCHES':>7}  COMPONENTS")
     for r in found:
         parts = ", ".join(r["components"] + [f"{o} (overlay)" for o in r["overlays"]]) or "-"
+        if r["lock"] == "broken":
+            parts = "spec does not load: " + r["error"]
         print(f"{r['image']:<{width}}  {','.join(r['platforms']):<24} {r['lock']:<10} {r['patches']:>7}  {parts}")
-    return 0
+    return 0 if not any(r["lock"] == "broken" for r in found) else 2

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.locked:
         return _locked(ws, names)
     if args.check:
-        return _check(ws, names)
+        return _check(ws, names, [] if args.images else list(ws.broken()))
     from enginebuild.lock.lockfile import write_lock
     from enginebuild.lock.resolve import Resolvers, build_lock
 
@@ -91,10 +91,10 @@ def _locked(ws: Workspace, names: list[str]) -> int:
     return 0
 
 
-def _check(ws: Workspace, names: list[str]) -> int:
+def _check(ws: Workspace, names: list[str], broken: list[str]) -> int:
     from enginebuild.lock.lockfile import stale_inputs
 
-    bad = 0
+    bad = len(broken)  # each named already, by `select`
     for name in names:
         spec = ws.spec(name)
         lock = ws.lock(spec)
@@ -109,6 +109,7 @@ def _check(ws: Workspace, names: list[str]) -> int:
             note = f" ({len(unresolved)} input(s) recorded as not resolvable here)" if unresolved else ""
             print(f"{name}: ok{note}")
     if bad:
-        output().say(f"{bad} lock(s) stale or missing; run `python BUILD.py lock` and commit lockfiles/")
+        output().say(f"{bad} image(s) with a broken spec or a stale or missing lock; fix the spec, run "
+                     "`python BUILD.py lock` and commit lockfiles/")
         return EXIT_FAILED
     return 0

@@ -139,8 +139,9 @@ class Http:
                 wait = min(MAX_WAIT_S, advised) if advised is not None else _backoff(attempt)
                 response.close()
             finally:
-                if body is not None and hasattr(data, "close"):
-                    data.close()
+                close = getattr(data, "close", None) if body is not None else None
+                if close is not None:
+                    close()
             if attempt + 1 < attempts:
                 self.log(f"  {method} {_short(url)}: {last_error}; retrying in {wait:.1f}s "
                          f"(attempt {attempt + 2} of {attempts})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from enginebuild.errors import SpecError
+from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.plan import keys
 from enginebuild.plan.envs import EnvPlanner, mounts, parent_ref
 from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, FromFile, FromOutput, FromSource
@@ -75,7 +76,7 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     env += cuda_env(cuda_archs)
     script = comp.build.script
     assert script.src is not None
-    context.append(ContextItem("build.sh", keys.sha(script.src.read_bytes()), FromFile(script.src), 0o755,
+    context.append(ContextItem("build.sh", keys.sha(read_recipe_file(script.src)), FromFile(script.src), 0o755,
                                label=script.display))
     args = dict(comp.build.args)
     args.update({k: v for k, v in build_args.items() if k in args})

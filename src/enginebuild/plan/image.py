@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from enginebuild.errors import LockError, SpecError
+from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.lock.inputs import role_of
 from enginebuild.lock.lockfile import Lock, stale_inputs
 from enginebuild.lock.pins import PythonPin
@@ -132,7 +133,7 @@ def _file_layers(groups: tuple[FileGroup, ...], parent: str, epoch: int) -> list
         chunks.append(list(groups[MAX_FILE_LAYERS - 1:]))
     for chunk in chunks:
         entries = tuple(e for g in chunk for e in g.entries)
-        digests = {e.display: e.sha256 or keys.sha(e.src.read_bytes() if e.src else b"")
+        digests = {e.display: e.sha256 or keys.sha(read_recipe_file(e.src) if e.src else b"")
                    for e in entries if e.src is not None or e.sha256}
         key = keys.key_of("files", entries=[[e.dest, e.mode, digests[e.display]] for e in entries], epoch=epoch)
         name = "files " + ", ".join(g.key for g in chunk)

@@ -29,7 +29,7 @@ UNKNOWN = [0, 0, 0, 0]  # the stat recorded for a file written within RACY_SECON
 
 def _stat(path: str) -> list[int] | None:
     try:
-        st = os.stat(path)
+        st = os.lstat(path)  # a file swapped for a symlink is a change, whatever the link points to
     except OSError:
         return None
     return [st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode]  # a chmod changes a file's mode in the image

@@ -82,6 +82,11 @@ def split_name(name: str) -> tuple[str, str | None]:
 class Catalog:
     root: Path
 
+    def __post_init__(self) -> None:
+        from enginebuild.io.recipefiles import set_recipe_root
+
+        set_recipe_root(self.root)  # every recipe file is read inside this root (io/recipefiles.py)
+
     @property
     def images_dir(self) -> Path:
         return self.root / "images"
@@ -128,7 +133,7 @@ class Catalog:
 
     def _raw(self, name: str) -> YMap:
         display = self.display(name)
-        tree = load_yaml_file(self.spec_path(name), display)
+        tree = load_yaml_file(self.spec_path(name), display, self.root)
         if not isinstance(tree, YMap):
             line = tree.where.line if isinstance(tree, YList) else 1
             raise SpecError(Where(display, line), "", "a spec must be a mapping of keys (base:, components:, ...)")

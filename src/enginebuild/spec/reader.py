@@ -7,6 +7,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from enginebuild.errors import SpecError, Where
+from enginebuild.io.recipefiles import open_recipe_file, read_recipe_file
 from enginebuild.patches.patchfile import PatchError, parse_patch
 from enginebuild.sources import Source, kind
 from enginebuild.sources.base import Place
@@ -170,7 +171,7 @@ class Reader:
             if patch_root not in real.parents or not real.is_file():
                 raise SpecError(where, sub, f"patches/{name} must be a regular file inside patches/")
             try:
-                parsed = parse_patch(name, real.read_bytes())
+                parsed = parse_patch(name, read_recipe_file(real, str(self.root)))
             except PatchError as exc:
                 raise SpecError(where, sub, exc.message) from None
             out.append(m.PatchRef(name=name, path=real, where=where, patch=parsed))
@@ -275,7 +276,7 @@ class Reader:
     def component(self, name: str, node: YMap, path: str, builder: m.Environment) -> m.Component:
         build_node = self.get(node, "build", path)
         script, display = self.local_file(self.get(build_node, "script", f"{path}.build"), f"{path}.build.script")
-        with open(script, "rb") as handle:
+        with open_recipe_file(script, str(self.root)) as handle:
             first = handle.readline(256)
         if not first.startswith(b"#!") or len(first.split()) == 0 or first[2:].strip() == b"":
             raise SpecError(self.where(f"{path}.build.script"), f"{path}.build.script",

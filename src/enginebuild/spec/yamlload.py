@@ -5,6 +5,7 @@ and oversized documents are refused with the place they occur.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -150,12 +151,18 @@ def load_yaml_text(text: str, display: str) -> Any:
         loader.dispose()
 
 
-def load_yaml_file(path: Path, display: str) -> Any:
+def load_yaml_file(path: Path, display: str, root: Path | None = None) -> Any:
+    """`root`: the recipe repository the file must lie in (default: the file's own folder)."""
+    from enginebuild.io.recipefiles import OutsideRecipe, open_recipe_file
+
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise SpecError(Where(display), "", f"file is {size} bytes; a spec may be at most {MAX_BYTES}")
-        raw = path.read_bytes()
+        with open_recipe_file(path, str(root or path.parent)) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            raw = handle.read(MAX_BYTES + 1)
+        if size > MAX_BYTES or len(raw) > MAX_BYTES:
+            raise SpecError(Where(display), "", f"file is {max(size, len(raw))} bytes; a spec may be at most {MAX_BYTES}")
+    except OutsideRecipe as exc:
+        raise SpecError(Where(display), "", exc.message.replace(str(path), "this spec", 1)) from None
     except FileNotFoundError:
         raise SpecError(Where(display), "", "file not found") from None
     except IsADirectoryError:
