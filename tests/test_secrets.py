@@ -176,15 +176,115 @@ def test_a_build_that_writes_a_secret_into_a_layer_is_refused_and_nothing_is_kep
     report.count("secret scan", "leaks refused")
 
 
-def test_push_refuses_an_image_whose_layers_hold_a_configured_secret(workspace, docker_engine, debian_reachable,
-                                                                    registry):
+def test_a_secret_in_a_copied_file_is_refused_at_build_before_anything_is_tagged(workspace, docker_engine,
+                                                                                  debian_reachable, registry):
     write_image(workspace, "shipped", spec(uuid.uuid4().hex, extra="files:\n  /opt/notes.txt: notes.txt\n"),
                 {"build.sh": BUILD, "src/x": "x\n", "notes.txt": f"remember {SENTINEL}\n"})
     assert run_cli(["lock", "shipped"], workspace).returncode == 0
-    assert run_cli(["image", "shipped"], workspace, env={"HF_TOKEN": SENTINEL}).returncode == 0
-    proc = run_cli(["push", "shipped", "--to", f"{registry.host}/enginebuild-test/shipped"], workspace,
-                   env={"HF_TOKEN": SENTINEL})
+    proc = run_cli(["image", "shipped"], workspace, env={"HF_TOKEN": SENTINEL})
     assert proc.returncode == 1
     assert "image shipped (linux/amd64) wrote a secret into its layers: HF_TOKEN in /opt/notes.txt" in proc.stderr
+    assert docker("image", "inspect", "enginebuild/shipped:latest", check=False).returncode != 0
+    pushed = run_cli(["push", "shipped", "--to", f"{registry.host}/enginebuild-test/shipped"], workspace,
+                     env={"HF_TOKEN": SENTINEL})
+    assert pushed.returncode == 1
     assert not (workspace / "lockfiles/shipped.pushes.json").exists()
     report.count("secret scan", "pushes refused")
+
+
+def steps_spec(marker: str, steps: str, script: str = "build.sh") -> str:
+    return spec(marker, script) + "\n" + steps
+
+
+def test_a_secret_carried_through_a_cache_mount_into_another_step_is_refused(workspace, docker_engine,
+                                                                            debian_reachable):
+    steps = "\n".join([
+        "steps:",
+        "  - name: fetch",
+        "    secrets: [HF_TOKEN]",
+        "    cache: [/root/.cache/stash]",
+        "    run: cp /run/secrets/HF_TOKEN /root/.cache/stash/token",
+        "  - name: install",
+        "    cache: [/root/.cache/stash]",
+        "    run: mkdir -p /opt/app && cp /root/.cache/stash/token /opt/app/config"])
+    name = f"mount-{uuid.uuid4().hex[:6]}"
+    write_image(workspace, name, steps_spec(uuid.uuid4().hex, steps), {"build.sh": BUILD, "src/x": "x\n"})
+    assert run_cli(["lock", name], workspace).returncode == 0
+    proc = run_cli(["image", name], workspace, env={"HF_TOKEN": SENTINEL})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "install wrote a secret into its layers: HF_TOKEN in /opt/app/config" in proc.stderr
+    assert docker("image", "inspect", f"enginebuild/{name}:latest", check=False).returncode != 0
+    scan("the refusal", proc.stderr, SENTINEL)
+
+
+PACKED = {
+    "gzip": "gzip -c /run/secrets/HF_TOKEN > /opt/probe/t.gz",
+    "tar.gz": "mkdir -p /tmp/p && cp /run/secrets/HF_TOKEN /tmp/p/t && tar -czf /opt/probe/bundle.tgz -C /tmp p",
+    "base64-of-gzip-printed": "gzip -c /run/secrets/HF_TOKEN | base64 > /opt/probe/t.gz.b64 && "
+                              "base64 /run/secrets/HF_TOKEN && cp /opt/probe/t.gz.b64 /dev/null",
+}
+
+
+@pytest.mark.parametrize("how", ["gzip", "tar.gz"])
+def test_a_secret_written_compressed_is_found_inside(how, workspace, docker_engine, debian_reachable):
+    script = "#!/bin/sh\nset -eu\nmkdir -p /opt/probe\n" + PACKED[how] + "\n"
+    name = f"packed-{uuid.uuid4().hex[:6]}"
+    write_image(workspace, name, spec(uuid.uuid4().hex), {"build.sh": script, "src/x": "x\n"})
+    assert run_cli(["lock", name], workspace).returncode == 0
+    proc = run_cli(["image", name], workspace, env={"HF_TOKEN": SENTINEL})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "component probe wrote a secret into its layers: HF_TOKEN in /opt/probe/" in proc.stderr
+    report.count("secret scan", "leaks refused")
+
+
+def test_the_base64_of_a_secret_printed_by_a_build_is_redacted_on_screen_and_in_logs(workspace, docker_engine,
+                                                                                    debian_reachable, eb_home):
+    script = "#!/bin/sh\nset -eu\nmkdir -p /opt/probe\necho \"b64: $(base64 /run/secrets/HF_TOKEN)\"\n"
+    name = f"b64-{uuid.uuid4().hex[:6]}"
+    write_image(workspace, name, spec(uuid.uuid4().hex), {"build.sh": script, "src/x": "x\n"})
+    assert run_cli(["lock", name], workspace).returncode == 0
+    proc = run_cli(["image", name, "-v"], workspace, env={"HF_TOKEN": SENTINEL})
+    assert proc.returncode == 0, proc.stderr
+    assert "b64: [redacted]" in proc.stderr
+    encoded = base64.b64encode(SENTINEL.encode()).decode()[:-4]
+    scan("enginebuild's output (base64)", proc.stdout + proc.stderr, encoded)
+    for path in (Path(eb_home) / "logs").iterdir():
+        scan(str(path), path.read_bytes(), encoded)
+
+
+PLAIN = "#!/bin/sh\nset -eu\nmkdir -p /opt/probe\necho ok > /opt/probe/done\n"
+
+
+def test_push_without_the_secret_trusts_only_layers_that_were_searched_for_it(workspace, docker_engine,
+                                                                              debian_reachable, registry):
+    name = f"unset-{uuid.uuid4().hex[:6]}"
+    write_image(workspace, name, spec(uuid.uuid4().hex), {"build.sh": PLAIN, "src/x": "x\n"})
+    assert run_cli(["lock", name], workspace).returncode == 0
+    assert run_cli(["image", name], workspace, env={"HF_TOKEN": ""}).returncode == 0  # built without the value
+    target = f"{registry.host}/enginebuild-test/{name}"
+    refused = run_cli(["push", name, "--to", target], workspace, env={"HF_TOKEN": ""})
+    assert refused.returncode == 1
+    assert "never searched for secret HF_TOKEN" in refused.stderr and "nothing was pushed" in refused.stderr
+    assert not (workspace / f"lockfiles/{name}.pushes.json").exists()
+    with_value = run_cli(["push", name, "--to", target], workspace, env={"HF_TOKEN": SENTINEL})
+    assert with_value.returncode == 0, with_value.stderr  # searched now, and recorded
+    again = run_cli(["push", name, "--to", target, "--tag", "again"], workspace, env={"HF_TOKEN": ""})
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_killed_build_leaves_no_file_holding_the_secret(workspace, docker_engine, debian_reachable, eb_home):
+    import tempfile
+
+    name = f"killed-{uuid.uuid4().hex[:6]}"
+    write_image(workspace, name, spec(uuid.uuid4().hex), {"build.sh": BUILD + "sleep 5\n", "src/x": "x\n"})
+    assert run_cli(["lock", name], workspace).returncode == 0
+    proc = run_cli(["image", name], workspace, env={"HF_TOKEN": SENTINEL, "ENGINEBUILD_FAULT": "buildkit.running=kill"})
+    assert proc.returncode not in (0, 1, 2)
+    places = [*Path(tempfile.gettempdir()).glob(".enginebuild*"), Path(eb_home)]  # where temporaries go
+    for folder in places:
+        for path in [folder, *folder.rglob("*")]:
+            try:
+                if path.is_file() and not path.is_symlink() and path.stat().st_size < 1 << 20:
+                    scan(str(path), path.read_bytes(), SENTINEL)
+            except OSError:
+                continue

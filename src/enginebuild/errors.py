@@ -93,6 +93,10 @@ class BuildFailed(EngineBuildError):
     """The builder failed a component or a step."""
 
 
+class SecretUnchecked(EngineBuildError):
+    """A layer was never searched for a secret the spec declares, and its value is not here."""
+
+
 class SecretLeak(BuildFailed):
     """A build left a secret (or a credential) in a layer; nothing was tagged or recorded."""
 

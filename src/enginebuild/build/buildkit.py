@@ -11,8 +11,6 @@ import collections
 import json
 import os
 import re
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -68,7 +66,9 @@ class Builder:
             return f"{self.docker} buildx build" + (f" --builder {self.builder_name}" if self.builder_name else "")
         return f"DOCKER_BUILDKIT=1 {self.docker} build"
 
-    def command(self, *, tag: str, platform: str, secret_files: dict[str, Path]) -> tuple[list[str], dict[str, str]]:
+    def command(self, *, tag: str, platform: str, secrets: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        """The client's command line and environment. Secrets reach BuildKit through the client's
+        environment (`--secret id=X,env=VAR`): no file ever holds a value, so a killed run leaves none."""
         if self.kind == "buildx":
             args = [self.docker, "buildx", "build", "--load"]
             if self.builder_name:
@@ -78,10 +78,13 @@ class Builder:
         args += ["--progress=plain", "--platform", platform, "-t", tag, "-f", "Dockerfile"]
         if self.no_cache:
             args.append("--no-cache")
-        for ident, path in sorted(secret_files.items()):
-            args += ["--secret", f"id={ident},src={path}"]
+        env = {"DOCKER_BUILDKIT": "1"}
+        for index, (ident, value) in enumerate(sorted(secrets.items())):
+            variable = f"ENGINEBUILD_SECRET_{index}"
+            args += ["--secret", f"id={ident},env={variable}"]
+            env[variable] = value
         args.append("-")
-        return args, {"DOCKER_BUILDKIT": "1"}
+        return args, env
 
 
 def _detection_key(found: list[str]) -> str:
@@ -140,10 +143,15 @@ def _detect(found: list[str], builder_name: str | None) -> Builder:
 
 
 class Redactor:
-    """Removes secret values from anything enginebuild prints or logs."""
+    """Removes secret values from anything enginebuild prints or logs: as written, and in every
+    encoding the secret scan looks for (base64 at any alignment, URL- and JSON-escaped)."""
 
     def __init__(self, secrets: list[str]):
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        from enginebuild.build.secretscan import encodings
+
+        forms = {s for s in secrets if s and len(s) >= 4}
+        forms |= {e.decode("ascii", "replace") for s in secrets if s and len(s) >= 6 for e in encodings(s)}
+        self.secrets = sorted(forms, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
@@ -163,22 +171,12 @@ def run_build(builder: Builder, *, context: Callable[[IO[bytes]], None], tag: st
     """Run one BuildKit build; raise BuildFailed with the builder's output on failure."""
     redact = Redactor(list(secrets.values()))
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_root = Path(tempfile.gettempdir())
-    secret_dir = temp_path(tmp_root, "enginebuild-secrets", "d")
-    os.mkdir(secret_dir, 0o700)
     context_file = temp_path(settings().home / "tmp", "context")
     context_file.parent.mkdir(parents=True, exist_ok=True)
     try:
-        secret_files = {}
-        for ident, value in secrets.items():
-            path = secret_dir / ident
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(value)
-            secret_files[ident] = path
         with open(context_file, "xb") as context_handle:
             context(context_handle)
-        args, env = builder.command(tag=tag, platform=platform, secret_files=secret_files)
+        args, env = builder.command(tag=tag, platform=platform, secrets=secrets)
         tail: collections.deque[str] = collections.deque(maxlen=60)
         line = BuildLine(output(), label, expected_s)
         start = time.monotonic()
@@ -220,5 +218,4 @@ def run_build(builder: Builder, *, context: Callable[[IO[bytes]], None], tag: st
                               hint=f"full log: {log_path}")
         return BuildResult(elapsed, list(tail))
     finally:
-        shutil.rmtree(secret_dir, ignore_errors=True)
         context_file.unlink(missing_ok=True)

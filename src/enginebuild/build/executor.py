@@ -173,8 +173,8 @@ class Executor:
             parent_layers = self.assembler.layers(parent)
             raws = cut_new_layers(self.engine, tag, {layer.size: 1 for layer in parent_layers}, len(parent_layers),
                                   folder)
-            if self.scanner is not None and payload.secrets:
-                self.scanner.check_files(raws, self.secrets(payload.secrets, node.name), node.name)
+            if self.scanner is not None and self.scanner.declared:  # whatever step declared them
+                self.scanner.check_files(raws, self.scanner.values(), node.name)
             blobs = [normalize_into_store(self.store, raw, plan.epoch, node.name) for raw in raws]
         except BaseException:
             self.engine.remove(tag, force=True)
@@ -229,9 +229,9 @@ class Executor:
                            expected_s=self.history.seconds(f"component {comp.name}"), verbose=self.verbose,
                            engine_alive=self.engine.ping)
         try:
-            if self.scanner is not None and comp.secrets:
+            if self.scanner is not None and self.scanner.declared:
                 self.scanner.check_image(self.engine, tag, self.assembler.layers(comp.builder),
-                                         self.secrets(comp.secrets, comp.name), f"component {comp.name}")
+                                         self.scanner.values(), f"component {comp.name}")
             exported = export_outputs(self.engine, tag, comp.name, comp.outputs, self.store, plan.epoch)
         except BaseException:
             self.engine.remove(tag, force=True)
@@ -283,6 +283,9 @@ class Executor:
             self.fetcher.git_wheel(self.home, pin)
         self.make_chain(plan.runtime, plan)
         config = final_config(self.assembler, plan)
+        if self.scanner is not None:  # every layer, before anything is tagged
+            self.scanner.check_layers([(la.blob, la.created_by) for la in self.assembler.layers(plan.runtime)
+                                       if la.blob], f"image {plan.image} ({plan.platform})")
         tags = local_tags(plan, platforms)
         self.outcome.image_id = self.assembler.load(plan.runtime, config, tags, self.known)
         self.outcome.config, self.outcome.layers = self.assembler.rendered

@@ -16,26 +16,15 @@ import fnmatch
 import hashlib
 import json
 import re
-import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import quote
 
-from enginebuild.errors import SecretLeak
+from enginebuild.build.secretsearch import Finding, Rule, search_tar
+from enginebuild.errors import SecretLeak, SecretUnchecked
 from enginebuild.io.progress import output
-
-CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    path: str  # glob of the path inside the image ("*" for any)
-    content: re.Pattern[bytes]
-    refuse: bool  # unambiguous: refuse; otherwise warn
-
 
 RULES = (
     Rule("huggingface-token-file", "*huggingface/token", re.compile(rb"hf_[A-Za-z0-9]{30,}"), True),
@@ -65,50 +54,42 @@ def encodings(value: str) -> list[bytes]:
     return sorted((e for e in out if len(e) >= 6), key=len, reverse=True)
 
 
-@dataclass
-class Finding:
-    what: str  # a secret's name or a rule's
-    path: str
-    refuse: bool
-
-
-def _scan_stream(handle: IO[bytes], needles: dict[bytes, str], rules: list[Rule], path: str) -> list[Finding]:
-    found: dict[str, Finding] = {}
-    keep = max([len(n) for n in needles] + [128]) - 1
-    tail = b""
-    active = [r for r in rules if fnmatch.fnmatchcase("/" + path, r.path) or r.path == "*"]
-    while block := handle.read(CHUNK):
-        window = tail + block
-        for needle, name in needles.items():
-            if name not in found and needle in window:
-                found[name] = Finding(name, path, True)
-        for rule in active:
-            if rule.name not in found and rule.content.search(window):
-                found[rule.name] = Finding(rule.name, path, rule.refuse)
-        tail = window[-keep:]
-    return list(found.values())
-
-
 RULES_ID = hashlib.sha256(repr([(r.name, r.path, r.content.pattern, r.refuse) for r in RULES]).encode()).hexdigest()
 
 
-def _scan_tar(tar_path: Path, needles: dict[bytes, str], rules: list[Rule]) -> list[Finding]:
-    findings = []
-    with tarfile.open(tar_path, "r:") as tar:
-        for member in tar:
-            if not member.isreg() or member.size == 0:
-                continue
-            handle = tar.extractfile(member)
-            assert handle is not None
-            findings += _scan_stream(handle, needles, rules, member.name)
-    return findings
+def secret_names(spec: Any) -> list[str]:
+    """Every secret the spec declares, whichever step or component declares it."""
+    names = [s for c in spec.components for s in c.build.secrets]
+    names += [s for c in spec.components for step in c.steps for s in step.secrets]
+    names += [s for step in spec.steps for s in step.secrets]
+    return list(dict.fromkeys(names))
+
+
+def secret_values(names: Iterable[str]) -> dict[str, str]:
+    """The values set here (the environment) of these secrets."""
+    import os
+
+    return {n: v for n in names if (v := os.environ.get(n, ""))}
 
 
 @dataclass
 class Scanner:
-    spec: Any  # ImageSpec: its secret-scan allow-list
-    warned: set[str] = field(default_factory=set)
-    store: Any = None  # with a Store, the credential rules' verdict on a stored layer is kept per layer
+    """The scan of one build or push. Every layer of an image whose spec declares secrets is
+    searched for every declared secret whose value is here, whatever step or component declared
+    it (a value carried through a cache mount into another step is found too). A stored layer
+    keeps the record of what it was searched for: each secret's name with a salted hash of the
+    value (never the value), so a push without the value knows whether the layer was checked."""
+
+    spec: Any  # ImageSpec: its secrets and secret-scan allow-list
+    warned: set[tuple[str, str]] = field(default_factory=set)
+    store: Any = None  # with a Store, verdicts are kept per stored layer
+
+    @property
+    def declared(self) -> list[str]:
+        return secret_names(self.spec)
+
+    def values(self) -> dict[str, str]:
+        return secret_values(self.declared)
 
     def _rule_key(self, tar_path: Path) -> str | None:
         """The record key of a stored layer's rule verdict (layers are named by their sha256)."""
@@ -128,12 +109,12 @@ class Scanner:
             key = self._rule_key(tar_path)
             kept = self.store.record("secret-scan", key) if key else None
             if kept is None:
-                found = _scan_tar(tar_path, needles, list(RULES))
+                found = search_tar(tar_path, needles, list(RULES))
                 if key:
                     self.store.put_record("secret-scan", key, {"findings": [
                         {"what": f.what, "path": f.path, "refuse": f.refuse} for f in found if f.what in names]})
             else:  # the rules already read this layer: only the secrets' values are searched
-                found = _scan_tar(tar_path, needles, []) if needles else []
+                found = search_tar(tar_path, needles, []) if needles else []
                 found += [Finding(str(f["what"]), str(f["path"]), bool(f["refuse"])) for f in kept["findings"]]
             findings += found
         return [f for f in findings if not self.allowed(f)]
@@ -142,7 +123,10 @@ class Scanner:
         refused = [f for f in findings if f.refuse]
         for f in findings:
             if not f.refuse and (f.what, f.path) not in self.warned:
-                self.warned.add((f.what, f.path))  # type: ignore[arg-type]
+                self.warned.add((f.what, f.path))
+                if f.what == "not-searched-inside":
+                    output().say(f"  warning: {what}: /{f.path}: not searched inside for secrets")
+                    continue
                 output().say(f"  warning: {what}: /{f.path} looks like a credential ({f.what}); if it is not one, "
                              "allow it in secret-scan.allow with a reason")
         if refused:
@@ -158,6 +142,40 @@ class Scanner:
     def check_files(self, tars: Iterable[Path], secrets: dict[str, str], what: str) -> None:
         self.judge(self.scan_tars(tars, secrets), what)
 
+    # -- stored layers: what each was searched for --------------------------------------------
+    def _salted(self, name: str, value: str) -> str:
+        return hashlib.sha256(_salt(self.store) + f"{name}\0{value}".encode()).hexdigest()
+
+    def checked(self, sha: str) -> dict[str, str]:
+        """The secrets (name -> salted hash) stored layer `sha` was searched for."""
+        record = self.store.record("secret-checked", sha) or {}
+        return dict(record.get("secrets", {}))
+
+    def check_layers(self, layers: list[tuple[str, str]], what: str, *, at_push: bool = False) -> None:
+        """Every stored layer (sha, what made it) searched for every declared secret whose value is
+        here, unless its record says it was, with this value. At push, a declared secret whose value
+        is not here is taken on the record's word: a layer never searched for it is refused."""
+        declared = self.declared
+        if not declared or self.store is None:
+            return
+        values = self.values()
+        salted = {n: self._salted(n, v) for n, v in values.items()}
+        todo = [sha for sha, _ in layers if any(self.checked(sha).get(n) != h for n, h in salted.items())]
+        if todo and values:
+            self.check_files([self.store.path(sha) for sha in todo], values, what)
+            for sha in todo:
+                self.store.put_record("secret-checked", sha, {"secrets": {**self.checked(sha), **salted}})
+        if not at_push:
+            return
+        for name in (n for n in declared if n not in values):
+            never = [made for sha, made in layers if name not in self.checked(sha)]
+            if never:
+                raise SecretUnchecked(
+                    f"{what}: {len(never)} layer(s) were never searched for secret {name} ({never[0]}"
+                    f"{', ...' if len(never) > 1 else ''}), and {name} is not set here; nothing was pushed",
+                    hint=f"set {name} for the push (its value is only searched for, never printed or sent), "
+                         "or build the image with it set")
+
     def check_image(self, engine: Any, tag: str, parents: list[Any], secrets: dict[str, str], what: str) -> None:
         from enginebuild.build.layers import cut_new_layers, remove_folder, scratch_folder
         from enginebuild.io.store import Store
@@ -171,8 +189,12 @@ class Scanner:
             remove_folder(folder)
 
 
-def iter_members(paths: Iterable[Path]) -> Iterator[str]:
-    for path in paths:
-        with tarfile.open(path, "r:") as tar:
-            for member in tar:
-                yield member.name
+def _salt(store: Any) -> bytes:
+    """This machine's salt for the hashes of secret values (made once, kept in the store)."""
+    import secrets as random
+
+    record = store.record("secret-checked", "salt")
+    if record is None:
+        store.put_record("secret-checked", "salt", {"salt": random.token_hex(32)})
+        record = store.record("secret-checked", "salt")
+    return bytes.fromhex(str(record["salt"]))

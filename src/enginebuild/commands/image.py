@@ -190,11 +190,11 @@ def build_platform(ws: Workspace, spec: Any, plan: Any, args: argparse.Namespace
     deleted (see io/store.py); the build then runs again and makes or fetches it anew."""
     from enginebuild.build.executor import Executor
     from enginebuild.build.secretscan import Scanner
-    from enginebuild.io.store import BadBlob
+    from enginebuild.io.store import BadBlob, Store
 
     for attempt in range(1, ATTEMPTS + 1):
         executor = Executor(ws.home, builder_name=args.builder, verbose=args.verbose, cache=cache,
-                            scanner=Scanner(spec), jobs=args.jobs)
+                            scanner=Scanner(spec, store=Store(ws.home)), jobs=args.jobs)
         try:
             return executor.build(plan, platforms)
         except BadBlob as exc:

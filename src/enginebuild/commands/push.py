@@ -71,11 +71,10 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                               hint=f"run `python BUILD.py image {name}` first, or `image {name} --push --to {to}`")
     tags = tags or [content_tag(plans)]
     assembler = Assembler(Engine(), store)
-    secrets = {n: v for n in secret_names(spec) if (v := _env(n))}
     scanner = Scanner(spec, store=store)
     for plan in plans:
-        ours = [store.path(layer.blob) for layer in assembler.layers(plan.runtime) if layer.blob]
-        scanner.check_files(ours, secrets, f"image {name} ({plan.platform})")
+        ours = [(layer.blob, layer.created_by) for layer in assembler.layers(plan.runtime) if layer.blob]
+        scanner.check_layers(ours, f"image {name} ({plan.platform})", at_push=True)
     pusher = Pusher(RegistryClient(), store, target)
     manifests = []
     for plan in plans:
@@ -109,16 +108,3 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                          f"({pusher.stats.bytes_pushed} bytes), {pusher.stats.layers_existing} already there"
                          + "".join(f"; {k} {v}" for k, v in attached.items()))
     return results
-
-
-def secret_names(spec: Any) -> list[str]:
-    names = [s for c in spec.components for s in c.build.secrets]
-    names += [s for c in spec.components for step in c.steps for s in step.secrets]
-    names += [s for step in spec.steps for s in step.secrets]
-    return list(dict.fromkeys(names))
-
-
-def _env(name: str) -> str:
-    import os
-
-    return os.environ.get(name, "")
