@@ -257,3 +257,66 @@ def test_an_engine_that_stops_mid_build_records_nothing_and_the_next_run_resumes
         report.count("engine faults", "resumed from the components already built")
     finally:
         engine.stop()
+
+
+@pytest.mark.docker
+@pytest.mark.network
+@pytest.mark.registry
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_layer_is_made_again_even_while_the_engine_holds_the_image(workspace, eb_home, docker_engine,
+                                                                             registry, damage, debian_reachable):
+    assert run_cli(["image", "demo"], workspace).returncode == 0
+    before = docker_engine.image_id("enginebuild/demo:latest")
+    plan = demo_plan(workspace)
+    path, name = stored_layer(eb_home, plan, False)
+    sha = path.name
+    DAMAGES[damage](path)
+    proc = run_cli(["image", "demo"], workspace)  # the no-op memo does not answer for a damaged store
+    assert proc.returncode == 0, proc.stderr
+    assert f"{name}: the stored file" in proc.stderr and "deleted it" in proc.stderr, proc.stderr
+    assert sha256_file(path) == sha and docker_engine.image_id("enginebuild/demo:latest") == before
+    DAMAGES[damage](path)
+    pushed = run_cli(["push", "demo", "--platform", "linux/amd64", "--to", f"{registry.host}/enginebuild-test/damaged"],
+                     workspace)
+    assert pushed.returncode == 0, pushed.stderr
+    assert "damaged in the store; making it again" in pushed.stderr
+    assert sha256_file(path) == sha
+    report.count("store integrity", f"damaged layers made again with the image still in the engine ({damage})")
+
+
+@pytest.mark.network
+def test_an_extracted_source_file_edited_in_the_store_is_taken_from_the_archive_again(tmp_path, pypi_reachable,
+                                                                                       capfd):
+    from enginebuild.io.http import Http
+    from enginebuild.sources.base import Context
+    from enginebuild.sources.pypi import KIND, PypiRequest
+
+    request = PypiRequest("turboquant", "0.2.0", "https://pypi.org/simple")
+    ctx = Context(tmp_path, Http())
+    pin = KIND.resolve(request, ctx)
+    wanted = "turboquant/__init__.py"
+    first = KIND.tree(request, pin, ctx).read_many([wanted])[wanted]
+    extracted = next((tmp_path / "trees").glob(f"*/files/{wanted}"))
+    extracted.write_bytes(first + b"\nLEAKED = 'edited in the store'\n")  # what a patch would then apply to
+    again = KIND.tree(request, pin, ctx).read_many([wanted])[wanted]
+    assert again == first
+    assert "was changed after extraction; taking it from the archive again" in capfd.readouterr().err
+    assert extracted.read_bytes() == first
+    report.count("store integrity", "edited source trees taken from the archive again")
+
+
+@pytest.mark.docker
+@pytest.mark.network
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_unpacked_cuobjdump_is_unpacked_again(workspace, eb_home, docker_engine, damage,
+                                                        debian_reachable, pypi_reachable):
+    assert run_cli(["image", "demo"], workspace).returncode == 0
+    assert run_cli(["verify", "demo"], workspace).returncode == 0
+    binary = next((eb_home / "tools").glob("*/cuobjdump"))
+    recorded = sha256_file(binary)
+    DAMAGES[damage](binary)
+    proc = run_cli(["verify", "demo"], workspace)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "does not hash to the wheel's record of it; unpacking it again" in proc.stderr
+    assert sha256_file(binary) == recorded
+    report.count("store integrity", f"damaged tools unpacked again ({damage})")

@@ -179,6 +179,8 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
     edits = [image.get("edit") for image in images]
     if not changed or not all(edits):
         raise NotThisWay("nothing changed, or no edit record")
+    if memo.blobs_changed(doc):
+        raise NotThisWay("a stored layer changed or is gone: the full path verifies and remakes it")
     outside = [p for p in changed if not all(p in set(e["only_copied"]) for e in edits)]
     if outside:
         raise NotThisWay("changed, and not only copied: " + ", ".join(outside))
@@ -212,5 +214,6 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
         what = f"wrote {written} layer(s)" if written else "nothing to build"
         lines.append(f"{name} ({edit['platform']}): {what} in {time.monotonic() - start:.1f}s "
                      f"(only files it copies changed) -> {tags[-1]}")
-    memo.store(key, inputs, {**doc["result"], "images": fresh})
+    memo.store(key, inputs, {**doc["result"], "images": fresh},
+               [la[3] for image in fresh for la in image["edit"]["layers"] if la[3]])
     return "\n".join(lines)

@@ -106,7 +106,7 @@ class Executor:
 
     def made(self, node: LayerNode) -> bool:
         blobs = layer_blobs(self.store, node)
-        return blobs is not None and all(self.store.has(sha) for sha, _ in blobs)
+        return blobs is not None and all(self.store.intact(sha, node.name) for sha, _ in blobs)
 
     # -- chains ---------------------------------------------------------------------------
     def make_chain(self, env: EnvNode, plan: ImagePlan) -> None:

@@ -13,7 +13,7 @@ from enginebuild.plan.model import ImagePlan, LayerNode, Run
 
 def _layer_made(store: Store, node: LayerNode) -> bool:
     blobs = layer_blobs(store, node)
-    return blobs is not None and all(store.has(sha) for sha, _ in blobs)
+    return blobs is not None and all(store.intact(sha, node.name) for sha, _ in blobs)
 
 
 def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str, str] | None = None) -> dict[str, Any]:

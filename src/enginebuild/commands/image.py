@@ -174,7 +174,8 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
              "platforms": list(args.platform) or None}
     if {**flags, "platforms": None} == DEFAULT_OPTIONS and not ws.overrides:  # the fast path knows --platform
         PlanMemo(ws.home).store(memo_key(ws.root, name, flags), inputs,
-                                {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)})
+                                {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)},
+                                [la[3] for r in results for la in r["edit"]["layers"] if la[3]])
     if args.push:
         from enginebuild.commands.push import push_image
 

@@ -69,6 +69,11 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
         if missing:
             raise BuildFailed(f"{name} ({plan.platform}) is not built at its current inputs ({missing[0]} is missing)",
                               hint=f"run `python BUILD.py image {name}` first, or `image {name} --push --to {to}`")
+        damaged = [n.name for n in plan.runtime.layers
+                   if not all(store.intact(sha, n.name) for sha, _ in layer_blobs(store, n) or ())]
+        if damaged:  # built before, damaged in the store since: made again now, as `image` would
+            output().say(f"  {name} ({plan.platform}): {', '.join(damaged)} damaged in the store; making it again")
+            remake(ws, spec, plan)
     tags = tags or [content_tag(plans)]
     assembler = Assembler(Engine(), store)
     scanner = Scanner(spec, store=store)
@@ -108,3 +113,13 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                          f"({pusher.stats.bytes_pushed} bytes), {pusher.stats.layers_existing} already there"
                          + "".join(f"; {k} {v}" for k, v in attached.items()))
     return results
+
+
+def remake(ws: Workspace, spec: Any, plan: Any) -> None:
+    """Build `plan` again as `image` would (only what is missing or damaged is made)."""
+    import argparse
+
+    from enginebuild.commands.image import build_platform
+
+    args = argparse.Namespace(builder=None, verbose=False, jobs=None)
+    build_platform(ws, spec, plan, args, None, tuple(spec.platforms))

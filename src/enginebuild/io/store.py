@@ -100,6 +100,24 @@ class Store:
                           hint="it is fetched or made again on the next run")
         return path
 
+    def intact(self, sha256: str, what: str) -> bool:
+        """Present and whole. Re-hashed unless the file's stat equals the one it had when it was
+        last found whole (hashing every multi-GB layer on every build would cost more than the
+        build); a damaged one is named and deleted, and the caller makes it again."""
+        path = self.path(sha256)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return False
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
+        record = self.record("whole", sha256)
+        if record is not None and record.get("stat") == stamp:
+            return True
+        if not self.check(sha256, what):
+            return False
+        self.put_record("whole", sha256, {"stat": stamp})
+        return True
+
     def check(self, sha256: str, what: str) -> bool:
         """True when the blob is present and intact; a damaged one is deleted (and reported)."""
         if not self.has(sha256):

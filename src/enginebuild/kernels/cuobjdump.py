@@ -7,6 +7,7 @@ architecture (an aarch64 library is read on an x86_64 host). No GPU is needed.
 
 from __future__ import annotations
 
+import base64
 import os
 import platform
 import re
@@ -17,9 +18,10 @@ from pathlib import Path
 
 from enginebuild.errors import BuildFailed, UserError
 from enginebuild.io import proc
-from enginebuild.io.files import temp_path
+from enginebuild.io.files import temp_path, write_atomic
 from enginebuild.io.http import Http
-from enginebuild.io.store import Store
+from enginebuild.io.progress import output
+from enginebuild.io.store import Store, sha256_file
 from enginebuild.kernels.archs import Arch, parse_code
 from enginebuild.lock.pins import ToolPin
 from enginebuild.sources.pyindex import find_file
@@ -32,6 +34,33 @@ BINARY = "nvidia/cu13/bin/cuobjdump"
 class DeviceCode:
     sass: tuple[Arch, ...]
     ptx: tuple[Arch, ...]
+
+
+def _recorded_sha256(zipped: zipfile.ZipFile, filename: str) -> str:
+    """The binary's sha256 as the wheel's RECORD lists it (hex)."""
+    record = next((n for n in zipped.namelist() if n.endswith(".dist-info/RECORD")), None)
+    if record is not None:
+        for line in zipped.read(record).decode().splitlines():
+            path, _, rest = line.partition(",")
+            if path == BINARY and rest.startswith("sha256="):
+                digest = rest.split(",", 1)[0][len("sha256="):]
+                return base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
+    raise BuildFailed(f"{filename}: its RECORD lists no sha256 for {BINARY}")
+
+
+def _intact(binary: Path) -> bool:
+    """The unpacked binary is used only while it hashes to what the wheel recorded for it; a
+    damaged one is removed (and said so), and unpacked again from the verified wheel."""
+    stamp = binary.with_name("cuobjdump.sha256")
+    try:
+        recorded = stamp.read_text().strip()
+    except OSError:
+        return False
+    if binary.is_file() and os.access(binary, os.X_OK) and sha256_file(binary) == recorded:
+        return True
+    output().say(f"  warning: {binary} does not hash to the wheel's record of it; unpacking it again")
+    binary.unlink(missing_ok=True)
+    return False
 
 
 class Cuobjdump:
@@ -47,7 +76,7 @@ class Cuobjdump:
                             f"not for this host ({machine})")
         folder = store.home / "tools" / wheel.sha256
         binary = folder / "cuobjdump"
-        if binary.is_file() and os.access(binary, os.X_OK):
+        if _intact(binary):
             return cls(binary)
         http = http or Http()
         archive = store.fetch(http, [wheel.url], wheel.sha256, wheel.filename, wheel.size,
@@ -56,9 +85,14 @@ class Cuobjdump:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = temp_path(folder, "cuobjdump", "tmp")
         try:
-            with zipfile.ZipFile(archive) as zipped, zipped.open(BINARY) as source, open(tmp, "xb") as sink:
-                shutil.copyfileobj(source, sink)
+            with zipfile.ZipFile(archive) as zipped:
+                recorded = _recorded_sha256(zipped, wheel.filename)
+                with zipped.open(BINARY) as source, open(tmp, "xb") as sink:
+                    shutil.copyfileobj(source, sink)
+            if sha256_file(tmp) != recorded:
+                raise BuildFailed(f"{wheel.filename}: {BINARY} does not hash to what the wheel's RECORD says")
             os.chmod(tmp, 0o755)
+            write_atomic(folder / "cuobjdump.sha256", recorded.encode())
             os.replace(tmp, binary)
         except KeyError:
             raise BuildFailed(f"{wheel.filename} has no {BINARY}") from None

@@ -47,6 +47,7 @@ def memo_key(root: Any, image: str, options: dict[str, Any]) -> str:
 class PlanMemo:
     # only os, json and zlib here: this module is on the no-op fast path (see fastpath.py)
     def __init__(self, home: Any):
+        self.home = str(home)
         self.folder = os.path.join(str(home), "plans")
 
     def _file(self, key: str) -> str:
@@ -72,7 +73,7 @@ class PlanMemo:
 
     def lookup(self, key: str) -> dict[str, Any] | None:
         doc = self.read(key)
-        if doc is None or self.changed(doc):
+        if doc is None or self.changed(doc) or self.blobs_changed(doc):
             return None
         result: dict[str, Any] = doc["result"]
         return result
@@ -90,10 +91,22 @@ class PlanMemo:
             inputs[path] = st  # a file that does not exist is a state too
         return inputs
 
-    def store(self, key: str, inputs: dict[str, list[int] | None], result: dict[str, Any]) -> None:
+    def store(self, key: str, inputs: dict[str, list[int] | None], result: dict[str, Any],
+              blobs: Iterable[str] = ()) -> None:
+        """`blobs`: the sha256 of every stored layer the image is made of. Their stats are kept too
+        (written by enginebuild, never racy): a layer damaged or removed in the store since means
+        no answer from the memo, and the full path verifies and makes it again."""
         from enginebuild.io.files import write_atomic
 
-        write_atomic(Path(self._file(key)), json.dumps({"key": key, "inputs": inputs, "result": result}).encode())
+        stats = {sha: _stat(self.blob_path(sha)) for sha in sorted(set(blobs))}
+        write_atomic(Path(self._file(key)), json.dumps({"key": key, "inputs": inputs, "result": result,
+                                                        "blobs": stats}).encode())
+
+    def blob_path(self, sha: str) -> str:
+        return os.path.join(self.home, "cas", "sha256", sha[:2], sha)
+
+    def blobs_changed(self, doc: dict[str, Any]) -> bool:
+        return any(_stat(self.blob_path(sha)) != stat for sha, stat in (doc.get("blobs") or {}).items())
 
     def forget(self, key: str) -> None:
         try:

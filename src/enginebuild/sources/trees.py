@@ -16,7 +16,8 @@ from pathlib import Path
 from enginebuild.errors import FetchError
 from enginebuild.io.files import mutex, write_atomic
 from enginebuild.io.git import Mirror, git
-from enginebuild.io.store import Blob, Store, make_blob
+from enginebuild.io.progress import output
+from enginebuild.io.store import Blob, Store, make_blob, sha256_bytes
 from enginebuild.io.tars import TarWriter, clean_name, write_folder
 
 FILE, DIR, SYMLINK, OTHER = "file", "dir", "symlink", "other"
@@ -100,6 +101,7 @@ class ArchiveTree(SourceTree):
         self.folder.mkdir(parents=True, exist_ok=True)
         with mutex(self.folder / ".lock", self.description, quiet=True):
             members: dict[str, list[object]] = {}
+            hashes: dict[str, str] = {}
             prefix = None
             try:
                 with tarfile.open(self.archive, "r:*") as tar:
@@ -114,17 +116,26 @@ class ArchiveTree(SourceTree):
                         if kind == FILE and rel in wanted:
                             handle = tar.extractfile(member)
                             assert handle is not None
-                            write_atomic(self.folder / "files" / rel, handle.read())
+                            data = handle.read()
+                            write_atomic(self.folder / "files" / rel, data)
+                            hashes[rel] = sha256_bytes(data)
             except (OSError, tarfile.TarError, EOFError) as exc:
                 raise FetchError(f"{self.description}: cannot read {self.archive.name}: {exc}") from None
             for rel in list(members):
                 parts = rel.split("/")
                 for i in range(1, len(parts)):
                     members.setdefault("/".join(parts[:i]), [DIR, 0o755])
-            done = self.folder / "extracted.json"
-            extracted = set(wanted) | (set(json.loads(done.read_text())) if done.is_file() else set())
-            write_atomic(done, json.dumps(sorted(extracted)).encode())
+            write_atomic(self.folder / "extracted.json",
+                         json.dumps({**self._extracted(), **hashes}, sort_keys=True).encode())
             write_atomic(self.folder / "index.json", json.dumps(members, sort_keys=True).encode())
+
+    def _extracted(self) -> dict[str, str]:
+        """The files taken out of the archive so far, each with the sha256 it had then."""
+        try:
+            data = json.loads((self.folder / "extracted.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}  # a list: written before hashes were kept
 
     def kind(self, path: str) -> str | None:
         entry = self._load_index().get(path)
@@ -135,13 +146,40 @@ class ArchiveTree(SourceTree):
         return 0o755 if entry and int(entry[1]) & 0o111 else 0o644  # type: ignore[call-overload]
 
     def read_many(self, paths: Iterable[str]) -> dict[str, bytes | None]:
+        """The files' bytes as the archive has them: a file extracted earlier is used only while it
+        still hashes to what it had when it was extracted; one edited or damaged since is taken out
+        of the archive again (and said so)."""
         paths = list(paths)
         files = [p for p in paths if self.kind(p) == FILE]
-        done_path = self.folder / "extracted.json"
-        done = set(json.loads(done_path.read_text())) if done_path.is_file() else set()
-        if set(files) - done:
-            self._scan(set(files))
-        return {p: (self.folder / "files" / p).read_bytes() if self.kind(p) == FILE else None for p in paths}
+        out: dict[str, bytes | None] = {p: None for p in paths}
+        extracted = self._extracted()
+        for path in files:
+            data = self._intact(path, extracted.get(path))
+            if data is not None:
+                out[path] = data
+        missing = {p for p in files if out[p] is None}
+        if missing:
+            self._scan(missing)
+            extracted = self._extracted()
+            for path in missing:
+                data = (self.folder / "files" / path).read_bytes()
+                if sha256_bytes(data) != extracted.get(path):
+                    raise FetchError(f"{self.description}: {path} changed on disk while it was extracted")
+                out[path] = data
+        return out
+
+    def _intact(self, path: str, recorded: str | None) -> bytes | None:
+        if recorded is None:
+            return None
+        try:
+            data = (self.folder / "files" / path).read_bytes()
+        except OSError:
+            return None
+        if sha256_bytes(data) != recorded:
+            output().say(f"  warning: {self.description}: the extracted copy of {path} in {self.folder} was "
+                         "changed after extraction; taking it from the archive again")
+            return None
+        return data
 
 
 class GitTree(SourceTree):
