@@ -9,14 +9,11 @@ that gets it wrong (refused with a clear error at file:line, exit 2, nothing wri
 """
 from __future__ import annotations
 
-import functools
 import gzip
 import hashlib
-import http.server
 import json
 import re
 import subprocess
-import threading
 from pathlib import Path
 from textwrap import dedent
 
@@ -25,6 +22,7 @@ import pytest
 from conftest import run_cli
 from helpers.docker import read_file
 from helpers.specs import BUSYBOX_BUILDER, write_image
+from helpers.www import Server
 
 SCRATCH = "base: scratch\nplatform: linux/amd64\n"
 
@@ -55,23 +53,6 @@ def rendered(ws: Path, *args: str) -> str:
     proc = run_cli(["render", *args], ws)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
-
-
-class Server:
-    """A real HTTP server on 127.0.0.1 serving a folder."""
-
-    def __init__(self, folder: Path):
-        class Quiet(http.server.SimpleHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from enginebuild.errors import FetchError
 from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.io.unpack import is_disk_full
 
 _AR_MAGIC = b"!<arch>\n"
 
@@ -63,4 +64,6 @@ def write_sysroot(debs: list[tuple[Path, str]], writer: TarWriter) -> None:
                     member.uid = member.gid = 0
                     writer.add_member(member, tar_in.extractfile(member) if member.isreg() else None)
         except (tarfile.TarError, EOFError, OSError) as exc:
+            if is_disk_full(exc):
+                raise  # the disk is full, the package is not to blame (io/store.py names the disk)
             raise FetchError(f"{what}: cannot unpack {deb.name}: {exc}") from None

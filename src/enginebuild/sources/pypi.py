@@ -11,6 +11,7 @@ from packaging.version import InvalidVersion, Version
 
 from enginebuild.errors import ResolveError, UserError
 from enginebuild.io.store import Blob, sha256_bytes
+from enginebuild.io.unpack import parse_size, size_problem
 from enginebuild.sources.base import Context, Place
 from enginebuild.sources.pyindex import DEFAULT_INDEX, find_file, newest_version, project_files, version_of_file
 from enginebuild.sources.trees import ArchiveTree, SourceTree, archive_to_tree
@@ -45,6 +46,7 @@ class PypiRequest:
     name: str
     version: str
     index: str
+    max_unpacked: int | None = None  # what the sdist may expand to (io/unpack.py); not part of the pin
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,17 @@ class PypiKind:
     doc = "`{name, version, index}`: the sdist of that release (name defaults to the component's)"
     schema = Record({"name": Str(pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*", what="a project name"),
                      "version": Str(test=_version, what="a version"),
-                     "index": Str(test=_index, what="an index URL")},
-                    required=("version",), doc="{name, version, index}")
+                     "index": Str(test=_index, what="an index URL"),
+                     "max-unpacked": Str(test=size_problem, what="a size", allow_int=True,
+                                         description="what the sdist may unpack to (default: 100x its size, "
+                                                     "at least 1 GiB)")},
+                    required=("version",), doc="{name, version, index, max-unpacked}")
 
     def request(self, node: dict[str, Any], place: Place, default_name: str) -> PypiRequest:
+        limit = node.get("max-unpacked")
         return PypiRequest(str(node.get("name") or default_name), str(node["version"]),
-                           str(node.get("index") or DEFAULT_INDEX).rstrip("/"))
+                           str(node.get("index") or DEFAULT_INDEX).rstrip("/"),
+                           parse_size(limit) if limit is not None else None)
 
     def request_json(self, request: PypiRequest) -> dict[str, Any]:
         body = {"name": request.name, "version": request.version}
@@ -114,12 +121,14 @@ class PypiKind:
 
     def tree(self, request: PypiRequest, pin: PypiPin, ctx: Context) -> SourceTree:
         return ArchiveTree(self._archive(pin, ctx), pin.sha256, ctx.home,
-                           f"{pin.version} (sdist {pin.filename}, sha256 {pin.sha256[:12]})", version=pin.version)
+                           f"{pin.version} (sdist {pin.filename}, sha256 {pin.sha256[:12]})", version=pin.version,
+                           max_unpacked=request.max_unpacked)
 
     def tree_tar(self, request: PypiRequest, pin: PypiPin, ctx: Context) -> Blob:
         return ctx.store.derived("trees", sha256_bytes(f"sdist-tree-v1 {pin.sha256} {ctx.mtime}".encode()),
                                  f"tree of {pin.filename}",
-                                 lambda: archive_to_tree(ctx.store, self._archive(pin, ctx), pin.filename, ctx.mtime))
+                                 lambda: archive_to_tree(ctx.store, self._archive(pin, ctx), pin.filename, ctx.mtime,
+                                                        max_unpacked=request.max_unpacked))
 
     def watched_paths(self, request: PypiRequest) -> list[Path]:
         return []

@@ -19,6 +19,7 @@ from enginebuild.io.git import Mirror, git
 from enginebuild.io.progress import output
 from enginebuild.io.store import Blob, Store, make_blob, sha256_bytes
 from enginebuild.io.tars import TarWriter, clean_name, write_folder
+from enginebuild.io.unpack import Budget, is_disk_full
 
 FILE, DIR, SYMLINK, OTHER = "file", "dir", "symlink", "other"
 
@@ -81,8 +82,10 @@ def _archive_top(name: str) -> tuple[str, str]:
 class ArchiveTree(SourceTree):
     """A tar archive whose members sit under one top folder (an sdist)."""
 
-    def __init__(self, archive: Path, sha256: str, home: Path, description: str, version: str | None = None):
+    def __init__(self, archive: Path, sha256: str, home: Path, description: str, version: str | None = None,
+                 max_unpacked: int | None = None):
         self.archive = Path(archive)
+        self.max_unpacked = max_unpacked
         self.folder = Path(home) / "trees" / sha256
         self.description = description
         self.version = version
@@ -103,9 +106,12 @@ class ArchiveTree(SourceTree):
             members: dict[str, list[object]] = {}
             hashes: dict[str, str] = {}
             prefix = None
+            budget = Budget(self.description, self.archive.stat().st_size,
+                            self.max_unpacked)
             try:
                 with tarfile.open(self.archive, "r:*") as tar:
                     for member in tar:
+                        budget.take(member.size if member.isreg() else 0)
                         top, rel = _archive_top(member.name)
                         prefix = prefix or top
                         if top != prefix or not rel:
@@ -120,6 +126,8 @@ class ArchiveTree(SourceTree):
                             write_atomic(self.folder / "files" / rel, data)
                             hashes[rel] = sha256_bytes(data)
             except (OSError, tarfile.TarError, EOFError) as exc:
+                if is_disk_full(exc):
+                    raise
                 raise FetchError(f"{self.description}: cannot read {self.archive.name}: {exc}") from None
             for rel in list(members):
                 parts = rel.split("/")
@@ -226,15 +234,19 @@ class GitTree(SourceTree):
                    check=False).returncode == 0
 
 
-def archive_to_tree(store: Store, archive: Path, what: str, mtime: int, strip_top: bool = True) -> Blob:
-    """Any tar archive (gz, xz, bz2) rewritten as a normalised tree tar, its top folder removed."""
+def archive_to_tree(store: Store, archive: Path, what: str, mtime: int, strip_top: bool = True,
+                    max_unpacked: int | None = None) -> Blob:
+    """Any tar archive (gz, xz, bz2) rewritten as a normalised tree tar, its top folder removed;
+    bounded in what it may expand to (io/unpack.py)."""
 
     def write(sink: object) -> None:
         writer = TarWriter(sink, mtime=mtime)  # type: ignore[arg-type]
+        budget = Budget(what, archive.stat().st_size, max_unpacked)
         try:
             with tarfile.open(archive, "r:*") as tar:
                 members = []
                 for member in tar:
+                    budget.take(member.size if member.isreg() else 0)
                     top, rel = _archive_top(member.name)
                     name = rel if strip_top else clean_name(member.name)
                     if not name or ".." in name.split("/"):
@@ -252,6 +264,8 @@ def archive_to_tree(store: Store, archive: Path, what: str, mtime: int, strip_to
                         member.mode = 0o755 if member.mode & 0o111 else 0o644
                     writer.add_member(member, tar.extractfile(member) if member.isreg() else None)
         except (OSError, tarfile.TarError, EOFError) as exc:
+            if is_disk_full(exc):
+                raise  # the store says which disk (io/store.py)
             raise FetchError(f"{what}: cannot read {archive.name}: {exc}") from None
         writer.close()
 

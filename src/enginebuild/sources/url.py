@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from enginebuild.errors import ResolveError, UserError
 from enginebuild.io.store import Blob, make_blob, sha256_bytes
 from enginebuild.io.tars import TarWriter
+from enginebuild.io.unpack import parse_size, size_problem
 from enginebuild.sources.base import Context, Place
 from enginebuild.sources.trees import ArchiveTree, SourceTree, archive_to_tree
 from enginebuild.spec.schema import Bool, Record, Str
@@ -30,6 +31,7 @@ class UrlRequest:
     url: str
     sha256: str | None
     unpack: bool
+    max_unpacked: int | None = None  # what a tarball may expand to (io/unpack.py); not part of the pin
 
     @property
     def filename(self) -> str:
@@ -45,16 +47,21 @@ class UrlPin:
 
 class UrlKind:
     name = "url"
-    doc = "`{url, sha256, unpack}`: a file pinned by sha256 (a tarball is unpacked unless `unpack: false`)"
+    doc = ("`{url, sha256, unpack, max-unpacked}`: a file pinned by sha256 (a tarball is unpacked unless "
+           "`unpack: false`)")
     schema = Record({"url": Str(test=_url, what="an http(s) URL"),
                      "sha256": Str(pattern=r"[0-9a-f]{64}", what="a sha256 (64 lower-case hex digits)"),
-                     "unpack": Bool()},
-                    required=("url",), doc="{url, sha256, unpack}")
+                     "unpack": Bool(),
+                     "max-unpacked": Str(test=size_problem, what="a size", allow_int=True,
+                                         description="what the tarball may unpack to (default: 100x its size, "
+                                                     "at least 1 GiB)")},
+                    required=("url",), doc="{url, sha256, unpack, max-unpacked}")
 
     def request(self, node: dict[str, Any], place: Place, default_name: str) -> UrlRequest:
         url = str(node["url"])
         unpack = bool(node.get("unpack", url.endswith(ARCHIVES)))
-        return UrlRequest(url, node.get("sha256"), unpack)
+        limit = node.get("max-unpacked")
+        return UrlRequest(url, node.get("sha256"), unpack, parse_size(limit) if limit is not None else None)
 
     def request_json(self, request: UrlRequest) -> dict[str, Any]:
         body: dict[str, Any] = {"url": request.url, "unpack": request.unpack}
@@ -93,14 +100,16 @@ class UrlKind:
     def tree(self, request: UrlRequest, pin: UrlPin, ctx: Context) -> SourceTree:
         if not request.unpack:
             raise UserError(f"{request.url}: a single file has no tree to patch; give a tarball")
-        return ArchiveTree(self._file(pin, ctx, request), pin.sha256, ctx.home, f"{request.filename}")
+        return ArchiveTree(self._file(pin, ctx, request), pin.sha256, ctx.home, f"{request.filename}",
+                           max_unpacked=request.max_unpacked)
 
     def tree_tar(self, request: UrlRequest, pin: UrlPin, ctx: Context) -> Blob:
         key = self.identity(request, pin) + f" {ctx.mtime}"
         if request.unpack:
             return ctx.store.derived("trees", sha256_bytes(key.encode()), request.filename,
                                      lambda: archive_to_tree(ctx.store, self._file(pin, ctx, request),
-                                                             request.filename, ctx.mtime))
+                                                             request.filename, ctx.mtime,
+                                                             max_unpacked=request.max_unpacked))
         path = self._file(pin, ctx, request)
 
         def write(sink: Any) -> None:
