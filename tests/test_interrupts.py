@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,30 @@ def test_a_full_disk_while_writing_a_build_context_is_a_clear_error(workspace, s
     assert "no space left on the device holding" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     partial = [p for p in all_files(home / "tmp") if p.stat().st_size] if (home / "tmp").exists() else []
     assert partial == []
+
+
+@pytest.mark.docker
+@pytest.mark.network
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_a_layer_is_written_exits_cleanly_without_a_finaliser_traceback(workspace, eb_home, sig, code,
+                                                                                      docker_engine, debian_reachable):
+    name = f"sig-{uuid.uuid4().hex[:6]}"
+    write_image(workspace, name, "base: scratch\nplatform: linux/amd64\nfiles:\n  /opt/: \"*.txt\"\n",
+                {"a.txt": uuid.uuid4().hex, "b.txt": uuid.uuid4().hex})  # a.txt is in the tar's buffer at b.txt
+    assert run_cli(["lock", name], workspace).returncode == 0
+    announced = eb_home / "faults" / "tar.entry"
+    announced.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), ENGINEBUILD_FAULT="tar.entry:/opt/b.txt=stall")
+    proc = subprocess.Popen([sys.executable, "-m", "enginebuild", "image", name], cwd=workspace, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not announced.exists():  # the state: the files layer's tar is being written
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+    assert leftovers(eb_home) == []
+    report.count("interrupts", "signals during a layer write met cleanly")

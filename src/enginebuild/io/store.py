@@ -55,6 +55,10 @@ class HashingWriter:
         self.digest = hashlib.sha256()
         self.size = 0
 
+    @property
+    def closed(self) -> bool:
+        return self.handle.closed
+
     def write(self, data: bytes) -> int:
         self.digest.update(data)
         self.size += len(data)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from enginebuild.errors import EngineBuildError
+from enginebuild.io import faults
 
 FORMAT = tarfile.PAX_FORMAT
 _KEEP_PAX = ("SCHILY.xattr.",)  # file capabilities and ACLs mean something; times and names do not
@@ -74,7 +75,7 @@ class _Sink:
             return len(data)
         try:
             return self.raw.write(data)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: written to a file an unwinding error closed
             self.failed = True
             raise
 
@@ -90,6 +91,7 @@ class TarWriter:
         self.dirs: set[str] = set()
 
     def _implied(self, name: str) -> None:
+        faults.reached("tar.entry", name)  # tests: a signal while a layer or context is written
         if not self.implied_dirs:
             return
         for parent in parents(name):
