@@ -156,14 +156,12 @@ def test_a_context_found_twice_at_equal_distance_applies_where_git_and_patch_put
     assert by_git.decode().splitlines()[211] == "new"
 
 
-def test_a_hunk_without_context_applies_exactly_where_it_says_as_patch_does(tmp_path):
+def test_a_context_free_insertion_is_refused_where_git_would_put_it_at_the_end(tmp_path):
     content = b"".join(f"{i}\n".encode() for i in range(1, 11))
     diff = b"--- a/f\n+++ b/f\n@@ -4,0 +5 @@\n+inserted\n"
-    code, by_patch = gnu_patch(tmp_path, content, diff)
-    code_git, by_git = git_apply(tmp_path, content, diff, "--unidiff-zero")
-    assert code == 0 and code_git == 0 and by_patch == by_git
-    assert ours(content, diff) == by_patch
-    assert by_patch.decode().splitlines()[4] == "inserted"
+    code_git, by_git = git_apply(tmp_path, content, diff)
+    assert code_git == 0 and by_git.decode().splitlines()[-1] == "inserted"  # git: at the end, not line 5
+    assert ours(content, diff) is None  # stricter: refused, never a tree the patch did not mean
 
 
 def test_a_hunk_expecting_a_final_newline_the_file_lacks_fails_as_in_git(tmp_path):

@@ -9,6 +9,8 @@ from helpers.gitrepo import Repo
 from helpers.specs import write_image, write_patch
 
 BUGGY = textwrap.dedent("""\
+    # the engine's runner
+
     def aux_layers(cfg):
         \"\"\"Which hidden states the drafter reads.\"\"\"
         layer_ids = cfg["target_layer_ids"]
@@ -26,7 +28,7 @@ FIX_PATCH = """\
     diff --git a/engine/runner.py b/engine/runner.py
     --- a/engine/runner.py
     +++ b/engine/runner.py
-    @@ -1,4 +1,4 @@
+    @@ -3,4 +3,4 @@
      def aux_layers(cfg):
          \"\"\"Which hidden states the drafter reads.\"\"\"
     -    layer_ids = cfg["target_layer_ids"]
@@ -42,7 +44,7 @@ NOTE_PATCH = """\
     diff --git a/engine/runner.py b/engine/runner.py
     --- a/engine/runner.py
     +++ b/engine/runner.py
-    @@ -1,3 +1,3 @@
+    @@ -3,3 +3,3 @@
      def aux_layers(cfg):
     -    \"\"\"Which hidden states the drafter reads.\"\"\"
     +    \"\"\"Which hidden states the drafter reads (ids counted after the embeddings).\"\"\"
@@ -95,7 +97,7 @@ def test_the_pinned_stack_applies(image):
     assert code == 0
     assert patches["engine/0001-layer-ids.patch"]["status"] == "applies"
     assert patches["engine/0001-layer-ids.patch"]["hunks"] == [
-        {"file": "engine/runner.py", "hunk": 1, "header": "@@ -1,4 +1,4 @@", "offset": 0}]
+        {"file": "engine/runner.py", "hunk": 1, "header": "@@ -3,4 +3,4 @@", "offset": 0}]
 
 
 def test_a_moved_function_applies_with_the_offset_reported(image):
@@ -125,9 +127,9 @@ def test_a_conflict_names_file_hunk_and_what_the_source_has_instead(image, works
     proc = run_cli(["patches", "check", "t", "--engine", "v1.3"], workspace)
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
-    assert lines[1] == ("  conflicts         engine/0001-layer-ids.patch  engine/runner.py: hunk 1 @@ -1,4 +1,4 @@: "
+    assert lines[1] == ("  conflicts         engine/0001-layer-ids.patch  engine/runner.py: hunk 1 @@ -3,4 +3,4 @@: "
                         "the source differs from the hunk's context")
-    assert "      the source has (from line 4):" in lines
+    assert "      the source has (from line 6):" in lines
     assert '        |     layer_ids = shift(cfg.get("target_layer_ids", []))' in lines
 
 

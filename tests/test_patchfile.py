@@ -92,3 +92,24 @@ def test_renames_are_refused():
 def test_a_patch_that_is_not_utf8_is_refused():
     with pytest.raises(PatchError):
         parse_patch("x.patch", b"Subject: \xff\n")
+
+
+def test_what_git_accepts_is_read_a_mode_change_alone_a_file_twice_and_bytes_of_any_encoding():
+    mode_only = "diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n"
+    (change,) = parse_patch("vllm/0001-x.patch", (HEADER + mode_only).encode()).files
+    assert (change.old_path, change.new_path, change.hunks, change.old_mode, change.new_mode) == \
+        ("run.sh", "run.sh", (), 0o644, 0o755)
+    twice = parse_patch("vllm/0001-x.patch", (HEADER + DIFF + DIFF.replace("-b\n+B", "-B\n+b")).encode())
+    assert [f.path for f in twice.files] == ["pkg/mod.py", "pkg/mod.py"]
+    assert [f.hunks[0].new_lines for f in twice.reversed().files] == [["a", "B", "c"], ["a", "b", "c"]]
+    latin1 = parse_patch("vllm/0001-x.patch", HEADER.encode() + DIFF.replace("-b\n+B", "-caf\xe9\n+cafe")
+                         .encode("latin-1"))
+    assert latin1.files[0].hunks[0].old_lines[1].encode("utf-8", "surrogateescape") == b"caf\xe9"
+
+
+def test_what_stays_refused_is_named_quoted_and_non_utf8_paths():
+    quoted = DIFF.replace("--- a/pkg/mod.py", '--- "a/pkg/m\\303\\266d.py"')
+    assert "quoted path" in error(HEADER + quoted)
+    with pytest.raises(PatchError) as info:
+        parse_patch("vllm/0001-x.patch", HEADER.encode() + DIFF.replace("mod.py", "m\xf6d.py").encode("latin-1"))
+    assert "a path that is not UTF-8" in info.value.message

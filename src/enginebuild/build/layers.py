@@ -120,8 +120,8 @@ class LayerMaker:
             if data is None:
                 writer.add_bytes(f"{root}/{folder}/.wh.{name}" if folder else f"{root}/.wh.{name}", b"")
             else:
-                writer.add_bytes(f"{root}/{path}", data, tree.mode(path) if tree.kind(path) == FILE else
-                                 outcome.modes.get(path, 0o644))
+                kept = tree.mode(path) if tree.kind(path) == FILE else 0o644
+                writer.add_bytes(f"{root}/{path}", data, outcome.modes.get(path, kept))
 
 
 class BaseFiles(SourceTree):

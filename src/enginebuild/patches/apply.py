@@ -3,14 +3,19 @@
 The same code decides what `patches check` reports and what a build receives (the build
 applies stacks on the host and ships the patched tree), so the two cannot differ.
 
-Where a hunk goes, as git apply decides it:
-- it is looked for at its stated line, then one line later, one earlier, two later, ...
-  (the later of two equally distant matches wins);
-- a hunk without trailing context must match at the end of the file, and one without
-  leading context that starts at line 1 at its beginning;
-- stricter than git: a hunk with no context at all (a `-U0` diff) applies only at exactly
-  its stated line, since nothing else could confirm another place;
-- a hunk matching the file's last line must agree on whether that line ends in a newline.
+Where a hunk goes is where `git apply` (without options) puts it, and the corpus in
+tests/corpus/patches.json, recorded from git by scripts/record-patch-corpus.py, holds the two
+equal:
+- the search starts at the hunk's new-side line and goes one line later, one earlier, two
+  later, two earlier, ... over the whole file as earlier hunks left it (a hunk may land above
+  the one before it);
+- a hunk whose old side starts at line 0 or 1 must match at the start of the file, with or
+  without leading context; a hunk without trailing context must match at its end;
+- a line matches with its newline: a hunk whose old side ends without one matches only the
+  file's last line, if that has none either.
+One departure, stricter than git: a hunk with no context at all (a `-U0` diff) is refused
+where git would put it anywhere but its stated line (git puts a context-free insertion at the
+end of the file, whatever line it names), since nothing confirms another place.
 """
 
 from __future__ import annotations
@@ -69,27 +74,74 @@ def _context(hunk: Hunk) -> tuple[int, int]:
     return leading, trailing
 
 
-def _matches(lines: list[str], at: int, wanted: list[str]) -> bool:
-    return 0 <= at and at + len(wanted) <= len(lines) and lines[at: at + len(wanted)] == wanted
+def _fits(text: Text, at: int, hunk: Hunk) -> bool:
+    """Whether the hunk's old side is the file's lines at `at`, newlines included."""
+    lines, old = text.lines, hunk.old_lines
+    if at < 0 or at + len(old) > len(lines) or lines[at: at + len(old)] != old:
+        return False
+    if not old:
+        return True
+    if at + len(old) == len(lines):
+        return hunk.old_eof_newline == text.eof_newline
+    return hunk.old_eof_newline
 
 
-def _find(lines: list[str], wanted: list[str], expected: int, floor: int, hunk: Hunk) -> int | None:
-    leading, trailing = _context(hunk)
-    if not leading and not trailing:  # -U0: exactly where it says
-        return expected if expected >= floor and _matches(lines, expected, wanted) else None
-    if not trailing:
-        at = len(lines) - len(wanted)
-        return at if at >= floor and _matches(lines, at, wanted) else None
-    if not leading and hunk.old_start <= 1:
-        return 0 if floor == 0 and _matches(lines, 0, wanted) else None
-    expected = max(0, min(expected, len(lines)))
-    for distance in range(0, len(lines) + 1):
-        for at in ((expected,) if distance == 0 else (expected + distance, expected - distance)):
-            if at >= floor and _matches(lines, at, wanted):
-                return at
-        if expected - distance < floor and expected + distance > len(lines):
+def _anchors(hunk: Hunk) -> tuple[bool, bool]:
+    """(must match at the start, must match at the end), as git apply decides them."""
+    return hunk.old_start <= 1, _context(hunk)[1] == 0
+
+
+def _place(text: Text, hunk: Hunk, pos: int, begin: bool, end: bool) -> int | None:
+    """git apply's search: from `pos` (or the anchored line), then +1, -1, +2, -2, ..."""
+    count, size = len(text.lines), len(hunk.old_lines)
+    line = 0 if begin else (count - size if end else pos)
+    if line < 0 or line > count:
+        line = count
+
+    def fits(at: int) -> bool:
+        return (not begin or at == 0) and (not end or at + size == count) and _fits(text, at, hunk)
+
+    backwards = forwards = current = line
+    step = 0
+    while not fits(current):
+        while True:
+            if backwards == 0 and forwards == count:
+                return None
+            if step & 1:
+                if backwards == 0:
+                    step += 1
+                    continue
+                backwards -= 1
+                current = backwards
+            else:
+                if forwards == count:
+                    step += 1
+                    continue
+                forwards += 1
+                current = forwards
             break
-    return None
+        step += 1
+    return current
+
+
+def _problem(text: Text, hunk: Hunk, pos: int, begin: bool, end: bool) -> str:
+    """Why the hunk has no place, in the words of git's rules."""
+    elsewhere = _place(text, hunk, pos, False, False)
+    if elsewhere is not None and _context(hunk) == (0, 0):
+        return (f"the hunk has no context lines (a -U0 diff): git apply places such a hunk only at the start or "
+                f"end of the file, and its lines are at line {elsewhere + 1}; make the patch with context "
+                "(git diff's default -U3)")
+    if elsewhere is not None and begin:
+        return (f"the hunk starts at line {hunk.old_start}, so (as git apply requires) it must match at the start "
+                f"of the file; its lines are at line {elsewhere + 1} instead")
+    if elsewhere is not None and end:
+        return (f"the hunk has no lines after its change, so (as git apply requires) it must match at the end of "
+                f"the file; its lines are at line {elsewhere + 1} instead")
+    if hunk.old_lines and any(text.lines[i: i + len(hunk.old_lines)] == hunk.old_lines
+                              for i in range(len(text.lines))):
+        want = "ends in a newline" if hunk.old_eof_newline else "does not end in a newline"
+        return f"the patch expects that the file's last line {want}; the source's does not agree"
+    return "the source differs from the hunk's context"
 
 
 def _nearest_partial(lines: list[str], wanted: list[str], expected: int) -> int:
@@ -124,44 +176,46 @@ def apply_file(path: str, text: Text | None, file_patch: FilePatch) -> tuple[Tex
     header = file_patch.hunks[0].header if file_patch.hunks else "(empty file)"
     if text is None:
         return None, [HunkResult(path, 1, header, problem="the file does not exist")]
+    if not file_patch.hunks and file_patch.new_path is not None:  # a mode change alone
+        return Text(list(text.lines), text.eof_newline), [HunkResult(path, 1, "(mode change)", offset=0)]
     if not file_patch.hunks:  # deletes an empty file
         result = HunkResult(path, 1, header, offset=0)
         if text.lines:
             result.offset, result.problem = None, "the patch deletes an empty file, but the file has content"
         return None, [result]
     results = []
-    lines, eof_newline = list(text.lines), text.eof_newline
-    growth, floor = 0, 0  # lines added by earlier hunks; where the last hunk ended
+    current = Text(list(text.lines), text.eof_newline)
+    growth = 0  # lines added by earlier hunks
     for index, hunk in enumerate(file_patch.hunks, 1):
         old, new = hunk.old_lines, hunk.new_lines
         stated = (hunk.old_start - 1 if hunk.old_len else hunk.old_start) + growth
-        # git starts looking at the hunk's new-side line; a hunk without context stays where it says
-        expected = (hunk.new_start - 1 if hunk.new_start else 0) if any(t == " " for t, _ in hunk.lines) else stated
-        at = _find(lines, old, expected, floor, hunk)
+        pos = hunk.new_start - 1 if hunk.new_start else 0  # git starts at the hunk's new-side line
+        begin, end = _anchors(hunk)
+        at = _place(current, hunk, pos, begin, end)
         result = HunkResult(path, index, hunk.header)
-        touches_end = at is not None and at + len(old) == len(lines) and bool(old)
-        if at is not None and touches_end and hunk.old_eof_newline != eof_newline:
-            want = "ends in a newline" if hunk.old_eof_newline else "does not end in a newline"
-            result.problem = f"the patch expects that the file's last line {want}; the source's does not agree"
+        leading, trailing = _context(hunk)
+        if at is not None and not leading and not trailing and at != pos:
+            result.problem = (f"the hunk has no context lines, and its stated line ({pos + 1}) is not where it "
+                              f"would go (git apply would put it at line {at + 1}); make the patch with context "
+                              "(git diff's default -U3)")
             at = None
-        elif at is not None and not hunk.old_eof_newline and not touches_end:
-            at = None  # the hunk says the old file ends right here, without a newline
         if at is None:
-            near = _nearest_partial(lines, old, expected)
-            result.expected, result.found, result.found_at = old, lines[near: near + max(len(old), 1)], near + 1
-            result.problem = result.problem or "the source differs from the hunk's context"
+            near = _nearest_partial(current.lines, old, pos)
+            result.expected, result.found, result.found_at = old, current.lines[near: near + max(len(old), 1)], near + 1
+            result.problem = result.problem or _problem(current, hunk, pos, begin, end)
             results.append(result)
             return None, results
         result.offset = at - stated
         results.append(result)
-        lines[at: at + len(old)] = new
-        if at + len(new) == len(lines) and (touches_end or not old):
-            eof_newline = hunk.new_eof_newline
+        touches_end = at + len(old) == len(current.lines)
+        current.lines[at: at + len(old)] = new
+        if touches_end:
+            current.eof_newline = hunk.new_eof_newline
         growth += len(new) - len(old)
-        floor = at + len(new)
+    lines = current.lines
     if file_patch.new_path is None:
         if lines:
             results[-1].offset = None
             results[-1].problem = "the file is not empty after removing the patch's lines"
         return None, results
-    return Text(lines, eof_newline), results
+    return current, results

@@ -56,7 +56,7 @@ class PatchResult:
 class StackOutcome:
     results: list[PatchResult]
     files: dict[str, bytes | None]  # final contents of every touched path (None: deleted)
-    modes: dict[str, int]  # modes of files the stack created
+    modes: dict[str, int]  # modes the stack set: of files it created, and "new mode" changes
 
     @property
     def ok(self) -> bool:
@@ -93,7 +93,7 @@ def _apply_patch(patch: PatchFile, overlay: dict[str, bytes | None],
             header = file_patch.hunks[0].header if file_patch.hunks else "(empty file)"
             return False, results + [HunkResult(path, 1, header,
                                                 problem=f"writes through a symlink in the source ({link})")], {}
-        current = overlay[path]
+        current = updated[path] if path in updated else overlay[path]  # a file may have two sections
         text = Text.parse(current) if current is not None else None
         new_text, hunk_results = apply_file(path, text, file_patch)
         results += hunk_results
@@ -103,10 +103,22 @@ def _apply_patch(patch: PatchFile, overlay: dict[str, bytes | None],
     return True, results, updated
 
 
+def patch_modes(patch: PatchFile) -> dict[str, int]:
+    """The modes a patch sets: a created file's ("new file mode", 0644 by default) and an
+    existing file's "new mode"."""
+    out: dict[str, int] = {}
+    for f in patch.files:
+        if f.old_path is None:
+            out[f.path] = f.new_mode or 0o644
+        elif f.new_mode is not None and f.new_path is not None:
+            out[f.path] = f.new_mode
+    return out
+
+
 def check_stack(patches: list[PatchFile], tree: SourceTree) -> StackOutcome:
     paths = sorted({f.path for p in patches for f in p.files})
     overlay = tree.read_many(paths)
-    modes = {f.path: f.new_mode or 0o644 for p in patches for f in p.files if f.old_path is None}
+    modes: dict[str, int] = {}
     out = []
     for patch in patches:
         applied, hunks, updated = _apply_patch(patch, overlay, tree)
@@ -114,6 +126,7 @@ def check_stack(patches: list[PatchFile], tree: SourceTree) -> StackOutcome:
         result = PatchResult(patch.name, patch.sha256, patch.subject, APPLIES, hunks=hunks)
         if applied:
             overlay.update(updated)
+            modes.update(patch_modes(patch))
             if fixed:
                 result.status, result.detail = OBSOLETE, f"{fixed}; it still applies, but drop it from the stack"
             else:

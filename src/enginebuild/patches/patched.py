@@ -49,6 +49,7 @@ def patched_tree(ctx: Context, owner: str, source: Source, pin: Any, patches: tu
                         if data is None:
                             continue  # deleted by the stack
                         member.size = len(data)
+                        member.mode = outcome.modes.get(name, member.mode)
                         writer.add_member(member, io.BytesIO(data))
                     else:
                         writer.add_member(member, tar.extractfile(member) if member.isreg() else None)

@@ -63,14 +63,16 @@ class FilePatch:
     old_path: str | None  # None: the patch creates the file
     new_path: str | None  # None: the patch deletes the file
     hunks: tuple[Hunk, ...]
-    new_mode: int | None = None  # the mode a created file gets (git's "new file mode")
+    new_mode: int | None = None  # the mode the file gets ("new file mode" or "new mode"); None: unchanged
+    old_mode: int | None = None  # "old mode": what the file had, where the patch changes it
 
     @property
     def path(self) -> str:
         return self.new_path or self.old_path or ""
 
     def reversed(self) -> FilePatch:
-        return FilePatch(self.new_path, self.old_path, tuple(h.reversed() for h in self.hunks), self.new_mode)
+        return FilePatch(self.new_path, self.old_path, tuple(h.reversed() for h in self.hunks), self.old_mode,
+                         self.new_mode)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,9 @@ class PatchFile:
         return out
 
     def reversed(self) -> PatchFile:
-        return PatchFile(self.name, self.sha256, self.header, tuple(f.reversed() for f in self.files))
+        """The patch undone: each file's change reversed, in reverse order (a file patched twice
+        is undone from its last section)."""
+        return PatchFile(self.name, self.sha256, self.header, tuple(f.reversed() for f in reversed(self.files)))
 
 
 def _fail(name: str, line: int | None, message: str) -> PatchError:
@@ -126,14 +130,13 @@ def _clean_path(name: str, line: int, raw: str, strip: str) -> str | None:
         raise _fail(name, line, f"path {raw!r} leaves the tree or is not normal")
     if ".git" in parts or any(ord(c) < 32 or c == "\\" for c in path):
         raise _fail(name, line, f"path {raw!r} is not allowed")
+    if any("\udc80" <= c <= "\udcff" for c in path):
+        raise _fail(name, line, "a path that is not UTF-8; file names must be UTF-8 (their contents may be anything)")
     return path
 
 
 def parse_patch(name: str, data: bytes) -> PatchFile:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _fail(name, None, "not valid UTF-8") from None
+    text = data.decode("utf-8", "surrogateescape")  # lines in any encoding, byte for byte, as git takes them
     if text and not text.endswith("\n"):
         raise _fail(name, text.count("\n") + 1, "the file does not end with a newline; git apply calls such a "
                                                  "patch corrupt (add the final newline)")
@@ -167,23 +170,22 @@ def parse_patch(name: str, data: bytes) -> PatchFile:
         files.append(file_patch)
     if not files:
         raise _fail(name, None, "no diff after the header")
-    paths = [f.path for f in files]
-    if len(set(paths)) != len(paths):
-        raise _fail(name, None, "the same file is patched twice in one patch")
     return PatchFile(name=name, sha256=hashlib.sha256(data).hexdigest(), header=header, files=tuple(files))
 
 
 def _parse_file(name: str, lines: list[str], i: int) -> tuple[int, FilePatch]:
     start = i
     created = deleted = False
-    mode = None
+    mode = old_mode = None
     if lines[i].startswith("diff --git "):
         i += 1
         while i < len(lines) and not lines[i].startswith("--- ") and not lines[i].startswith("diff --git "):
             meta = lines[i]
             created |= meta.startswith("new file mode ")
-            if meta.startswith("new file mode 100755"):
-                mode = 0o755
+            if meta.startswith(("new file mode 100", "new mode 100")):
+                mode = 0o755 if meta.endswith("755") else 0o644
+            if meta.startswith("old mode 100"):
+                old_mode = 0o755 if meta.endswith("755") else 0o644
             deleted |= meta.startswith("deleted file mode ")
             if re.match(r"(new file mode|new mode|old mode|deleted file mode) 120000", meta):
                 raise _fail(name, i + 1, "the patch creates or changes a symlink; patches may only write regular files")
@@ -193,13 +195,14 @@ def _parse_file(name: str, lines: list[str], i: int) -> tuple[int, FilePatch]:
                 raise _fail(name, i + 1, "binary patches are not supported")
             i += 1
         if i >= len(lines) or lines[i].startswith("diff --git "):
-            if created or deleted:  # git writes an empty file's creation or deletion without ---/+++ lines
-                match = re.fullmatch(r"diff --git a/(\S+) b/(\S+)", lines[start])
-                if not match or match.group(1) != match.group(2):
-                    raise _fail(name, start + 1, "cannot read the path of an empty file's creation or deletion")
-                path = _clean_path(name, start + 1, "b/" + match.group(2), "b/")
-                return i, FilePatch(None if created else path, path if created else None, (), mode)
-            raise _fail(name, start + 1, "a file section without ---/+++ lines (mode-only changes are not supported)")
+            # git writes an empty file's creation or deletion, and a mode change alone, without ---/+++ lines
+            match = re.fullmatch(r"diff --git a/(\S+) b/(\S+)", lines[start])
+            if not (created or deleted or mode is not None):
+                raise _fail(name, start + 1, "a file section without ---/+++ lines, a new file or a mode change")
+            if not match or match.group(1) != match.group(2):
+                raise _fail(name, start + 1, "cannot read the path of a section without ---/+++ lines")
+            path = _clean_path(name, start + 1, "b/" + match.group(2), "b/")
+            return i, FilePatch(None if created else path, None if deleted else path, (), mode, old_mode)
     if not lines[i].startswith("--- ") or i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
         raise _fail(name, i + 1, "expected '--- a/PATH' followed by '+++ b/PATH'")
     old = _clean_path(name, i + 1, lines[i][4:], "a/")
@@ -217,7 +220,7 @@ def _parse_file(name: str, lines: list[str], i: int) -> tuple[int, FilePatch]:
         raise _fail(name, i + 1, f"no hunk for {new or old}")
     if i < len(lines) and not lines[i].startswith("diff --git ") and not lines[i].startswith("--- "):
         raise _fail(name, i + 1, f"unexpected line after the last hunk: {lines[i][:60]!r}")
-    return i, FilePatch(old, new, tuple(hunks), mode)
+    return i, FilePatch(old, new, tuple(hunks), mode, old_mode)
 
 
 def _parse_hunk(name: str, lines: list[str], i: int) -> tuple[int, Hunk]:
