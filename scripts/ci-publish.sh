@@ -30,7 +30,7 @@ if [[ -n "${REGISTRY_TOKEN:-}" ]]; then
 fi
 
 read -r -a images <<< "${ENGINEBUILD_PUBLISH_IMAGES:-}"
-"$PY" BUILD.py lock --check "${images[@]}"
+"$PY" BUILD.py lock --check --buildable "${images[@]}"
 if (( ${#images[@]} )); then "$PY" BUILD.py patches check "${images[@]}"; else "$PY" BUILD.py patches check --all; fi
 
 changed_json=$("$PY" BUILD.py changed "${images[@]}" --to "$prefix" --platform "$platform" --json)

@@ -73,7 +73,8 @@ def test_the_benchmark_clients_whole_python_closure_is_locked():
 def test_an_image_with_an_unresolved_pin_refuses_to_build():
     proc = run_cli(["image", "qwen36-dflash"], ROOT, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 2
-    assert "is not pinned in lockfiles/qwen36-dflash.lock" in proc.stderr
+    assert "qwen36-dflash is not buildable here: input" in proc.stderr
+    assert "is not pinned completely in lockfiles/qwen36-dflash.lock" in proc.stderr
 
 
 @pytest.mark.parametrize("name", RECIPES)
@@ -126,3 +127,36 @@ def test_one_broken_spec_is_one_row_and_the_rest_of_the_catalogue_goes_on(worksp
     doctor = run_cli(["doctor", "--json"], workspace)
     names = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
     assert names["spec broken"]["status"] == "warn" and "unknown key" in names["spec broken"]["detail"]
+
+
+@pytest.mark.registry
+def test_an_image_not_buildable_here_is_called_so_by_every_command(workspace, registry):
+    """vllm-prefill's base (ghcr.io) cannot be read from here, so its Python closure is resolved
+    only in part: every command says the same thing about it."""
+    rows = {r["image"]: r for r in json.loads(run_cli(["list", "--json"], workspace).stdout)}
+    assert rows["vllm-prefill"]["lock"] == "not-here" and rows["demo"]["lock"] == "locked"
+    assert "runtime.python@linux/arm64" in rows["vllm-prefill"]["not_buildable_here"]
+    check = run_cli(["lock", "--check"], workspace)
+    assert check.returncode == 0 and "vllm-prefill is NOT buildable here" in check.stdout
+    gate = run_cli(["lock", "--check", "--buildable"], workspace)
+    assert gate.returncode == 1 and "not buildable here (--buildable)" in gate.stderr
+    assert run_cli(["lock", "--check", "--buildable", "demo"], workspace).returncode == 0
+    plan = run_cli(["plan", "vllm-prefill", "--json"], workspace)
+    assert plan.returncode == 0, plan.stderr
+    doc = json.loads(plan.stdout)["images"][0]
+    assert doc["buildable"] is False and "runtime.python@linux/arm64" in doc["unresolved"]
+    assert run_cli(["plan", "--all"], workspace).returncode == 0
+    image = run_cli(["image", "vllm-prefill"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    assert image.returncode == 2 and "vllm-prefill is not buildable here" in image.stderr
+    changed = run_cli(["changed", "--to", f"{registry.host}/enginebuild-test", "--json"], workspace)
+    assert changed.returncode == 0, changed.stderr
+    assert "vllm-prefill: skipped, not buildable here" in changed.stderr
+    assert [r["image"] for r in json.loads(changed.stdout)["images"]] == ["demo"]
+
+
+def test_lock_without_update_moves_no_pin_when_nothing_was_asked(workspace):
+    before = {p.name: p.read_bytes() for p in (workspace / "lockfiles").glob("*.lock")}
+    proc = run_cli(["lock", "vllm-prefill"], workspace)
+    assert "lockfiles/vllm-prefill.lock is up to date" in proc.stdout, proc.stdout + proc.stderr
+    after = {p.name: p.read_bytes() for p in (workspace / "lockfiles").glob("*.lock")}
+    assert after == before

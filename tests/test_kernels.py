@@ -171,3 +171,12 @@ def test_jit_and_skip_rules_are_what_the_spec_says_and_nothing_more(vllm_workspa
     proc = run_cli(["verify", "jit"], vllm_workspace)
     assert proc.returncode == 0, proc.stdout
     assert "(not checked: FlashAttention 3 is Hopper only)" in proc.stdout
+
+
+def test_verify_of_an_image_that_declares_no_archs_says_so_and_succeeds(workspace):
+    write_image(workspace, "plain", "base: scratch\nplatform: linux/amd64\n")
+    proc = run_cli(["verify", "plain"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "plain: declares no cuda-archs: nothing to verify" in proc.stdout
+    doc = json.loads(run_cli(["verify", "plain", "--json"], workspace).stdout)
+    assert doc == {"ok": True, "images": [], "not_declared": ["plain"]}

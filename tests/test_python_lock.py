@@ -134,3 +134,18 @@ def test_what_the_base_ships_constrains_the_lock_and_is_not_installed_again(work
     assert f"six==1.16.0: shipped by the base {registry.host}/enginebuild-test/pybase@{digest}" in proc.stderr
 
 
+
+
+def test_a_python_version_other_than_the_runtimes_interpreter_is_refused_at_lock(workspace, pypi_reachable,
+                                                                                  debian_reachable):
+    extra = "system:\n  install: extract\n  packages: [python3-minimal]\n"
+    write_image(workspace, "t", python_spec("    - \"six==1.16.0\"\n", extra=extra))
+    proc = run_cli(["lock", "t"], workspace)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = next(n for n, text in enumerate((workspace / "images/t/image.yaml").read_text().splitlines(), 1)
+                if "version:" in text)
+    assert f"images/t/image.yaml:{line}: python.version: python.version is 3.12, but the interpreter here is " \
+           "Python 3.11 (its system packages install python3.11-minimal" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (workspace / "lockfiles/t.lock").exists()
+    write_image(workspace, "t", python_spec("    - \"six==1.16.0\"\n", extra=extra).replace('"3.12"', '"3.11"'))
+    assert run_cli(["lock", "t"], workspace).returncode == 0

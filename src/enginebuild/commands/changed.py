@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 
 
@@ -32,6 +33,11 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     for name in ws.select(args.images):
         spec = ws.spec(name)
         lock = ws.lock(spec)
+        blocked = lock.blocked() if lock is not None and not args.images else {}
+        if blocked:  # every buildable image, as the help says: this one is not buildable here
+            first, why = next(iter(blocked.items()))
+            output().say(f"{name}: skipped, not buildable here ({first}: {why})")
+            continue
         plans = [plan_image(spec, lock, p, Options()) for p in platforms_of(spec, args.platform)]
         repository = f"{args.to.rstrip('/')}/{name}"
         destination(repository, [])  # a bad prefix is refused before the registry is asked

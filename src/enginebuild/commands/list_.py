@@ -23,7 +23,7 @@ def lock_state(ws: Workspace, name: str) -> str:
     if stale_inputs(spec, lock):
         return "missing" if lock is None else "stale"
     assert lock is not None
-    return "unresolved" if lock.unresolved() else "locked"
+    return "not-here" if lock.blocked() else "locked"
 
 
 def rows(ws: Workspace) -> list[dict[str, Any]]:
@@ -38,7 +38,9 @@ def rows(ws: Workspace) -> list[dict[str, Any]]:
         names = [base] + [f"{base}:{v}" for v in ws.spec(base).variants if not ws.spec(base).abstract]
         for name in names:
             spec = ws.spec(name)
+            lock = None if spec.abstract else ws.lock(spec)
             out.append({"image": name, "platforms": list(spec.platforms), "lock": lock_state(ws, name),
+                        "not_buildable_here": lock.blocked() if lock is not None else {},
                         "components": [c.name for c in spec.components], "install": list(spec.install),
                         "overlays": [o.name for o in spec.overlays], "patches": len(spec.all_patches),
                         "extends": spec.chain[1] if len(spec.chain) > 1 else None, "description": spec.description})

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("images", nargs="*", metavar="IMAGE", help="images to lock (default: all, with variants)")
     parser.add_argument("--check", action="store_true", help="verify locks against the specs, offline")
+    parser.add_argument("--buildable", action="store_true",
+                        help="with --check: also fail (exit 1) for an image this machine cannot build, naming "
+                             "the input it cannot resolve (a CI gate for the images CI builds)")
     parser.add_argument("--update", action="store_true", help="re-resolve every input, even unchanged ones")
     parser.add_argument("--locked", action="store_true",
                         help="resolve nothing: exit 2 naming the spec line of any input the lock does not pin")
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.locked:
         return _locked(ws, names)
     if args.check:
-        return _check(ws, names, [] if args.images else list(ws.broken()))
+        return _check(ws, names, [] if args.images else list(ws.broken()), args.buildable)
     from enginebuild.lock.lockfile import write_lock
     from enginebuild.lock.resolve import Resolvers, build_lock
 
@@ -91,10 +94,11 @@ def _locked(ws: Workspace, names: list[str]) -> int:
     return 0
 
 
-def _check(ws: Workspace, names: list[str], broken: list[str]) -> int:
+def _check(ws: Workspace, names: list[str], broken: list[str], buildable: bool) -> int:
     from enginebuild.lock.lockfile import stale_inputs
 
     bad = len(broken)  # each named already, by `select`
+    unbuildable = 0
     for name in names:
         spec = ws.spec(name)
         lock = ws.lock(spec)
@@ -105,11 +109,20 @@ def _check(ws: Workspace, names: list[str], broken: list[str]) -> int:
                 print(f"{name}: STALE {inp}: {why}")
         else:
             assert lock is not None
-            unresolved = lock.unresolved()
-            note = f" ({len(unresolved)} input(s) recorded as not resolvable here)" if unresolved else ""
-            print(f"{name}: ok{note}")
+            blocked = lock.blocked()
+            if not blocked:
+                print(f"{name}: ok")
+                continue
+            first, why = next(iter(blocked.items()))
+            print(f"{name}: the lock matches the spec, but {name} is NOT buildable here: {len(blocked)} input(s) "
+                  f"not resolvable here ({first}: {why})")
+            unbuildable += 1
     if bad:
         output().say(f"{bad} image(s) with a broken spec or a stale or missing lock; fix the spec, run "
                      "`python BUILD.py lock` and commit lockfiles/")
+        return EXIT_FAILED
+    if unbuildable and buildable:
+        output().say(f"{unbuildable} image(s) not buildable here (--buildable): their inputs must be resolved "
+                     "where their sources are reachable")
         return EXIT_FAILED
     return 0

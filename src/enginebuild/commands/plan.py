@@ -35,7 +35,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
 
     spec = ws.spec(name)
     lock = ws.lock(spec)
-    unresolved = sorted(lock.unresolved()) if lock else []
+    unresolved = sorted(lock.blocked()) if lock else []
     out = []
     engine = Engine()
     for platform in platforms_of(spec, platforms):

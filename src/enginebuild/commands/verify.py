@@ -22,18 +22,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.commands.image import platforms_of
     from enginebuild.io.store import Store
-    from enginebuild.kernels.image import verify_plan
+    from enginebuild.kernels.image import declared_of, verify_plan
     from enginebuild.plan.image import Options, plan_image
 
     verdicts = []
+    undeclared = []
     for name in dict.fromkeys(args.images):
         spec = ws.spec(name)
         lock = ws.lock(spec)
+        if not declared_of(spec):  # nothing is asked of its kernels: not a failure
+            undeclared.append(name)
+            if not args.json:
+                print(f"{name}: declares no cuda-archs: nothing to verify (add `cuda-archs: [12.1a]` to have its "
+                      "binaries checked)")
+            continue
         for platform in platforms_of(spec, args.platform):
             verdict = verify_plan(spec, lock, plan_image(spec, lock, platform, Options()), Store(ws.home))
             verdicts.append(verdict)
             if not args.json:
                 print("\n".join(verdict.lines()))
     if args.json:
-        print(json.dumps({"ok": all(v.ok for v in verdicts), "images": [v.to_json() for v in verdicts]}, indent=2))
+        print(json.dumps({"ok": all(v.ok for v in verdicts), "images": [v.to_json() for v in verdicts],
+                          "not_declared": undeclared}, indent=2))
     return 0 if all(v.ok for v in verdicts) else 1

@@ -74,6 +74,17 @@ class Lock:
     def unresolved(self) -> dict[str, str]:
         return {n: e.unresolved or "not resolved" for n, e in self.entries.items() if e.resolved is None}
 
+    def blocked(self) -> dict[str, str]:
+        """Every input that keeps the image from being built here, with the reason: unresolved
+        ones, and pins resolved only in part (their note says what could not be read). One
+        answer for list, lock --check, plan, render, image and changed."""
+        out = self.unresolved()
+        for name, entry in sorted(self.entries.items()):
+            note = (entry.resolved or {}).get("note")
+            if note and name not in out:
+                out[name] = str(note)
+        return out
+
 
 def lock_path(root: Path, lock_name: str) -> Path:
     return root / "lockfiles" / f"{lock_name}.lock"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from enginebuild.errors import EngineBuildError, ResolveError, UserError
+from enginebuild.errors import EngineBuildError, ResolveError, SpecError, UserError
 from enginebuild.io.http import Http
 from enginebuild.lock.base import resolve_base
 from enginebuild.lock.debian import ArchiveSet, DebianArchive, installed_packages
@@ -116,7 +116,9 @@ def needs_again(inp: Input, pin: Any, done: dict[str, Any]) -> bool:
     if inp.kind != "python" or not isinstance(pin, PythonPin) or inp.env is None or inp.env.base == "scratch":
         return False
     base = done.get(env_input(inp.role, "base", inp.platform or ""))
-    return isinstance(base, ImagePin) and base.digest != pin.base_digest
+    # a base whose distributions could not be read cannot constrain it better: resolving again
+    # would only move pins nobody asked to move
+    return isinstance(base, ImagePin) and base.dists is not None and base.digest != pin.base_digest
 
 
 def _dpkg_status(r: Resolvers, base_pin: Any, base: str, platform: str) -> bytes:
@@ -144,6 +146,21 @@ def resolve_tool(r: Resolvers) -> ToolPin:
 
 def now_utc() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def check_interpreters(spec: ImageSpec, done: dict[str, Any]) -> None:
+    """Each environment's `python.version` against the interpreter it will really have."""
+    from enginebuild.lock.python import interpreter_mismatch
+
+    for inp in image_inputs(spec):
+        if inp.kind != "python" or inp.env is None or inp.env.python is None or inp.platform is None:
+            continue
+        why = interpreter_mismatch(inp.env.python, done.get(env_input(inp.role, "system", inp.platform)),
+                                   done.get(env_input(inp.role, "base", inp.platform)))
+        if why:
+            path = "python.version" if inp.role == "runtime" else f"{inp.role}.python.version"
+            raise SpecError(spec.where(path), path, why,
+                            hint="set python.version to the interpreter's, or install the interpreter you name")
 
 
 def build_lock(r: Resolvers, spec: ImageSpec, previous: Lock | None, *, update: bool,
@@ -183,6 +200,7 @@ def build_lock(r: Resolvers, spec: ImageSpec, previous: Lock | None, *, update: 
         entries[inp.name] = Entry(request, resolved)
         status = "new" if old is None else ("same" if old.resolved == resolved else "changed")
         report(inp.name, status, "")
+    check_interpreters(spec, done)
     unchanged = previous is not None and {n: e.to_json() for n, e in previous.entries.items()} == \
         {n: e.to_json() for n, e in entries.items()}
     created = previous.created if previous is not None and unchanged else now_utc()

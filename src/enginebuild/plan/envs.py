@@ -10,6 +10,7 @@ from enginebuild.errors import LockError, SpecError
 from enginebuild.lock.inputs import Input, image_inputs
 from enginebuild.lock.lockfile import Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin
+from enginebuild.lock.python import interpreter_mismatch
 from enginebuild.plan import keys
 from enginebuild.plan.model import ContextItem, EnvNode, FromBlob, LayerNode, Run, Sysroot, Wheel
 from enginebuild.plan.render import render
@@ -133,6 +134,11 @@ class EnvPlanner:
                                               "commands": keys.sha(keys.canonical([str(c) for c in system.run]))}))
         if env.python and env.python.requirements and "python" in parts:
             python: PythonPin = self.pins.get(f"{role}.python@{self.platform}")
+            system_pin = self.pins.get(f"{role}.system@{self.platform}") if env.system and env.system.packages else None
+            why = interpreter_mismatch(env.python, system_pin, base)
+            if why and self.pins.strict:
+                path = "python.version" if role == "runtime" else f"{role}.python.version"
+                raise SpecError(self.spec.where(path), path, why)
             if self.pins.strict and base is not None and not on and python.base_digest != base.digest:
                 raise LockError(f"{self.spec.where('python')}: the Python requirements were resolved against "
                                 f"{python.base_digest or 'no base'}, not the locked base {base.digest}",

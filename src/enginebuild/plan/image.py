@@ -57,11 +57,13 @@ def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
         raise LockError(f"{where}: refusing to build with inputs that are not pinned in the lock ({detail})",
                         hint=f"run `python BUILD.py lock {spec.name}` and commit lockfiles/{spec.lock_name}.lock")
     assert lock is not None
-    unresolved = lock.unresolved()
-    if unresolved:
-        name, why = next(iter(unresolved.items()))
-        raise LockError(f"{spec.file}: input {name} is not pinned in lockfiles/{spec.lock_name}.lock: {why}",
-                        hint=f"run `python BUILD.py lock {spec.name}` where its source is reachable")
+    blocked = lock.blocked()
+    if blocked:
+        name, why = next(iter(blocked.items()))
+        more = f" (and {len(blocked) - 1} more input(s))" if len(blocked) > 1 else ""
+        raise LockError(f"{spec.file}: {spec.name} is not buildable here: input {name} is not pinned completely in "
+                        f"lockfiles/{spec.lock_name}.lock: {why}{more}",
+                        hint=f"run `python BUILD.py lock {spec.name}` where its sources are reachable")
     return lock
 
 
