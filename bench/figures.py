@@ -167,22 +167,31 @@ python:
 """
 
 
-def bench_verify(ws: Path, env: dict) -> Row:
+def bench_verify(ws: Path, env: dict) -> list[Row]:
+    """l1: verify with nothing kept (every binary read); l2: again, verdicts kept by file sha256."""
     folder = ws / "images/bench-vllm-wheel"
     folder.mkdir(exist_ok=True)
     (folder / "image.yaml").write_text(VLLM)
     run(eb(ws, "lock", "bench-vllm-wheel"), cwd=ws, env=env)
     run(eb(ws, "image", "bench-vllm-wheel"), cwd=ws, env=env, check=False)  # its kernel check fails: expected
-    start = time.perf_counter()
-    proc = run(eb(ws, "verify", "bench-vllm-wheel", "--json"), cwd=ws, env=env, check=False)
-    ours = time.perf_counter() - start
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    shutil.rmtree(Path(env["ENGINEBUILD_HOME"]) / "records/device-code", ignore_errors=True)
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        proc = run(eb(ws, "verify", "bench-vllm-wheel", "--json"), cwd=ws, env=env, check=False)
+        times.append(time.perf_counter() - start)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
     pin = json.loads((ws / "lockfiles/bench-vllm-wheel.lock").read_text())["inputs"]["runtime.python@linux/arm64"]
     sha = pin["resolved"]["packages"][0]["sha256"]
     wheel = Path(env["ENGINEBUILD_HOME"]) / "cas/sha256" / sha[:2] / sha
-    return Row(f"l. verify, vLLM wheel image ({wheel.stat().st_size / 1e6:.0f} MB wheel)", ours, _sha_pass(wheel), "s",
-               "python BUILD.py verify bench-vllm-wheel   (finds vllm/_C.abi3.so without sm_121a)",
-               "one sha256 pass over the wheel")
+    gb = wheel.stat().st_size / 1e9
+    baseline = _sha_pass(wheel)
+    return [Row(f"l1. verify, vLLM wheel image, first run ({times[0] / gb:.1f} s/GB of wheel)", times[0], baseline,
+                "s", "python BUILD.py verify bench-vllm-wheel   (every binary read; finds vllm/_C.abi3.so "
+                     "without sm_121a)", "one sha256 pass over the wheel"),
+            Row(f"l2. verify again, verdicts kept by sha256 ({times[1] / gb:.1f} s/GB of wheel)", times[1], baseline,
+                "s", "the same, with what each binary carries kept by its sha256",
+                "one sha256 pass over the wheel")]
 
 
 def bench_secret_scan(ws: Path, env: dict, registry: str) -> Row:

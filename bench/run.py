@@ -258,7 +258,7 @@ def main() -> int:
         if "k" in only:
             rows.append(figures.bench_arm64_cold(ws, env))
         if "l" in only:
-            rows.append(figures.bench_verify(ws, env))
+            rows += figures.bench_verify(ws, env)
         if "i" in only:
             rows += figures.bench_edit_kinds(ws, env, hand, docker_build)
         if "e" in only:

@@ -25,7 +25,10 @@ python:
 {extra}
 """
 VLLM_C = "vllm/_C.abi3.so"
-STOCK_SASS = ["sm_75", "sm_80", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_110", "sm_120"]
+# family cubins (sm_100f, ...) as the fat binary's headers mark them: cuobjdump lists them as sm_100
+STOCK_SASS = ["sm_75", "sm_80", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100f", "sm_110", "sm_110f",
+              "sm_120", "sm_120f"]
+STOCK_PTX = "PTX compute_75 (ISA 9.0) compute_80 (ISA 9.0) compute_90 (ISA 9.0)"
 
 
 def codes(*names):
@@ -129,7 +132,7 @@ def test_a_stock_vllm_wheel_is_flagged_when_it_is_locked(vllm_workspace):
     assert proc.returncode == 0, proc.stderr
     line = next(line for line in proc.stderr.splitlines() if f": {VLLM_C}:" in line)
     assert line.startswith("images/stock/image.yaml:7: warning: vllm-0.21.0")
-    assert f"{VLLM_C}: {' '.join(STOCK_SASS)}; PTX compute_75 compute_80 compute_90 -- MISSING 12.1a" in line
+    assert f"{VLLM_C}: {' '.join(STOCK_SASS)}; {STOCK_PTX} -- MISSING 12.1a" in line
     report.count("kernels", "stock vLLM wheels flagged at lock time")
 
 
@@ -142,7 +145,7 @@ def test_an_image_with_the_stock_vllm_wheel_fails_its_kernel_check_naming_each_b
     assert proc.returncode == 1, proc.stderr
     assert "the kernel architecture check failed" in proc.stderr
     assert (f"MISSING /usr/local/lib/python3.12/dist-packages/{VLLM_C}: {' '.join(STOCK_SASS)}; "
-            "PTX compute_75 compute_80 compute_90 -- MISSING 12.1a") in proc.stderr
+            f"{STOCK_PTX} -- MISSING 12.1a") in proc.stderr
     verify = run_cli(["verify", "stock", "--json"], vllm_workspace)
     assert verify.returncode == 1
     doc = json.loads(verify.stdout)["images"][0]

@@ -4,7 +4,8 @@ device code satisfies it, following NVIDIA's compatibility rules:
 - SASS (a cubin) for `sm_XY` runs on compute capability X.Z for Z >= Y (same major);
   arch-specific SASS (`sm_XYa`) runs only on exactly X.Y; family SASS (`sm_XYf`) on X.Z, Z >= Y.
 - PTX for `compute_XY` can be compiled by the driver (JIT) for any capability >= X.Y;
-  `compute_XYa` only for exactly X.Y; `compute_XYf` for X.Z, Z >= Y.
+  `compute_XYa` only for exactly X.Y; `compute_XYf` for X.Z, Z >= Y; and only by a driver
+  whose CUDA version knows the PTX's ISA version (compat.py).
 
 A declared `12.1a` therefore needs `sm_121a` SASS: GB10's native FP4 kernels are compiled
 for arch-specific targets only, and a binary without them falls back at run time. With JIT
@@ -15,6 +16,7 @@ declared `+PTX` also requires that PTX.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _DECLARED = re.compile(r"(?P<major>[0-9]{1,2})\.(?P<minor>[0-9])(?P<suffix>[af]?)(?P<ptx>\+PTX)?")
@@ -96,8 +98,11 @@ def jit_on(ptx: Arch, declared: Arch) -> bool:
     return declared.suffix != "f" and (ptx.major, ptx.minor) <= (declared.major, declared.minor)
 
 
-def missing(declared: list[Declared], sass: list[Arch], ptx: list[Arch], *, jit: bool) -> list[Declared]:
-    """The declared archs a binary with this device code does not serve."""
+def missing(declared: list[Declared], sass: list[Arch], ptx: list[Arch], *, jit: bool,
+            loadable: Callable[[Arch], bool] = lambda ptx: True) -> list[Declared]:
+    """The declared archs a binary with this device code does not serve. `loadable`: whether the
+    target driver compiles a PTX entry at all (its ISA version; see compat.py)."""
+    ptx = [code for code in ptx if loadable(code)]
     out = []
     for want in declared:
         has_sass = any(sass_satisfies(code, want.arch) for code in sass)

@@ -22,6 +22,7 @@ from enginebuild.io.files import temp_path, write_atomic
 from enginebuild.io.http import Http
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store, sha256_file
+from enginebuild.kernels import fatbin
 from enginebuild.kernels.archs import Arch, parse_code
 from enginebuild.lock.pins import ToolPin
 from enginebuild.sources.pyindex import find_file
@@ -34,6 +35,12 @@ BINARY = "nvidia/cu13/bin/cuobjdump"
 class DeviceCode:
     sass: tuple[Arch, ...]
     ptx: tuple[Arch, ...]
+    ptx_isa: tuple[tuple[Arch, tuple[int, int]], ...] = ()  # each PTX entry's ISA version, where read
+
+    def isa_of(self, code: Arch) -> tuple[int, int] | None:
+        """The newest ISA version among the PTX entries for `code` (None: not read)."""
+        found = [isa for arch, isa in self.ptx_isa if arch == code]
+        return max(found) if found else None
 
 
 def _recorded_sha256(zipped: zipfile.ZipFile, filename: str) -> str:
@@ -101,6 +108,18 @@ class Cuobjdump:
         return cls(binary)
 
     def device_code(self, path: Path) -> DeviceCode:
+        """The SASS and PTX a binary carries. Read from the fat binary's entry headers, which keep
+        family targets and PTX ISA versions (fatbin.py); cuobjdump's listing where they cannot be
+        read, which names family cubins as plain ones and says nothing of ISA versions."""
+        with open(path, "rb") as handle:
+            found = fatbin.entries(handle)
+        if found:
+            return DeviceCode(tuple(sorted({e.arch for e in found if not e.ptx})),
+                              tuple(sorted({e.arch for e in found if e.ptx})),
+                              tuple(sorted({(e.arch, e.version) for e in found if e.ptx})))
+        return self.listed(path)
+
+    def listed(self, path: Path) -> DeviceCode:
         result = proc.run([self.path, "--list-elf", "--list-ptx", path], check=False, what="cuobjdump")
         text = result.out + result.err
         if result.returncode != 0 and "does not contain device code" not in text:

@@ -22,6 +22,11 @@ def is_elf(head: bytes) -> bool:
 
 def section_names(handle: IO[bytes]) -> list[bytes]:
     """The section names of an ELF file (seekable); [] when it is not one or is malformed."""
+    return [name for name, _, _ in sections(handle)]
+
+
+def sections(handle: IO[bytes]) -> list[tuple[bytes, int, int]]:
+    """(name, file offset, size) of each section of an ELF file (seekable); [] when malformed."""
     handle.seek(0)
     ident = handle.read(64)
     if len(ident) < 52 or not is_elf(ident) or ident[4] not in (1, 2) or ident[5] not in (1, 2):
@@ -57,13 +62,13 @@ def section_names(handle: IO[bytes]) -> list[bytes]:
         return []
     handle.seek(str_offset)
     strings = handle.read(str_size)
-    names = []
+    out = []
     for index in range(shnum):
-        start = header(index)[0]
+        start, offset, size = header(index)
         if start < len(strings):
             end = strings.find(b"\0", start)
-            names.append(strings[start:end if end >= 0 else len(strings)])
-    return names
+            out.append((strings[start:end if end >= 0 else len(strings)], offset, size))
+    return out
 
 
 def has_device_code(handle: IO[bytes]) -> bool:

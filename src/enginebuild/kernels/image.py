@@ -75,7 +75,7 @@ def rules_for(spec: ImageSpec, plan: ImagePlan, node: LayerNode) -> Rules | None
         return None
     verify = spec.cuda_verify
     return Rules([parse_declared(a) for a in archs], jit=verify.jit,
-                 skip=tuple(Skip(s.path, s.why) for s in verify.skip))
+                 skip=tuple(Skip(s.path, s.why) for s in verify.skip), driver=verify.driver)
 
 
 def tool_of(lock: Lock, store: Store) -> Cuobjdump:
@@ -106,7 +106,11 @@ def verify_plan(spec: ImageSpec, lock: Lock | None, plan: ImagePlan, store: Stor
         if blobs is None:
             raise BuildFailed(f"{spec.name} ({plan.platform}) is not built at its current inputs ({node.name})",
                               hint=f"run `python BUILD.py image {spec.name}` first")
-        layers += [(node.name, store.verified(sha, node.name), rules) for sha, _ in blobs]
-    verdict = Verdict(spec.name, plan.platform, declared, scan_layers(layers, tool), len(layers))
+        for sha, _ in blobs:
+            if not store.intact(sha, node.name):  # re-hashed only when its stat moved since it was last
+                raise BuildFailed(f"{spec.name} ({plan.platform}): a stored layer of {node.name} is damaged",
+                                  hint=f"run `python BUILD.py image {spec.name}`: it is made again")
+            layers.append((node.name, store.path(sha), rules))
+    verdict = Verdict(spec.name, plan.platform, declared, scan_layers(layers, tool, store), len(layers))
     verdict.seconds = time.monotonic() - start
     return verdict

@@ -8,19 +8,21 @@ by a later layer is judged as the image has it.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
+import hashlib
 import os
 import shutil
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from enginebuild.kernels.archs import Declared, missing
+from enginebuild.kernels.archs import Arch, Declared, missing, parse_code
+from enginebuild.kernels.compat import driver_cuda, library_problem, ptx_loads
 from enginebuild.kernels.cuobjdump import Cuobjdump, DeviceCode
 from enginebuild.kernels.elf import has_device_code, is_elf
 
@@ -36,9 +38,14 @@ class Rules:
     declared: list[Declared]
     jit: bool = False
     skip: tuple[Skip, ...] = ()
+    driver: int | None = None  # the driver branch the image targets (580); None: not stated
 
     def skipped(self, path: str) -> Skip | None:
         return next((s for s in self.skip if fnmatch.fnmatch(path, s.pattern)), None)
+
+    @property
+    def cuda(self) -> tuple[int, int] | None:
+        return driver_cuda(self.driver) if self.driver is not None else None
 
 
 @dataclass
@@ -49,21 +56,31 @@ class FileReport:
     declared: list[Declared]
     missing: list[Declared] = field(default_factory=list)
     skipped: str = ""  # why, when a skip rule matched
+    problem: str = ""  # a CUDA library the target driver cannot run (compat.py)
+    too_new: list[str] = field(default_factory=list)  # PTX entries the target driver cannot compile
 
     @property
     def ok(self) -> bool:
-        return not self.missing or bool(self.skipped)
+        return (not self.missing and not self.problem) or bool(self.skipped)
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "from": self.where, "sass": [a.sass for a in self.code.sass],
-                "ptx": [a.ptx for a in self.code.ptx], "declared": [str(d) for d in self.declared],
-                "missing": [str(d) for d in self.missing], "ok": self.ok,
-                **({"skipped": self.skipped} if self.skipped else {})}
+                "ptx": [a.ptx for a in self.code.ptx],
+                "ptx_isa": {a.ptx: f"{v[0]}.{v[1]}" for a, v in self.code.ptx_isa},
+                "declared": [str(d) for d in self.declared], "missing": [str(d) for d in self.missing],
+                "ok": self.ok, **({"skipped": self.skipped} if self.skipped else {}),
+                **({"problem": self.problem} if self.problem else {}),
+                **({"ptx_too_new": self.too_new} if self.too_new else {})}
 
     def describe(self) -> str:
+        if self.problem:
+            return f"{self.path}: {self.problem}" + (f" (not checked: {self.skipped})" if self.skipped else "")
         has = " ".join(a.sass for a in self.code.sass) or "no SASS"
-        ptx = " ".join(a.ptx for a in self.code.ptx)
+        ptx = " ".join(a.ptx + (f" (ISA {v[0]}.{v[1]})" if (v := self.code.isa_of(a)) else "")
+                       for a in self.code.ptx)
         text = f"{self.path}: {has}" + (f"; PTX {ptx}" if ptx else "; no PTX")
+        if self.too_new:
+            text += f"; the target driver cannot compile {', '.join(self.too_new)}"
         if self.skipped:
             return f"{text} (not checked: {self.skipped})"
         if self.missing:
@@ -72,58 +89,145 @@ class FileReport:
 
 
 def judge(path: str, where: str, code: DeviceCode, rules: Rules) -> FileReport:
+    cuda = rules.cuda
+
+    def loadable(ptx: Arch) -> bool:
+        isa = code.isa_of(ptx)
+        return cuda is None or isa is None or ptx_loads(isa, cuda)
+
     report = FileReport(path, where, code, rules.declared,
-                        missing(rules.declared, list(code.sass), list(code.ptx), jit=rules.jit))
+                        missing(rules.declared, list(code.sass), list(code.ptx), jit=rules.jit, loadable=loadable))
+    if cuda is not None:
+        report.too_new = [f"{a.ptx} (ISA {v[0]}.{v[1]}; driver {rules.driver} compiles up to CUDA "
+                          f"{cuda[0]}.{cuda[1]}'s)" for a in code.ptx if not loadable(a) and (v := code.isa_of(a))]
     skip = rules.skipped(path)
     if skip is not None:
         report.skipped = skip.why
     return report
 
 
-@contextlib.contextmanager
-def _on_disk(handle: IO[bytes]) -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="enginebuild-verify-"))
-    try:
-        path = folder / "binary"
-        with open(path, "wb") as sink:
-            handle.seek(0)
-            shutil.copyfileobj(handle, sink, 1 << 20)
-        yield path
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _device_code(handle: IO[bytes], tool: Cuobjdump) -> DeviceCode | None:
-    if not has_device_code(handle):
+def judge_library(path: str, where: str, rules: Rules) -> FileReport | None:
+    """A CUDA runtime library the image ships, against the target driver (minor version compatibility)."""
+    cuda = rules.cuda
+    problem = library_problem(os.path.basename(path), cuda) if cuda is not None else None
+    if problem is None:
         return None
-    with _on_disk(handle) as path:
-        return tool.device_code(path)
+    report = FileReport(path, where, DeviceCode((), ()), rules.declared, problem=problem)
+    skip = rules.skipped(path)
+    if skip is not None:
+        report.skipped = skip.why
+    return report
 
 
-def scan_layers(layers: Iterable[tuple[str, Path, Rules]], tool: Cuobjdump) -> list[FileReport]:
+CODE_RECORD = "v2"  # what a kept verdict holds: records of another reader are not taken
+
+
+class Reader:
+    """Device code of an image's binaries, read once per file content: what a file carries is
+    kept by its sha256, or by the stored layer's sha256 and its path there (in the store, with
+    the tool's identity), and cuobjdump runs side by side."""
+
+    def __init__(self, tool: Cuobjdump, store: Any = None, jobs: int | None = None):
+        self.tool, self.store = tool, store
+        self.pool = ThreadPoolExecutor(max_workers=jobs or max(2, os.cpu_count() or 2))
+        self.folder = Path(tempfile.mkdtemp(prefix="enginebuild-verify-"))
+        self.count = 0
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def submit(self, handle: IO[bytes], identity: str | None = None) -> Future[DeviceCode | None]:
+        """The device code of a (seekable) file, now or later; None when it has none. `identity`
+        names the bytes when they are content-addressed already (a stored layer's sha256 and the
+        path in it): then nothing is read to know them; otherwise they are hashed."""
+        done: Future[DeviceCode | None] = Future()
+        if not has_device_code(handle):
+            done.set_result(None)
+            return done
+        if identity is None:
+            digest = hashlib.sha256()
+            handle.seek(0)
+            while block := handle.read(1 << 20):
+                digest.update(block)
+            identity = digest.hexdigest()
+        key = hashlib.sha256(f"{identity}-{CODE_RECORD}-{self.tool.path.parent.name}".encode()).hexdigest()
+        kept = self.store.record("device-code", key) if self.store is not None else None
+        if kept is not None:  # read before: nothing written, nothing run
+            done.set_result(code_from_json(kept))
+            return done
+        self.count += 1
+        path = self.folder / f"binary-{self.count}"
+        handle.seek(0)
+        with open(path, "wb") as sink:
+            shutil.copyfileobj(handle, sink, 1 << 20)
+
+        def read() -> DeviceCode | None:
+            try:
+                code = self.tool.device_code(path)
+            finally:
+                path.unlink(missing_ok=True)
+            if self.store is not None:
+                self.store.put_record("device-code", key, code_to_json(code))
+            return code
+
+        return self.pool.submit(read)
+
+
+def code_to_json(code: DeviceCode) -> dict[str, Any]:
+    return {"sass": [a.sass for a in code.sass], "ptx": [a.ptx for a in code.ptx],
+            "ptx_isa": [[a.ptx, list(v)] for a, v in code.ptx_isa]}
+
+
+def code_from_json(data: dict[str, Any]) -> DeviceCode:
+    def arch(name: str) -> Arch:
+        parsed = parse_code(name)
+        assert parsed is not None
+        return parsed
+
+    return DeviceCode(tuple(arch(a) for a in data["sass"]), tuple(arch(a) for a in data["ptx"]),
+                      tuple((arch(a), (int(v[0]), int(v[1]))) for a, v in data.get("ptx_isa", ())))
+
+
+def scan_layers(layers: Iterable[tuple[str, Path, Rules]], tool: Cuobjdump, store: Any = None) -> list[FileReport]:
     """`layers`: (name, uncompressed tar, rules for its files), bottom first."""
-    found: dict[str, FileReport] = {}
-    for layer, tar_path, rules in layers:
-        with tarfile.open(tar_path, "r:") as tar:
-            for member in tar:
-                entry = member.name[2:] if member.name.startswith("./") else member.name
-                path = "/" + entry.lstrip("/")
-                folder, base = os.path.split(path)
-                if base.startswith(".wh."):
-                    gone = os.path.join(folder, base[4:])
-                    for key in [k for k in found if k == gone or k.startswith(gone + "/")]:
-                        del found[key]
-                    continue
-                found.pop(path, None)
-                if not member.isfile() or member.size < 64:
-                    continue
-                handle = tar.extractfile(member)
-                if handle is None or not is_elf(handle.read(4)):
-                    continue
-                code = _device_code(handle, tool)
-                if code is not None:
-                    found[path] = judge(path, layer, code, rules)
-    return sorted(found.values(), key=lambda r: r.path)
+    found: dict[str, tuple[str, Rules, Future[DeviceCode | None]] | FileReport] = {}
+    reader = Reader(tool, store)
+    try:
+        for layer, tar_path, rules in layers:
+            with tarfile.open(tar_path, "r:") as tar:
+                for member in tar:
+                    entry = member.name[2:] if member.name.startswith("./") else member.name
+                    path = "/" + entry.lstrip("/")
+                    folder, base = os.path.split(path)
+                    if base.startswith(".wh."):
+                        gone = os.path.join(folder, base[4:])
+                        for key in [k for k in found if k == gone or k.startswith(gone + "/")]:
+                            del found[key]
+                        continue
+                    found.pop(path, None)
+                    if not member.isfile() or member.size < 64:
+                        continue
+                    library = judge_library(path, layer, rules)
+                    if library is not None:
+                        found[path] = library
+                        continue
+                    handle = tar.extractfile(member)
+                    if handle is None or not is_elf(handle.read(4)):
+                        continue
+                    found[path] = (layer, rules, reader.submit(handle, f"{Path(tar_path).name}:{member.name}"))
+        reports = []
+        for path, item in found.items():
+            if isinstance(item, FileReport):
+                reports.append(item)
+                continue
+            layer, rules, future = item
+            code = future.result()
+            if code is not None:
+                reports.append(judge(path, layer, code, rules))
+    finally:
+        reader.close()
+    return sorted(reports, key=lambda r: r.path)
 
 
 def scan_wheel(wheel: Path, rules: Rules, tool: Cuobjdump) -> list[FileReport]:

@@ -11,14 +11,14 @@ from typing import Any
 
 from enginebuild.build.fetch import Download, Fetcher
 from enginebuild.io.store import Store
-from enginebuild.kernels.archs import parse_code, parse_declared
+from enginebuild.kernels.archs import parse_declared
 from enginebuild.kernels.cuobjdump import Cuobjdump, DeviceCode
 from enginebuild.kernels.image import tool_of
-from enginebuild.kernels.scan import FileReport, Rules, Skip, judge, scan_wheel
+from enginebuild.kernels.scan import FileReport, Rules, Skip, code_from_json, code_to_json, judge, scan_wheel
 from enginebuild.lock.lockfile import Lock
 from enginebuild.spec.model import ImageSpec
 
-RECORD = "wheel-device-code"
+RECORD = "wheel-device-code-v2"  # v2: family cubins and PTX ISA versions, read from the headers
 
 
 def binary_wheels(lock: Lock) -> list[dict[str, Any]]:
@@ -43,14 +43,11 @@ def _device_code(store: Store, fetcher: Fetcher, pkg: dict[str, Any], tool: Cuob
                                          str(pkg.get("index") or ""), str(pkg.get("name") or ""),
                                          str(pkg["filename"])))
         reports = scan_wheel(path, rules, tool)
-        record = {"files": [{"path": r.path, "sass": [a.sass for a in r.code.sass],
-                             "ptx": [a.ptx for a in r.code.ptx]} for r in reports]}
+        record = {"files": [{"path": r.path, **code_to_json(r.code)} for r in reports]}
         store.put_record(RECORD, sha, record)
     out = []
     for item in record.get("files") or ():
-        sass = tuple(a for a in (parse_code(c) for c in item["sass"]) if a)
-        ptx = tuple(a for a in (parse_code(c) for c in item["ptx"]) if a)
-        out.append((str(item["path"]), DeviceCode(sass, ptx)))
+        out.append((str(item["path"]), code_from_json(item)))
     return out
 
 
@@ -62,7 +59,7 @@ def lint_wheels(spec: ImageSpec, lock: Lock, store: Store) -> list[FileReport]:
     if not wheels:
         return []
     rules = Rules([parse_declared(a) for a in spec.cuda_archs], jit=spec.cuda_verify.jit,
-                  skip=tuple(Skip(s.path, s.why) for s in spec.cuda_verify.skip))
+                  skip=tuple(Skip(s.path, s.why) for s in spec.cuda_verify.skip), driver=spec.cuda_verify.driver)
     tool = tool_of(lock, store)
     fetcher = Fetcher(store)
     bad = []

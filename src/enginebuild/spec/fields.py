@@ -280,10 +280,14 @@ def image_schema() -> Record:
         "secret-scan": scan,
         "cuda-verify": Record({
             "jit": Bool(description="accept PTX the driver can compile for a declared arch in place of its SASS"),
+            "driver": Str(pattern=r"5[0-9]{2}", allow_int=True, what="a driver branch such as 580",
+                          description="the NVIDIA driver branch the image must run on (580 for DGX Spark: CUDA "
+                                      "13.0): PTX newer than its CUDA version and CUDA libraries of a newer "
+                                      "major version fail verify"),
             "skip": ListOf(Record({"path": Str(test=no_control, what="a path glob in the image"), "why": TEXT},
                                   required=("path", "why"), doc="{path, why}"),
                            description="binaries not held to cuda-archs, each with the reason"),
-        }, doc="{jit, skip}", description="how `verify` judges the kernel architectures of CUDA binaries"),
+        }, doc="{jit, driver, skip}", description="how `verify` judges the kernel architectures of CUDA binaries"),
     }
     schema = Record(fields, exclusive=(("platform", "platforms"),), doc="an image spec")
     schema.fields["variants"] = MapOf(Record(dict(fields), doc="a partial spec merged over this one"),

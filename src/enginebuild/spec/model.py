@@ -199,6 +199,7 @@ class CudaVerify:
 
     jit: bool = False
     skip: tuple[CudaSkip, ...] = ()
+    driver: int | None = None  # the driver branch the image targets (580: CUDA 13.0)
 
 
 @dataclass(frozen=True)

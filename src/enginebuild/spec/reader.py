@@ -429,5 +429,22 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         scan_allow=tuple(m.ScanAllow(a["path"], a["rule"], a["why"]) for a in scan.get("allow", ())),
         variants=variants, wheres=r.wheres,
         cuda_verify=m.CudaVerify(bool(cuda_verify.get("jit", False)),
-                                 tuple(m.CudaSkip(k["path"], k["why"]) for k in cuda_verify.get("skip", ()))),
+                                 tuple(m.CudaSkip(k["path"], k["why"]) for k in cuda_verify.get("skip", ())),
+                                 driver_branch(r, cuda_verify.get("driver"))),
     )
+
+
+def driver_branch(r: Reader, value: Any) -> int | None:
+    """`cuda-verify.driver`, a driver branch whose CUDA version enginebuild knows."""
+    from enginebuild.kernels.compat import DRIVER_CUDA
+
+    if value is None:
+        return None
+    branch = int(value)
+    if branch not in DRIVER_CUDA:
+        known = ", ".join(f"{b} (CUDA {c[0]}.{c[1]})" for b, c in sorted(DRIVER_CUDA.items()))
+        raise SpecError(r.where("cuda-verify.driver"), "cuda-verify.driver",
+                        f"driver branch {branch} is not one enginebuild knows the CUDA version of",
+                        hint=f"known: {known}")
+    return branch
+
