@@ -177,18 +177,22 @@ def test_a_build_that_writes_a_secret_into_a_layer_is_refused_and_nothing_is_kep
 
 
 def test_a_secret_in_a_copied_file_is_refused_at_build_before_anything_is_tagged(workspace, docker_engine,
-                                                                                  debian_reachable, registry):
-    write_image(workspace, "shipped", spec(uuid.uuid4().hex, extra="files:\n  /opt/notes.txt: notes.txt\n"),
+                                                                                  debian_reachable, registry, eb_home):
+    name = f"shipped-{uuid.uuid4().hex[:6]}"
+    write_image(workspace, name, spec(uuid.uuid4().hex, extra="files:\n  /opt/notes.txt: notes.txt\n"),
                 {"build.sh": BUILD, "src/x": "x\n", "notes.txt": f"remember {SENTINEL}\n"})
-    assert run_cli(["lock", "shipped"], workspace).returncode == 0
-    proc = run_cli(["image", "shipped"], workspace, env={"HF_TOKEN": SENTINEL})
+    assert run_cli(["lock", name], workspace).returncode == 0
+    proc = run_cli(["image", name], workspace, env={"HF_TOKEN": SENTINEL})
     assert proc.returncode == 1
-    assert "image shipped (linux/amd64) wrote a secret into its layers: HF_TOKEN in /opt/notes.txt" in proc.stderr
-    assert docker("image", "inspect", "enginebuild/shipped:latest", check=False).returncode != 0
-    pushed = run_cli(["push", "shipped", "--to", f"{registry.host}/enginebuild-test/shipped"], workspace,
+    assert f"image {name} (linux/amd64) wrote a secret into its layers: HF_TOKEN in /opt/notes.txt" in proc.stderr
+    assert docker("image", "inspect", f"enginebuild/{name}:latest", check=False).returncode != 0
+    for path in Path(eb_home).rglob("*"):  # the refused layer is not kept in the store either
+        if path.is_file() and path.stat().st_size < 1 << 24:
+            scan(str(path), path.read_bytes(), SENTINEL)
+    pushed = run_cli(["push", name, "--to", f"{registry.host}/enginebuild-test/{name}"], workspace,
                      env={"HF_TOKEN": SENTINEL})
     assert pushed.returncode == 1
-    assert not (workspace / "lockfiles/shipped.pushes.json").exists()
+    assert not (workspace / f"lockfiles/{name}.pushes.json").exists()
     report.count("secret scan", "pushes refused")
 
 
@@ -198,16 +202,17 @@ def steps_spec(marker: str, steps: str, script: str = "build.sh") -> str:
 
 def test_a_secret_carried_through_a_cache_mount_into_another_step_is_refused(workspace, docker_engine,
                                                                             debian_reachable):
+    name = f"mount-{uuid.uuid4().hex[:6]}"
+    stash = f"/root/.cache/stash-{name}"  # a cache mount of its own: no other build's leftovers
     steps = "\n".join([
         "steps:",
         "  - name: fetch",
         "    secrets: [HF_TOKEN]",
-        "    cache: [/root/.cache/stash]",
-        "    run: cp /run/secrets/HF_TOKEN /root/.cache/stash/token",
+        f"    cache: [{stash}]",
+        f"    run: cp /run/secrets/HF_TOKEN {stash}/token",
         "  - name: install",
-        "    cache: [/root/.cache/stash]",
-        "    run: mkdir -p /opt/app && cp /root/.cache/stash/token /opt/app/config"])
-    name = f"mount-{uuid.uuid4().hex[:6]}"
+        f"    cache: [{stash}]",
+        f"    run: mkdir -p /opt/app && cp {stash}/token /opt/app/config"])
     write_image(workspace, name, steps_spec(uuid.uuid4().hex, steps), {"build.sh": BUILD, "src/x": "x\n"})
     assert run_cli(["lock", name], workspace).returncode == 0
     proc = run_cli(["image", name], workspace, env={"HF_TOKEN": SENTINEL})
@@ -280,7 +285,7 @@ def test_a_killed_build_leaves_no_file_holding_the_secret(workspace, docker_engi
     assert run_cli(["lock", name], workspace).returncode == 0
     proc = run_cli(["image", name], workspace, env={"HF_TOKEN": SENTINEL, "ENGINEBUILD_FAULT": "buildkit.running=kill"})
     assert proc.returncode not in (0, 1, 2)
-    places = [*Path(tempfile.gettempdir()).glob(".enginebuild*"), Path(eb_home)]  # where temporaries go
+    places = [*Path(tempfile.gettempdir()).glob(".enginebuild*"), Path(eb_home) / "tmp"]  # where temporaries go
     for folder in places:
         for path in [folder, *folder.rglob("*")]:
             try:

@@ -162,7 +162,11 @@ class Scanner:
         salted = {n: self._salted(n, v) for n, v in values.items()}
         todo = [sha for sha, _ in layers if any(self.checked(sha).get(n) != h for n, h in salted.items())]
         if todo and values:
-            self.check_files([self.store.path(sha) for sha in todo], values, what)
+            try:
+                self.check_files([self.store.path(sha) for sha in todo], values, what)
+            except SecretLeak:
+                self._drop_leaking(todo, values)
+                raise
             for sha in todo:
                 self.store.put_record("secret-checked", sha, {"secrets": {**self.checked(sha), **salted}})
         if not at_push:
@@ -175,6 +179,13 @@ class Scanner:
                     f"{', ...' if len(never) > 1 else ''}), and {name} is not set here; nothing was pushed",
                     hint=f"set {name} for the push (its value is only searched for, never printed or sent), "
                          "or build the image with it set")
+
+    def _drop_leaking(self, shas: list[str], values: dict[str, str]) -> None:
+        """A stored layer that holds a secret is removed from the store: no file of enginebuild's
+        keeps the value (the next build makes the layer again, and refuses it again)."""
+        for sha in shas:
+            if any(f.refuse for f in self.scan_tars([self.store.path(sha)], values)):
+                self.store.path(sha).unlink(missing_ok=True)
 
     def check_image(self, engine: Any, tag: str, parents: list[Any], secrets: dict[str, str], what: str) -> None:
         from enginebuild.build.layers import cut_new_layers, remove_folder, scratch_folder

@@ -154,7 +154,8 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
         results.append({"tags": tags, "id": outcome.image_id, "edit": edit})
         elapsed = time.monotonic() - start
         done = []
-        components = [n for n in outcome.built if n.startswith("component ")]
+        order = {f"component {c.name}": i for i, c in enumerate(plan.components)}
+        components = sorted((n for n in outcome.built if n.startswith("component ")), key=lambda n: order.get(n, 0))
         commands = [n for n in outcome.built if not n.startswith("component ")]
         if components:
             done.append(f"built {len(components)} component(s) ({', '.join(n[10:] for n in components)})")
