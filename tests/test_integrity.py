@@ -202,7 +202,9 @@ def hanging_files() -> dict:
     return {
         "first/build.sh": "#!/bin/sh\nset -e\nmkdir -p /out && echo first > /out/first\n",
         "slow/build.sh": '#!/bin/sh\nset -e\nif [ "$MODE" = hang ]; then exec sleep 3600; fi\n'
-                         'if [ "$MODE" = short ]; then sleep 7; fi\n'
+                         # a shell named after this build's salt around the sleep: a test finds this
+                         # build's step, and no other process of the machine
+                         'if [ "$MODE" = short ]; then sh -c "sleep 7; true" "sleeper-$(cat salt)"; fi\n'
                          'mkdir -p /out && echo slow > /out/slow\n',
         "slow/salt": uuid.uuid4().hex,
     }

@@ -46,10 +46,10 @@ def alive(pid: int) -> bool:
         return False
 
 
-def sleepers() -> list[str]:
-    """Processes of the slow build step (BuildKit's steps are processes of this machine,
-    outside any `docker ps`)."""
-    return subprocess.run(["pgrep", "-f", "^sleep 7$"], capture_output=True, text=True).stdout.split()
+def sleepers(salt: str) -> list[str]:
+    """Processes of this build's slow step (BuildKit's steps are processes of this machine,
+    outside any `docker ps`), found by the salt their shell is named after."""
+    return subprocess.run(["pgrep", "-f", f"sleeper-{salt}"], capture_output=True, text=True).stdout.split()
 
 
 def leftovers(home: Path) -> list[str]:
@@ -63,7 +63,8 @@ def leftovers(home: Path) -> list[str]:
 @pytest.mark.parametrize("sig,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 def test_a_signal_during_a_build_cancels_it_removes_temporaries_and_exits(workspace, docker_engine, eb_home, sig,
                                                                           code, word, debian_reachable):
-    write_image(workspace, "hang", HANGING.replace("MODE: hang", "MODE: short"), hanging_files())
+    files = hanging_files()
+    write_image(workspace, "hang", HANGING.replace("MODE: hang", "MODE: short"), files)
     assert run_cli(["lock", "hang"], workspace).returncode == 0
     spec = Catalog(workspace).load("hang")
     slow = next(c for c in plan_image(spec, read_lock(workspace, spec), "linux/amd64", Options()).components
@@ -79,7 +80,7 @@ def test_a_signal_during_a_build_cancels_it_removes_temporaries_and_exits(worksp
         assert time.monotonic() < deadline
         time.sleep(0.1)
     deadline = time.monotonic() + 120
-    while not sleepers():  # the build step itself runs
+    while not sleepers(files["slow/salt"]):  # the build step itself runs
         assert time.monotonic() < deadline
         time.sleep(0.1)
     below = children(proc.pid)
@@ -97,7 +98,7 @@ def test_a_signal_during_a_build_cancels_it_removes_temporaries_and_exits(worksp
     # Docker 20.10's BuildKit lets a cancelled step's processes run to their end; whatever
     # they make is never named or recorded: wait for the step's end, then look
     deadline = time.monotonic() + 120
-    while sleepers():
+    while sleepers(files["slow/salt"]):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert docker_engine.image_id(f"enginebuild/component:{slow.key}") is None

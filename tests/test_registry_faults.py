@@ -1,7 +1,6 @@
 """A misbehaving registry: bounded retries that honour Retry-After, the token flow with the scope
 asked, clear messages, and never a wrong digest or a push recorded that did not happen."""
 import json
-import time
 import uuid
 
 import pytest
@@ -36,10 +35,9 @@ def proxy(proxied):
 
 def lock_through(proxy, workspace, env=None):
     write_image(workspace, "t", f"base: {proxy.host}/enginebuild-test/fault:1\nplatform: linux/amd64\n")
-    start = time.monotonic()
     proc = run_cli(["lock", "--update", "t"], workspace, env={"ENGINEBUILD_HTTP_BACKOFF": "0.05", **(env or {})})
     lock = read_lock(workspace, Catalog(workspace).load("t"))
-    return proc, time.monotonic() - start, lock
+    return proc, lock
 
 
 BASE = "runtime.base@linux/amd64"
@@ -61,7 +59,7 @@ def digest_of(lock):
 def test_a_bearer_challenge_is_answered_with_the_scope_the_registry_named(proxy, workspace):
     proxy, digest = proxy
     proxy.bearer = True
-    proc, _, lock = lock_through(proxy, workspace)
+    proc, lock = lock_through(proxy, workspace)
     outcome("401 bearer", exit_0=proc.returncode == 0, locked_digest=digest_of(lock) == digest,
             scope_asked=proxy.scopes == ["repository:enginebuild-test/fault:pull"])
 
@@ -69,7 +67,7 @@ def test_a_bearer_challenge_is_answered_with_the_scope_the_registry_named(proxy,
 def test_403_is_a_clear_error_and_records_no_digest(proxy, workspace):
     proxy, _ = proxy
     proxy.add("GET", MANIFEST, "status", status=403, times=100)
-    proc, _, lock = lock_through(proxy, workspace)
+    proc, lock = lock_through(proxy, workspace)
     outcome("403", exit_1=proc.returncode == 1, nothing_locked=digest_of(lock) is None,
             says_access_denied="access denied" in proc.stderr,
             recorded_why="lack pull access" in lock.unresolved()[BASE])
@@ -78,7 +76,7 @@ def test_403_is_a_clear_error_and_records_no_digest(proxy, workspace):
 def test_404_says_there_is_no_such_manifest(proxy, workspace):
     proxy, _ = proxy
     proxy.add("GET", MANIFEST, "status", status=404, times=100)
-    proc, _, lock = lock_through(proxy, workspace)
+    proc, lock = lock_through(proxy, workspace)
     outcome("404", exit_1=proc.returncode == 1, nothing_locked=digest_of(lock) is None,
             says_no_such_manifest="no such manifest" in proc.stderr)
 
@@ -86,40 +84,42 @@ def test_404_says_there_is_no_such_manifest(proxy, workspace):
 def test_429_waits_as_long_as_retry_after_says(proxy, workspace):
     proxy, digest = proxy
     proxy.add("GET", MANIFEST, "status", status=429, headers={"Retry-After": "2"}, times=1)
-    proc, elapsed, lock = lock_through(proxy, workspace)
+    proc, lock = lock_through(proxy, workspace)
+    asked = [at for method, path, at in proxy.stamps if method == "GET" and "/manifests/" in path]
     outcome("429 retry-after", exit_0=proc.returncode == 0, locked_digest=digest_of(lock) == digest,
-            waited=elapsed >= 2.0, said_so="HTTP 429; retrying in 2.0s" in proc.stderr)
+            waited=len(asked) >= 2 and asked[1] - asked[0] >= 2.0,  # as the registry saw it: no machine speed in it
+            said_so="HTTP 429; retrying in 2.0s" in proc.stderr)
 
 
 def test_a_burst_of_503_is_retried_a_bounded_number_of_times(proxy, workspace):
     proxy, digest = proxy
     proxy.add("GET", MANIFEST, "status", status=503, times=3)
-    proc, _, lock = lock_through(proxy, workspace)
+    proc, lock = lock_through(proxy, workspace)
     outcome("503 burst", exit_0=proc.returncode == 0, locked_digest=digest_of(lock) == digest)
     proxy.reset()
     proxy.add("GET", MANIFEST, "status", status=503, times=1000)
-    kept, _, lock = lock_through(proxy, workspace)  # a pin from before is kept, and the failure said
+    kept, lock = lock_through(proxy, workspace)  # a pin from before is kept, and the failure said
     assert kept.returncode == 0 and digest_of(lock) == digest and "kept the previous pin" in kept.stderr
     (workspace / "lockfiles/t.lock").unlink()
     proxy.log.clear()
-    proc, elapsed, lock = lock_through(proxy, workspace)
+    proc, lock = lock_through(proxy, workspace)
     attempts = sum(1 for entry in proxy.log if entry[2] == 503)
     outcome("503 forever", exit_1=proc.returncode == 1, nothing_locked=digest_of(lock) is None,
             six_attempts=attempts == 6, said_so="after 6 attempts" in proc.stderr,
-            hint_fits="try again later" in proc.stderr, bounded=elapsed < 30)
+            hint_fits="try again later" in proc.stderr)
 
 
 def test_connection_resets_are_retried(proxy, workspace):
     proxy, digest = proxy
     proxy.add("GET", MANIFEST, "reset", times=2)
-    proc, _, lock = lock_through(proxy, workspace)
+    proc, lock = lock_through(proxy, workspace)
     outcome("connection reset", exit_0=proc.returncode == 0, locked_digest=digest_of(lock) == digest)
 
 
 def test_a_digest_header_that_disagrees_with_the_body_is_never_recorded(proxy, workspace):
     proxy, _ = proxy
     proxy.add("GET", MANIFEST, "lie", times=100)
-    proc, _, lock = lock_through(proxy, workspace)
+    proc, lock = lock_through(proxy, workspace)
     outcome("digest mismatch", exit_1=proc.returncode == 1, nothing_locked=digest_of(lock) is None,
             says_claims="claims digest" in proc.stderr, says_nothing_recorded="nothing was recorded" in proc.stderr)
 

@@ -101,9 +101,5 @@ class SecretLeak(BuildFailed):
     """A build left a secret (or a credential) in a layer; nothing was tagged or recorded."""
 
 
-class VerifyFailed(EngineBuildError):
-    """An image lacks the kernel architectures its spec declares."""
-
-
 class ToolMissing(UserError):
     """A required external program (docker, git, BuildKit, uv) is not available."""

@@ -14,6 +14,7 @@ import re
 import secrets
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
@@ -43,6 +44,7 @@ class FaultProxy:
         self.upstream = upstream
         self.rules: list = []
         self.log: list = []
+        self.stamps: list = []  # time.monotonic() of each request as it arrived, beside `log`
         self.bearer = False
         self.tokens: dict = {}
         self.scopes: list = []
@@ -76,6 +78,7 @@ class FaultProxy:
     def reset(self):
         self.rules.clear()
         self.log.clear()
+        self.stamps.clear()
         self.bearer = False
         self.scopes.clear()
 
@@ -114,6 +117,7 @@ class FaultProxy:
         self._send(h, 200, {"Content-Type": "application/json"}, json.dumps({"token": token}).encode())
 
     def handle(self, h):
+        self.stamps.append((h.command, h.path, time.monotonic()))
         path = h.path
         if path.startswith("/token"):
             return self._token(h)

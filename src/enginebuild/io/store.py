@@ -261,10 +261,6 @@ class Store:
         write_atomic(self._record_path(kind, key),
                      json.dumps({**body, "check": sha256_bytes(_canonical(body))}, sort_keys=True).encode())
 
-    def drop_record(self, kind: str, key: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self._record_path(kind, key).unlink()
-
     def derived(self, kind: str, key: str, what: str, make: Callable[[], Blob]) -> Blob:
         """A blob made from pinned inputs: reused only while it still hashes to what was recorded;
         a damaged one is named, deleted and made again."""

@@ -23,8 +23,6 @@ OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER_GZIP = "application/vnd.oci.image.layer.v1.tar+gzip"
 OCI_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
-DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-DOCKER_LAYER_GZIP = "application/vnd.docker.image.rootfs.diff.tar.gzip"
 
 
 def canonical(doc: Any) -> bytes:

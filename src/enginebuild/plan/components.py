@@ -18,7 +18,6 @@ from enginebuild.plan.render import render
 from enginebuild.sources import Source
 from enginebuild.spec.model import Component, PatchRef
 
-SRC = "/opt/enginebuild/src"
 SOURCES = "/opt/enginebuild/sources"
 DEPS = "/opt/enginebuild/deps"
 

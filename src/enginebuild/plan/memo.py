@@ -108,12 +108,6 @@ class PlanMemo:
     def blobs_changed(self, doc: dict[str, Any]) -> bool:
         return any(_stat(self.blob_path(sha)) != stat for sha, stat in (doc.get("blobs") or {}).items())
 
-    def forget(self, key: str) -> None:
-        try:
-            os.unlink(self._file(key))
-        except OSError:
-            pass
-
 
 def copied_paths(root: Path, spec: Any) -> list[Path]:
     """The files `files:` copies and the folders that list them (a file added to a glob's folder)."""
