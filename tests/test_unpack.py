@@ -114,3 +114,22 @@ def test_a_full_disk_while_unpacking_names_the_disk_not_the_archive(tmp_path, sm
     assert f"no space left on the device holding {small_disk}" in info.value.message
     assert "cannot read" not in info.value.message
     assert not [p for p in small_disk.rglob("*") if p.is_file()]  # nothing partial kept
+
+
+def test_a_wheel_that_declares_more_than_its_bound_is_not_installed(tmp_path):
+    import zipfile
+
+    from enginebuild.build.wheels import install_wheel
+    from enginebuild.io.tars import TarWriter
+
+    wheel = tmp_path / "bomb-1.0-py3-none-any.whl"
+    block = bytes(1 << 20)
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zipped:
+        with zipped.open("bomb/zeros.bin", "w", force_zip64=True) as member:
+            for _ in range(MIN_LIMIT // len(block) + 16):  # just past the 1 GiB floor, a few MB packed
+                member.write(block)
+        zipped.writestr("bomb-1.0.dist-info/METADATA", "Name: bomb\nVersion: 1.0\n")
+    assert wheel.stat().st_size < 16 << 20
+    with pytest.raises(FetchError, match="bomb-1.0-py3-none-any.whl: unpacks to more than 1.0 GiB"):
+        install_wheel(wheel, wheel.name, "/usr/lib/python3/dist-packages", "/usr/bin/python3",
+                      TarWriter(io.BytesIO()))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from enginebuild.errors import FetchError
 from enginebuild.io.tars import TarWriter, clean_name
-from enginebuild.io.unpack import is_disk_full
+from enginebuild.io.unpack import Budget, is_disk_full
 
 _AR_MAGIC = b"!<arch>\n"
 
@@ -48,9 +48,11 @@ def write_sysroot(debs: list[tuple[Path, str]], writer: TarWriter) -> None:
     """Unpack .debs, in the order given, as one root filesystem owned by root."""
     seen_dirs: set[str] = set()
     for deb, what in debs:
+        budget = Budget(f"{what} ({deb.name})", deb.stat().st_size)
         try:
             with data_tar(deb) as tar_in:
                 for member in tar_in:
+                    budget.take(member.size if member.isreg() else 0)
                     name = clean_name(member.name)
                     if not name or ".." in name.split("/"):
                         continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 
 from installer import install
@@ -14,6 +15,7 @@ from installer.sources import WheelFile
 
 from enginebuild.errors import BuildFailed
 from enginebuild.io.tars import TarWriter, write_folder
+from enginebuild.io.unpack import Budget
 
 
 def scheme(site_packages: str) -> dict[str, str]:
@@ -26,6 +28,8 @@ def scheme(site_packages: str) -> dict[str, str]:
 
 def install_wheel(wheel: Path, filename: str, site_packages: str, interpreter: str, writer: TarWriter) -> None:
     """Install the wheel stored at `wheel` (named `filename`, which the installer reads tags from)."""
+    with zipfile.ZipFile(wheel) as zipped:  # what its members declare, before anything is written
+        Budget(filename, wheel.stat().st_size).take(sum(i.file_size for i in zipped.infolist()))
     stage = Path(tempfile.mkdtemp(prefix="enginebuild-wheel-"))
     named = Path(tempfile.mkdtemp(prefix="enginebuild-wheel-name-")) / filename
     named.symlink_to(wheel)
