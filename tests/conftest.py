@@ -136,3 +136,15 @@ def pytest_terminal_summary(terminalreporter):
         for line in report.render():
             terminalreporter.write_line(line)
         report.write(ROOT / "build" / "reliability-report.json")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MB tmpfs: a disk that fills up."""
+    need(os.geteuid() == 0, "mounting a small tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True)
+    need(done.returncode == 0, f"cannot mount a tmpfs: {done.stderr.decode()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, need, run_cli
+from conftest import ROOT, run_cli
 from enginebuild.io.store import Store
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
@@ -136,17 +136,6 @@ def test_the_start_up_sweep_removes_what_killed_runs_left_and_nothing_else(works
         path.unlink()
     report.count("interrupts", "stale temporaries swept at start-up", len(stale))
     assert proc.returncode in (0, 1)  # the sweep runs first, whatever the network does
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    need(os.geteuid() == 0, "mounting a small tmpfs needs root")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True)
-    need(done.returncode == 0, f"cannot mount a tmpfs: {done.stderr.decode()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def all_files(folder: Path) -> list[Path]:

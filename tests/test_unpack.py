@@ -89,22 +89,6 @@ def test_a_url_source_over_its_max_unpacked_fails_the_build_naming_archive_and_l
         server.close()
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    import os
-    import subprocess
-
-    from conftest import need
-
-    need(os.geteuid() == 0, "mounting a small tmpfs needs root")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True)
-    need(done.returncode == 0, f"cannot mount a tmpfs: {done.stderr.decode()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-
-
 def test_a_full_disk_while_unpacking_names_the_disk_not_the_archive(tmp_path, small_disk):
     from enginebuild.errors import EngineBuildError
 

@@ -227,16 +227,21 @@ class RegistryClient:
                             f"the registry's last answer: {last}",
                             hint="the registry or the network kept failing: run the push again later")
 
-    def _upload_once(self, ref: ImageRef, digest: str, size: int, opener: Callable[[], IO[bytes]]) -> None:
+    def _once(self, ref: ImageRef, method: str, url: str, **kwargs: Any) -> requests.Response:
+        """One request of an upload: a failure a fresh upload can fix raises _UploadAgain."""
         try:
-            start = self.request(ref, "POST", f"{self.base_url(ref.registry)}/v2/{ref.repository}/blobs/uploads/",
-                                 headers={"Content-Length": "0"}, attempts=1)
+            response = self.request(ref, method, url, attempts=1, **kwargs)
         except RegistryUnreachable as exc:
             if exc.kind in ("dns", "refused"):
                 raise
             raise _UploadAgain(exc.answer or exc.message) from None
-        if start.status_code in RETRY_STATUS:
-            raise _UploadAgain(f"HTTP {start.status_code} {_error_text(start)}", retry_after(start))
+        if response.status_code in RETRY_STATUS:
+            raise _UploadAgain(f"HTTP {response.status_code} {_error_text(response)}", retry_after(response))
+        return response
+
+    def _upload_once(self, ref: ImageRef, digest: str, size: int, opener: Callable[[], IO[bytes]]) -> None:
+        start = self._once(ref, "POST", f"{self.base_url(ref.registry)}/v2/{ref.repository}/blobs/uploads/",
+                           headers={"Content-Length": "0"})
         if start.status_code not in (202, 201):
             raise RegistryError(f"{ref.name}: the registry refused to start an upload (HTTP {start.status_code}): "
                                 f"{_error_text(start)}", hint="check push access (`docker login`)")
@@ -246,15 +251,8 @@ class RegistryClient:
         if location.startswith("/"):
             location = self.base_url(ref.registry) + location
         separator = "&" if "?" in location else "?"
-        try:
-            put = self.request(ref, "PUT", f"{location}{separator}digest={digest}", body=opener, attempts=1,
-                               headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)})
-        except RegistryUnreachable as exc:
-            if exc.kind in ("dns", "refused"):
-                raise
-            raise _UploadAgain(exc.answer or exc.message) from None
-        if put.status_code in RETRY_STATUS:
-            raise _UploadAgain(f"HTTP {put.status_code} {_error_text(put)}", retry_after(put))
+        put = self._once(ref, "PUT", f"{location}{separator}digest={digest}", body=opener,
+                         headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)})
         if put.status_code not in (201, 204):
             raise RegistryError(f"{ref.name}: upload of blob {digest[:19]} failed (HTTP {put.status_code}): "
                                 f"{_error_text(put)}")
