@@ -25,6 +25,7 @@ class Workspace:
     root: Path
     overrides: tuple[str, ...] = ()
     _specs: dict[str, ImageSpec] = field(default_factory=dict)
+    _broken: dict[str, UserError] | None = None  # computed once per command (see broken)
 
     @cached_property
     def catalog(self) -> Catalog:
@@ -55,12 +56,15 @@ class Workspace:
     def broken(self) -> dict[str, UserError]:
         """The catalogue's specs that do not load, each with its error (one bad spec does not stop
         a command that goes over the whole catalogue: it is reported as one row)."""
+        if self._broken is not None:
+            return self._broken
         out = {}
         for name in self.catalog.names():
             try:
                 self.spec(name)
             except UserError as exc:
                 out[name] = exc
+        self._broken = out
         return out
 
     def buildable(self) -> list[str]:

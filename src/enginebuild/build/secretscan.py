@@ -160,7 +160,8 @@ class Scanner:
             return
         values = self.values()
         salted = {n: self._salted(n, v) for n, v in values.items()}
-        todo = [sha for sha, _ in layers if any(self.checked(sha).get(n) != h for n, h in salted.items())]
+        checked = {sha: self.checked(sha) for sha, _ in layers}  # each layer's record, read once
+        todo = [sha for sha, _ in layers if any(checked[sha].get(n) != h for n, h in salted.items())]
         if todo and values:
             try:
                 self.check_files([self.store.path(sha) for sha in todo], values, what)
@@ -168,11 +169,12 @@ class Scanner:
                 self._drop_leaking(todo, values)
                 raise
             for sha in todo:
-                self.store.put_record("secret-checked", sha, {"secrets": {**self.checked(sha), **salted}})
+                checked[sha] = {**checked[sha], **salted}
+                self.store.put_record("secret-checked", sha, {"secrets": checked[sha]})
         if not at_push:
             return
         for name in (n for n in declared if n not in values):
-            never = [made for sha, made in layers if name not in self.checked(sha)]
+            never = [made for sha, made in layers if name not in checked[sha]]
             if never:
                 raise SecretUnchecked(
                     f"{what}: {len(never)} layer(s) were never searched for secret {name} ({never[0]}"
