@@ -6,6 +6,12 @@ llama-server loads it and answers /v1/models and /v1/completions (the text is no
 speed and the protocol are real).
 
     python3 scripts/make-tiny-gguf.py OUT.gguf [--seed N]
+    python3 scripts/make-tiny-gguf.py --dir MODEL_DIR [--seed N]
+
+`--dir` writes a model folder as the recipes mount it at /models: `tiny.gguf`, the same
+vocabulary as a Hugging Face `tokenizer.json` (a unigram model with byte fallback, read by
+`transformers.AutoTokenizer`, so benchmark clients count tokens without a download) with its
+`tokenizer_config.json`, and `book.txt`, a generated text for benchmark prompts.
 
 Needs the `gguf` and `numpy` packages (requirements.txt pins them). The same seed gives the
 same bytes.
@@ -13,6 +19,8 @@ same bytes.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 
 import gguf
@@ -83,12 +91,78 @@ def write(path: str, seed: int, layers: int = 2, width: int = 64, heads: int = 4
     writer.close()
 
 
+def tokenizer_json() -> dict:
+    """The vocabulary as `tokenizers` reads it: SentencePiece's normalisation (spaces become the
+    word boundary, one is prepended), a unigram model over the same pieces with the same scores
+    and byte fallback, and the decoder that undoes both."""
+    tokens, scores, types = vocabulary()
+    special = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                "normalized": False, "special": True} for i, t in enumerate(SPECIAL)]
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": special,
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": SPACE},
+            {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}]},
+        "pre_tokenizer": None,
+        "post_processor": {"type": "TemplateProcessing",
+                           "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                      {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                    {"Sequence": {"id": "A", "type_id": 0}},
+                                    {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": SPACE}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": True,
+                  "vocab": [[t, s if ty == int(gguf.TokenType.NORMAL) else 0.0]
+                            for t, s, ty in zip(tokens, scores, types, strict=False)]},
+    }
+
+
+TOKENIZER_CONFIG = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>",
+                    "unk_token": "<unk>", "clean_up_tokenization_spaces": False}
+
+
+def book(seed: int, words: int = 60000) -> str:
+    """A text of the vocabulary's words in seeded order, in sentences and paragraphs: enough
+    tokens for benchmark prompts of a few thousand tokens, written here rather than downloaded."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(WORDS), size=words)
+    lengths = rng.integers(5, 15, size=words)
+    out, sentence, count = [], [], 0
+    for pick, length in zip(picks, lengths, strict=False):
+        sentence.append(WORDS[pick])
+        if len(sentence) >= length:
+            out.append(" ".join(sentence).capitalize() + ".")
+            sentence, count = [], count + 1
+            if count % 8 == 0:
+                out.append("\n\n")
+    return " ".join(out).replace(" \n\n ", "\n\n").strip() + "\n"
+
+
+def write_dir(folder: str, seed: int) -> None:
+    os.makedirs(folder, exist_ok=True)
+    write(os.path.join(folder, "tiny.gguf"), seed)
+    for name, text in (("tokenizer.json", json.dumps(tokenizer_json(), indent=1, ensure_ascii=False) + "\n"),
+                       ("tokenizer_config.json", json.dumps(TOKENIZER_CONFIG, indent=1) + "\n"),
+                       ("book.txt", book(seed))):
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write(text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("out", nargs="?", help="the .gguf file to write")
+    target.add_argument("--dir", help="a model folder to write (the .gguf, its tokenizer and a text)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    write(args.out, args.seed)
+    if args.dir:
+        write_dir(args.dir, args.seed)
+    else:
+        write(args.out, args.seed)
     return 0
 
 

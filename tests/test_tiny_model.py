@@ -33,3 +33,22 @@ def test_the_model_reads_back_as_a_two_layer_llama_with_byte_fallback_tokens(tmp
     names = [bytes(tokens.parts[i]).decode() for i in tokens.data]
     assert len(names) == len(set(names)) and "<0x41>" in names and names[:3] == ["<unk>", "<s>", "</s>"]
     assert {t.name for t in reader.tensors} >= {"token_embd.weight", "output.weight", "blk.1.ffn_up.weight"}
+
+
+def test_the_model_folder_carries_the_same_vocabulary_for_benchmark_clients_and_a_text(tmp_path):
+    import json
+
+    import gguf
+
+    folder = tmp_path / "tiny"
+    subprocess.run([sys.executable, str(ROOT / "scripts/make-tiny-gguf.py"), "--dir", str(folder)], check=True)
+    assert sorted(p.name for p in folder.iterdir()) == ["book.txt", "tiny.gguf", "tokenizer.json",
+                                                        "tokenizer_config.json"]
+    reader = gguf.GGUFReader(folder / "tiny.gguf")
+    tokens = reader.fields["tokenizer.ggml.tokens"]
+    names = [bytes(tokens.parts[i]).decode() for i in tokens.data]
+    model = json.loads((folder / "tokenizer.json").read_text())["model"]
+    assert model["type"] == "Unigram" and model["byte_fallback"] is True
+    assert [piece for piece, _ in model["vocab"]] == names
+    words = (folder / "book.txt").read_text().split()
+    assert len(words) > 50000  # prompts of a few thousand tokens need no download

@@ -7,7 +7,9 @@
 #   HOST, PORT              default: 0.0.0.0, 8012
 #   CTX_SIZE (65536), N_GPU_LAYERS (999), PARALLEL (1), FLASH_ATTN (on|off|auto; unset: the default)
 #   SPEC_TYPE               n-gram speculation: ngram-simple (default), another llama.cpp spec type, or off
-#   DRAFT_MAX (64), DRAFT_MIN (unset)
+#   DRAFT_MAX (64), DRAFT_MIN (unset)   the longest (shortest) draft: --spec-ngram-simple-size-m
+#                           (and the like per n-gram kind) or --spec-draft-n-max/-min, or --draft-max/-min
+#                           for a llama-server older than the rename
 #   LLAMA_ARG_API_KEY       read by llama-server from the environment; never on the command line
 #   EXTRA_ARGS              appended verbatim to `llama-server`
 set -eu
@@ -43,10 +45,24 @@ set -- llama-server -m "$gguf" --alias "$served" --host "${HOST:-0.0.0.0}" --por
 if [ -n "${FLASH_ATTN:-}" ]; then set -- "$@" --flash-attn "$FLASH_ATTN"; fi
 spec=${SPEC_TYPE:-ngram-simple}
 if [ "$spec" != off ]; then
-    set -- "$@" --spec-type "$spec" --draft-max "$draft_max"
+    # llama.cpp replaced --draft-max/--draft-min (and refuses them now) by one length per kind
+    # of speculation: ask the binary which flags it takes, and name DRAFT_MAX/MIN in its words
+    help=$(llama-server --help 2>/dev/null || true)
+    takes() { case $help in *"$1 "*) return 0 ;; esac; return 1; }
+    if takes --spec-draft-n-max; then
+        max_flag=--spec-draft-n-max min_flag=--spec-draft-n-min
+        first=${spec%%,*}  # the first kind listed drafts the tokens
+        case $first in
+            ngram-simple | ngram-map-k | ngram-map-k4v) takes "--spec-$first-size-m" && max_flag=--spec-$first-size-m ;;
+            ngram-mod) takes --spec-ngram-mod-n-max && max_flag=--spec-ngram-mod-n-max min_flag=--spec-ngram-mod-n-min ;;
+        esac
+    else
+        max_flag=--draft-max min_flag=--draft-min
+    fi
+    set -- "$@" --spec-type "$spec" "$max_flag" "$draft_max"
     if [ -n "${DRAFT_MIN:-}" ]; then
         is_int "$DRAFT_MIN" || die "DRAFT_MIN must be a whole number, got '$DRAFT_MIN'"
-        set -- "$@" --draft-min "$DRAFT_MIN"
+        set -- "$@" "$min_flag" "$DRAFT_MIN"
     fi
 fi
 if [ -n "${LLAMA_ARG_API_KEY:-}" ]; then say "API key: taken by llama-server from LLAMA_ARG_API_KEY (not shown)"; fi

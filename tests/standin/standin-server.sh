@@ -2,6 +2,9 @@
 # A stand-in for an engine's server binary (vllm, llama-server) in container tests:
 # records its argv (one per line) and environment, then answers /health and /v1/models.
 set -eu
+if [ "${1:-}" = --help ]; then  # an engine older than llama.cpp's --spec-draft-n-max rename
+    echo "usage: $(basename "$0") [options]"; echo "  --draft-max N"; echo "  --draft-min N"; exit 0
+fi
 state=/tmp/standin
 mkdir -p "$state" /tmp/standin-www/v1
 printf '%s\n' "$(basename "$0")" "$@" > "$state/argv"

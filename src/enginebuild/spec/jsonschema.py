@@ -26,7 +26,8 @@ def image_json_schema() -> dict[str, Any]:
 
 def relaxed(node: Any) -> Any:
     """`node` without what an inherited value could satisfy: required keys, and "one of these
-    keys must be given" (keys given together that exclude each other stay refused)."""
+    keys must be given" (keys given together that exclude each other stay refused); any key may
+    be null, which removes what the parent gave."""
     if isinstance(node, list):
         return [relaxed(item) for item in node]
     if not isinstance(node, dict):
@@ -37,6 +38,9 @@ def relaxed(node: Any) -> Any:
             continue
         if key == "not":  # keys that exclude each other: kept whole
             out[key] = value
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: {"anyOf": [{"type": "null"}, relaxed(sub)]} for name, sub in value.items()}
             continue
         if key == "allOf":
             value = [v for v in value if not _needs_one_of(v) and "if" not in v]
