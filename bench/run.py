@@ -1,6 +1,6 @@
 """enginebuild's benchmark suite: every figure measured side by side with its baseline, in one run.
 
-    python bench/run.py [--units N] [--only a,...,m] [--registry 127.0.0.1:5000]
+    python bench/run.py [--units N] [--only a,...,n] [--registry 127.0.0.1:5000]
 
 Every figure is for linux/amd64 (the hand-written Dockerfile's platform).
 
@@ -11,6 +11,8 @@ b. script edit, warm machine: enginebuild vs a hand-written single Dockerfile (s
 g. script edit -> pushed to the local registry: `image --push` vs `docker build` + `docker push`
 h-m. see bench/figures.py: parallel components, rebuild cost by kind of edit, normalisation,
    arm64 cold build, verify, secret scan at push
+n. see bench/serving.py: llama.cpp built from source and serving (cold build, one-line source
+   edit with and without the compiler cache, time to ready, llama-benchy tokens per second)
 c. script edit on a fresh engine sharing the registry: enginebuild --cache vs the hand-written
    Dockerfile on a fresh engine (the kernels component compiles DEMO_KERNEL_UNITS units)
 d. bytes and layers pushed after a script edit vs the size of the edited file
@@ -37,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import figures  # noqa: E402
+import serving  # noqa: E402
 from common import ROOT, Row, eb, print_table, run, scratch_workspace, timed  # noqa: E402
 
 DOCKER = os.environ.get("ENGINEBUILD_DOCKER", "/usr/bin/docker")
@@ -221,7 +224,7 @@ def bench_plan(ws, env) -> Row:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--units", type=int, default=110, help="kernel units for (c); 110 is about 75 s here")
-    parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m")
+    parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n")
     parser.add_argument("--pair-units", type=int, default=40, help="kernel units per component for (h)")
     parser.add_argument("--registry", default="127.0.0.1:5000")
     args = parser.parse_args()
@@ -261,6 +264,8 @@ def main() -> int:
             rows += figures.bench_verify(ws, env)
         if "i" in only:
             rows += figures.bench_edit_kinds(ws, env, hand, docker_build)
+        if "n" in only:
+            rows += serving.bench_llamacpp(ws, env)
         if "e" in only:
             from patchcheck import bench as bench_patches
             rows += bench_patches(home)

@@ -6,6 +6,7 @@ that gets it wrong (refused with a clear error at file:line, exit 2, nothing wri
  3. Python from several named indexes          8. git sources: submodules, metadata, a version
  4. steps in components and the runtime        9. URL inputs pinned by sha256
  5. env extending variables                   10. build scripts run by their #! line; names with "."
+11. --build-arg names checked; build args enginebuild sets protected; any quantization name
 """
 from __future__ import annotations
 
@@ -392,3 +393,32 @@ def test_a_component_name_with_spaces_or_capitals_is_refused(ws):
     write_image(ws, "t", BASH_BUILDER.replace("llama.cpp:", "Llama CPP:").replace("[llama.cpp]", "[Llama CPP]"),
                 {"src/a.c": "int a;\n", "build.sh": "#!/bin/bash\n"})
     refused(ws, ["render", "t", "--unpinned"], "10", "Llama CPP")
+
+
+# -- 11. build arguments and the model's quantization ------------------------------------------------
+
+def test_a_build_arg_override_names_an_argument_a_component_has(ws):
+    write_image(ws, "t", COMPONENT, COMPONENT_FILES)
+    assert 'OPT="-O3"' in rendered(ws, "t", "--unpinned", "--build-arg", "OPT=-O3")
+    for verb in (["render", "t", "--unpinned"], ["plan", "t"], ["image", "t"]):
+        proc = run_cli([*verb, "--build-arg", "OTP=-O3"], ws)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "--build-arg OTP: no component of t has a build argument OTP" in proc.stderr
+        assert "did you mean OPT (t: component e)?" in proc.stderr
+
+
+def test_a_build_arg_enginebuild_sets_itself_is_refused_in_the_spec(ws):
+    for name in ("SOURCE_DATE_EPOCH", "PYTHONHASHSEED", "ENGINEBUILD_OUTPUTS"):
+        write_image(ws, "t", COMPONENT.replace('args: {OPT: "-O2"}', f'args: {{OPT: "-O2", {name}: "7"}}'),
+                    COMPONENT_FILES)
+        error = refused(ws, ["render", "t", "--unpinned"], "args:", f"components.e.build.args.{name}: {name} is set "
+                        "by enginebuild")
+        assert "drop it from build.args" in error
+
+
+def test_the_model_quantization_takes_any_format_name_and_refuses_a_sentence(ws):
+    for name in ("IQ3_XXS", "Q4_K_M", "vq-2bit", "NVFP4"):
+        write_image(ws, "t", COMPONENT + f"model: {{quantization: {name}}}\n", COMPONENT_FILES)
+        assert "FROM" in rendered(ws, "t", "--unpinned")
+    write_image(ws, "t", COMPONENT + "model: {quantization: \"four bits please\"}\n", COMPONENT_FILES)
+    refused(ws, ["render", "t", "--unpinned"], "quantization", "model.quantization")

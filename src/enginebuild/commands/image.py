@@ -5,8 +5,10 @@ for commands), then the image itself. With nothing changed, nothing runs."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from enginebuild.errors import UserError
@@ -44,13 +46,25 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-readonly", action="store_true", help="pull from the cache, never push to it")
 
 
-def parse_build_args(values: list[str]) -> dict[str, str]:
+def parse_build_args(values: list[str], specs: Iterable[Any] = ()) -> dict[str, str]:
+    """NAME=VALUE pairs; with `specs`, each NAME must be a build argument of one of their
+    components (an override of nothing would be ignored: a typo is refused, with a guess)."""
     out = {}
     for value in values:
         name, sep, text = value.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or any(c in text for c in "\n\r\x00"):
             raise UserError(f"--build-arg {value!r}: expected NAME=VALUE on one line")
         out[name] = text
+    specs = list(specs)
+    known = {key: f"{spec.name}: component {comp.name}" for spec in specs for comp in spec.components
+             for key, _ in comp.build.args}
+    for name in out:
+        if specs and name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            where = ", ".join(sorted(spec.name for spec in specs))
+            raise UserError(f"--build-arg {name}: no component of {where} has a build argument {name}",
+                            hint=f"did you mean {close[0]} ({known[close[0]]})?" if close else
+                            "a component's build.args in the spec names what may be overridden")
     return out
 
 
@@ -113,9 +127,11 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     on, only = parse_on(args.on, args.stages)
     from enginebuild.plan.image import LAYER_KINDS, Options
 
-    options = Options(build_args=parse_build_args(args.build_arg), on=on, only=only or frozenset(LAYER_KINDS))
+    names = list(dict.fromkeys(args.images))
+    build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
+    options = Options(build_args=build_args, on=on, only=only or frozenset(LAYER_KINDS))
     ws.sweep()
-    for name in dict.fromkeys(args.images):
+    for name in names:
         build_one(ws, name, args, options)
     return 0
 

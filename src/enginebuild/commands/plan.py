@@ -56,8 +56,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         raise UserError("name an image, or --all")
     names = ws.select(args.images) if args.images else ws.buildable()
     cache = cache_from_settings(ws, args.cache, args.no_cache, True)
-    docs = [doc for name in names for doc in describe_image(ws, name, parse_build_args(args.build_arg),
-                                                             args.platform, cache)]
+    build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
+    docs = [doc for name in names for doc in describe_image(ws, name, build_args, args.platform, cache)]
     if args.json:
         print(json.dumps({"images": docs}, indent=2))
         return 0

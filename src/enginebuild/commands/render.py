@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     lock = ws.lock(spec)
     if lock is None and args.unpinned:
         lock = Lock(spec.name, "1970-01-01T00:00:01Z")
-    options = Options(build_args=parse_build_args(args.build_arg), strict=not args.unpinned)
+    options = Options(build_args=parse_build_args(args.build_arg, [spec]), strict=not args.unpinned)
     for platform in platforms_of(spec, args.platform):
         plan = plan_image(spec, lock, platform, options)
         if args.out:

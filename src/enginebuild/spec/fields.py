@@ -239,7 +239,8 @@ def image_schema() -> Record:
                          required=("test",), doc="{test, interval, timeout, start-period, retries}")
     overlay = Record({"source": source_schema(), "installed": ABS, "patches": PATCHES},
                      required=("installed", "source"), doc="{installed, source, patches}")
-    model = Record({"name": TEXT, "quantization": Enum(("nvfp4", "mxfp4", "fp8", "bf16", "int4", "gguf")),
+    model = Record({"name": TEXT, "quantization": Str(pattern=r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}",
+                                                           what="a quantization such as nvfp4, fp8, Q4_K_M or IQ3_XXS"),
                     "format": Enum(("modelopt", "compressed-tensors", "gguf", "hf")), "drafter": TEXT},
                    doc="{name, quantization, format, drafter}")
     scan = Record({"allow": ListOf(Record({"path": Str(test=no_control, what="a path glob in the image"),

@@ -60,7 +60,7 @@ def lint_spec(spec: ImageSpec) -> list[str]:
     """Raise on the first error; return warnings as strings with their file:line."""
     warnings = []
     env = dict(spec.env)
-    if spec.model.quantization == "nvfp4":
+    if spec.model.quantization.lower() == "nvfp4":
         _bare_arch(spec)
     dflash = bool(env.get("DFLASH_DRAFTER") or spec.model.drafter)
     if dflash:

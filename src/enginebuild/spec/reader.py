@@ -15,6 +15,8 @@ from enginebuild.spec import model as m
 from enginebuild.spec.listing import listed
 from enginebuild.spec.yamlload import YList, YMap
 
+# set by enginebuild in every component build (plan/templates/component.Dockerfile)
+RESERVED_ARGS = ("SOURCE_DATE_EPOCH", "PYTHONHASHSEED")
 ENV_REF = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
                      r"|(?P<dollar>\$))")
 
@@ -286,6 +288,13 @@ class Reader:
                         args=self.pairs(self.get(build_node, "args", f"{path}.build"), f"{path}.build.args"),
                         cache=tuple(self.get(build_node, "cache", f"{path}.build", ()) or ()),
                         secrets=tuple(self.get(build_node, "secrets", f"{path}.build", ()) or ()))
+        for key, _ in build.args:
+            if key in RESERVED_ARGS or key.startswith("ENGINEBUILD_"):
+                raise SpecError(self.where(f"{path}.build.args.{key}"), f"{path}.build.args.{key}",
+                                f"{key} is set by enginebuild in every component build (reproducible "
+                                "time stamps and hashing, the build's own paths); a build argument cannot change it",
+                                hint="drop it from build.args: SOURCE_DATE_EPOCH is taken from the environment "
+                                     "of `image` (default 1)")
         out_node = self.get(node, "outputs", path)
         if "wheels" in out_node:
             outputs = m.Outputs("wheels", (out_node["wheels"],))
