@@ -212,7 +212,8 @@ def test_env_extends_earlier_and_defaulted_variables_into_literal_values(ws):
 def test_env_naming_a_variable_nothing_defines_is_refused(ws):
     write_image(ws, "t", SCRATCH + 'env:\n  LD_LIBRARY_PATH: "/usr/local/lib:$LD_LIBRARY_PATH"\n')
     assert run_cli(["lock", "t"], ws).returncode == 0
-    refused(ws, ["render", "t"], "4", "env.LD_LIBRARY_PATH: refers to \\$LD_LIBRARY_PATH")
+    error = refused(ws, ["render", "t"], "4", "env.LD_LIBRARY_PATH: refers to \\$LD_LIBRARY_PATH")
+    assert "Docker would put the empty string there" in error and "${LD_LIBRARY_PATH:-} for Docker's" in error
 
 
 # -- 6. several apt archives, a flat one with its own key --------------------------------------------
@@ -422,3 +423,15 @@ def test_the_model_quantization_takes_any_format_name_and_refuses_a_sentence(ws)
         assert "FROM" in rendered(ws, "t", "--unpinned")
     write_image(ws, "t", COMPONENT + "model: {quantization: \"four bits please\"}\n", COMPONENT_FILES)
     refused(ws, ["render", "t", "--unpinned"], "quantization", "model.quantization")
+
+
+def test_set_reaches_a_key_with_dots_in_brackets_and_names_the_brackets_for_the_dotted_form(ws):
+    write_image(ws, "t", COMPONENT.replace("  e:\n", "  llama.cpp:\n").replace("install: [e]", "install: [llama.cpp]")
+                + "labels: {dev.x.y: one}\n", COMPONENT_FILES)
+    proc = run_cli(["--set", "components[llama.cpp].build.args.OPT=-O1", "--set", "labels[dev.x.y]=two",
+                    "render", "t", "--unpinned"], ws)
+    assert proc.returncode == 0, proc.stderr
+    assert 'OPT="-O1"' in proc.stdout and '"dev.x.y"="two"' in proc.stdout
+    proc = run_cli(["--set", "components.llama.cpp.build.args.OPT=-O1", "render", "t", "--unpinned"], ws)
+    assert proc.returncode == 2 and "components has no key 'llama', but has 'llama.cpp'" in proc.stderr
+    assert "hint: --set components[llama.cpp].build.args.OPT=…" in proc.stderr

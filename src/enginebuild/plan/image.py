@@ -85,8 +85,11 @@ def resolve_env(spec: ImageSpec, base_env: tuple[tuple[str, str], ...] | None) -
             if match.group("default") is not None:
                 return str(match.group("default"))
             raise SpecError(spec.where(f"env.{name}"), f"env.{name}",
-                            f"refers to ${var}, which neither the base image nor an earlier env entry defines",
-                            hint="give a default with ${" + var + ":-value}, or write $$ for a literal dollar")
+                            f"refers to ${var}, which neither the base image nor an earlier env entry defines "
+                            "(Docker would put the empty string there; enginebuild refuses, so that a misspelt "
+                            "name is not dropped silently)",
+                            hint="${" + var + ":-} for Docker's empty string, ${" + var + ":-value} for a default, "
+                                 "$$ for a literal dollar")
 
         resolved = ENV_REF.sub(replace, value)
         known[name] = resolved

@@ -126,6 +126,7 @@ class Catalog:
         if variant_tree is not None:
             tree = merge_trees(tree, variant_tree, fields.image())
         for override in overrides:
+            _dotted_key(tree, override)
             tree = merge_trees(tree, parse_override(override), fields.image())
         tree = _strip_nulls(tree)
         fields.image().check(tree, "", tree.where, partial=bool(tree.get("abstract")))
@@ -166,6 +167,26 @@ class Catalog:
 
 
 _KEY = re.compile(r"\[([^\]]+)\]|([^.\[\]]+)")
+
+
+def _dotted_key(tree: Any, text: str) -> None:
+    """Refuse `--set components.llama.cpp.x=…` where the spec has a key `llama.cpp`, naming the
+    bracketed form, rather than report an unknown key `llama`."""
+    path = text.partition("=")[0]
+    keys = [m.group(1) or m.group(2) for m in _KEY.finditer(path)]
+    node, done = tree, []
+    for i, key in enumerate(keys):
+        if not isinstance(node, dict):
+            return
+        if key not in node:
+            for j in range(len(keys), i + 1, -1):
+                joined = ".".join(keys[i:j])
+                if joined in node:
+                    fixed = "".join(f"[{k}]" if "." in k else f".{k}" for k in [*done, joined, *keys[j:]]).lstrip(".")
+                    raise UserError(f"--set {path}: {'.'.join(done) or 'the spec'} has no key {key!r}, but has "
+                                    f"{joined!r}: a key with dots is written in brackets", hint=f"--set {fixed}=…")
+            return
+        node, done = node[key], [*done, key]
 
 
 def parse_override(text: str) -> YMap:
