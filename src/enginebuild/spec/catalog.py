@@ -174,7 +174,8 @@ def _dotted_key(tree: Any, text: str) -> None:
     bracketed form, rather than report an unknown key `llama`."""
     path = text.partition("=")[0]
     keys = [m.group(1) or m.group(2) for m in _KEY.finditer(path)]
-    node, done = tree, []
+    node: Any = tree
+    done: list[str] = []
     for i, key in enumerate(keys):
         if not isinstance(node, dict):
             return
