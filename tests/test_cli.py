@@ -1,4 +1,5 @@
 """The command line: verbs, --help, exit codes (0 ok, 1 failed, 2 bad input or usage)."""
+import json
 import subprocess
 import sys
 
@@ -59,3 +60,21 @@ def test_an_installed_enginebuild_command_is_the_same_program(tmp_path, pypi_rea
     theirs = subprocess.run([sys.executable, str(ROOT / "BUILD.py"), "list", "--json"], capture_output=True, text=True)
     assert ours.returncode == 0, ours.stderr
     assert ours.stdout == theirs.stdout
+    command = str(venv / "bin/enginebuild")
+    version = subprocess.run([command, "--version"], cwd=tmp_path, capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.strip() == "enginebuild 0.1.0"
+
+    # a recipe repository of its own, outside this checkout: found from any folder inside it
+    repo = tmp_path / "my-recipes"
+    (repo / "images/mine").mkdir(parents=True)
+    (repo / "images/mine/image.yaml").write_text("base: scratch\nplatform: linux/amd64\nenv: {A: b}\n")
+    (repo / "enginebuild.yaml").write_text("{}\n")
+    for cwd in (repo, repo / "images/mine"):
+        listed = subprocess.run([command, "list", "--json"], cwd=cwd, capture_output=True, text=True)
+        assert listed.returncode == 0, listed.stderr
+        assert [row["image"] for row in json.loads(listed.stdout)] == ["mine"]
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    lost = subprocess.run([command, "list"], cwd=outside, capture_output=True, text=True)
+    assert lost.returncode == 2 and "no recipe repository here" in lost.stderr and "Traceback" not in lost.stderr
+    assert subprocess.run([command, "schema"], cwd=outside, capture_output=True).returncode == 0

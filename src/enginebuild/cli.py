@@ -40,6 +40,9 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="BUILD.py", description="enginebuild: hermetic, content-addressed builds of LLM "
                                                   "serving images (vLLM, llama.cpp) for NVIDIA DGX Spark.")
+    from enginebuild import __version__
+
+    parser.add_argument("--version", action="version", version=f"enginebuild {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="print results only, no progress")
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="overrides",
                         help="override a spec value for this run only (never written to a lock)")
@@ -94,13 +97,50 @@ def internal_error() -> int:
     return EXIT_FAILED
 
 
+# verbs that need no recipe repository
+ANYWHERE = {"doctor", "schema"}
+
+
+def recipe_root(start: Path) -> Path | None:
+    """The recipe repository `start` is in: the nearest folder, `start` or above it, holding
+    enginebuild.yaml or an images/ folder."""
+    for folder in (start, *start.parents):
+        if (folder / "enginebuild.yaml").is_file() or (folder / "images").is_dir():
+            return folder
+    return None
+
+
+def _verb(argv: list[str]) -> str | None:
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--set":
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
 def console() -> None:
-    """The `enginebuild` command (pip install .): the same as `python BUILD.py` in this folder."""
+    """The `enginebuild` command (pip install): `python BUILD.py` of the recipe repository the
+    current folder is in, found by walking up to enginebuild.yaml or images/."""
     import os
 
     from enginebuild.fastpath import answer
 
-    rest = answer(sys.argv[1:], os.getcwd())
+    argv = sys.argv[1:]
+    root = recipe_root(Path(os.getcwd()))
+    verb = _verb(argv)
+    if root is None:
+        if verb is not None and verb not in ANYWHERE and not {"-h", "--help", "--version"} & set(argv):
+            print(f"error: no recipe repository here: neither enginebuild.yaml nor an images/ folder in "
+                  f"{os.getcwd()} or any folder above it\n"
+                  "  hint: run enginebuild inside a recipe repository (images/NAME/image.yaml), or create "
+                  "enginebuild.yaml at its top", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
+        root = Path(os.getcwd())
+    rest = answer(argv, str(root))
     if rest == []:
         sys.exit(0)
-    sys.exit(main(rest or sys.argv[1:], root=os.getcwd()))
+    sys.exit(main(rest or argv, root=str(root)))
