@@ -237,11 +237,14 @@ def flat_archive(www, tmp_path):
     home = tmp_path / "archive-key"
     fingerprint = new_key(home, "archive")
     (folder / "sbsa").mkdir()
-    deb = b"a package file"
-    packages = gzip.compress((
+    deb, older = b"a package file", b"an older package file"
+    packages = gzip.compress((  # two versions of one package, as NVIDIA's CUDA repository lists them
         "Package: cuda-demo-dev-13-0\nVersion: 13.0.88-1\nArchitecture: amd64\n"
         f"Filename: ./cuda-demo-dev-13-0_13.0.88-1_amd64.deb\nSize: {len(deb)}\n"
-        f"SHA256: {hashlib.sha256(deb).hexdigest()}\n\n").encode(), mtime=0)
+        f"SHA256: {hashlib.sha256(deb).hexdigest()}\n\n"
+        "Package: cuda-demo-dev-13-0\nVersion: 13.0.48-1\nArchitecture: amd64\n"
+        f"Filename: ./cuda-demo-dev-13-0_13.0.48-1_amd64.deb\nSize: {len(older)}\n"
+        f"SHA256: {hashlib.sha256(older).hexdigest()}\n\n").encode(), mtime=0)
     (folder / "sbsa/Packages.gz").write_bytes(packages)
     release = f"Origin: test\nLabel: test\nSHA256:\n {hashlib.sha256(packages).hexdigest()} {len(packages)} Packages.gz\n"
     (folder / "sbsa/InRelease").write_bytes(gpg(home, "--clearsign", stdin=release.encode()))
@@ -273,6 +276,27 @@ def test_a_flat_archive_with_its_own_armoured_key_resolves_into_the_lock(ws, fla
     assert resolved["archives"] == [f"{url}/sbsa"] and resolved["signature_verified"] == [True]
     assert [(p["name"], p["version"], p["sha256"]) for p in resolved["packages"]] == [
         ("cuda-demo-dev-13-0", "13.0.88-1", sha)]
+
+
+def test_a_system_package_pinned_to_a_version_resolves_to_it_and_an_absent_version_is_refused(ws, flat_archive):
+    url, fingerprint, _ = flat_archive
+    write_image(ws, "t", FLAT.format(url=url, fingerprint=fingerprint).replace(
+        "packages: [cuda-demo-dev-13-0]", "packages: [cuda-demo-dev-13-0=13.0.48-1]"))
+    proc = run_cli(["lock", "t"], ws)
+    assert proc.returncode == 0, proc.stderr
+    entry = json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]["runtime.system@linux/amd64"]
+    assert entry["request"]["packages"] == ["cuda-demo-dev-13-0=13.0.48-1"]
+    assert [(p["name"], p["version"]) for p in entry["resolved"]["packages"]] == [("cuda-demo-dev-13-0", "13.0.48-1")]
+    assert "cuda-demo-dev-13-0_13.0.48-1_amd64.deb" in entry["resolved"]["packages"][0]["filename"]
+    write_image(ws, "t", FLAT.format(url=url, fingerprint=fingerprint).replace(
+        "packages: [cuda-demo-dev-13-0]", "packages: [cuda-demo-dev-13-0=13.0.99-1]"))
+    proc = run_cli(["lock", "t"], ws)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "no version 13.0.99-1 of 'cuda-demo-dev-13-0'" in proc.stderr
+    assert "it has 13.0.48-1, 13.0.88-1" in proc.stderr
+    write_image(ws, "t", FLAT.format(url=url, fingerprint=fingerprint).replace(
+        "packages: [cuda-demo-dev-13-0]", "packages: [cuda-demo-dev-13-0==13]"))
+    refused(ws, ["lock", "t"], "cuda-demo", "system.packages")
 
 
 def test_a_flat_archive_signed_by_another_key_is_refused(ws, flat_archive, tmp_path):

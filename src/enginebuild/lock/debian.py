@@ -16,6 +16,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
+from functools import cmp_to_key
 from pathlib import Path
 
 from enginebuild.errors import ResolveError
@@ -159,7 +160,8 @@ def verify_signature(inrelease: bytes, keyring: Path | None, fingerprint: str | 
 class DebianArchive:
     def __init__(self, http: Http, archive: Archive, arch: str, keyring: Path | None):
         self.http, self.archive, self.arch, self.keyring = http, archive, arch, keyring
-        self.packages: dict[str, Fields] = {}
+        self.packages: dict[str, Fields] = {}  # the newest version of each name
+        self.versions: dict[str, dict[str, Fields]] = {}  # every version the indexes list
         self.provides: dict[str, list[str]] = {}
         self.signature: bool | None = None
 
@@ -208,6 +210,7 @@ class DebianArchive:
             arch = fields.get("Architecture", self.arch)
             if not name or arch not in (self.arch, "all"):
                 continue
+            self.versions.setdefault(name, {})[fields.get("Version", "0")] = fields
             current = self.packages.get(name)
             if current is None or compare_versions(fields.get("Version", "0"), current.get("Version", "0")) > 0:
                 self.packages[name] = fields
@@ -220,12 +223,36 @@ class ArchiveSet:
 
     def __init__(self, archives: list[DebianArchive]):
         self.archives = archives
+        self.pinned: dict[str, str] = {}  # name -> the version a request names (NAME=VERSION)
 
     def find(self, name: str) -> tuple[int, Fields] | None:
+        version = self.pinned.get(name)
         for i, archive in enumerate(self.archives):
-            if name in archive.packages:
+            if version is not None:
+                if version in archive.versions.get(name, {}):
+                    return i, archive.versions[name][version]
+            elif name in archive.packages:
                 return i, archive.packages[name]
         return None
+
+    def _split(self, requested: tuple[str, ...]) -> tuple[str, ...]:
+        """Plain names, with each NAME=VERSION remembered; a version no archive lists is refused
+        naming those it has."""
+        names = []
+        for item in requested:
+            name, _, version = item.partition("=")
+            names.append(name)
+            if not version:
+                continue
+            self.pinned[name] = version
+            if self.find(name) is None:
+                have = sorted({v for a in self.archives for v in a.versions.get(name, {})},
+                              key=cmp_to_key(compare_versions))
+                where = ", ".join(a.archive.label for a in self.archives)
+                raise ResolveError(f"no version {version} of {name!r} in {where} ({self.archives[0].arch}); "
+                                   + (f"it has {', '.join(have)}" if have else "it has no such package"),
+                                   hint=f"pin one of the versions listed ({name}={have[-1]})" if have else None)
+        return tuple(names)
 
     def _pick(self, alternatives: list[str]) -> str | None:
         for name in alternatives:
@@ -245,6 +272,7 @@ class ArchiveSet:
 
     def closure(self, requested: tuple[str, ...], *, skip_required: bool, installed: dict[str, str] | None = None,
                 upgrade: bool = False) -> list[DebPin]:
+        requested = self._split(requested)
         missing = [n for n in requested if not self.find(n)]
         if missing:
             where = ", ".join(a.archive.label for a in self.archives)

@@ -163,7 +163,8 @@ def _archive() -> Record:
 
 def system_schema() -> Record:
     return Record({
-        "packages": ListOf(Str(pattern=r"[a-z0-9][a-z0-9+.-]+", what="a Debian package name"), unique=True),
+        "packages": ListOf(Str(pattern=r"[a-z0-9][a-z0-9+.-]+(=[0-9][A-Za-z0-9.+~:-]*)?",
+                               what="a Debian package name, or NAME=VERSION"), unique=True),
         "archives": ListOf(_archive(), max_items=16),
         "install": Enum(("dpkg", "extract"), description="dpkg -i in the image, or unpacked by enginebuild"),
         "upgrade": Bool(description="also pin (and install) newer versions of what the base has installed"),
