@@ -7,6 +7,7 @@ that gets it wrong (refused with a clear error at file:line, exit 2, nothing wri
  4. steps in components and the runtime        9. URL inputs pinned by sha256
  5. env extending variables                   10. build scripts run by their #! line; names with "."
 11. --build-arg names checked; build args enginebuild sets protected; any quantization name
+12. only the components the runtime installs or needs are built
 """
 from __future__ import annotations
 
@@ -459,3 +460,35 @@ def test_set_reaches_a_key_with_dots_in_brackets_and_names_the_brackets_for_the_
     proc = run_cli(["--set", "components.llama.cpp.build.args.OPT=-O1", "render", "t", "--unpinned"], ws)
     assert proc.returncode == 2 and "components has no key 'llama', but has 'llama.cpp'" in proc.stderr
     assert "hint: --set components[llama.cpp].build.args.OPT=…" in proc.stderr
+
+
+# -- 12. components nothing installs or needs ----------------------------------------------------------
+
+def test_only_components_the_runtime_installs_or_needs_are_planned_and_a_leftover_is_named(ws):
+    write_image(ws, "t", BUSYBOX_BUILDER + """components:
+  base-lib:
+    source: {path: src}
+    build: {script: build.sh}
+    outputs: {paths: [/x]}
+  engine:
+    source: {path: src}
+    needs: [base-lib]
+    build: {script: build.sh}
+    outputs: {paths: [/x]}
+  experiment:
+    source: {path: src}
+    build: {script: build.sh}
+    outputs: {paths: [/x]}
+install: [engine]
+""", COMPONENT_FILES)
+    text = rendered(ws, "t", "--unpinned")
+    assert "### component base-lib" in text and "### component engine" in text
+    assert "### component experiment" not in text
+    assert run_cli(["lock", "t"], ws).returncode == 0
+    proc = run_cli(["plan", "t", "--json"], ws)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)["images"][0]
+    assert sorted(c["name"] for c in doc["components"]) == ["base-lib", "engine"]
+    assert doc["unused_components"] == ["experiment"]
+    plain = run_cli(["plan", "t"], ws).stdout
+    assert re.search(r"component experiment .* not built: nothing installs or needs it", plain), plain

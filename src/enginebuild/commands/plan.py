@@ -43,6 +43,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
         doc = describe(plan, ws.home, cache, {plan.tag: engine.image_id(plan.tag) or ""})
         doc["buildable"] = not unresolved
         doc["unresolved"] = unresolved
+        doc["unused_components"] = list(plan.unused)
         out.append(doc)
     return out
 
@@ -69,6 +70,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             if c.get("changed"):
                 line += "  <- " + ", ".join(c["changed"])
             print(line)
+        for unused in doc["unused_components"]:
+            print(f"  component {unused:<18} {'':12}  not built: nothing installs or needs it")
         for i, row in enumerate(doc["layers"], 1):
             line = f"  {i:2}. {row['name'][:44]:<44} {row['key'][:12]}  {row['action']} ({row['by']})"
             if row.get("changed"):

@@ -217,6 +217,9 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         for step in spec.steps:
             prefix = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
             layers.append(planner.step_layer(prefix, layers, step, run_env))
+    used = _used_components(spec, components)
+    unused = tuple(name for name in components if name not in used)
+    components = {name: node for name, node in components.items() if name in used}
     manifest = manifest_of(spec, lock, platform)
     data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
     add("manifest", "manifest", keys.key_of("data", dest=MANIFEST_PATH, sha=keys.sha(data), epoch=epoch),
@@ -237,4 +240,19 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     tags = (f"enginebuild/{image}:{flavour}-{arch}", f"enginebuild/{image}:{flavour}")
     final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
     return ImagePlan(spec.name, platform, keys.created_of(lock.created), epoch, tuple(components.values()), final,
-                     config, manifest, tags, spec.cuda_archs, options.on)
+                     config, manifest, tags, spec.cuda_archs, options.on, unused)
+
+
+def _used_components(spec: ImageSpec, components: dict[str, ComponentNode]) -> set[str]:
+    """What the runtime installs (`install`, Python requirements taken from a component) and
+    everything those need: the only components worth building."""
+    todo = list(spec.install)
+    python = spec.runtime.python
+    todo += [r.component for r in (python.requirements if python else ()) if r.component]
+    used: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in used and name in components:
+            used.add(name)
+            todo += list(components[name].needs)
+    return used

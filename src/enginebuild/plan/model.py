@@ -204,6 +204,7 @@ class ImagePlan:
     tags: tuple[str, ...]  # local tags: platform-qualified first
     cuda_archs: tuple[str, ...] = ()
     stand_in: str | None = None
+    unused: tuple[str, ...] = ()  # components nothing installs or needs: not built
 
     @property
     def tag(self) -> str:
