@@ -8,6 +8,7 @@ that gets it wrong (refused with a clear error at file:line, exit 2, nothing wri
  5. env extending variables                   10. build scripts run by their #! line; names with "."
 11. --build-arg names checked; build args enginebuild sets protected; any quantization name
 12. only the components the runtime installs or needs are built
+13. image --output: the runtime's filesystem or a component's outputs to a folder
 """
 from __future__ import annotations
 
@@ -492,3 +493,32 @@ install: [engine]
     assert doc["unused_components"] == ["experiment"]
     plain = run_cli(["plan", "t"], ws).stdout
     assert re.search(r"component experiment .* not built: nothing installs or needs it", plain), plain
+
+
+# -- 13. image --output ------------------------------------------------------------------------------
+
+def test_output_writes_the_runtime_filesystem_and_a_components_outputs_to_new_folders(ws, tmp_path, docker_engine,
+                                                                                    debian_reachable):
+    write_image(ws, "t", COMPONENT, COMPONENT_FILES)
+    assert run_cli(["lock", "t"], ws).returncode == 0
+    runtime, built = tmp_path / "rootfs", tmp_path / "built"
+    proc = run_cli(["image", "t", "--output", str(runtime), "--output", f"e={built}"], ws)
+    assert proc.returncode == 0, proc.stderr
+    assert (built / "x").read_text() == "built\n" and sorted(p.name for p in built.iterdir()) == ["x"]
+    assert (runtime / "x").read_text() == "built\n"
+    manifest = json.loads((runtime / "opt/enginebuild/manifest.json").read_text())
+    assert manifest["image"] == "t"
+    assert not list(tmp_path.glob(".*"))  # no staging folder left beside them
+
+
+def test_output_refuses_a_folder_with_files_and_an_unknown_component_before_building(ws, tmp_path):
+    write_image(ws, "t", COMPONENT, COMPONENT_FILES)
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine\n")
+    proc = run_cli(["image", "t", "--output", str(full)], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    assert proc.returncode == 2 and "exists and is not an empty folder" in proc.stderr, proc.stderr
+    assert (full / "keep.txt").read_text() == "mine\n"
+    proc = run_cli(["image", "t", "--output", f"f={tmp_path / 'new'}"], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    assert proc.returncode == 2 and "t has no component 'f'" in proc.stderr, proc.stderr
+    assert not (tmp_path / "new").exists()

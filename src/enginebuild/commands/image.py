@@ -23,6 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="build only this platform of the spec (repeatable)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override a component build argument (part of its key)")
+    parser.add_argument("--output", action="append", default=[], metavar="DIR|COMPONENT=DIR",
+                        help="also write the runtime's filesystem (DIR), or a component's outputs (COMPONENT=DIR: "
+                             "its files as the runtime has them, or its wheels) to a new folder, as Docker's "
+                             "--output type=local,dest=DIR; with several platforms, one subfolder each (linux_amd64)")
     parser.add_argument("--builder", metavar="NAME", help="buildx builder to use (default: $BUILDX_BUILDER)")
     parser.add_argument("--jobs", type=int, metavar="N", help="components built at the same time (default: CPUs, max 4)")
     parser.add_argument("--push", action="store_true", help="push after building (needs --to)")
@@ -129,11 +133,47 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
     names = list(dict.fromkeys(args.images))
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
+    if args.output:
+        from enginebuild.build.export import parse_outputs
+
+        if len(names) != 1 or args.on:
+            raise UserError("--output writes what one image build made: name one image (and no --on)")
+        args.outputs = parse_outputs(args.output)
+        spec = ws.spec(names[0])
+        for comp in args.outputs[1]:
+            if comp not in {c.name for c in spec.components}:
+                close = difflib.get_close_matches(comp, [c.name for c in spec.components], n=1)
+                raise UserError(f"--output {comp}=…: {spec.name} has no component {comp!r}",
+                                hint=f"did you mean {close[0]!r}?" if close else None)
     options = Options(build_args=build_args, on=on, only=only or frozenset(LAYER_KINDS))
     ws.sweep()
     for name in names:
         build_one(ws, name, args, options)
     return 0
+
+
+def write_outputs(ws: Workspace, plan: Any, tag: str, outputs: Any, platform: str | None) -> None:
+    """--output: the runtime's filesystem and the components' outputs, into their folders
+    (a subfolder per platform when the build made several)."""
+    from enginebuild.build.export import export_component, export_runtime
+    from enginebuild.io.store import Store
+    from enginebuild.oci.engine import Engine
+
+    runtime, components = outputs
+    sub = platform.replace("/", "_") if platform else ""
+    if runtime is not None:
+        done = export_runtime(Engine(), tag, runtime / sub if sub else runtime)
+        output().say(f"  runtime filesystem -> {done}")
+    for name, folder in components.items():
+        node = next((c for c in plan.components if c.name == name), None)
+        if node is None:
+            raise UserError(f"--output {name}=…: component {name} is not built for {plan.image}: nothing installs or "
+                            "needs it", hint="add it to install:, or to the needs of a component installed")
+        record = Store(ws.home).record("outputs", node.key)
+        assert record is not None, f"component {name} was built but has no outputs record"
+        done = export_component(Store(ws.home), record, node.outputs.kind, node.outputs.to, folder / sub if sub
+                                else folder)
+        output().say(f"  component {name} outputs -> {done}")
 
 
 def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) -> None:
@@ -187,6 +227,8 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
             output().say(f"  component {comp_name}: outputs {size} bytes")
         if not options.on:
             check_kernels(ws, spec, lock, plan)
+        if args.output:
+            write_outputs(ws, plan, tags[0], args.outputs, platform if len(platforms) > 1 else None)
     flags = {"build_args": options.build_args, "on": options.on, "only": sorted(options.only),
              "platforms": list(args.platform) or None}
     if {**flags, "platforms": None} == DEFAULT_OPTIONS and not ws.overrides:  # the fast path knows --platform
