@@ -265,7 +265,7 @@ def main() -> int:
         if "i" in only:
             rows += figures.bench_edit_kinds(ws, env, hand, docker_build)
         if "n" in only:
-            rows += serving.bench_llamacpp(ws, env)
+            serving.bench_llamacpp(ws, env, rows)
         if "e" in only:
             from patchcheck import bench as bench_patches
             rows += bench_patches(home)

@@ -52,7 +52,9 @@ def _edit_patch(sdist: Path, salt: str) -> str:
         old = handle.read().decode().splitlines(keepends=True)
     new = [line.replace(LINE, LINE.replace("listening on", f"listening ({salt}) on")) for line in old]
     assert new != old, f"{SERVER_CPP} no longer has {LINE}"
-    return "".join(difflib.unified_diff(old, new, f"a/{SERVER_CPP}", f"b/{SERVER_CPP}"))
+    header = (f"Subject: llama-server: a benchmark edit ({salt})\nDescription: one changed statement, for the "
+              "rebuild figures of bench/serving.py\nUpstream: not forwarded (benchmark only)\n---\n")
+    return header + "".join(difflib.unified_diff(old, new, f"a/{SERVER_CPP}", f"b/{SERVER_CPP}"))
 
 
 def _spec(args: dict, patched: bool) -> str:
@@ -123,7 +125,8 @@ def _serve(image: str, model: Path) -> tuple[float, float, dict]:
         run([DOCKER, "rm", "-f", name], check=False)
 
 
-def bench_llamacpp(ws: Path, env: dict) -> list[Row]:
+def bench_llamacpp(ws: Path, env: dict, rows: list) -> None:
+    """Appends each row to `rows` as soon as it is measured."""
     salt = uuid.uuid4().hex[:8]
     folder = ws / "images/llamacpp-bench"
     folder.mkdir()
@@ -133,7 +136,6 @@ def bench_llamacpp(ws: Path, env: dict) -> list[Row]:
     (folder / "image.yaml").write_text(_spec(args, patched=False))
     run(eb(ws, "lock", "llamacpp-bench"), cwd=ws, env=env)
     sdist = _sdist(ws, env)
-    rows = []
     ours, image = _build(ws, env)
     hand = _hand_context(ws, sdist, image, Path(tempfile.mkdtemp(prefix="eb-bench-llama-")) / "ctx")
     try:
@@ -166,4 +168,3 @@ def bench_llamacpp(ws: Path, env: dict) -> list[Row]:
     finally:
         shutil.rmtree(hand.parent, ignore_errors=True)
         run([DOCKER, "rmi", "-f", "enginebuild-bench/hand-llamacpp"], check=False)
-    return rows
