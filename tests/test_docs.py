@@ -99,3 +99,20 @@ def test_a_spec_that_extends_may_leave_out_what_its_parent_gives_and_one_that_do
     assert {e.message for e in check.iter_errors(alone)}
     both = {"extends": "x", "components": {"e": {"source": {"path": "a", "pypi": {"version": "1"}}}}}
     assert list(check.iter_errors(both)), "keys that exclude each other stay refused in a partial spec"
+
+
+def test_spec_md_documents_every_per_build_option_the_cli_offers():
+    """--set, --build-arg and --output: each verb's help offers them, and docs/spec.md's section on
+    per-build values says what each does (and the key with dots written in brackets)."""
+    text = (ROOT / "docs/spec.md").read_text()
+    section = text[text.index("## Per-build values"):]
+    section = section[:section.index("\n## ", 3)]
+    offered = {"--set": run_cli(["--help"], ROOT).stdout}
+    for verb in ("image", "plan", "render"):
+        offered[f"--build-arg ({verb})"] = run_cli([verb, "--help"], ROOT).stdout
+    offered["--output"] = offered["--build-arg (image)"]
+    for flag, help_text in offered.items():
+        name = flag.split()[0]
+        assert name in help_text, f"{flag} is not in the help"
+        assert f"`{name}" in section, f"docs/spec.md does not document {name}"
+    assert "components[llama.cpp]" in section and "COMPONENT=DIR" in section
