@@ -9,6 +9,7 @@ that gets it wrong (refused with a clear error at file:line, exit 2, nothing wri
 11. --build-arg names checked; build args enginebuild sets protected; any quantization name
 12. only the components the runtime installs or needs are built
 13. image --output: the runtime's filesystem or a component's outputs to a folder
+14. named environments shared by components (and the runtime's own)
 """
 from __future__ import annotations
 
@@ -522,3 +523,60 @@ def test_output_refuses_a_folder_with_files_and_an_unknown_component_before_buil
     proc = run_cli(["image", "t", "--output", f"f={tmp_path / 'new'}"], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 2 and "t has no component 'f'" in proc.stderr, proc.stderr
     assert not (tmp_path / "new").exists()
+
+
+# -- 14. named environments ----------------------------------------------------------------------------
+
+NAMED = """base: scratch
+platform: linux/amd64
+system:
+  install: extract
+  packages: [busybox-static]
+  run: [["/bin/busybox", "--install", "-s", "/bin"]]
+environments:
+  tools:
+    base: scratch
+    system:
+      install: extract
+      packages: [busybox-static, make]
+      run: [["/bin/busybox", "--install", "-s", "/bin"]]
+components:
+  a:
+    source: {path: src}
+    builder: tools
+    build: {script: build.sh}
+    outputs: {paths: [/x]}
+  b:
+    source: {path: src}
+    builder: tools
+    needs: [a]
+    build: {script: build.sh}
+    outputs: {paths: [/y]}
+  c:
+    source: {path: src}
+    builder: runtime
+    build: {script: build.sh}
+    outputs: {paths: [/z]}
+install: [b, c]
+"""
+
+
+def test_a_named_environment_is_written_once_and_shared_by_the_components_that_name_it(ws):
+    write_image(ws, "t", NAMED, COMPONENT_FILES)
+    proc = run_cli(["lock", "t"], ws)
+    assert proc.returncode == 0, proc.stderr
+    inputs = json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]
+    systems = sorted(name for name in inputs if ".system@" in name)
+    # one entry for the named environment (both components), none extra for the runtime's
+    assert systems == ["components.a.builder.system@linux/amd64", "runtime.system@linux/amd64"], systems
+    assert "make" in inputs["components.a.builder.system@linux/amd64"]["request"]["packages"]
+    text = rendered(ws, "t")
+    parents = {m.group(1): m.group(2) for m in re.finditer(r"### component (\w+) .*\n.*\nFROM (\S+)", text)}
+    assert parents["a"] == parents["b"] != parents["c"], parents
+
+
+def test_a_builder_naming_an_environment_nobody_declared_is_refused_with_a_guess(ws):
+    write_image(ws, "t", NAMED.replace("    builder: tools\n    needs", "    builder: tols\n    needs"),
+                COMPONENT_FILES)
+    error = refused(ws, ["lock", "t"], "builder: tols", "components.b.builder: no environment named 'tols'")
+    assert "did you mean 'tools'?" in error

@@ -199,6 +199,12 @@ def python_schema() -> Record:
     }, doc="{requirements, indexes, version, site-packages, interpreter, constraints}")
 
 
+def builder_field(description: str) -> Schema:
+    """An environment written out, or the name of one: `runtime`, or a key of `environments`."""
+    return OneOf((Str(pattern=NAME, what="the name of an environment (a key of environments:, or runtime)"),
+                  Record(environment_fields(), doc="{base, system, python}")), description=description)
+
+
 def environment_fields() -> dict[str, Schema]:
     return {"base": Str(pattern=r"scratch|" + IMAGE_REF, what="an image reference (repo:tag or repo@sha256:...) "
                                                               "or scratch"),
@@ -222,8 +228,7 @@ def component_schema() -> Record:
                          description="more sources, unpacked at /opt/enginebuild/sources/NAME (vendored code, "
                                      "data files); `env` names a variable that receives the folder"),
         "patches": PATCHES,
-        "builder": Record(environment_fields(), doc="{base, system, python}",
-                          description="the environment it builds on (default: the image's builder)"),
+        "builder": builder_field("the environment it builds on (default: the image's builder)"),
         "build": build,
         "needs": ListOf(Str(pattern=NAME, what="a component name"), unique=True),
         "outputs": outputs,
@@ -256,8 +261,11 @@ def image_schema() -> Record:
         "platform": Str(pattern=PLATFORM, what="a platform such as linux/arm64"),
         "platforms": ListOf(Str(pattern=PLATFORM, what="a platform such as linux/arm64"), unique=True, max_items=8),
         **environment_fields(),
-        "builder": Record(environment_fields(), doc="{base, system, python}",
-                          description="the default environment components build on"),
+        "builder": builder_field("the default environment components build on"),
+        "environments": MapOf(Record(environment_fields(), doc="{base, system, python}"), key_pattern=NAME,
+                              key_what="an environment name", nullable=True,
+                              description="named environments that `builder` (of the image or a component) "
+                                          "names instead of repeating them"),
         "components": MapOf(component_schema(), key_pattern=NAME, key_what="a component name", nullable=True),
         "install": ListOf(Str(pattern=NAME, what="a component name"), unique=True,
                           description="components whose outputs the runtime receives, in this order"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -39,6 +40,8 @@ class Reader:
         self.root = root
         self.tree = tree
         self.wheres: dict[str, Where] = {}
+        self.runtime: m.Environment | None = None
+        self.named: dict[str, m.Environment] = {}
 
     # -- locating ------------------------------------------------------------------------
     def get(self, node: Any, key: str, path: str, default: Any = None) -> Any:
@@ -246,6 +249,8 @@ class Reader:
         )
 
     def environment(self, node: Any, path: str, default: m.Environment | None = None) -> m.Environment:
+        if isinstance(node, str):
+            return self.named_environment(node, path)
         prefix = f"{path}." if path else ""
         base = self.get(node, "base", path, default.base if default else None)
         if base is None:
@@ -256,6 +261,21 @@ class Reader:
             system = system if "system" in node else default.system
             python = python if "python" in node else default.python
         return m.Environment(base, system, python)
+
+    def named_environment(self, name: str, path: str) -> m.Environment:
+        """`builder: NAME`: the runtime's environment, or one of `environments`, read once."""
+        if name == "runtime":
+            assert self.runtime is not None
+            return self.runtime
+        named = self.tree.get("environments") or {}
+        if name not in named or named[name] is None:
+            close = difflib.get_close_matches(name, [*named, "runtime"], n=1)
+            raise SpecError(self.where(path), path, f"no environment named {name!r} (environments: "
+                            f"{', '.join(sorted(named)) or 'none'}; or runtime)",
+                            hint=f"did you mean {close[0]!r}?" if close else "declare it under environments:")
+        if name not in self.named:
+            self.named[name] = self.environment(named[name], f"environments.{name}")
+        return self.named[name]
 
     # -- steps, components -------------------------------------------------------------
     def steps(self, node: Any, path: str) -> tuple[m.Step, ...]:
@@ -386,6 +406,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
     r = Reader(root, tree)
     abstract = bool(tree.get("abstract"))
     runtime = r.environment(tree, "", m.Environment("scratch") if abstract else None)
+    r.runtime = runtime
     builder = r.environment(r.get(tree, "builder", ""), "builder", m.Environment(runtime.base)) \
         if tree.get("builder") is not None else m.Environment(runtime.base)
     components = r.components(r.get(tree, "components", ""), builder)
