@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 import subprocess
+import uuid
 from pathlib import Path
 from textwrap import dedent
 
@@ -580,3 +581,39 @@ def test_a_builder_naming_an_environment_nobody_declared_is_refused_with_a_guess
                 COMPONENT_FILES)
     error = refused(ws, ["lock", "t"], "builder: tols", "components.b.builder: no environment named 'tols'")
     assert "did you mean 'tools'?" in error
+
+
+# -- 15. label-only images ----------------------------------------------------------------------------
+
+@pytest.mark.docker
+@pytest.mark.registry
+def test_a_label_only_image_keeps_its_bases_layers_as_they_are_and_carries_its_manifest_as_a_label(
+        ws, registry, docker_engine):
+    from helpers.docker import inspect
+    from helpers.registry import push_files_image
+
+    repository = f"enginebuild-test/label-base-{uuid.uuid4().hex[:6]}"
+    push_files_image(registry.host, repository, "1", {"etc/flavour": b"base\n"})
+    write_image(ws, "mirror", f"base: {registry.host}/{repository}:1\nplatform: linux/amd64\n"
+                              "labels: {org.example.mirror: 'yes'}\nenv: {MIRRORED: '1'}\n")
+    assert run_cli(["lock", "mirror"], ws).returncode == 0
+    assert "manifest" not in run_cli(["plan", "mirror"], ws).stdout.split("component")[0].split("\n", 1)[1]
+    proc = run_cli(["image", "mirror"], ws)
+    assert proc.returncode == 0, proc.stderr
+    base = inspect(f"{registry.host}/{repository}@{json.loads((ws / 'lockfiles/mirror.lock').read_text())['inputs']['runtime.base@linux/amd64']['resolved']['digest']}")
+    mirror = inspect("enginebuild/mirror:latest")
+    assert mirror["RootFS"]["Layers"] == base["RootFS"]["Layers"]  # byte for byte: the same diff ids
+    labels = mirror["Config"]["Labels"]
+    assert labels["org.example.mirror"] == "yes"
+    manifest = json.loads(labels["org.enginebuild.manifest"])
+    assert manifest["image"] == "mirror" and "runtime.base@linux/amd64" in manifest["inputs"]
+
+
+def test_manifest_label_moves_the_manifest_of_an_image_with_files_out_of_its_layers(ws):
+    write_image(ws, "t", SCRATCH + "manifest: label\nfiles:\n  /wheels/a.whl: a.whl\n", {"a.whl": "not a wheel\n"})
+    assert run_cli(["lock", "t"], ws).returncode == 0
+    text = rendered(ws, "t")
+    assert "/opt/enginebuild/manifest.json" not in text.split("LABEL")[0]
+    assert '"org.enginebuild.manifest"="{' in text
+    write_image(ws, "t", SCRATCH + "manifest: labels\n")
+    refused(ws, ["lock", "t"], "manifest", "manifest: expected one of layer, label")

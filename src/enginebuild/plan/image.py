@@ -97,7 +97,15 @@ def resolve_env(spec: ImageSpec, base_env: tuple[tuple[str, str], ...] | None) -
     return out
 
 
-def labels_of(spec: ImageSpec, lock: Lock, manifest: dict[str, Any], pins: Pins, on: str | None) -> dict[str, str]:
+def adds_no_layer(spec: ImageSpec) -> bool:
+    """Labels, env and settings over a base, nothing installed, run or copied."""
+    system, python = spec.runtime.system, spec.runtime.python
+    return not ((system and (system.packages or system.run or system.upgrade)) or (python and python.requirements)
+                or spec.install or spec.overlays or spec.steps or spec.files)
+
+
+def labels_of(spec: ImageSpec, lock: Lock, manifest: dict[str, Any], pins: Pins, on: str | None,
+              in_label: bool = False) -> dict[str, str]:
     revision = source_url = ""
     for comp in [spec.component(n) for n in spec.install] + list(spec.components):
         if comp.source and comp.source.pinned_by_lock:
@@ -113,7 +121,8 @@ def labels_of(spec: ImageSpec, lock: Lock, manifest: dict[str, Any], pins: Pins,
     labels.update({
         "org.opencontainers.image.created": keys.created_of(lock.created),
         "org.enginebuild.patches": ",".join(f"{p['name']}@sha256:{p['sha256']}" for p in manifest["patches"]),
-        "org.enginebuild.manifest": MANIFEST_PATH,
+        "org.enginebuild.manifest": json.dumps(manifest, sort_keys=True, separators=(",", ":")) if in_label
+        else MANIFEST_PATH,
         "org.enginebuild.inputs": keys.sha(keys.canonical(manifest["inputs"])),
     })
     if spec.variants or ":" in spec.name:
@@ -221,12 +230,16 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     unused = tuple(name for name in components if name not in used)
     components = {name: node for name, node in components.items() if name in used}
     manifest = manifest_of(spec, lock, platform)
-    data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-    add("manifest", "manifest", keys.key_of("data", dest=MANIFEST_PATH, sha=keys.sha(data), epoch=epoch),
-        Data(MANIFEST_PATH, data), {"manifest": keys.sha(data)})
+    # an image that adds no layer of its own (labels, env, entrypoint over a base) keeps the
+    # base's layers as they are: its manifest goes into a label, as `manifest: label` asks
+    in_label = spec.manifest == "label" or adds_no_layer(spec)
+    if not in_label:
+        data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+        add("manifest", "manifest", keys.key_of("data", dest=MANIFEST_PATH, sha=keys.sha(data), epoch=epoch),
+            Data(MANIFEST_PATH, data), {"manifest": keys.sha(data)})
     if "files" in only:
-        layers += _file_layers(spec.files, layers[-1].chain, epoch)
-    labels = labels_of(spec, lock, manifest, pins, options.on)
+        layers += _file_layers(spec.files, layers[-1].chain if layers else runtime.root, epoch)
+    labels = labels_of(spec, lock, manifest, pins, options.on, in_label)
     config = {"env": run_env, "entrypoint": spec.entrypoint, "cmd": spec.cmd, "workdir": spec.workdir,
               "user": spec.user, "labels": labels, "expose": list(spec.expose), "stopsignal": spec.stopsignal,
               "shell": spec.shell, "healthcheck": spec.healthcheck,

@@ -262,6 +262,9 @@ def image_schema() -> Record:
         "platforms": ListOf(Str(pattern=PLATFORM, what="a platform such as linux/arm64"), unique=True, max_items=8),
         **environment_fields(),
         "builder": builder_field("the default environment components build on"),
+        "manifest": Enum(("layer", "label"), description="where the manifest of pins goes: a layer "
+                         "(/opt/enginebuild/manifest.json) or the label org.enginebuild.manifest (an image that "
+                         "adds no layer of its own uses the label: its base's layers stay as they are)"),
         "environments": MapOf(Record(environment_fields(), doc="{base, system, python}"), key_pattern=NAME,
                               key_what="an environment name", nullable=True,
                               description="named environments that `builder` (of the image or a component) "

@@ -239,6 +239,7 @@ class ImageSpec:
     scan_allow: tuple[ScanAllow, ...]
     variants: tuple[str, ...]
     cuda_verify: CudaVerify = CudaVerify()
+    manifest: str = "layer"  # where the manifest of pins goes: a layer, or a label
     wheres: dict[str, Where] = field(default_factory=dict, compare=False, hash=False)
 
     def where(self, key: str) -> Where:

@@ -461,6 +461,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         cuda_verify=m.CudaVerify(bool(cuda_verify.get("jit", False)),
                                  tuple(m.CudaSkip(k["path"], k["why"]) for k in cuda_verify.get("skip", ())),
                                  driver_branch(r, cuda_verify.get("driver"))),
+        manifest=r.get(tree, "manifest", "", "layer"),
     )
 
 
