@@ -25,7 +25,7 @@ from textwrap import dedent
 import pytest
 
 from conftest import run_cli
-from helpers.docker import read_file
+from helpers.docker import docker, read_file
 from helpers.specs import BUSYBOX_BUILDER, write_image
 from helpers.www import Server
 
@@ -201,6 +201,50 @@ def test_a_failing_step_fails_the_build_with_its_output(ws, docker_engine, debia
     assert proc.returncode == 1
     assert "step model-check" in proc.stderr and "the weights are missing" in proc.stderr, proc.stderr
     assert docker_engine.image_id("enginebuild/step-fails:latest") is None
+
+
+REWRITE = """
+    base: scratch
+    platform: linux/amd64
+    system:
+      install: extract
+      packages: [busybox-static]
+      run:
+        - ["/bin/busybox", "--install", "-s", "/bin"]
+        - "mkdir -p /opt/engine && echo 'aux_layers = range(1, 62, 15)' > /opt/engine/model_runner.py"
+    steps:
+      - name: rewrite
+        files: [rewrite.sh]
+        run: |
+          sh /opt/enginebuild/step/rewrite.sh /opt/engine/model_runner.py
+          if ! grep -q 'range(2, 63, 15)' /opt/engine/model_runner.py; then
+            echo "the rewrite did not take" >&2
+            exit 4
+          fi
+    """
+
+
+def test_a_step_runs_a_recipe_file_and_a_script_of_several_lines_and_what_it_changes_lands(ws, docker_engine,
+                                                                                            debian_reachable):
+    rewrite = "#!/bin/sh\nsed -i 's/range(1, 62, 15)/range(2, 63, 15)/' \"$1\"\n"
+    write_image(ws, "rewrite", REWRITE, {"rewrite.sh": rewrite})
+    assert run_cli(["lock", "rewrite"], ws).returncode == 0
+    proc = run_cli(["image", "rewrite"], ws)
+    assert proc.returncode == 0, proc.stderr
+    assert read_file("enginebuild/rewrite:latest", "/opt/engine/model_runner.py") == b"aux_layers = range(2, 63, 15)\n"
+    assert "step/rewrite.sh" not in docker("run", "--rm", "enginebuild/rewrite:latest", "find", "/opt").stdout
+    # the step's file is one of its inputs: edited, the step runs again, and its check fails the build
+    (ws / "images/rewrite/rewrite.sh").write_text(rewrite.replace("range(2, 63, 15)", "range(3, 64, 15)"))
+    plan = json.loads(run_cli(["plan", "rewrite", "--json"], ws).stdout)["images"][0]
+    step = next(row for row in plan["layers"] if row["name"] == "step rewrite")
+    assert step["action"] == "build" and "images/rewrite/rewrite.sh" in " ".join(step["changed"]), step
+    proc = run_cli(["image", "rewrite"], ws)
+    assert proc.returncode == 1 and "the rewrite did not take" in proc.stderr, proc.stderr
+
+
+def test_a_step_naming_a_file_that_is_not_there_is_refused(ws):
+    write_image(ws, "t", SCRATCH + "steps:\n  - {name: s, files: [gone.py], run: python3 /opt/enginebuild/step/gone.py}\n")
+    refused(ws, ["render", "t", "--unpinned"], "4", "steps\\[0\\].files\\[0\\]: file not found")
 
 
 # -- 5. env extending variables ---------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 from enginebuild.errors import SpecError
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.plan import keys
-from enginebuild.plan.envs import EnvPlanner, mounts, parent_ref
+from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent_ref, script_run
 from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, FromFile, FromOutput, FromSource
 from enginebuild.plan.render import render
 from enginebuild.sources import Source
@@ -80,8 +80,19 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     args = dict(comp.build.args)
     args.update({k: v for k, v in build_args.items() if k in args})
     env += sorted(args.items())
-    steps = [{"run": s.run if isinstance(s.run, str) else list(s.run), "mounts": mounts(s.cache, s.secrets)}
-             for s in comp.steps]
+    steps = []
+    for step in comp.steps:
+        run: str | list[str] = step.run if isinstance(step.run, str) else list(step.run)
+        binds = [(f"step-files/{step.name}/{f.dest}", f"{STEP_FILES}/{f.dest}") for f in step.files]
+        if isinstance(step.run, str) and "\n" in step.run.strip():
+            run, item = script_run(step.run, None, f"step-scripts/{step.name}")
+            context.append(item)
+            binds.append((item.arcname, SCRIPT))
+        for f in step.files:
+            assert f.src is not None
+            context.append(ContextItem(f"step-files/{step.name}/{f.dest}", keys.sha(read_recipe_file(f.src)),
+                                       FromFile(f.src), f.mode, label=f.display))
+        steps.append({"run": run, "mounts": mounts(step.cache, step.secrets, tuple(binds))})
     outputs = ",".join(comp.outputs.paths)
     dockerfile = render("component.Dockerfile", name=comp.name, platform=planner.platform, parent=parent_ref(builder),
                         epoch=planner.epoch, outputs=outputs, env=env, source=comp.source is not None,

@@ -7,17 +7,19 @@ from pathlib import Path
 from typing import Any
 
 from enginebuild.errors import LockError, SpecError
+from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.lock.inputs import Input, image_inputs
 from enginebuild.lock.lockfile import Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin
 from enginebuild.lock.python import interpreter_mismatch
 from enginebuild.plan import keys
-from enginebuild.plan.model import ContextItem, EnvNode, FromBlob, LayerNode, Run, Sysroot, Wheel
+from enginebuild.plan.model import ContextItem, EnvNode, FromBlob, FromData, FromFile, LayerNode, Run, Sysroot, Wheel
 from enginebuild.plan.render import render
 from enginebuild.spec.model import Environment, ImageSpec, Step
 
 CHAIN_REPO = "enginebuild/chain"
 DEBS_DIR = "/tmp/enginebuild-debs"
+STEP_FILES = "/opt/enginebuild/step"  # where a step's files are mounted (read-only, never in a layer)
 
 
 @dataclass
@@ -69,6 +71,17 @@ def parent_ref(env: EnvNode, upto: str | None = None) -> str:
     if tip == env.root and env.base is not None:
         return env.base.ref
     return f"{CHAIN_REPO}:{tip}"
+
+
+SCRIPT = "/opt/enginebuild/step-script.sh"  # a step's script of several lines, mounted for its RUN
+
+
+def script_run(script: str, shell: list[str] | None, arcname: str) -> tuple[list[str], ContextItem]:
+    """A script of several lines, as a file of the build context run by the image's shell (or
+    /bin/sh): no line of it ever becomes a Dockerfile instruction."""
+    data = script.encode()
+    item = ContextItem(arcname, keys.sha(data), FromData(data), 0o755, label="script")
+    return [*(shell[:-1] if shell and shell[-1] == "-c" else shell or ["/bin/sh"]), SCRIPT], item
 
 
 class EnvPlanner:
@@ -159,8 +172,16 @@ class EnvPlanner:
                    run_env: tuple[tuple[str, str], ...]) -> LayerNode:
         # a shell-form step runs under the image's `shell` when it sets one, as RUN follows SHELL
         shell = list(self.spec.shell) if self.spec.shell else None
-        run = ([*shell, step.run] if shell else step.run) if isinstance(step.run, str) else list(step.run)
-        command = {"run": run,
-                   "mounts": mounts(cache=step.cache, secrets=step.secrets)}
-        return self.run_layer(parent, layers, f"step {step.name}", [command], (), step.secrets, run_env, "step",
-                              {"step": keys.sha(keys.canonical(command))})
+        run: str | list[str] = ([*shell, step.run] if shell else step.run) if isinstance(step.run, str) \
+            else list(step.run)
+        context = tuple(ContextItem(f"step-files/{f.dest}", keys.sha(read_recipe_file(f.src)), FromFile(f.src), f.mode,
+                                    label=f.display) for f in step.files if f.src is not None)
+        binds = [(f"step-files/{f.dest}", f"{STEP_FILES}/{f.dest}") for f in step.files]
+        if isinstance(step.run, str) and "\n" in step.run.strip():
+            run, item = script_run(step.run, shell, "step-script")
+            context += (item,)
+            binds.append(("step-script", SCRIPT))
+        command = {"run": run, "mounts": mounts(cache=step.cache, secrets=step.secrets, binds=tuple(binds))}
+        inputs = {"step": keys.sha(keys.canonical(command)), **{item.label: item.digest for item in context}}
+        return self.run_layer(parent, layers, f"step {step.name}", [command], context, step.secrets, run_env,
+                              "step", inputs)

@@ -135,6 +135,8 @@ def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
         paths.append(comp.build.script.src)
         sources += ([comp.source] if comp.source else []) + [e.source for e in comp.sources]
     sources += [o.source for o in spec.overlays]
+    steps = [*spec.steps, *(step for comp in spec.components for step in comp.steps)]
+    paths += [f.src for step in steps for f in step.files if f.src is not None]
     for source in sources:
         paths += source.impl.watched_paths(source.request)
     paths.append(templates)

@@ -130,12 +130,29 @@ FILES = MapOf(FILE_ENTRY, key_pattern=ABS_PATH, key_what="an absolute destinatio
               description="destination in the image -> file, folder (dest ends in /) or glob beside the spec, "
                           "or a URL pinned by sha256")
 
+def _script(value: str) -> str | None:
+    """A step's shell script: several lines allowed (run as one `sh -c`), no NUL, at most 64 KiB."""
+    if "\x00" in value:
+        return "NUL bytes are not allowed in a script"
+    if len(value.encode()) > 65536:
+        return f"script is {len(value.encode())} bytes; at most 65536 (put a longer one in a file: files:)"
+    if "\n" not in value.strip():
+        return _command(value)
+    return None
+
+
 STEP = OneOf((
     Str(test=_command, what="a shell command"),
-    Record({"name": Str(pattern=NAME, what="a step name"), "run": COMMAND, "secrets": SECRETS,
-            "cache": ListOf(ABS, unique=True)},
-           required=("run",), doc="{name, run, secrets, cache}"),
-), description="a command run in the image (a string), or {name, run, secrets, cache}")
+    Record({"name": Str(pattern=NAME, what="a step name"),
+            "run": OneOf((Str(test=_script, what="a shell command or script"),
+                          ListOf(Str(test=no_control), max_items=256)),
+                         description="a shell command or a script of several lines, or an exec-form list"),
+            "files": ListOf(REL, unique=True, max_items=64,
+                            description="files beside the spec the step reads, at /opt/enginebuild/step/NAME "
+                                        "(read-only, never in the image)"),
+            "secrets": SECRETS, "cache": ListOf(ABS, unique=True)},
+           required=("run",), doc="{name, run, files, secrets, cache}"),
+), description="a command run in the image (a string), or {name, run, files, secrets, cache}")
 STEPS = ListOf(STEP, max_items=256)
 
 

@@ -137,6 +137,7 @@ class Step:
     run: str | tuple[str, ...]
     secrets: tuple[str, ...] = ()
     cache: tuple[str, ...] = ()
+    files: tuple[FileEntry, ...] = ()  # beside the spec, mounted read-only at STEP_FILES/<name>
 
 
 @dataclass(frozen=True)

@@ -287,8 +287,19 @@ class Reader:
                 out.append(m.Step(f"step-{i + 1}", item))
             else:
                 run = item["run"] if isinstance(item["run"], str) else tuple(item["run"])
+                files = []
+                for j, rel in enumerate(item.get("files") or ()):
+                    if isinstance(item, YMap) and isinstance(item.get("files"), YList):
+                        self.wheres[f"{path}[{i}].files[{j}]"] = item["files"].at(j)
+                    real, display = self.local_file(rel, f"{path}[{i}].files[{j}]")
+                    files.append(m.FileEntry(real.name, 0o755 if real.stat().st_mode & 0o111 else 0o644, display,
+                                             src=real))
+                names = [f.dest for f in files]
+                if len(set(names)) != len(names):
+                    raise SpecError(self.where(f"{path}[{i}].files"), f"{path}[{i}].files",
+                                    "two files of one step have the same name (they share one folder)")
                 out.append(m.Step(item.get("name") or f"step-{i + 1}", run, tuple(item.get("secrets") or ()),
-                                  tuple(item.get("cache") or ())))
+                                  tuple(item.get("cache") or ()), tuple(files)))
         names = [s.name for s in out]
         dup = next((n for n in names if names.count(n) > 1), None)
         if dup:
