@@ -644,7 +644,8 @@ def test_a_label_only_image_keeps_its_bases_layers_as_they_are_and_carries_its_m
     assert "manifest" not in run_cli(["plan", "mirror"], ws).stdout.split("component")[0].split("\n", 1)[1]
     proc = run_cli(["image", "mirror"], ws)
     assert proc.returncode == 0, proc.stderr
-    base = inspect(f"{registry.host}/{repository}@{json.loads((ws / 'lockfiles/mirror.lock').read_text())['inputs']['runtime.base@linux/amd64']['resolved']['digest']}")
+    lock = json.loads((ws / "lockfiles/mirror.lock").read_text())
+    base = inspect(f"{registry.host}/{repository}@{lock['inputs']['runtime.base@linux/amd64']['resolved']['digest']}")
     mirror = inspect("enginebuild/mirror:latest")
     assert mirror["RootFS"]["Layers"] == base["RootFS"]["Layers"]  # byte for byte: the same diff ids
     labels = mirror["Config"]["Labels"]

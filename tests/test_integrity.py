@@ -106,6 +106,7 @@ def test_a_damaged_sdist_in_the_store_is_refused_deleted_and_fetched_again(works
             source: {pypi: {name: turboquant, version: 0.2.0}}
             build: {script: build.sh}
             outputs: {paths: [/x]}
+        install: [e]
         """, {"build.sh": "#!/bin/sh\ntrue\n"})
     assert run_cli(["lock", "t"], workspace).returncode == 0
     assert run_cli(["fetch", "t"], workspace).returncode == 0

@@ -28,6 +28,7 @@ components:
     source: {source}
     build: {{script: build.sh}}
     outputs: {{paths: [/x]}}
+install: [e]
 """
 BUILD = {"build.sh": "#!/bin/sh\ntrue\n"}
 
