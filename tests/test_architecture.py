@@ -1,0 +1,59 @@
+"""docs/architecture.md's package table is the code's import graph: every package-level import
+(module level or inside a function) is listed there, every listed one is made, and the package
+cycles are the known ones, no more."""
+from __future__ import annotations
+
+import ast
+import re
+
+from conftest import ROOT
+
+SRC = ROOT / "src/enginebuild"
+BOTTOM = {"errors", "settings"}
+PACKAGES = {p.name for p in SRC.iterdir() if p.is_dir() and any(p.glob("*.py"))} - {"commands"}
+KNOWN_CYCLES = {frozenset({"spec", "sources"}), frozenset({"spec", "patches"}), frozenset({"spec", "kernels"})}
+
+
+def imports() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {p: set() for p in PACKAGES}
+    for path in SRC.rglob("*.py"):
+        owner = path.relative_to(SRC).parts[0]
+        if owner not in PACKAGES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "enginebuild" and len(parts) > 1 and parts[1] != owner:
+                    graph[owner].add(parts[1])
+    return graph
+
+
+def documented() -> dict[str, set[str]]:
+    text = (ROOT / "docs/architecture.md").read_text()
+    text = text[text.index("## Packages"):]
+    text = text[:text.index("\n## ", 3)]
+    out = {}
+    for row in re.findall(r"^\| `(\w+)/` \| .* \| (.*) \|$", text, re.M):
+        out[row[0]] = set(re.findall(r"`(\w+)`", row[1]))
+    return out
+
+
+def test_the_package_table_lists_exactly_the_imports_each_package_makes():
+    graph, table = imports(), documented()
+    assert set(table) - {"commands"} == PACKAGES
+    for package in sorted(PACKAGES):
+        made = graph[package] - BOTTOM
+        assert made == table[package], (f"{package}/: the code imports {sorted(made)}, "
+                                        f"docs/architecture.md lists {sorted(table[package])}")
+
+
+def test_the_only_package_cycles_are_the_known_ones():
+    graph = imports()
+    pairs = {frozenset({a, b}) for a in graph for b in graph[a] if b in graph and a in graph[b]}
+    assert pairs == KNOWN_CYCLES, sorted(map(sorted, pairs))
+    for bottom in BOTTOM:
+        uses = {n.module for n in ast.walk(ast.parse((SRC / f"{bottom}.py").read_text()))
+                if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("enginebuild")}
+        assert uses <= {f"enginebuild.{b}" for b in BOTTOM}, (bottom, uses)
