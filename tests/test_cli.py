@@ -31,6 +31,16 @@ def test_usage_errors_exit_2():
     assert run_cli(["image", "demo", "--build-arg", "no-equals-sign"], ROOT).returncode == 2
 
 
+def test_global_options_are_taken_after_the_verb_and_an_unknown_option_shows_the_verbs_usage():
+    before = run_cli(["--set", "env.PORT=9000", "-q", "render", "demo", "--platform", "linux/amd64"], ROOT)
+    after = run_cli(["render", "demo", "--platform", "linux/amd64", "-q", "--set", "env.PORT=9000"], ROOT)
+    assert before.returncode == after.returncode == 0, after.stderr
+    assert after.stdout == before.stdout and 'PORT="9000"' in after.stdout
+    proc = run_cli(["plan", "demo", "--progress=plain"], ROOT)
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: BUILD.py plan ")
+    assert proc.stderr.rstrip().endswith("error: unrecognized arguments: --progress=plain")
+
+
 def test_an_unknown_image_exits_2_with_a_suggestion():
     proc = run_cli(["plan", "dmeo"], ROOT)
     assert proc.returncode == 2

@@ -52,7 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"enginebuild.commands.{module}")
         p = sub.add_parser(verb, help=help_text, description=(mod.__doc__ or help_text).strip())
         mod.add_arguments(p)
-        p.set_defaults(run=mod.run)
+        # the global options, also after the verb (`image demo -q --set …`), as Docker takes them
+        p.add_argument("-q", "--quiet", action="store_true", dest="quiet_here", help="print results only, no progress")
+        p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="overrides_here",
+                       help="override a spec value for this run only (never written to a lock)")
+        p.set_defaults(run=mod.run, parser=p)
     return parser
 
 
@@ -61,7 +65,11 @@ def main(argv: list[str], root: str = ".") -> int:
 
     interrupt.install()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # named by the verb's own usage, not the top level's
+        args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.quiet = args.quiet or args.quiet_here
+    args.overrides = [*args.overrides, *args.overrides_here]
     progress.configure(quiet=args.quiet)
     from enginebuild.workspace import Workspace
 
