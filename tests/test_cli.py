@@ -41,6 +41,13 @@ def test_global_options_are_taken_after_the_verb_and_an_unknown_option_shows_the
     assert proc.stderr.rstrip().endswith("error: unrecognized arguments: --progress=plain")
 
 
+def test_push_options_without_push_and_several_images_into_one_repository_are_refused():
+    proc = run_cli(["image", "demo", "--to", "127.0.0.1:5000/x", "--tag", "1"], ROOT)
+    assert proc.returncode == 2 and "--to and --tag only take effect with --push" in proc.stderr, proc.stderr
+    proc = run_cli(["image", "demo", "llamacpp-cpu", "--push", "--to", "127.0.0.1:5000/x"], ROOT)
+    assert proc.returncode == 2 and "with 2 images would push them all into one repository" in proc.stderr
+
+
 def test_an_unknown_image_exits_2_with_a_suggestion():
     proc = run_cli(["plan", "dmeo"], ROOT)
     assert proc.returncode == 2

@@ -123,6 +123,13 @@ def check_stacks_first(ws: Workspace, plan: Any) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.push and not args.to:
         raise UserError("--push needs --to REGISTRY/REPO")
+    if not args.push and (args.to or args.tag):
+        given = " and ".join(f for f, v in (("--to", args.to), ("--tag", args.tag)) if v)
+        raise UserError(f"{given} only take effect with --push, which is not given: nothing would use them",
+                        hint="add --push, or push later with `push IMAGE --to REGISTRY/REPO`")
+    if args.push and len(set(args.images)) > 1:
+        raise UserError(f"--push --to {args.to} with {len(set(args.images))} images would push them all into one "
+                        "repository", hint="build them together, then push each to its own repository with `push`")
     if args.platform and args.on and len(args.platform) != 1:
         raise UserError("--on builds one platform: give one --platform")
     for platform in args.platform:
