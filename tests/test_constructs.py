@@ -662,3 +662,38 @@ def test_manifest_label_moves_the_manifest_of_an_image_with_files_out_of_its_lay
     assert '"org.enginebuild.manifest"="{' in text
     write_image(ws, "t", SCRATCH + "manifest: labels\n")
     refused(ws, ["lock", "t"], "manifest", "manifest: expected one of layer, label")
+
+
+# -- 16. init: true -----------------------------------------------------------------------------------
+
+SLEEPER = """
+    base: scratch
+    platform: linux/amd64
+    system:
+      install: extract
+      packages: [busybox-static]
+      run: [["/bin/busybox", "--install", "-s", "/bin"]]
+    entrypoint: ["/bin/sh", "-c", "exec sleep 1000"]
+    """
+
+
+@pytest.mark.docker
+def test_init_runs_tini_as_pid_1_so_a_launcher_that_ignores_sigterm_stops(ws, docker_engine, debian_reachable):
+    codes = {}
+    for name, extra in (("no-init", ""), ("with-init", "init: true\n")):
+        write_image(ws, name, SLEEPER + extra)
+        assert run_cli(["lock", name], ws).returncode == 0
+        proc = run_cli(["image", name], ws)
+        assert proc.returncode == 0, proc.stderr
+        container = docker("run", "-d", f"enginebuild/{name}:latest").stdout.strip()
+        try:
+            docker("stop", "-t", "3", container, timeout=60)
+            codes[name] = json.loads(docker("inspect", container).stdout)[0]["State"]["ExitCode"]
+        finally:
+            docker("rm", "-f", container, check=False)
+    lock = json.loads((ws / "lockfiles/with-init.lock").read_text())
+    assert "tini" in [p["name"] for p in lock["inputs"]["runtime.system@linux/amd64"]["resolved"]["packages"]]
+    entrypoint = json.loads(docker("image", "inspect", "enginebuild/with-init:latest").stdout)[0]["Config"]["Entrypoint"]
+    assert entrypoint == ["/usr/bin/tini-static", "--", "/bin/sh", "-c", "exec sleep 1000"]
+    # sleep as PID 1 ignores SIGTERM: killed after the grace time; under tini it ends on the signal
+    assert codes == {"no-init": 137, "with-init": 143}, codes

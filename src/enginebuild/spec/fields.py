@@ -279,6 +279,8 @@ def image_schema() -> Record:
         "platforms": ListOf(Str(pattern=PLATFORM, what="a platform such as linux/arm64"), unique=True, max_items=8),
         **environment_fields(),
         "builder": builder_field("the default environment components build on"),
+        "init": Bool(description="run Debian's tini (pinned by lock) as PID 1 before the entrypoint, so that "
+                     "signals reach a launcher that does not handle them (docker run --init)"),
         "manifest": Enum(("layer", "label"), description="where the manifest of pins goes: a layer "
                          "(/opt/enginebuild/manifest.json) or the label org.enginebuild.manifest (an image that "
                          "adds no layer of its own uses the label: its base's layers stay as they are)"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from pathlib import Path, PurePosixPath
@@ -417,6 +418,9 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
     r = Reader(root, tree)
     abstract = bool(tree.get("abstract"))
     runtime = r.environment(tree, "", m.Environment("scratch") if abstract else None)
+    init = bool(r.get(tree, "init", "", False))
+    if init:
+        runtime = with_init(runtime)
     r.runtime = runtime
     builder = r.environment(r.get(tree, "builder", ""), "builder", m.Environment(runtime.base)) \
         if tree.get("builder") is not None else m.Environment(runtime.base)
@@ -463,7 +467,8 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         shell=tuple(shell) if shell else None, stopsignal=r.get(tree, "stopsignal", ""),
         healthcheck=_healthcheck(r.get(tree, "healthcheck", "")),
         expose=tuple(r.get(tree, "expose", "", ()) or ()),
-        entrypoint=tuple(entrypoint) if entrypoint is not None else None,
+        entrypoint=(INIT, "--", *(entrypoint or ())) if init else tuple(entrypoint) if entrypoint is not None
+        else None,
         cmd=tuple(cmd) if cmd is not None else None,
         labels=r.pairs(r.get(tree, "labels", ""), "labels"),
         cuda_archs=tuple(r.get(tree, "cuda-archs", "", ()) or ()),
@@ -474,6 +479,22 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
                                  driver_branch(r, cuda_verify.get("driver"))),
         manifest=r.get(tree, "manifest", "", "layer"),
     )
+
+
+INIT = "/usr/bin/tini-static"  # Debian's tini package: a static init, whatever libc the base has
+
+
+def with_init(runtime: m.Environment) -> m.Environment:
+    """`init: true`: Debian's tini in the runtime's system packages (pinned by `lock` like the
+    others; on a base, installed with dpkg, which keeps the base's libc), PID 1 before the
+    entrypoint, so that a launcher that ignores SIGTERM still stops on `docker stop`."""
+    system = runtime.system
+    if system is None:
+        system = m.System(("tini",), (m.Archive(m.DEFAULT_ARCHIVE_URL, m.DEFAULT_SUITE, ("main",), False, None, None),),
+                          "extract" if runtime.base == "scratch" else "dpkg", False, ())
+    elif not any(p.partition("=")[0] == "tini" for p in system.packages):
+        system = dataclasses.replace(system, packages=(*system.packages, "tini"))
+    return dataclasses.replace(runtime, system=system)
 
 
 def driver_branch(r: Reader, value: Any) -> int | None:
