@@ -1,5 +1,6 @@
 """The command line: verbs, --help, exit codes (0 ok, 1 failed, 2 bad input or usage)."""
 import json
+import re
 import subprocess
 import sys
 
@@ -95,3 +96,24 @@ def test_an_installed_enginebuild_command_is_the_same_program(tmp_path, pypi_rea
     lost = subprocess.run([command, "list"], cwd=outside, capture_output=True, text=True)
     assert lost.returncode == 2 and "no recipe repository here" in lost.stderr and "Traceback" not in lost.stderr
     assert subprocess.run([command, "schema"], cwd=outside, capture_output=True).returncode == 0
+
+
+@pytest.mark.docker
+def test_image_all_builds_every_buildable_image_and_names_the_ones_it_skips(tmp_path, docker_engine, debian_reachable):
+    from helpers.specs import write_image
+
+    repo = tmp_path / "repo"
+    (repo / "lockfiles").mkdir(parents=True)
+    small = ("base: scratch\nplatform: linux/amd64\nsystem: {install: extract, packages: [busybox-static]}\n"
+             "env: {WHO: NAME}\n")
+    for name in ("alpha-all", "beta-all", "gamma-all"):
+        write_image(repo, name, small.replace("NAME", name))
+    write_image(repo, "shared-all", "abstract: true\nenv: {A: b}\n")
+    for name in ("alpha-all", "beta-all"):
+        assert run_cli(["lock", name], repo).returncode == 0
+    proc = run_cli(["image", "--all"], repo)
+    assert proc.returncode == 0, proc.stderr
+    assert "gamma-all: skipped, not buildable here" in proc.stdout + proc.stderr
+    built = re.findall(r"^(\S+) \(linux/amd64\): .* -> (\S+)$", proc.stdout, re.M)
+    assert [name for name, _ in built] == ["alpha-all", "beta-all"], proc.stdout
+    assert run_cli(["image", "--all", "alpha-all"], repo).returncode == 2  # one or the other

@@ -18,7 +18,9 @@ from enginebuild.workspace import Workspace
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("images", nargs="+", metavar="IMAGE")
+    parser.add_argument("images", nargs="*", metavar="IMAGE")
+    parser.add_argument("--all", action="store_true",
+                        help="every buildable image of the catalogue (those whose lock pins every input here)")
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
                         help="build only this platform of the spec (repeatable)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
@@ -121,6 +123,11 @@ def check_stacks_first(ws: Workspace, plan: Any) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
+    if bool(args.images) == bool(args.all):
+        raise UserError("name the images to build, or --all")
+    if args.all:
+        args.images = [n for n in every_buildable(ws)
+                       if not args.platform or set(args.platform) & set(ws.spec(n).platforms)]
     if args.push and not args.to:
         raise UserError("--push needs --to REGISTRY/REPO")
     if not args.push and (args.to or args.tag):
@@ -157,6 +164,20 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     for name in names:
         build_one(ws, name, args, options)
     return 0
+
+
+def every_buildable(ws: Workspace) -> list[str]:
+    """`--all`: every image and variant whose lock pins every input, each other one named."""
+    names = []
+    for name in ws.buildable():
+        lock = ws.lock(ws.spec(name))
+        blocked = lock.blocked() if lock is not None else {"lock": "no lockfile"}
+        if blocked:
+            first, why = next(iter(blocked.items()))
+            output().say(f"{name}: skipped, not buildable here ({first}: {why})")
+            continue
+        names.append(name)
+    return names
 
 
 def write_outputs(ws: Workspace, plan: Any, tag: str, outputs: Any, platform: str | None) -> None:
