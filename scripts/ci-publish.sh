@@ -60,7 +60,7 @@ for row in "${rows[@]}"; do
     continue
   fi
   echo "$image: building for $platform"
-  "$PY" BUILD.py image "$image" --platform "$platform" "${cache_args[@]}"
+  "$PY" BUILD.py image "$image" --locked --platform "$platform" "${cache_args[@]}"
   if [[ "$push" != true ]]; then
     echo "| $image | built, not pushed | - |" >> "$summary"
     continue

@@ -33,12 +33,17 @@ def test_lock_check_fails_when_a_lock_is_missing(workspace):
     assert "demo: STALE lockfile: lockfiles/demo.lock does not exist" in proc.stdout
 
 
-def test_a_build_refuses_an_input_that_is_not_pinned(workspace):
+def test_a_build_locks_what_is_not_pinned_first_and_refuses_what_it_cannot_lock(workspace):
     write_image(workspace, "t", "base: 127.0.0.1:5999/nowhere/base:latest\nplatform: linux/amd64\n")
     proc = run_cli(["image", "t"], workspace)
-    assert proc.returncode == 2
-    assert "images/t/image.yaml:1: refusing to build with inputs that are not pinned in the lock" in proc.stderr
-    assert "lockfile: lockfiles/t.lock does not exist" in proc.stderr
+    assert proc.returncode == 2, proc.stderr
+    assert "t: runtime.base@linux/amd64 could not be locked before building" in proc.stderr
+    assert not (workspace / "lockfiles/t.lock").exists()  # nothing half-written
+    for flag in ("--locked", "--frozen"):
+        proc = run_cli(["image", "t", flag], workspace)
+        assert proc.returncode == 1, proc.stderr
+        assert "images/t/image.yaml:1: t: the lock would change: lockfile: lockfiles/t.lock does not exist" \
+            in proc.stderr
 
 
 def test_an_input_recorded_as_unresolvable_blocks_the_build_with_the_reason(workspace):
@@ -136,3 +141,26 @@ def test_atomic_writes_leave_no_temporary_files(tmp_path):
     write_atomic(target, b"two")
     assert target.read_bytes() == b"two"
     assert [p.name for p in tmp_path.iterdir()] == ["x.lock"]
+
+
+@pytest.mark.docker
+def test_an_edited_spec_is_locked_by_image_for_the_changed_input_only(workspace, docker_engine, debian_reachable,
+                                                                     pypi_reachable):
+    spec = ("base: scratch\nplatform: linux/amd64\nsystem: {install: extract, packages: [busybox-static]}\n"
+            'python: {version: "3.11", requirements: ["tabulate==0.9.0"]}\n')
+    write_image(workspace, "t", spec)
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    before = json.loads((workspace / "lockfiles/t.lock").read_text())
+    write_image(workspace, "t", spec.replace("[busybox-static]", "[busybox-static, jq]"))
+    proc = run_cli(["image", "t", "--locked"], workspace)
+    assert proc.returncode == 1 and "runtime.system@linux/amd64: packages changed" in proc.stderr, proc.stderr
+    assert json.loads((workspace / "lockfiles/t.lock").read_text()) == before
+    proc = run_cli(["image", "t"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "t: locked runtime.system@linux/amd64 into lockfiles/t.lock" in proc.stdout
+    after = json.loads((workspace / "lockfiles/t.lock").read_text())
+    assert after["inputs"]["runtime.python@linux/amd64"] == before["inputs"]["runtime.python@linux/amd64"]
+    names = [p["name"] for p in after["inputs"]["runtime.system@linux/amd64"]["resolved"]["packages"]]
+    assert "jq" in names
+    assert run_cli(["lock", "--check", "t"], workspace).returncode == 0
+    assert run_cli(["image", "t", "--locked"], workspace).returncode == 0  # nothing left to lock

@@ -67,6 +67,10 @@ class LockError(UserError):
     """A lockfile is missing, stale or unreadable where a pinned input is required."""
 
 
+class LockWouldChange(EngineBuildError):
+    """--locked/--frozen: the lock does not pin what the spec asks, and may not be changed."""
+
+
 class FetchError(EngineBuildError):
     """An input could not be fetched or did not match its pinned sha256."""
 

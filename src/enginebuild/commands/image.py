@@ -25,6 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="build only this platform of the spec (repeatable)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override a component build argument (part of its key)")
+    locking = parser.add_mutually_exclusive_group()
+    locking.add_argument("--locked", action="store_true",
+                         help="build only with the lock as it is: exit 1 naming any input the spec asks for that the "
+                              "lock does not pin (CI), instead of locking it first")
+    locking.add_argument("--frozen", action="store_true",
+                         help="as --locked, and never reach a network to resolve anything")
     parser.add_argument("--output", action="append", default=[], metavar="DIR|COMPONENT=DIR",
                         help="also write the runtime's filesystem (DIR), or a component's outputs (COMPONENT=DIR: "
                              "its files as the runtime has them, or its wheels) to a new folder, as Docker's "
@@ -161,9 +167,33 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                                 hint=f"did you mean {close[0]!r}?" if close else None)
     options = Options(build_args=build_args, on=on, only=only or frozenset(LAYER_KINDS))
     ws.sweep()
+    if not on and not ws.overrides:  # a --set value is never written to a lock: the plan refuses it as before
+        lock_first(ws, names, args.locked or args.frozen)
     for name in names:
         build_one(ws, name, args, options)
     return 0
+
+
+def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
+    """Inputs the spec asks for and the lock does not pin: locked first (only those), or, with
+    --locked/--frozen, refused naming them."""
+    from enginebuild.commands.lock import relock
+    from enginebuild.errors import LockWouldChange
+    from enginebuild.lock.lockfile import stale_inputs
+
+    for name in names:
+        spec = ws.spec(name)
+        stale = stale_inputs(spec, ws.lock(spec))
+        if not stale:
+            continue
+        if strict:
+            first = stale[0][0]
+            where = spec.where("base") if first == "lockfile" else spec.where(first.split("@")[0].rsplit(".", 1)[0])
+            raise LockWouldChange(f"{where}: {name}: the lock would change: "
+                                  + "; ".join(f"{inp}: {why}" for inp, why in stale),
+                                  hint=f"run `python BUILD.py lock {name}` and commit lockfiles/{spec.lock_name}.lock, "
+                                       "or build without --locked/--frozen")
+        relock(ws, name)
 
 
 def every_buildable(ws: Workspace) -> list[str]:
