@@ -93,6 +93,12 @@ def test_an_installed_enginebuild_command_is_the_same_program(tmp_path, pypi_rea
         assert [row["image"] for row in json.loads(listed.stdout)] == ["mine"]
     outside = tmp_path / "elsewhere"
     outside.mkdir()
+    wrong = subprocess.run([command, "plan", "mien"], cwd=repo, capture_output=True, text=True)
+    assert wrong.returncode == 2 and "did you mean 'mine'" in wrong.stderr
+    unlocked = subprocess.run([command, "plan", "mine"], cwd=repo, capture_output=True, text=True)
+    assert unlocked.returncode == 2 and "run `enginebuild lock mine`" in unlocked.stderr, unlocked.stderr
+    usage = subprocess.run([command, "plan", "--bogus"], cwd=repo, capture_output=True, text=True)
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: enginebuild plan ")
     lost = subprocess.run([command, "list"], cwd=outside, capture_output=True, text=True)
     assert lost.returncode == 2 and "no recipe repository here" in lost.stderr and "Traceback" not in lost.stderr
     assert subprocess.run([command, "schema"], cwd=outside, capture_output=True).returncode == 0

@@ -1,3 +1,3 @@
 from enginebuild.cli import console
 
-console()
+console(name=None)  # `python -m enginebuild`: hints keep naming `python BUILD.py`

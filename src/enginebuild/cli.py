@@ -38,8 +38,11 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="BUILD.py", description="enginebuild: hermetic, content-addressed builds of LLM "
-                                                  "serving images (vLLM, llama.cpp) for NVIDIA DGX Spark.")
+    from enginebuild.errors import command
+
+    prog = "BUILD.py" if command() == "python BUILD.py" else command()
+    parser = Parser(prog=prog, description="enginebuild: hermetic, content-addressed builds of LLM serving images "
+                                           "(vLLM, llama.cpp) for NVIDIA DGX Spark.")
     from enginebuild import __version__
 
     parser.add_argument("--version", action="version", version=f"enginebuild {__version__}")
@@ -130,13 +133,16 @@ def _verb(argv: list[str]) -> str | None:
     return None
 
 
-def console() -> None:
+def console(name: str | None = "enginebuild") -> None:
     """The `enginebuild` command (pip install): `python BUILD.py` of the recipe repository the
     current folder is in, found by walking up to enginebuild.yaml or images/."""
     import os
 
+    from enginebuild.errors import set_command
     from enginebuild.fastpath import answer
 
+    if name:
+        set_command(name)
     argv = sys.argv[1:]
     root = recipe_root(Path(os.getcwd()))
     verb = _verb(argv)

@@ -25,6 +25,19 @@ class Where:
         return f"{self.file}:{self.line}" if self.line else self.file
 
 
+_COMMAND = ["python BUILD.py"]
+
+
+def command() -> str:
+    """How the user runs enginebuild, for hints: `python BUILD.py`, or `enginebuild` when the
+    pip-installed command started this process."""
+    return _COMMAND[0]
+
+
+def set_command(name: str) -> None:
+    _COMMAND[0] = name
+
+
 class EngineBuildError(Exception):
     exit_code = EXIT_FAILED
 

@@ -26,7 +26,7 @@ from enginebuild.build.assemble import Assembler
 from enginebuild.build.executor import Executor, final_config
 from enginebuild.build.fetch import git_wheels
 from enginebuild.build.layerdiff import differences
-from enginebuild.errors import BuildFailed
+from enginebuild.errors import BuildFailed, command
 from enginebuild.io.files import temp_path
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store
@@ -133,7 +133,7 @@ def local_reference(home: Path, plan: ImagePlan) -> Reference:
         layers = assembler.layers(plan.runtime)
     except BuildFailed:
         raise BuildFailed(f"{plan.image} ({plan.platform}) is not built here to compare with",
-                          hint=f"run `python BUILD.py image {plan.image}` first, or give --against REPO@sha256:...")
+                          hint=f"run `{command()} image {plan.image}` first, or give --against REPO@sha256:...")
     config = final_config(assembler, plan).render(layers)
 
     def layer_tar(index: int, folder: Path) -> Path:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from enginebuild.errors import UserError
+from enginebuild.errors import UserError, command
 from enginebuild.io import faults
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
@@ -191,7 +191,7 @@ def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
             where = spec.where("base") if first == "lockfile" else spec.where(first.split("@")[0].rsplit(".", 1)[0])
             raise LockWouldChange(f"{where}: {name}: the lock would change: "
                                   + "; ".join(f"{inp}: {why}" for inp, why in stale),
-                                  hint=f"run `python BUILD.py lock {name}` and commit lockfiles/{spec.lock_name}.lock, "
+                                  hint=f"run `{command()} lock {name}` and commit lockfiles/{spec.lock_name}.lock, "
                                        "or build without --locked/--frozen")
         relock(ws, name)
 
@@ -337,4 +337,4 @@ def check_kernels(ws: Workspace, spec: Any, lock: Any, plan: Any) -> None:
         return
     raise BuildFailed("the kernel architecture check failed:\n    " + "\n    ".join(lines),
                       hint=f"the image is built and tagged; it lacks kernels for what it declares "
-                           f"(`python BUILD.py verify {spec.name} --json` lists every binary)")
+                           f"(`{command()} verify {spec.name} --json` lists every binary)")

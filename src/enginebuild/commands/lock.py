@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from enginebuild.errors import EXIT_FAILED
+from enginebuild.errors import EXIT_FAILED, command
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 
@@ -99,7 +99,7 @@ def relock(ws: Workspace, name: str) -> None:
 
             inp, why = next(iter(failed.items()))
             raise LockError(f"{spec.file}: {name}: {inp} could not be locked before building: {why}",
-                            hint=f"run `python BUILD.py lock {name}` where its source is reachable")
+                            hint=f"run `{command()} lock {name}` where its source is reachable")
         write_lock(ws.root, spec, lock)
         print(f"{name}: locked {', '.join(inp for inp, _ in stale)} into lockfiles/{spec.lock_name}.lock")
 
@@ -150,7 +150,7 @@ def _check(ws: Workspace, names: list[str], broken: list[str], buildable: bool) 
             unbuildable += 1
     if bad:
         output().say(f"{bad} image(s) with a broken spec or a stale or missing lock; fix the spec, run "
-                     "`python BUILD.py lock` and commit lockfiles/")
+                     f"`{command()} lock` and commit lockfiles/")
         return EXIT_FAILED
     if unbuildable and buildable:
         output().say(f"{unbuildable} image(s) not buildable here (--buildable): their inputs must be resolved "

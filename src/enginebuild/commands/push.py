@@ -10,7 +10,7 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from enginebuild.errors import BuildFailed, UserError
+from enginebuild.errors import BuildFailed, UserError, command
 from enginebuild.io import faults
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
@@ -68,7 +68,7 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
         missing = [n.name for n in plan.runtime.layers if layer_blobs(store, n) is None]
         if missing:
             raise BuildFailed(f"{name} ({plan.platform}) is not built at its current inputs ({missing[0]} is missing)",
-                              hint=f"run `python BUILD.py image {name}` first, or `image {name} --push --to {to}`")
+                              hint=f"run `{command()} image {name}` first, or `image {name} --push --to {to}`")
         damaged = [n.name for n in plan.runtime.layers
                    if not all(store.intact(sha, n.name) for sha, _ in layer_blobs(store, n) or ())]
         if damaged:  # built before, damaged in the store since: made again now, as `image` would

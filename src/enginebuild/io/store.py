@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from enginebuild.errors import FetchError
+from enginebuild.errors import FetchError, command
 from enginebuild.io import faults
 from enginebuild.io.files import disk_full, mutex, sweep, temp_path, write_atomic
 from enginebuild.io.progress import Transfer, output
@@ -95,7 +95,7 @@ class Store:
         """The stored blob, re-hashed now; a blob that no longer matches is deleted and refused."""
         path = self.path(sha256)
         if not path.is_file():
-            raise FetchError(f"{what} (sha256 {sha256[:12]}) is not in the store", hint="run `python BUILD.py fetch`")
+            raise FetchError(f"{what} (sha256 {sha256[:12]}) is not in the store", hint=f"run `{command()} fetch`")
         actual = sha256_file(path)
         if actual != sha256:
             with contextlib.suppress(FileNotFoundError):

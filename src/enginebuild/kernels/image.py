@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from enginebuild.build.assemble import layer_blobs
-from enginebuild.errors import BuildFailed, UserError
+from enginebuild.errors import BuildFailed, UserError, command
 from enginebuild.io.store import Store
 from enginebuild.kernels.archs import parse_declared
 from enginebuild.kernels.cuobjdump import Cuobjdump
@@ -82,7 +82,7 @@ def tool_of(lock: Lock, store: Store) -> Cuobjdump:
     raw = lock.raw("tools.cuobjdump")
     if not raw:
         raise UserError(f"lockfiles/{lock.image.replace(':', '--')}.lock pins no cuobjdump (tools.cuobjdump)",
-                        hint="run `python BUILD.py lock`")
+                        hint=f"run `{command()} lock`")
     return Cuobjdump.from_pin(ToolPin.from_json(raw), store)
 
 
@@ -92,7 +92,7 @@ def verify_plan(spec: ImageSpec, lock: Lock | None, plan: ImagePlan, store: Stor
         raise UserError(f"{spec.file}: {spec.name} declares no cuda-archs: nothing to verify",
                         hint="list the kernel architectures its binaries must carry, such as cuda-archs: [12.1a]")
     if lock is None:
-        raise UserError(f"{spec.file}: {spec.name} has no lockfile", hint=f"run `python BUILD.py lock {spec.name}`")
+        raise UserError(f"{spec.file}: {spec.name} has no lockfile", hint=f"run `{command()} lock {spec.name}`")
     start = time.monotonic()
     tool = tool_of(lock, store)
     layers = []
@@ -105,11 +105,11 @@ def verify_plan(spec: ImageSpec, lock: Lock | None, plan: ImagePlan, store: Stor
         blobs = layer_blobs(store, node)
         if blobs is None:
             raise BuildFailed(f"{spec.name} ({plan.platform}) is not built at its current inputs ({node.name})",
-                              hint=f"run `python BUILD.py image {spec.name}` first")
+                              hint=f"run `{command()} image {spec.name}` first")
         for sha, _ in blobs:
             if not store.intact(sha, node.name):  # re-hashed only when its stat moved since it was last
                 raise BuildFailed(f"{spec.name} ({plan.platform}): a stored layer of {node.name} is damaged",
-                                  hint=f"run `python BUILD.py image {spec.name}`: it is made again")
+                                  hint=f"run `{command()} image {spec.name}`: it is made again")
             layers.append((node.name, store.path(sha), rules))
     verdict = Verdict(spec.name, plan.platform, declared, scan_layers(layers, tool, store), len(layers))
     verdict.seconds = time.monotonic() - start

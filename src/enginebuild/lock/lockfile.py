@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from enginebuild.errors import LockError
+from enginebuild.errors import LockError, command
 from enginebuild.io.files import write_atomic
 from enginebuild.lock.inputs import Input, image_inputs
 from enginebuild.spec.model import ImageSpec
@@ -121,16 +121,16 @@ def read_lock(root: Path, spec: ImageSpec) -> Lock | None:
     except ValueError as exc:
         raise LockError(f"{display}: not valid JSON ({exc})",
                         hint=f"restore it with `git checkout -- {display}`, or delete it and run "
-                             f"`python BUILD.py lock {spec.name}` to resolve every input again") from None
+                             f"`{command()} lock {spec.name}` to resolve every input again") from None
     if not isinstance(doc, dict) or doc.get("enginebuild-lock") not in (1, FORMAT):
         raise LockError(f"{display}: not an enginebuild lockfile (format {FORMAT})",
-                        hint=f"delete it and run `python BUILD.py lock {spec.name}`")
+                        hint=f"delete it and run `{command()} lock {spec.name}`")
     if doc.get("image") != spec.name:
         raise LockError(f"{display}: this lock is for image {doc.get('image')!r}, not {spec.name!r}",
-                        hint=f"it was copied from another image; delete it and run `python BUILD.py lock {spec.name}`")
+                        hint=f"it was copied from another image; delete it and run `{command()} lock {spec.name}`")
     if not isinstance(doc.get("inputs"), dict) or not isinstance(doc.get("created"), str):
         raise LockError(f"{display}: malformed (created or inputs missing)",
-                        hint=f"delete it and run `python BUILD.py lock {spec.name}`")
+                        hint=f"delete it and run `{command()} lock {spec.name}`")
     entries = {}
     for name, entry in doc["inputs"].items():
         if not isinstance(entry, dict) or "request" not in entry:
@@ -138,7 +138,7 @@ def read_lock(root: Path, spec: ImageSpec) -> Lock | None:
         problem = _check_pins(entry.get("resolved"))
         if problem:
             raise LockError(f"{display}: inputs.{name}: {problem}",
-                            hint=f"run `python BUILD.py lock {spec.name} --update` to resolve it again")
+                            hint=f"run `{command()} lock {spec.name} --update` to resolve it again")
         entries[name] = Entry(entry["request"], entry.get("resolved"), entry.get("unresolved"))
     lock = Lock(spec.name, doc["created"], entries)
     if doc["enginebuild-lock"] == 1:

@@ -7,7 +7,7 @@ import io
 import tarfile
 from typing import Any
 
-from enginebuild.errors import BuildFailed
+from enginebuild.errors import BuildFailed, command
 from enginebuild.io.store import Blob, HashingWriter, make_blob
 from enginebuild.io.tars import TarWriter, clean_name
 from enginebuild.patches.check import check_stack
@@ -19,7 +19,7 @@ from enginebuild.spec.model import PatchRef
 def stack_failure(owner: str, description: str, result: Any, hint_image: str) -> BuildFailed:
     return BuildFailed(f"patch {result.name} does not apply to {owner} {description} ({result.status}): "
                        f"{result.detail}",
-                       hint=f"`python BUILD.py patches check {hint_image}` shows what the source has instead")
+                       hint=f"`{command()} patches check {hint_image}` shows what the source has instead")
 
 
 def patched_tree(ctx: Context, owner: str, source: Source, pin: Any, patches: tuple[PatchRef, ...], key: str,

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from enginebuild.errors import LockError, UserError
+from enginebuild.errors import LockError, UserError, command
 from enginebuild.lock.lockfile import Lock, stale_inputs
 from enginebuild.patches.patchfile import PatchFile
 from enginebuild.sources import Source
@@ -61,7 +61,7 @@ def stack_targets(ctx: Context, spec: ImageSpec, lock: Lock | None, *, engine_re
                                             p[0] == f"overlays.{target_owner}.source" for p in problems)):
         detail = "; ".join(f"{n}: {why}" for n, why in problems)
         raise LockError(f"{spec.file}: the lock does not pin the sources the patches apply to ({detail})",
-                        hint=f"run `python BUILD.py lock {spec.name}`")
+                        hint=f"run `{command()} lock {spec.name}`")
     targets = []
     for owner, name, source, patches in found:
         parsed = [p.patch for p in patches]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from enginebuild.errors import LockError, SpecError
+from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.lock.inputs import Input, image_inputs
 from enginebuild.lock.lockfile import Lock
@@ -41,7 +41,7 @@ class Pins:
                 return placeholder(inp)
             why = entry.unresolved if entry and entry.unresolved else "not in the lock"
             raise LockError(f"{inp.where}: input {name} is not pinned in lockfiles/{self.spec.lock_name}.lock: {why}",
-                            hint=f"run `python BUILD.py lock {self.spec.name}` where its source is reachable")
+                            hint=f"run `{command()} lock {self.spec.name}` where its source is reachable")
         return inp.decode(entry.resolved)
 
 
@@ -155,7 +155,7 @@ class EnvPlanner:
             if self.pins.strict and base is not None and not on and python.base_digest != base.digest:
                 raise LockError(f"{self.spec.where('python')}: the Python requirements were resolved against "
                                 f"{python.base_digest or 'no base'}, not the locked base {base.digest}",
-                                hint=f"run `python BUILD.py lock {self.spec.name}`")
+                                hint=f"run `{command()} lock {self.spec.name}`")
             for pin_ in python.installed():
                 if pin_.origin == "component":
                     continue  # installed after the component that builds it (plan/image.py)

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from enginebuild.errors import LockError, SpecError
+from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.lock.inputs import role_of
 from enginebuild.lock.lockfile import Lock, stale_inputs
@@ -55,7 +55,7 @@ def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
         first = problems[0][0]
         where = spec.where("base") if first == "lockfile" else spec.where(first.split("@")[0].rsplit(".", 1)[0])
         raise LockError(f"{where}: refusing to build with inputs that are not pinned in the lock ({detail})",
-                        hint=f"run `python BUILD.py lock {spec.name}` and commit lockfiles/{spec.lock_name}.lock")
+                        hint=f"run `{command()} lock {spec.name}` and commit lockfiles/{spec.lock_name}.lock")
     assert lock is not None
     blocked = lock.blocked()
     if blocked:
@@ -63,7 +63,7 @@ def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
         more = f" (and {len(blocked) - 1} more input(s))" if len(blocked) > 1 else ""
         raise LockError(f"{spec.file}: {spec.name} is not buildable here: input {name} is not pinned completely in "
                         f"lockfiles/{spec.lock_name}.lock: {why}{more}",
-                        hint=f"run `python BUILD.py lock {spec.name}` where its sources are reachable")
+                        hint=f"run `{command()} lock {spec.name}` where its sources are reachable")
     return lock
 
 
@@ -164,7 +164,7 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         lock = check_lock_for_build(spec, lock)
     if lock is None:
         raise LockError(f"lockfiles/{spec.lock_name}.lock does not exist",
-                        hint=f"run `python BUILD.py lock {spec.name}` (or `render --unpinned` to read the plan)")
+                        hint=f"run `{command()} lock {spec.name}` (or `render --unpinned` to read the plan)")
     pins = Pins(spec, lock, strict=options.strict)
     planner = EnvPlanner(spec, pins, platform)
     only = options.only

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from enginebuild.errors import SpecError, UserError, Where
+from enginebuild.errors import SpecError, UserError, Where, command
 from enginebuild.spec import fields
 from enginebuild.spec.model import ImageSpec
 from enginebuild.spec.reader import read_image
@@ -106,7 +106,7 @@ class Catalog:
     def _no_such(self, name: str) -> UserError:
         close = difflib.get_close_matches(name, self.names(), n=1)
         return UserError(f"no image named {name!r} (looked for {self.display(name)})",
-                         hint=f"did you mean {close[0]!r}?" if close else "`python BUILD.py list` shows the images")
+                         hint=f"did you mean {close[0]!r}?" if close else f"`{command()} list` shows the images")
 
     def load(self, name: str, overrides: tuple[str, ...] = ()) -> ImageSpec:
         image, variant = split_name(name)
