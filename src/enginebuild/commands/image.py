@@ -282,7 +282,8 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
         what = ", ".join(done) if done else "nothing to build"
         print(f"{name} ({platform}): {what} in {elapsed:.1f}s -> {tags[-1]}")
         for comp_name, size in sorted(outcome.output_sizes.items()):
-            output().say(f"  component {comp_name}: outputs {size} bytes")
+            if f"component {comp_name}" not in outcome.built:  # a built one said its size as it finished
+                output().say(f"  component {comp_name}: outputs {size} bytes")
         if not options.on:
             check_kernels(ws, spec, lock, plan)
         if args.output:
