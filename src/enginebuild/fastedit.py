@@ -73,6 +73,7 @@ class Replay:
 
     def files_layer(self, node: dict[str, Any], epoch: int) -> tuple[str, dict[str, Any]]:
         """The node's key now, and its updated record."""
+        from enginebuild.io.files import image_mode
         from enginebuild.plan import keys
 
         files = []
@@ -81,7 +82,7 @@ class Replay:
             if f["src"] in self.contents:
                 f["digest"] = hashlib.sha256(self.contents[f["src"]]).hexdigest()
                 if not f["given"]:
-                    f["mode"] = 0o755 if os.stat(f["src"]).st_mode & 0o111 else 0o644
+                    f["mode"] = image_mode(os.stat(f["src"]).st_mode)
             files.append(f)
         key = keys.key_of("files", entries=[[f["dest"], f["mode"], f["digest"]] for f in files], epoch=epoch)
         inputs = dict(node["inputs"])

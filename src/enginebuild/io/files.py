@@ -33,6 +33,12 @@ class DiskFull(EngineBuildError):
     """No space left where enginebuild writes; nothing partial was kept."""
 
 
+def image_mode(st_mode: int) -> int:
+    """The one rule for a file's mode in a layer enginebuild writes: 0755 when any execute bit
+    is set, else 0644 (owner, time and other bits come from the plan, never the host)."""
+    return 0o755 if st_mode & 0o111 else 0o644
+
+
 def disk_full(path: Path, exc: OSError) -> DiskFull:
     return DiskFull(f"no space left on the device holding {path} ({exc.strerror}); nothing partial was kept",
                     hint="free some space (or set ENGINEBUILD_HOME to a larger disk) and run the command again")

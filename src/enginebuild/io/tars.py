@@ -20,6 +20,7 @@ from typing import IO, Any, cast
 
 from enginebuild.errors import EngineBuildError
 from enginebuild.io import faults
+from enginebuild.io.files import image_mode
 
 FORMAT = tarfile.PAX_FORMAT
 _KEEP_PAX = ("SCHILY.xattr.",)  # file capabilities and ACLs mean something; times and names do not
@@ -161,7 +162,7 @@ def walk_folder(folder: Path) -> Iterator[FolderEntry]:
             elif stat.S_ISDIR(st.st_mode):
                 yield FolderEntry(rel, path, "dir", 0o755)
             elif stat.S_ISREG(st.st_mode):
-                yield FolderEntry(rel, path, "file", 0o755 if st.st_mode & 0o111 else 0o644)
+                yield FolderEntry(rel, path, "file", image_mode(st.st_mode))
 
 
 def write_folder(writer: TarWriter, folder: Path, prefix: str = "", entries: Iterable[FolderEntry] | None = None,

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from enginebuild.errors import FetchError
-from enginebuild.io.files import mutex, write_atomic
+from enginebuild.io.files import image_mode, mutex, write_atomic
 from enginebuild.io.git import Mirror, git
 from enginebuild.io.progress import output
 from enginebuild.io.store import Blob, Store, make_blob, sha256_bytes
@@ -70,7 +70,7 @@ class DirTree(SourceTree):
         return {p: (self.root / p).read_bytes() if self.kind(p) == FILE else None for p in paths}
 
     def mode(self, path: str) -> int:
-        return 0o755 if (self.root / path).stat().st_mode & 0o111 else 0o644
+        return image_mode((self.root / path).stat().st_mode)
 
 
 def _archive_top(name: str) -> tuple[str, str]:
@@ -261,7 +261,7 @@ def archive_to_tree(store: Store, archive: Path, what: str, mtime: int, strip_to
                     if member.isdir():
                         member.mode = 0o755
                     elif member.isreg():
-                        member.mode = 0o755 if member.mode & 0o111 else 0o644
+                        member.mode = image_mode(member.mode)
                     writer.add_member(member, tar.extractfile(member) if member.isreg() else None)
         except (OSError, tarfile.TarError, EOFError) as exc:
             if is_disk_full(exc):

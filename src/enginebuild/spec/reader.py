@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from enginebuild.errors import SpecError, Where
+from enginebuild.io.files import image_mode
 from enginebuild.io.recipefiles import open_recipe_file, read_recipe_file
 from enginebuild.patches.patchfile import PatchError, parse_patch
 from enginebuild.sources import Source, kind
@@ -128,12 +129,12 @@ class Reader:
             return m.FileGroup(dest, tuple(entries), where, ("folder", str(candidate), ""))
         src, display = self.local_file(rel, src_path)
         name = dest + candidate.name if dest.endswith("/") else dest
-        mode = forced if forced is not None else (0o755 if src.stat().st_mode & 0o111 else 0o644)
+        mode = forced if forced is not None else image_mode(src.stat().st_mode)
         return m.FileGroup(dest, (m.FileEntry(name, mode, display, src=src, mode_given=forced is not None),), where)
 
     def _entry(self, dest: str, path: Path, forced: int | None, spec_path: str) -> m.FileEntry:
         real, display = self.local_file(str(path.relative_to(self.folder(spec_path))), spec_path)
-        mode = forced if forced is not None else (0o755 if real.stat().st_mode & 0o111 else 0o644)
+        mode = forced if forced is not None else image_mode(real.stat().st_mode)
         return m.FileEntry(dest, mode, display, src=real, mode_given=forced is not None)
 
     def files(self, node: Any, path: str) -> tuple[m.FileGroup, ...]:
@@ -293,7 +294,7 @@ class Reader:
                     if isinstance(item, YMap) and isinstance(item.get("files"), YList):
                         self.wheres[f"{path}[{i}].files[{j}]"] = item["files"].at(j)
                     real, display = self.local_file(rel, f"{path}[{i}].files[{j}]")
-                    files.append(m.FileEntry(real.name, 0o755 if real.stat().st_mode & 0o111 else 0o644, display,
+                    files.append(m.FileEntry(real.name, image_mode(real.stat().st_mode), display,
                                              src=real))
                 names = [f.dest for f in files]
                 if len(set(names)) != len(names):
