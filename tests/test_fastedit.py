@@ -265,7 +265,7 @@ def test_a_copied_file_swapped_for_a_symlink_to_a_host_file_is_refused_not_copie
         proc = run_cli(["image", name], ws, env={"ENGINEBUILD_DEBUG": "1"})
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert FAST not in proc.stdout and "nothing to build" not in proc.stdout
-        assert "resolves outside the image folder" in proc.stderr
+        assert "resolves outside the recipe repository" in proc.stderr
     import hashlib
 
     assert filesystem(ref(ws))["opt/app/run.sh"][4] == hashlib.sha256(FILES["run.sh"].encode()).hexdigest()

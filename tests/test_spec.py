@@ -102,15 +102,33 @@ def test_a_missing_file_is_named_with_its_line(workspace):
         "images/t/image.yaml:4: files./opt/x/launch.sh: file not found: images/t/launch.sh"
 
 
-def test_paths_leaving_the_image_folder_are_refused(workspace):
+def test_paths_leaving_the_recipe_repository_are_refused(workspace):
     write_image(workspace, "t", MINIMAL + "files:\n  /opt/x/passwd: ../../../etc/passwd\n")
-    assert "'..' is not allowed" in spec_error(workspace, "t")
+    assert "'../../../etc/passwd' resolves outside the recipe repository" in spec_error(workspace, "t")
+    write_image(workspace, "t", MINIMAL + "files:\n  /opt/x/: '../../../*'\n")
+    assert "resolves outside the recipe repository" in spec_error(workspace, "t")
 
 
-def test_symlinks_escaping_the_image_folder_are_refused(workspace):
+def test_symlinks_escaping_the_recipe_repository_are_refused(workspace):
     folder = write_image(workspace, "t", MINIMAL + "files:\n  /opt/x/passwd: link\n")
     os.symlink("/etc/passwd", folder / "link")
-    assert "resolves outside the image folder" in spec_error(workspace, "t")
+    assert "'link' resolves outside the recipe repository (to /etc/passwd)" in spec_error(workspace, "t")
+
+
+def test_files_may_come_from_a_shared_folder_of_the_recipe_repository(workspace):
+    shared = workspace / "scripts"
+    shared.mkdir()
+    (shared / "wait.sh").write_text("#!/bin/sh\necho waiting\n")
+    (shared / "wait.sh").chmod(0o755)
+    (shared / "bench.sh").write_text("#!/bin/sh\necho bench\n")
+    write_image(workspace, "t", MINIMAL + "files:\n  /opt/bin/wait.sh: ../../scripts/wait.sh\n"
+                                          "  /opt/all/: '../../scripts/*.sh'\n")
+    from enginebuild.spec.catalog import Catalog
+
+    groups = {g.key: g for g in Catalog(workspace).load("t").files}
+    (wait,) = groups["/opt/bin/wait.sh"].entries
+    assert (wait.display, wait.mode) == ("scripts/wait.sh", 0o755)
+    assert sorted(e.dest for e in groups["/opt/all/"].entries) == ["/opt/all/bench.sh", "/opt/all/wait.sh"]
 
 
 def test_destination_paths_with_shell_or_dockerfile_syntax_are_refused(workspace):

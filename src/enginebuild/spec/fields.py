@@ -52,6 +52,18 @@ def rel_path(value: str) -> str | None:
     return None
 
 
+def repo_path(value: str) -> str | None:
+    """A path beside the spec that may reach elsewhere in the recipe repository with `..` (a
+    shared scripts/ folder); the reader refuses one that resolves outside the repository."""
+    if value.startswith("/"):
+        return f"expected a path relative to the spec's folder, got absolute path {value!r}"
+    if "\\" in value or no_control(value):
+        return f"invalid path {value!r}"
+    if not value or value == "." or value.strip("/") == "":
+        return "empty path"
+    return None
+
+
 def _requirement(value: str) -> str | None:
     try:
         req = Requirement(value)
@@ -96,7 +108,7 @@ def _command(value: str) -> str | None:
 
 def _source_files(value: str) -> str | None:
     """A file, a folder or a glob beside the spec."""
-    problem = rel_path(value.rstrip("/"))
+    problem = repo_path(value.rstrip("/") or value)
     if problem:
         return problem
     if any(c in value for c in "[]{}"):
@@ -107,7 +119,7 @@ def _source_files(value: str) -> str | None:
 TEXT = Str(test=no_control)
 SCALAR_TEXT = Str(test=no_control, allow_int=True, what="a string (quote it)")
 ABS = Str(test=_abs_path, what="an absolute path")
-REL = Str(test=rel_path, what="a relative path")
+REL = Str(test=repo_path, what="a path beside the spec (or, with .., elsewhere in the recipe repository)")
 COMMAND = OneOf((Str(test=_command, what="a shell command"), ListOf(Str(test=no_control), max_items=256)),
                 description="a shell command (a string) or an exec-form list")
 PATCHES = ListOf(Str(test=_patch_name, what="a patch name"), unique=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -83,18 +84,25 @@ class Reader:
         except ValueError:
             return str(path)
 
+    def inside_repository(self, real: Path, rel: str, path: str) -> None:
+        """Recipe files may live anywhere inside the recipe repository (a shared scripts/ folder
+        reached with ..), never outside it, by a path or through a symlink."""
+        root = self.root.resolve()
+        if real != root and root not in real.parents:
+            raise SpecError(self.where(path), path, f"{rel!r} resolves outside the recipe repository (to {real})",
+                            hint="files must live inside the recipe repository; copy it in instead of linking to it")
+
     def local_file(self, rel: str, path: str) -> tuple[Path, str]:
         where, folder = self.where(path), self.folder(path)
         candidate = folder / rel
+        self.inside_repository(Path(os.path.normpath(candidate)), rel, path)  # by its words, before the disk
         if not candidate.exists() and not candidate.is_symlink():
             raise SpecError(where, path, f"file not found: {self.display(candidate)}")
         real = candidate.resolve()
-        if real != folder and folder not in real.parents:
-            raise SpecError(where, path, f"{rel!r} resolves outside the image folder (to {real})",
-                            hint="files must live inside the folder of the spec that names them")
+        self.inside_repository(real, rel, path)
         if not real.is_file():
             raise SpecError(where, path, f"expected a regular file: {rel}")
-        return real, self.display(candidate)
+        return real, self.display(Path(os.path.normpath(candidate)))
 
     # -- files -----------------------------------------------------------------------------
     def file_group(self, dest: str, entry: Any, path: str) -> m.FileGroup:
@@ -108,6 +116,8 @@ class Reader:
         rel = entry["src"] if isinstance(entry, dict) else entry
         src_path = f"{path}.src" if isinstance(entry, dict) else path
         folder = self.folder(src_path)
+        fixed = rel.split("*")[0].split("?")[0]  # what a glob cannot change: checked by its words, before any listing
+        self.inside_repository(Path(os.path.normpath(folder / fixed)) if fixed else folder, rel, src_path)
         if any(c in rel for c in "*?"):
             if not dest.endswith("/"):
                 raise SpecError(where, path, f"a glob ({rel}) copies several files: end the destination with /")
@@ -119,8 +129,7 @@ class Reader:
         candidate = folder / rel.rstrip("/")
         if candidate.is_dir():
             real = candidate.resolve()
-            if real != folder and folder not in real.parents:
-                raise SpecError(where, path, f"{rel!r} resolves outside the image folder (to {real})")
+            self.inside_repository(real, rel, path)
             base = dest.rstrip("/")
             entries = [self._entry(f"{base}/{p.relative_to(candidate).as_posix()}", p, forced, src_path)
                        for p in listed("folder", candidate, "")]
@@ -133,7 +142,7 @@ class Reader:
         return m.FileGroup(dest, (m.FileEntry(name, mode, display, src=src, mode_given=forced is not None),), where)
 
     def _entry(self, dest: str, path: Path, forced: int | None, spec_path: str) -> m.FileEntry:
-        real, display = self.local_file(str(path.relative_to(self.folder(spec_path))), spec_path)
+        real, display = self.local_file(os.path.relpath(path, self.folder(spec_path)), spec_path)
         mode = forced if forced is not None else image_mode(real.stat().st_mode)
         return m.FileEntry(dest, mode, display, src=real, mode_given=forced is not None)
 
