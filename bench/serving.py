@@ -37,9 +37,7 @@ LINE = 'SRV_INF("listening on %s\\n", address.c_str());'
 def _sdist(ws: Path, env: dict) -> Path:
     lock = json.loads((ws / "lockfiles/llamacpp-cpu.lock").read_text())
     sha = lock["inputs"]["components.llama.cpp.source"]["resolved"]["sha256"]
-    home = Path(run([sys.executable, "-c", "from enginebuild.settings import settings; print(settings().home)"],
-                    env={**env, "PYTHONPATH": str(ROOT / "src")}).stdout.strip())
-    return home / "cas/sha256" / sha[:2] / sha
+    return Path(env["ENGINEBUILD_HOME"]) / "cas/sha256" / sha[:2] / sha  # the bench's own store
 
 
 def _edit_patch(sdist: Path, salt: str) -> str:

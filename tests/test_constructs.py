@@ -572,13 +572,14 @@ def test_output_refuses_a_folder_with_files_and_an_unknown_component_before_buil
 
 # -- 14. named environments ----------------------------------------------------------------------------
 
-NAMED = """base: scratch
-platform: linux/amd64
-system:
+# a scratch runtime with busybox's shell and tools
+BUSYBOX_RUNTIME = SCRATCH + """system:
   install: extract
   packages: [busybox-static]
   run: [["/bin/busybox", "--install", "-s", "/bin"]]
-environments:
+"""
+
+NAMED = BUSYBOX_RUNTIME + """environments:
   tools:
     base: scratch
     system:
@@ -666,15 +667,7 @@ def test_manifest_label_moves_the_manifest_of_an_image_with_files_out_of_its_lay
 
 # -- 16. init: true -----------------------------------------------------------------------------------
 
-SLEEPER = """
-    base: scratch
-    platform: linux/amd64
-    system:
-      install: extract
-      packages: [busybox-static]
-      run: [["/bin/busybox", "--install", "-s", "/bin"]]
-    entrypoint: ["/bin/sh", "-c", "exec sleep 1000"]
-    """
+SLEEPER = BUSYBOX_RUNTIME + 'entrypoint: ["/bin/sh", "-c", "exec sleep 1000"]\n'
 
 
 @pytest.mark.docker

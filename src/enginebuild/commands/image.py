@@ -179,7 +179,7 @@ def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
     --locked/--frozen, refused naming them."""
     from enginebuild.commands.lock import relock
     from enginebuild.errors import LockWouldChange
-    from enginebuild.lock.lockfile import stale_inputs
+    from enginebuild.lock.lockfile import input_where, stale_inputs
 
     for name in names:
         spec = ws.spec(name)
@@ -188,7 +188,7 @@ def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
             continue
         if strict:
             first = stale[0][0]
-            where = spec.where("base") if first == "lockfile" else spec.where(first.split("@")[0].rsplit(".", 1)[0])
+            where = input_where(spec, first)
             raise LockWouldChange(f"{where}: {name}: the lock would change: "
                                   + "; ".join(f"{inp}: {why}" for inp, why in stale),
                                   hint=f"run `{command()} lock {name}` and commit lockfiles/{spec.lock_name}.lock, "

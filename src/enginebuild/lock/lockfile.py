@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from enginebuild.errors import LockError, command
+from enginebuild.errors import LockError, Where, command
 from enginebuild.io.files import write_atomic
 from enginebuild.lock.inputs import Input, image_inputs
 from enginebuild.spec.model import ImageSpec
@@ -162,6 +162,11 @@ def migrate_v1(lock: Lock, spec: ImageSpec) -> Lock:
 
 def write_lock(root: Path, spec: ImageSpec, lock: Lock) -> None:
     write_atomic(lock_path(root, spec.lock_name), lock.to_json())
+
+
+def input_where(spec: ImageSpec, name: str) -> Where:
+    """The spec line an input (or the missing lockfile, named "lockfile") comes from."""
+    return spec.where("base") if name == "lockfile" else spec.where(name.split("@")[0].rsplit(".", 1)[0])
 
 
 def stale_inputs(spec: ImageSpec, lock: Lock | None) -> list[tuple[str, str]]:

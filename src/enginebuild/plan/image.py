@@ -13,7 +13,7 @@ from typing import Any
 from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.lock.inputs import role_of
-from enginebuild.lock.lockfile import Lock, stale_inputs
+from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
 from enginebuild.lock.pins import PythonPin
 from enginebuild.plan import keys
 from enginebuild.plan.components import component_node
@@ -53,7 +53,7 @@ def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
     if problems:
         detail = "; ".join(f"{name}: {why}" for name, why in problems)
         first = problems[0][0]
-        where = spec.where("base") if first == "lockfile" else spec.where(first.split("@")[0].rsplit(".", 1)[0])
+        where = input_where(spec, first)
         raise LockError(f"{where}: refusing to build with inputs that are not pinned in the lock ({detail})",
                         hint=f"run `{command()} lock {spec.name}` and commit lockfiles/{spec.lock_name}.lock")
     assert lock is not None
