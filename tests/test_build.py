@@ -104,7 +104,7 @@ def test_a_runtime_python_requirement_bump_builds_no_component(built_demo, works
     assert run_cli(["lock", "demo"], workspace).returncode == 0
     plans = plan_json(workspace)
     assert same_for_all(plans, "components_to_build") == [] and same_for_all(plans, "layers_to_build") == []
-    assert "python tabulate 0.10.0" in same_for_all(plans, "layers_to_write")
+    assert any("tabulate 0.10.0" in name for name in same_for_all(plans, "layers_to_write"))
     proc = build(workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert "built" not in proc.stdout
     out = docker("run", "--rm", "--entrypoint", "python3", "enginebuild/demo:latest", "-c",

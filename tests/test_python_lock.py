@@ -127,13 +127,28 @@ def test_what_the_base_ships_constrains_the_lock_and_is_not_installed_again(work
     assert lock.raw("runtime.python@linux/amd64")["base_digest"] == digest
     plan = run_cli(["plan", "t", "--json"], workspace)
     layers = [row["name"] for row in __import__("json").loads(plan.stdout)["images"][0]["layers"]]
-    assert "python tabulate 0.9.0" in layers and not any("six" in name for name in layers)
+    assert any("tabulate 0.9.0" in name for name in layers) and not any("six" in name for name in layers)
+    # a version the base's does not satisfy replaces it, and the lock says so
     write_image(workspace, "u", python_spec("    - six==1.17.0\n", base=base))
     proc = run_cli(["lock", "u"], workspace)
-    assert proc.returncode == 2
-    assert f"six==1.16.0: shipped by the base {registry.host}/enginebuild-test/pybase@{digest}" in proc.stderr
-
-
+    assert proc.returncode == 0, proc.stderr
+    assert packages(workspace, "u")["six"]["replaces"] == "1.16.0"
+    assert packages(workspace, "u")["six"]["version"] == "1.17.0"
+    plan = __import__("json").loads(run_cli(["plan", "u", "--json"], workspace).stdout)
+    assert any("six 1.17.0 (replaces the base's 1.16.0)" in row["name"] for row in plan["images"][0]["layers"])
+    # a dependency that needs another version of what the base ships, unasked, is refused naming the base
+    index = Index(tmp_path / "index")
+    try:
+        wheel = make_wheel(tmp_path / "wheels", "needsnewsix", "1.0", requires=("six>=1.17",))
+        sha = index.add("needsnewsix", wheel)
+        write_image(workspace, "v", python_spec(f"    - {{requirement: needsnewsix, url: \"{index.file_url(wheel.name)}\", "
+                                                f"sha256: {sha}}}\n", base=base))
+        proc = run_cli(["lock", "v"], workspace)
+        assert proc.returncode == 2
+        assert f"six==1.16.0: shipped by the base {registry.host}/enginebuild-test/pybase@{digest}" in proc.stderr
+        assert "NAME==VERSION replaces what the base ships" in proc.stderr
+    finally:
+        index.stop()
 
 
 def test_a_python_version_other_than_the_runtimes_interpreter_is_refused_at_lock(workspace, pypi_reachable,

@@ -31,7 +31,7 @@ from enginebuild.plan.model import (
     LayerNode,
     Run,
     Sysroot,
-    Wheel,
+    Wheels,
 )
 from enginebuild.sources.pyindex import find_file
 
@@ -105,9 +105,9 @@ def layer_downloads(layer: LayerNode) -> list[Download]:
     if isinstance(payload, Run):
         return [Download(c.origin.sha256, c.origin.urls, c.origin.what, c.origin.size) for c in payload.context
                 if isinstance(c.origin, FromBlob)]
-    if isinstance(payload, Wheel) and payload.pin.sha256 and not payload.component_key:
-        p = payload.pin
-        return [Download(p.sha256, (p.url,), p.filename, p.size, p.index, p.name, p.filename)]
+    if isinstance(payload, Wheels):
+        return [Download(p.sha256, (p.url,), p.filename, p.size, p.index, p.name, p.filename)
+                for p in payload.pins if p.sha256]
     from enginebuild.plan.model import Files
 
     if isinstance(payload, Files):
@@ -138,5 +138,5 @@ def plan_downloads(plan: ImagePlan) -> list[Download]:
 
 
 def git_wheels(env: EnvNode) -> list[PyPin]:
-    return [layer.payload.pin for layer in env.layers if isinstance(layer.payload, Wheel)
-            and layer.payload.pin.origin == "git" and not layer.payload.component_key]
+    return [pin for layer in env.layers if isinstance(layer.payload, Wheels)
+            for pin in layer.payload.pins if pin.origin == "git"]

@@ -16,7 +16,7 @@ from enginebuild.build.assemble import Assembler, put_layer_blobs
 from enginebuild.build.debfile import write_sysroot
 from enginebuild.build.filelayer import FileItem, files_blob
 from enginebuild.build.normalize import normalize_layer
-from enginebuild.build.wheels import install_wheel
+from enginebuild.build.wheels import install_wheel, record_paths, removals, whiteout
 from enginebuild.errors import BuildFailed
 from enginebuild.io.files import temp_path
 from enginebuild.io.store import Blob, Store, make_blob
@@ -24,7 +24,7 @@ from enginebuild.io.tars import TarWriter, clean_name
 from enginebuild.oci.engine import Engine
 from enginebuild.patches.check import check_stack
 from enginebuild.patches.patched import stack_failure
-from enginebuild.plan.model import Data, Files, LayerNode, OutputTree, OverlayFiles, Sysroot, Wheel
+from enginebuild.plan.model import Data, Files, LayerNode, OutputTree, OverlayFiles, Sysroot, Wheel, Wheels
 from enginebuild.sources.trees import FILE, SourceTree
 
 
@@ -59,7 +59,9 @@ class LayerMaker:
         elif isinstance(payload, Data):
             blob = _blob(self.store, node.name, self.mtime, lambda w: w.add_bytes(payload.dest, payload.data))
         elif isinstance(payload, Wheel):
-            blob = _blob(self.store, node.name, self.mtime, lambda w: self._wheel(payload, w))
+            blob = _blob(self.store, node.name, self.mtime, lambda w: self._component_wheels(payload, w))
+        elif isinstance(payload, Wheels):
+            blob = _blob(self.store, node.name, self.mtime, lambda w: self._wheels(payload, w))
         elif isinstance(payload, OutputTree):
             blob = _blob(self.store, node.name, self.mtime, lambda w: self._output(payload, w))
         elif isinstance(payload, OverlayFiles):
@@ -71,18 +73,42 @@ class LayerMaker:
         put_layer_blobs(self.store, node, blobs, {})
         return blobs
 
-    def _wheel(self, payload: Wheel, writer: TarWriter) -> None:
-        if payload.component_key:
-            record = self.outputs[payload.component_key]
-            wheels = [w for w in record["wheels"]]
-            for filename, sha, _ in sorted(wheels):
-                install_wheel(self.store.verified(sha, filename), filename, payload.site_packages,
-                              payload.interpreter, writer)
-            return
-        pin = payload.pin
-        path, filename = (self.store.verified(pin.sha256, pin.filename), pin.filename) if pin.sha256 \
-            else self._built_wheel(pin)
-        install_wheel(path, filename, payload.site_packages, payload.interpreter, writer)
+    def _component_wheels(self, payload: Wheel, writer: TarWriter) -> None:
+        record = self.outputs[payload.component_key]
+        for filename, sha, _ in sorted(record["wheels"]):
+            install_wheel(self.store.verified(sha, filename), filename, payload.site_packages,
+                          payload.interpreter, writer)
+
+    def _wheels(self, payload: Wheels, writer: TarWriter) -> None:
+        written: set[str] = set()
+        for pin in payload.pins:
+            wheel, filename = (self.store.verified(pin.sha256, pin.filename), pin.filename) if pin.sha256 \
+                else self._built_wheel(pin)
+            written |= install_wheel(wheel, filename, payload.site_packages, payload.interpreter, writer)
+        for folder, record in self._base_records(payload) if payload.removes else []:
+            for gone in removals(record_paths(record, folder), folder, payload.site_packages, written):
+                whiteout(writer, gone)
+
+    def _base_records(self, payload: Wheels) -> list[tuple[str, bytes]]:
+        """The RECORD of each distribution of the base these wheels replace, read from the base."""
+        self.assembler.ensure_pulled(payload.base)
+        out = []
+        with self.engine.container(payload.base) as container:
+            for name, folder in payload.removes:
+                with self.engine.archive(container, f"/{folder}/RECORD") as stream:
+                    data = None
+                    if stream is not None:
+                        with tarfile.open(fileobj=stream, mode="r|") as tar:
+                            member = next(iter(tar), None)
+                            handle = tar.extractfile(member) if member is not None and member.isreg() else None
+                            data = handle.read() if handle is not None else None
+                if data is None:
+                    raise BuildFailed(f"{name} replaces the version of the base {payload.base}, but the base has no "
+                                      f"/{folder}/RECORD saying which files are that version's",
+                                      hint="a distribution installed without a RECORD cannot be replaced file by file; "
+                                           "keep the base's version")
+                out.append((folder, data))
+        return out
 
     def _built_wheel(self, pin: Any) -> tuple[Path, str]:
         record = self.store.record("built-wheels", f"{pin.name}-{pin.commit}")
@@ -116,9 +142,8 @@ class LayerMaker:
         root = clean_name(payload.installed)
         for path in sorted(outcome.files):
             data = outcome.files[path]
-            folder, _, name = path.rpartition("/")
             if data is None:
-                writer.add_bytes(f"{root}/{folder}/.wh.{name}" if folder else f"{root}/.wh.{name}", b"")
+                whiteout(writer, f"{root}/{path}")
             else:
                 kept = tree.mode(path) if tree.kind(path) == FILE else 0o644
                 writer.add_bytes(f"{root}/{path}", data, outcome.modes.get(path, kept))

@@ -4,6 +4,9 @@ and no container. The layer's bytes depend only on the wheel and the install sch
 
 from __future__ import annotations
 
+import csv
+import io
+import posixpath
 import shutil
 import tempfile
 import zipfile
@@ -14,7 +17,7 @@ from installer.destinations import SchemeDictionaryDestination
 from installer.sources import WheelFile
 
 from enginebuild.errors import BuildFailed
-from enginebuild.io.tars import TarWriter, write_folder
+from enginebuild.io.tars import TarWriter, walk_folder, write_folder
 from enginebuild.io.unpack import Budget
 
 
@@ -26,8 +29,9 @@ def scheme(site_packages: str) -> dict[str, str]:
             "data": prefix, "headers": f"{prefix}/include/{version}"}
 
 
-def install_wheel(wheel: Path, filename: str, site_packages: str, interpreter: str, writer: TarWriter) -> None:
-    """Install the wheel stored at `wheel` (named `filename`, which the installer reads tags from)."""
+def install_wheel(wheel: Path, filename: str, site_packages: str, interpreter: str, writer: TarWriter) -> set[str]:
+    """Install the wheel stored at `wheel` (named `filename`, which the installer reads tags from);
+    returns the paths it wrote (no leading /)."""
     with zipfile.ZipFile(wheel) as zipped:  # what its members declare, before anything is written
         Budget(filename, wheel.stat().st_size).take(sum(i.file_size for i in zipped.infolist()))
     stage = Path(tempfile.mkdtemp(prefix="enginebuild-wheel-"))
@@ -43,7 +47,60 @@ def install_wheel(wheel: Path, filename: str, site_packages: str, interpreter: s
                 install(source, destination, additional_metadata={"INSTALLER": b"enginebuild\n"})
         except Exception as exc:  # installer raises plain exceptions for bad wheels
             raise BuildFailed(f"cannot install {wheel.name}: {exc}") from None
-        write_folder(writer, stage)
+        entries = list(walk_folder(stage))
+        write_folder(writer, stage, entries=entries)
+        return {e.rel for e in entries}
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(named.parent, ignore_errors=True)
+
+
+def record_paths(record: bytes, folder: str) -> set[str]:
+    """The paths (no leading /) a distribution's RECORD lists, its .dist-info folder being `folder`."""
+    parent = posixpath.dirname(folder.strip("/"))
+    out = set()
+    for row in csv.reader(io.StringIO(record.decode("utf-8", "replace"))):
+        if row and row[0]:
+            path = posixpath.normpath(posixpath.join(parent, row[0]))
+            if not path.startswith("../"):
+                out.add(path)
+    return out
+
+
+def removals(old: set[str], folder: str, site_packages: str, written: set[str]) -> list[str]:
+    """What a layer must delete (as whiteouts) so that only the new version of a distribution is
+    left, as `pip uninstall` would leave it: its .dist-info folder, each top-level folder of
+    site-packages that only the old version had, and every other old file the new one does not
+    write again."""
+    site = site_packages.strip("/")
+    kept_dirs = {posixpath.dirname(p) for p in written}
+    kept_dirs |= {d for p in kept_dirs for d in _parents(p)}
+    out = {folder.strip("/")} if folder.strip("/") not in kept_dirs else set()
+    for path in sorted(old - written):
+        if path.startswith(folder.strip("/") + "/") and folder.strip("/") in out:
+            continue
+        top = _top_under(path, site)
+        if top and top not in kept_dirs and top not in written:
+            out.add(top)
+        else:
+            out.add(path)
+    return sorted(p for p in out if not any(p.startswith(q + "/") for q in out))
+
+
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _top_under(path: str, site: str) -> str:
+    """`site/pkg` for a path inside a folder `pkg` of site-packages, else ""."""
+    if not path.startswith(site + "/"):
+        return ""
+    rest = path[len(site) + 1:]
+    return f"{site}/{rest.split('/', 1)[0]}" if "/" in rest else ""
+
+
+def whiteout(writer: TarWriter, path: str) -> None:
+    """Delete `path` of the layers below (the OCI whiteout: an empty `.wh.NAME` beside it)."""
+    folder, _, name = path.rpartition("/")
+    writer.add_bytes(f"{folder}/.wh.{name}" if folder else f".wh.{name}", b"")

@@ -9,7 +9,7 @@ from enginebuild.errors import RegistryError
 from enginebuild.lock.pins import ImagePin
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient
-from enginebuild.oci.rootfs import is_dist_metadata, python_dists, read_files
+from enginebuild.oci.rootfs import is_dist_metadata, python_dist_folders, read_files
 
 
 def resolve_base(client: RegistryClient, text: str, platform: str, *, read_python: bool) -> ImagePin:
@@ -30,7 +30,10 @@ def resolve_base(client: RegistryClient, text: str, platform: str, *, read_pytho
     wanted_arch = platform.split("/")[1]
     if arch and arch != wanted_arch:
         raise RegistryError(f"{text}: the image for {platform} says its architecture is {arch}")
-    dists = None
+    dists: tuple[tuple[str, str], ...] | None = None
+    folders: tuple[tuple[str, str], ...] = ()
     if read_python:
-        dists = tuple(sorted(python_dists(read_files(client, config_ref, manifest, is_dist_metadata)).items()))
-    return ImagePin(ref.with_digest(digest), digest, index_digest, env, dists)
+        found = python_dist_folders(read_files(client, config_ref, manifest, is_dist_metadata))
+        dists = tuple(sorted((name, version) for name, (version, _) in found.items()))
+        folders = tuple(sorted((name, folder) for name, (_, folder) in found.items()))
+    return ImagePin(ref.with_digest(digest), digest, index_digest, env, dists, dist_folders=folders)

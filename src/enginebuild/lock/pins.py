@@ -20,6 +20,10 @@ class ImagePin:
     env: tuple[tuple[str, str], ...] = ()
     dists: tuple[tuple[str, str], ...] | None = None  # Python distributions the base ships, when read
     note: str = ""  # what could not be read here (a base pinned by digest whose registry is unreachable)
+    dist_folders: tuple[tuple[str, str], ...] = ()  # name -> its .dist-info folder in the base (no leading /)
+
+    def dist_folder(self, name: str) -> str:
+        return dict(self.dist_folders).get(name, "")
 
     @property
     def scratch(self) -> bool:
@@ -35,6 +39,8 @@ class ImagePin:
             body["python_dists"] = [list(p) for p in self.dists]
         if self.note:
             body["note"] = self.note
+        if self.dist_folders:
+            body["python_dist_folders"] = [list(p) for p in self.dist_folders]
         return body
 
     @classmethod
@@ -43,7 +49,8 @@ class ImagePin:
         return cls(str(data["ref"]), data.get("digest"), data.get("index_digest"),
                    tuple((str(k), str(v)) for k, v in data.get("env") or ()),
                    tuple((str(n), str(v)) for n, v in dists) if dists is not None else None,
-                   str(data.get("note", "")))
+                   str(data.get("note", "")),
+                   tuple((str(n), str(f)) for n, f in data.get("python_dist_folders") or ()))
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,7 @@ class PyPin:
     commit: str = ""
     component: str = ""
     requested_by: tuple[str, ...] = ()
+    replaces: str = ""  # the version the base ships, which this one replaces
 
     def to_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v not in ("", None, ())}
@@ -112,7 +120,7 @@ class PyPin:
         return cls(str(data["name"]), str(data["version"]), str(data["origin"]), str(data.get("filename", "")),
                    str(data.get("url", "")), str(data.get("sha256", "")), data.get("size"), str(data.get("index", "")),
                    str(data.get("commit", "")), str(data.get("component", "")),
-                   tuple(data.get("requested_by") or ()))
+                   tuple(data.get("requested_by") or ()), str(data.get("replaces", "")))
 
 
 @dataclass(frozen=True)

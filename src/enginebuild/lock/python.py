@@ -141,7 +141,8 @@ def _compile(home: Path, folder: Path, python: Python, machine: str, reqs: list[
     (folder / "constraints.txt").write_text("".join(f"{c}\n" for c in constraints))
     args = [uv_binary(), "pip", "compile", "pyproject.toml", "--python-version", python.version,
             "--python-platform", f"{machine}-manylinux_{GLIBC}", "--format", "pylock.toml", "-o", "pylock.toml",
-            "--default-index", DEFAULT_INDEX, "--constraints", "constraints.txt", "--no-header", "--quiet"]
+            "--default-index", DEFAULT_INDEX, "--constraints", "constraints.txt", "--no-header", "--quiet",
+            "--refresh"]  # a lock sees each index as it is now, never a page cached earlier
     if no_deps:
         args.append("--no-deps")
     env = {"UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(home / "uv-cache"),
@@ -155,7 +156,8 @@ def _compile(home: Path, folder: Path, python: Python, machine: str, reqs: list[
             raise ResolutionConflict(
                 "the Python requirements cannot be satisfied together:\n    " + "\n    ".join(explanation[-12:])
                 + ("\n  involved:\n    " + "\n    ".join(involved) if involved else ""),
-                hint="relax a requirement, or pin one the base ships to the base's version")
+                hint="relax a requirement" + (", or require the base's distribution at the version needed "
+                                              "(NAME==VERSION replaces what the base ships)" if origins.base else ""))
         raise ResolveError(f"uv could not resolve the Python requirements: {text.splitlines()[-1] if text else ''}",
                            hint="check the requirements and access to their indexes")
     return tomllib.loads((folder / "pylock.toml").read_text())
@@ -185,9 +187,10 @@ def _pins(doc: dict[str, Any], tags: list[Tag], indexes: dict[str, str], request
         if name in base and base[name] == version and not (req and (req.git_url or req.url)):
             out.append(PyPin(name, version, "base"))
             continue
+        replaces = base.get(name, "")
         if "vcs" in package:
             vcs = package["vcs"]
-            out.append(PyPin(name, version, "git", url=vcs["url"], commit=vcs["commit-id"]))
+            out.append(PyPin(name, version, "git", url=vcs["url"], commit=vcs["commit-id"], replaces=replaces))
             continue
         if "archive" in package:
             archive = package["archive"]
@@ -195,7 +198,8 @@ def _pins(doc: dict[str, Any], tags: list[Tag], indexes: dict[str, str], request
             if req and req.sha256 and sha and sha != req.sha256:
                 raise ResolveError(f"{req.url} has sha256 {sha}, the spec pins {req.sha256}")
             out.append(PyPin(name, version, "url", filename=archive["url"].rsplit("/", 1)[-1], url=archive["url"],
-                             sha256=req.sha256 if req and req.sha256 else sha, size=archive.get("size")))
+                             sha256=req.sha256 if req and req.sha256 else sha, size=archive.get("size"),
+                             replaces=replaces))
             continue
         wheel = _choose_wheel(package.get("wheels", []), tags)
         if wheel is None:
@@ -204,8 +208,40 @@ def _pins(doc: dict[str, Any], tags: list[Tag], indexes: dict[str, str], request
                                     "`component:`")
         index = indexes.get(req.index, "") if req and req.index else DEFAULT_INDEX
         out.append(PyPin(name, version, "index", filename=wheel["url"].rsplit("/", 1)[-1], url=wheel["url"],
-                         sha256=wheel["hashes"]["sha256"], size=wheel.get("size"), index=index))
+                         sha256=wheel["hashes"]["sha256"], size=wheel.get("size"), index=index, replaces=replaces))
     return out
+
+
+def with_size(pin: PyPin) -> PyPin:
+    """The pin with its file's size (an index that does not say it, a PEP 503 HTML page, is
+    asked with HEAD): the plan gives big distributions layers of their own by it."""
+    if pin.size is not None or not pin.url.startswith(("http://", "https://")):
+        return pin
+    from dataclasses import replace
+
+    from enginebuild.io.http import Http, HttpFailure
+
+    try:
+        response = Http(attempts=2).request("HEAD", pin.url, allow_redirects=True)
+        size = int(response.headers.get("Content-Length", "")) if response.ok else None
+    except (HttpFailure, ValueError):
+        size = None
+    return replace(pin, size=size) if size is not None else pin
+
+
+def replaces_base(req: PyRequirement, version: str) -> bool:
+    """Whether a requirement asks for another version of a distribution the base ships (as
+    `pip install` would: a URL or git requirement always, a specifier the base's version
+    does not satisfy; a bare name or a satisfied specifier keeps the base's)."""
+    if req.url or req.git_url:
+        return True
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        spec = Requirement(req.text).specifier
+    except InvalidRequirement:
+        return False
+    return bool(str(spec)) and not spec.contains(version, prereleases=True)
 
 
 def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | None, where: dict[str, str]) -> PythonPin:
@@ -218,7 +254,8 @@ def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | N
     components = [r for r in python.requirements if r.component]
     with_deps = [r for r in python.requirements if r.deps and not r.component]
     no_deps = [r for r in python.requirements if not r.deps and not r.component]
-    constraints = [f"{n}=={v}" for n, v in sorted(base_dists.items()) if n not in by_name or not by_name[n].url]
+    replacing = {n for n, v in base_dists.items() if n in by_name and replaces_base(by_name[n], v)}
+    constraints = [f"{n}=={v}" for n, v in sorted(base_dists.items()) if n not in replacing]
     constraints += list(python.constraints)
     tags = target_tags(python.version, machine)
     indexes = dict(python.indexes)
@@ -235,6 +272,7 @@ def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | N
         for pin in _pins(doc, tags, indexes, by_name, base_dists, platform, python):
             pins.setdefault(pin.name, pin)
     check_same_release(pins, origins)
+    pins = {name: with_size(pin) for name, pin in pins.items()}
     for r in components:
         pins[r.name] = PyPin(r.name, "", "component", component=r.component or "")
     note = "" if read or base is None else (f"resolved without the distributions of {base.ref}, which could not be "

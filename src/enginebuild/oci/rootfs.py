@@ -51,12 +51,12 @@ def read_files(client: RegistryClient, ref: ImageRef, manifest: dict[str, Any], 
 _DIST = re.compile(r"(?:^|/)(?:site|dist)-packages/[^/]+\.(?:dist-info/METADATA|egg-info/PKG-INFO)$")
 
 
-def python_dists(files: dict[str, bytes]) -> dict[str, str]:
-    """name -> version of the Python distributions a filesystem holds."""
+def python_dist_folders(files: dict[str, bytes]) -> dict[str, tuple[str, str]]:
+    """name -> (version, the folder of its metadata) of the Python distributions a filesystem holds."""
     from packaging.utils import canonicalize_name
 
-    out: dict[str, str] = {}
-    for path, data in files.items():
+    out: dict[str, tuple[str, str]] = {}
+    for path, data in sorted(files.items()):
         if not _DIST.search(path):
             continue
         name = version = None
@@ -68,7 +68,7 @@ def python_dists(files: dict[str, bytes]) -> dict[str, str]:
             elif line.startswith("Version:"):
                 version = line[8:].strip()
         if name and version:
-            out[canonicalize_name(name)] = version
+            out[canonicalize_name(name)] = (version, path.rpartition("/")[0])
     return out
 
 

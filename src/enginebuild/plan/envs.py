@@ -13,8 +13,9 @@ from enginebuild.lock.lockfile import Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin
 from enginebuild.lock.python import interpreter_mismatch
 from enginebuild.plan import keys
-from enginebuild.plan.model import ContextItem, EnvNode, FromBlob, FromData, FromFile, LayerNode, Run, Sysroot, Wheel
+from enginebuild.plan.model import ContextItem, EnvNode, FromBlob, FromData, FromFile, LayerNode, Run, Sysroot, Wheels
 from enginebuild.plan.render import render
+from enginebuild.plan.wheelgroups import wheel_sets
 from enginebuild.spec.model import Environment, ImageSpec, Step
 
 CHAIN_REPO = "enginebuild/chain"
@@ -156,17 +157,26 @@ class EnvPlanner:
                 raise LockError(f"{self.spec.where('python')}: the Python requirements were resolved against "
                                 f"{python.base_digest or 'no base'}, not the locked base {base.digest}",
                                 hint=f"run `{command()} lock {self.spec.name}`")
-            for pin_ in python.installed():
-                if pin_.origin == "component":
-                    continue  # installed after the component that builds it (plan/image.py)
-                ident = pin_.sha256 or pin_.commit
-                key = keys.key_of("wheel", file=ident, site=env.python.site_packages,
-                                  interpreter=env.python.interpreter, epoch=self.epoch)
+            from_lock = [p for p in python.installed() if p.origin != "component"]  # components': plan/image.py
+            for group in wheel_sets(from_lock):
+                files = [[p.name, p.sha256 or p.commit] for p in group.pins]
+                removes = tuple((p.name, self.replaced_folder(p, base, env.python.site_packages)) for p in group.pins if p.replaces)
+                key = keys.key_of("wheels", files=files, site=env.python.site_packages,
+                                  interpreter=env.python.interpreter, epoch=self.epoch,
+                                  **({"replaces": [base.digest if base else "", list(removes)]} if removes else {}))
                 parent = layers[-1].chain if layers else root
-                layers.append(LayerNode("wheel", f"python {pin_.name} {pin_.version}", key, keys.chain(parent, key),
-                                        Wheel(pin_, env.python.site_packages, env.python.interpreter),
-                                        {f"python {pin_.name}": ident}))
+                payload = Wheels(group.pins, env.python.site_packages, env.python.interpreter,
+                                 base.ref if removes and base else "", removes)
+                layers.append(LayerNode("wheel", group.name, key, keys.chain(parent, key), payload,
+                                        {f"python {n}": ident for n, ident in files}))
         return EnvNode(role, self.platform, base, tuple(layers), root, run_env)
+
+    @staticmethod
+    def replaced_folder(pin: PyPin, base: ImagePin | None, site_packages: str) -> str:
+        """The .dist-info folder of the version of `pin` the base ships, which its layer deletes:
+        where the lock read it, else where installers put it (the build looks there)."""
+        found = base.dist_folder(pin.name) if base else ""
+        return found or f"{site_packages.strip('/')}/{pin.name.replace('-', '_')}-{pin.replaces}.dist-info"
 
     def step_layer(self, parent: EnvNode, layers: list[LayerNode], step: Step,
                    run_env: tuple[tuple[str, str], ...]) -> LayerNode:

@@ -91,12 +91,24 @@ class Run:
 
 @dataclass(frozen=True)
 class Wheel:
-    """A Python distribution installed by enginebuild's wheel installer."""
+    """The wheels a component of this image builds, installed by enginebuild's wheel installer."""
 
     pin: PyPin
     site_packages: str
     interpreter: str
     component_key: str = ""  # for a wheel a component of this image builds
+
+
+@dataclass(frozen=True)
+class Wheels:
+    """Python distributions of the lock installed by enginebuild's wheel installer into one layer
+    (plan/wheelgroups.py says which share it)."""
+
+    pins: tuple[PyPin, ...]
+    site_packages: str
+    interpreter: str
+    base: str = ""  # the base whose distributions some of these replace
+    removes: tuple[tuple[str, str], ...] = ()  # (name, its .dist-info folder in the base): files to delete
 
 
 @dataclass(frozen=True)
@@ -134,7 +146,7 @@ class Data:
     data: bytes = field(repr=False)
 
 
-Payload = Sysroot | Run | Wheel | OutputTree | OverlayFiles | Files | Data
+Payload = Sysroot | Run | Wheel | Wheels | OutputTree | OverlayFiles | Files | Data
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from enginebuild.plan.envs import CHAIN_REPO
-from enginebuild.plan.model import Data, Files, ImagePlan, LayerNode, OutputTree, OverlayFiles, Run, Sysroot, Wheel
+from enginebuild.plan.model import Data, Files, ImagePlan, LayerNode, OutputTree, OverlayFiles, Run, Sysroot, Wheel, Wheels
 from enginebuild.plan.render import render
 
 
@@ -31,7 +31,10 @@ def layer_line(node: LayerNode, index: int) -> str:
         body = [line for line in payload.dockerfile.splitlines() if line.startswith("RUN")]
         return "\n".join(body) + "   # BuildKit, then normalised"
     if isinstance(payload, Wheel):
-        return f"# enginebuild: python {payload.pin.name} {payload.pin.version} installed into {payload.site_packages}"
+        return f"# enginebuild: python {payload.pin.name} (built by component {payload.pin.component}) installed into " \
+               f"{payload.site_packages}"
+    if isinstance(payload, Wheels):
+        return f"# enginebuild: {node.name} installed into {payload.site_packages}"
     if isinstance(payload, OutputTree):
         paths = " ".join(payload.outputs.paths)
         to = payload.outputs.to if payload.outputs.kind == "prefix" else "/"

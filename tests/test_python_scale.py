@@ -1,0 +1,172 @@
+"""Python closures at the scale of a real engine image: 150+ distributions grouped into few
+layers (the engine refuses an image deeper than 125), a bump of one small distribution
+rewriting one layer, and a distribution the base ships replaced by the spec's version with
+nothing of the old one left. Real parts: wheels served by a local PEP 503 index and PyPI,
+uv, Debian's python3, the Docker engine and a registry."""
+from __future__ import annotations
+
+import json
+import random
+import uuid
+
+import pytest
+
+from conftest import run_cli
+from helpers.docker import docker
+from helpers.pyindex import Index, make_wheel
+from helpers.specs import write_image
+
+pytestmark = [pytest.mark.network]
+
+COUNT = 160  # small distributions in the closure
+PYTHON_RUNTIME = """base: {base}
+platform: linux/amd64
+{system}python:
+  version: "3.11"
+{indexes}  requirements:
+{requirements}entrypoint: ["/usr/bin/python3"]
+"""
+DEBIAN_PYTHON = """system:
+  install: extract
+  packages: [busybox-static, python3]
+  run: [["/bin/busybox", "--install", "-s", "/bin"], "mkdir -p /tmp && chmod 1777 /tmp"]
+"""
+PIP = "    - pip==25.3\n"  # so that `python3 -m pip check` can judge the result
+
+
+def scale_spec(index_url: str, versions: dict[str, str]) -> str:
+    reqs = "".join(f"    - {{requirement: \"{name}=={version}\", index: ours}}\n" for name, version in versions.items())
+    return PYTHON_RUNTIME.format(base="scratch", system=DEBIAN_PYTHON, indexes=f"  indexes: {{ours: \"{index_url}\"}}\n",
+                                 requirements=reqs + PIP)
+
+
+def plan_doc(ws, name: str) -> dict:
+    proc = run_cli(["plan", name, "--json"], ws)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["images"][0]
+
+
+@pytest.fixture
+def closure(tmp_path):
+    """A local index with COUNT small distributions (each needing the next) and one big one
+    (33 MiB that do not compress)."""
+    index = Index(tmp_path / "index")
+    folder = tmp_path / "wheels"
+    versions = {}
+    for n in range(COUNT):
+        name = f"eb-scale-{n:03d}"
+        requires = (f"eb-scale-{n + 1:03d}",) if n + 1 < COUNT else ()
+        index.add(name, make_wheel(folder, name, "1.0", requires=requires))
+        versions[name] = "1.0"
+    noise = random.Random(7).randbytes(33 * 2**20)
+    big = make_binary_wheel(folder, "eb-scale-big", "1.0", noise)
+    index.add("eb-scale-big", big)
+    versions["eb-scale-big"] = "1.0"
+    try:
+        yield index, folder, versions
+    finally:
+        index.stop()
+
+
+def make_binary_wheel(folder, name: str, version: str, payload: bytes):
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = name.replace("-", "_")
+    path = folder / f"{dist}-{version}-py3-none-any.whl"
+    files = {f"{dist}/__init__.py": b"", f"{dist}/blob.bin": payload,
+             f"{dist}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+             f"{dist}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\n"
+                                                 b"Tag: py3-none-any\n"}
+    rows = [f"{a},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
+            for a, d in files.items()]
+    files[f"{dist}-{version}.dist-info/RECORD"] = ("\n".join(rows) + f"\n{dist}-{version}.dist-info/RECORD,,\n").encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for arcname, data in files.items():
+            archive.writestr(zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0)), data)
+    return path
+
+
+def test_a_closure_of_160_distributions_is_few_layers_loads_and_a_bump_rewrites_one_layer(
+        workspace, closure, docker_engine, pypi_reachable, debian_reachable):
+    index, folder, versions = closure
+    write_image(workspace, "scale", scale_spec(index.url, versions))
+    proc = run_cli(["lock", "scale"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    plan = plan_doc(workspace, "scale")
+    python_layers = [row["name"] for row in plan["layers"] if row["name"].startswith("python ")]
+    assert sum(name.count("eb-scale-") for name in python_layers) == COUNT + 1  # every one, once
+    assert "python eb-scale-big 1.0" in python_layers  # big: a layer of its own
+    assert len(python_layers) <= 17 and len(plan["layers"]) <= 100
+    tag = "enginebuild/scale:latest"
+    try:
+        proc = run_cli(["image", "scale"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        layers = json.loads(docker("image", "inspect", tag, "--format", "{{json .RootFS.Layers}}").stdout)
+        assert len(layers) <= 100
+        code = ("import importlib, importlib.metadata as m\n"
+                f"[importlib.import_module(f'eb_scale_{{n:03d}}') for n in range({COUNT})]\n"
+                "import eb_scale_big\n"
+                "print(len([d for d in m.distributions() if d.metadata['Name'].startswith('eb-scale-')]))")
+        out = docker("run", "--rm", tag, "-c", code)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == str(COUNT + 1)
+        check = docker("run", "--rm", tag, "-m", "pip", "check")
+        assert check.returncode == 0 and "No broken requirements found" in check.stdout, check.stdout + check.stderr
+
+        # bump one small distribution: one layer to write, the group holding it
+        index.add("eb-scale-042", make_wheel(folder / "bumped", "eb-scale-042", "1.1", requires=("eb-scale-043",)))
+        write_image(workspace, "scale", scale_spec(index.url, {**versions, "eb-scale-042": "1.1"}))
+        proc = run_cli(["lock", "scale"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        after = plan_doc(workspace, "scale")
+        assert after["layers_to_build"] == []
+        # the group holding it, and the manifest (which records every input)
+        python, other = after["layers_to_write"][:-1], after["layers_to_write"][-1:]
+        assert len(python) == 1 and "eb-scale-042 1.1" in python[0] and other == ["manifest"]
+        old_names = [row["name"] for row in plan["layers"]]
+        assert [row["name"] for row in after["layers"] if row["name"] not in old_names] == python
+    finally:
+        docker("rmi", "-f", tag)
+
+
+def test_a_distribution_the_base_ships_is_replaced_leaving_one_version(workspace, registry, docker_engine,
+                                                                      pypi_reachable, debian_reachable):
+    # the base: Debian's python3 with six 1.16.0 and tabulate 0.8.10 (one module, tabulate.py)
+    write_image(workspace, "pybase", PYTHON_RUNTIME.format(
+        base="scratch", system=DEBIAN_PYTHON, indexes="",
+        requirements="    - six==1.16.0\n    - tabulate==0.8.10\n"))
+    assert run_cli(["lock", "pybase"], workspace).returncode == 0
+    repo = f"{registry.host}/enginebuild-test/pybase-{uuid.uuid4().hex[:8]}"
+    proc = run_cli(["image", "pybase", "--push", "--to", repo, "--tag", "1"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    # over it: six 1.17.0 and tabulate 0.9.0 (a package folder, tabulate/): asked, so they replace the base's
+    write_image(workspace, "up", PYTHON_RUNTIME.format(
+        base=f"{repo}:1", system="", indexes="", requirements="    - six==1.17.0\n    - tabulate==0.9.0\n" + PIP))
+    proc = run_cli(["lock", "up"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    lock = json.loads((workspace / "lockfiles/up.lock").read_text())
+    pins = {p["name"]: p for p in lock["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"]}
+    assert (pins["six"]["version"], pins["six"]["replaces"]) == ("1.17.0", "1.16.0")
+    assert (pins["tabulate"]["version"], pins["tabulate"]["replaces"]) == ("0.9.0", "0.8.10")
+    tag = "enginebuild/up:latest"
+    try:
+        proc = run_cli(["image", "up"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        code = ("import importlib.metadata as m, os, six, tabulate, sysconfig\n"
+                "site = os.path.dirname(six.__file__)\n"
+                "print(sorted(d.metadata['Name'] + ' ' + d.version for d in m.distributions()"
+                " if d.metadata['Name'] in ('six', 'tabulate')))\n"
+                "print(sorted(n for n in os.listdir(site) if n.startswith(('six', 'tabulate'))))\n"
+                "print(six.__version__, tabulate.__version__)")
+        out = docker("run", "--rm", tag, "-c", code)
+        assert out.returncode == 0, out.stderr
+        dists, files, versions = out.stdout.strip().splitlines()
+        assert dists == "['six 1.17.0', 'tabulate 0.9.0']"
+        assert files == "['six-1.17.0.dist-info', 'six.py', 'tabulate', 'tabulate-0.9.0.dist-info']"  # no tabulate.py
+        assert versions == "1.17.0 0.9.0"
+        check = docker("run", "--rm", tag, "-m", "pip", "check")
+        assert check.returncode == 0 and "No broken requirements found" in check.stdout, check.stdout + check.stderr
+    finally:
+        docker("rmi", "-f", tag)
