@@ -15,10 +15,11 @@ def load(name):
     return Catalog(ROOT).load(name)
 
 
-def test_list_shows_the_six_recipes_and_the_two_offline_images():
+def test_list_shows_the_six_recipes_and_the_three_images_buildable_here():
     rows = json.loads(run_cli(["list", "--json"], ROOT).stdout)
     buildable = sorted(r["image"] for r in rows if r["lock"] != "abstract")
-    assert buildable == sorted(RECIPES + ["demo", "llamacpp-cpu"])
+    assert buildable == sorted(RECIPES + ["demo", "llamacpp-cpu", "vllm-pypi"])
+    assert "spark-vllm" in load("vllm-pypi").chain
     assert "spark-llamacpp" in load("llamacpp-cpu").chain  # the same launcher and scripts as the Spark images
 
 
@@ -152,7 +153,7 @@ def test_an_image_not_buildable_here_is_called_so_by_every_command(workspace, re
     changed = run_cli(["changed", "--to", f"{registry.host}/enginebuild-test", "--json"], workspace)
     assert changed.returncode == 0, changed.stderr
     assert "vllm-prefill: skipped, not buildable here" in changed.stderr
-    assert [r["image"] for r in json.loads(changed.stdout)["images"]] == ["demo", "llamacpp-cpu"]
+    assert [r["image"] for r in json.loads(changed.stdout)["images"]] == ["demo", "llamacpp-cpu", "vllm-pypi"]
 
 
 def test_lock_without_update_moves_no_pin_when_nothing_was_asked(workspace):

@@ -67,6 +67,8 @@ def test_runtimes_newer_than_the_driver_follow_minor_version_compatibility():
         assert library_problem(f"libcudart.so.{version // 1000}.{version % 1000 // 10}.0", cuda) is None
     # a runtime of a newer major version needs a newer driver; no such runtime exists to run here
     assert "needs a driver of CUDA 14.0" in library_problem("libcudart.so.14.0.1", cuda)
+    # CUPTI numbers releases by year (Triton's wheel ships libcupti.so.2026.2.0): not a CUDA version
+    assert library_problem("libcupti.so.2026.2.0", cuda) is None
 
 
 @pytest.mark.network

@@ -36,6 +36,9 @@ CUDA_LIBRARY = re.compile(r"lib(?P<name>cudart|cublas|cublasLt|cufft|curand|cusp
                           r"nvrtc-builtins|cupti)\.so\.(?P<major>\d+)(?:\.(?P<minor>\d+))?(?:\.\d+)*")
 
 
+YEAR_VERSIONS = 2000
+
+
 def driver_cuda(branch: int) -> tuple[int, int]:
     """The CUDA version of a driver branch (580 -> 13.0); KeyError for an unknown one."""
     return DRIVER_CUDA[branch]
@@ -50,7 +53,8 @@ def ptx_loads(isa: tuple[int, int], cuda: tuple[int, int]) -> bool:
 def library_version(basename: str) -> tuple[str, int, int | None] | None:
     """(library, major, minor) of a CUDA runtime library file name (libcudart.so.13.0.96), or None."""
     match = CUDA_LIBRARY.fullmatch(basename)
-    if not match:
+    if not match or int(match["major"]) >= YEAR_VERSIONS:
+        # CUPTI numbers its releases by year (libcupti.so.2026.2.0): no CUDA version to read there
         return None
     return match["name"], int(match["major"]), int(match["minor"]) if match["minor"] else None
 
