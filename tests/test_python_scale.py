@@ -170,3 +170,76 @@ def test_a_distribution_the_base_ships_is_replaced_leaving_one_version(workspace
         assert check.returncode == 0 and "No broken requirements found" in check.stdout, check.stdout + check.stderr
     finally:
         docker("rmi", "-f", tag)
+
+
+WHEELER = """base: scratch
+platform: linux/amd64
+{system}python:
+  version: "3.11"
+  requirements:
+    - {{requirement: ebwheel, component: wheeler{requires_from}}}
+    - pip==25.3
+builder:
+  base: scratch
+  system:
+    install: extract
+    packages: [busybox-static, python3]
+    run: [["/bin/busybox", "--install", "-s", "/bin"]]
+components:
+  wheeler:
+    source: {{path: wheeler}}
+    build: {{script: wheeler/build.sh}}
+    outputs: {{wheels: /out}}
+entrypoint: ["/usr/bin/python3"]
+"""
+# the component's build writes a wheel whose Requires-Dist is its pyproject.toml's dependencies
+MAKE_WHEEL = '''import base64, hashlib, sys, tomllib, zipfile
+deps = tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+files = {"ebwheel/__init__.py": b"import six, tabulate\\n",
+         "ebwheel-1.0.dist-info/METADATA": ("Metadata-Version: 2.1\\nName: ebwheel\\nVersion: 1.0\\n"
+                                            + "".join(f"Requires-Dist: {d}\\n" for d in deps)).encode(),
+         "ebwheel-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+rows = [f"{n},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
+        for n, d in files.items()]
+files["ebwheel-1.0.dist-info/RECORD"] = ("\\n".join(rows) + "\\nebwheel-1.0.dist-info/RECORD,,\\n").encode()
+with zipfile.ZipFile(sys.argv[1] + "/ebwheel-1.0-py3-none-any.whl", "w") as z:
+    for n, d in files.items():
+        z.writestr(zipfile.ZipInfo(n, (2020, 1, 1, 0, 0, 0)), d)
+'''
+
+
+def test_a_component_wheel_brings_its_dependencies_and_metadata_the_lock_lacks_fails(
+        workspace, docker_engine, pypi_reachable, debian_reachable):
+    files = {"wheeler/pyproject.toml": '[project]\nname = "ebwheel"\nversion = "1.0"\n'
+                                       'dependencies = ["six>=1.16", "tabulate==0.9.0; python_version >= \\"3.8\\""]\n',
+             "wheeler/requirements.txt": "# what the build reads\nsix>=1.16\n",
+             "wheeler/make_wheel.py": MAKE_WHEEL,
+             "wheeler/build.sh": "#!/bin/sh\nset -e\nmkdir -p \"$ENGINEBUILD_OUTPUTS\"\n"
+                                 "python3 make_wheel.py \"$ENGINEBUILD_OUTPUTS\"\n"}
+    write_image(workspace, "wheels", WHEELER.format(system=DEBIAN_PYTHON, requires_from=""), files)
+    proc = run_cli(["lock", "wheels"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    lock = json.loads((workspace / "lockfiles/wheels.lock").read_text())
+    python = lock["inputs"]["runtime.python@linux/amd64"]["resolved"]
+    pins = {p["name"]: p for p in python["packages"]}
+    assert pins["tabulate"]["version"] == "0.9.0" and len(pins["six"]["sha256"]) == 64  # read from pyproject.toml
+    assert pins["ebwheel"]["origin"] == "component" and [c for c, _ in python["wheel_sources"]] == ["wheeler"]
+    tag = "enginebuild/wheels:latest"
+    try:
+        proc = run_cli(["image", "wheels"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        out = docker("run", "--rm", tag, "-c", "import ebwheel, tabulate; print(tabulate.__version__)")
+        assert out.returncode == 0 and out.stdout.strip() == "0.9.0", out.stderr
+        check = docker("run", "--rm", tag, "-m", "pip", "check")
+        assert check.returncode == 0 and "No broken requirements found" in check.stdout, check.stdout + check.stderr
+        # told to read requirements.txt, which forgets tabulate: the wheel's metadata says otherwise
+        write_image(workspace, "wheels", WHEELER.format(system=DEBIAN_PYTHON,
+                                                        requires_from=", requires-from: [requirements.txt]"), files)
+        assert run_cli(["lock", "wheels"], workspace).returncode == 0
+        proc = run_cli(["image", "wheels"], workspace)
+        assert proc.returncode == 1
+        assert "ebwheel-1.0-py3-none-any.whl (built by component wheeler) needs what the lock did not resolve: " \
+               "tabulate==0.9.0; python_version >= \"3.8\" (the lock has no tabulate)" in proc.stderr, proc.stderr
+        assert "requires-from" in proc.stderr
+    finally:
+        docker("rmi", "-f", tag)

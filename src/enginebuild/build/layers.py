@@ -16,8 +16,8 @@ from enginebuild.build.assemble import Assembler, put_layer_blobs
 from enginebuild.build.debfile import write_sysroot
 from enginebuild.build.filelayer import FileItem, files_blob
 from enginebuild.build.normalize import normalize_layer
-from enginebuild.build.wheels import install_wheel, record_paths, removals, whiteout
-from enginebuild.errors import BuildFailed
+from enginebuild.build.wheels import install_wheel, record_paths, removals, unmet_requirements, whiteout
+from enginebuild.errors import BuildFailed, command
 from enginebuild.io.files import temp_path
 from enginebuild.io.store import Blob, Store, make_blob
 from enginebuild.io.tars import TarWriter, clean_name
@@ -76,8 +76,14 @@ class LayerMaker:
     def _component_wheels(self, payload: Wheel, writer: TarWriter) -> None:
         record = self.outputs[payload.component_key]
         for filename, sha, _ in sorted(record["wheels"]):
-            install_wheel(self.store.verified(sha, filename), filename, payload.site_packages,
-                          payload.interpreter, writer)
+            wheel = self.store.verified(sha, filename)
+            unmet = unmet_requirements(wheel, payload.closure, payload.target) if payload.closure is not None else []
+            if unmet:
+                raise BuildFailed(f"{filename} (built by component {payload.pin.component}) needs what the lock did "
+                                  f"not resolve: {'; '.join(unmet)}",
+                                  hint="its source states other needs than the wheel: point `requires-from` at the "
+                                       f"files its build reads, then `{command()} lock {self.image}`")
+            install_wheel(wheel, filename, payload.site_packages, payload.interpreter, writer)
 
     def _wheels(self, payload: Wheels, writer: TarWriter) -> None:
         written: set[str] = set()

@@ -9,6 +9,7 @@ import io
 import posixpath
 import shutil
 import tempfile
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -43,7 +44,8 @@ def install_wheel(wheel: Path, filename: str, site_packages: str, interpreter: s
         destination = SchemeDictionaryDestination(paths, interpreter=interpreter, script_kind="posix",
                                                   bytecode_optimization_levels=())
         try:
-            with WheelFile.open(wheel) as source:
+            with WheelFile.open(wheel) as source, warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # "Skip installing ...__pycache__": as pip does
                 install(source, destination, additional_metadata={"INSTALLER": b"enginebuild\n"})
         except Exception as exc:  # installer raises plain exceptions for bad wheels
             raise BuildFailed(f"cannot install {wheel.name}: {exc}") from None
@@ -104,3 +106,43 @@ def whiteout(writer: TarWriter, path: str) -> None:
     """Delete `path` of the layers below (the OCI whiteout: an empty `.wh.NAME` beside it)."""
     folder, _, name = path.rpartition("/")
     writer.add_bytes(f"{folder}/.wh.{name}" if folder else f".wh.{name}", b"")
+
+
+def unmet_requirements(wheel: Path, closure: tuple[tuple[str, str], ...],
+                       target: tuple[tuple[str, str], ...]) -> list[str]:
+    """What the wheel's own metadata (Requires-Dist, markers read for `target`) asks for that
+    the locked closure (name, version) does not give: the lock resolved other needs than the
+    wheel states."""
+    from email.parser import HeaderParser
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion
+
+    with zipfile.ZipFile(wheel) as zipped:
+        name = next((n for n in zipped.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+        if name is None:
+            return [f"{wheel.name} has no .dist-info/METADATA"]
+        metadata = HeaderParser().parsestr(zipped.read(name).decode("utf-8", "replace"))
+    have = {canonicalize_name(n): v for n, v in closure}
+    environment = {**dict(target), "extra": ""}
+    problems = []
+    for text in metadata.get_all("Requires-Dist") or []:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            problems.append(f"{text!r} (not a requirement)")
+            continue
+        if req.marker is not None and not req.marker.evaluate(environment):
+            continue
+        found = have.get(canonicalize_name(req.name))
+        if found is None:
+            problems.append(f"{text} (the lock has no {req.name})")
+            continue
+        try:
+            ok = not str(req.specifier) or req.specifier.contains(found, prereleases=True)
+        except InvalidVersion:
+            ok = False
+        if not ok:
+            problems.append(f"{text} (the lock has {req.name} {found})")
+    return problems

@@ -59,6 +59,8 @@ class Input:
                     entry[key] = getattr(r, key)
             if not r.deps:
                 entry["deps"] = False
+            if r.requires_from:
+                entry["requires_from"] = list(r.requires_from)
             reqs.append(entry)
         return {"requirements": reqs, "indexes": [list(i) for i in p.indexes], "python": p.version,
                 "constraints": list(p.constraints), "platform": self.platform, "base": self.env.base}
@@ -103,6 +105,14 @@ def env_input(role: str, part: str, platform: str) -> str:
 
 def image_inputs(spec: ImageSpec) -> list[Input]:
     out: list[Input] = []
+    # sources first: the Python closure reads what a component's wheel needs from its source
+    for comp in spec.components:
+        if comp.source and comp.source.pinned_by_lock:
+            out.append(Input(f"components.{comp.name}.source", "source", comp.source.where, source=comp.source))
+        for extra in comp.sources:
+            if extra.source.pinned_by_lock:
+                out.append(Input(f"components.{comp.name}.sources.{extra.name}", "source", extra.source.where,
+                                 source=extra.source))
     for role, env in environments(spec):
         where = spec.where("builder" if role == "builder" else role.rsplit(".builder", 1)[0] if role != "runtime"
                            else "base")
@@ -116,13 +126,6 @@ def image_inputs(spec: ImageSpec) -> list[Input]:
             if env.python and env.python.requirements:
                 out.append(Input(env_input(role, "python", platform), "python", where, env=env, platform=platform,
                                  role=role))
-    for comp in spec.components:
-        if comp.source and comp.source.pinned_by_lock:
-            out.append(Input(f"components.{comp.name}.source", "source", comp.source.where, source=comp.source))
-        for extra in comp.sources:
-            if extra.source.pinned_by_lock:
-                out.append(Input(f"components.{comp.name}.sources.{extra.name}", "source", extra.source.where,
-                                 source=extra.source))
     for overlay in spec.overlays:
         if overlay.source.pinned_by_lock:
             out.append(Input(f"overlays.{overlay.name}.source", "source", overlay.source.where, source=overlay.source))

@@ -117,7 +117,7 @@ class PyPin:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PyPin:
-        return cls(str(data["name"]), str(data["version"]), str(data["origin"]), str(data.get("filename", "")),
+        return cls(str(data["name"]), str(data.get("version", "")), str(data["origin"]), str(data.get("filename", "")),
                    str(data.get("url", "")), str(data.get("sha256", "")), data.get("size"), str(data.get("index", "")),
                    str(data.get("commit", "")), str(data.get("component", "")),
                    tuple(data.get("requested_by") or ()), str(data.get("replaces", "")))
@@ -128,6 +128,7 @@ class PythonPin:
     packages: tuple[PyPin, ...]
     base_digest: str | None = None  # the base whose distributions constrained it (None: none was read)
     note: str = ""
+    wheel_sources: tuple[tuple[str, str], ...] = ()  # (component, source identity) whose wheel's needs it holds
 
     def installed(self) -> tuple[PyPin, ...]:
         return tuple(p for p in self.packages if p.origin != "base")
@@ -136,12 +137,14 @@ class PythonPin:
         body: dict[str, Any] = {"packages": [p.to_json() for p in self.packages], "base_digest": self.base_digest}
         if self.note:
             body["note"] = self.note
+        if self.wheel_sources:
+            body["wheel_sources"] = [list(p) for p in self.wheel_sources]
         return body
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PythonPin:
         return cls(tuple(PyPin.from_json(p) for p in data["packages"]), data.get("base_digest"),
-                   str(data.get("note", "")))
+                   str(data.get("note", "")), tuple((str(c), str(i)) for c, i in data.get("wheel_sources") or ()))
 
 
 @dataclass(frozen=True)

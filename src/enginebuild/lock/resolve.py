@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,13 @@ from enginebuild.lock.inputs import CUOBJDUMP, Input, env_input, image_inputs
 from enginebuild.lock.lockfile import Entry, Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
 from enginebuild.lock.python import resolve_python
+from enginebuild.lock.wheeldeps import wheel_requirements
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.oci.rootfs import read_files
 from enginebuild.sources.base import Context
 from enginebuild.sources.pyindex import DEFAULT_INDEX, project_files, version_of_file
-from enginebuild.spec.model import Archive, ImageSpec
+from enginebuild.spec.model import Archive, ImageSpec, PyRequirement, Python
 
 Report = Callable[[str, str, str], None]
 
@@ -103,22 +104,58 @@ def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, Any
         return SystemPin(tuple(a.base for a in archives.archives), tuple(a.signature for a in archives.archives),
                          tuple(pins))
     assert env.python is not None
+    python, read = with_wheel_requirements(r, spec, env.python, done)
     if env.base != "scratch" and not isinstance(base_pin, ImagePin):
         # listed anyway, so the closure is visible; marked, and re-resolved once the base can be read
-        pin = resolve_python(r.home, env.python, platform, None, _where_of_requirements(spec, inp))
+        pin = resolve_python(r.home, python, platform, None, _where_of_requirements(spec, inp))
         return PythonPin(pin.packages, None, f"resolved without the distributions of {env.base}, which could not "
-                                             "be read here; `lock` resolves it again where the base is reachable")
-    return resolve_python(r.home, env.python, platform, base_pin, _where_of_requirements(spec, inp))
+                                             "be read here; `lock` resolves it again where the base is reachable",
+                         read)
+    return replace(resolve_python(r.home, python, platform, base_pin, _where_of_requirements(spec, inp)),
+                   wheel_sources=read)
 
 
-def needs_again(inp: Input, pin: Any, done: dict[str, Any]) -> bool:
-    """A Python closure resolved against another base (or none) than the one locked now."""
-    if inp.kind != "python" or not isinstance(pin, PythonPin) or inp.env is None or inp.env.base == "scratch":
+def with_wheel_requirements(r: Resolvers, spec: ImageSpec, python: Python,
+                            done: dict[str, Any]) -> tuple[Python, tuple[tuple[str, str], ...]]:
+    """The requirements with what each component's wheel needs (read from its pinned source)
+    in front, and (component, source identity) of each source read."""
+    extra: list[PyRequirement] = []
+    read: list[tuple[str, str]] = []
+    for req in python.requirements:
+        if not req.component or not req.deps:
+            continue
+        comp = spec.component(req.component)
+        pin = None
+        if comp.source is not None and comp.source.pinned_by_lock:
+            pin = done.get(f"components.{comp.name}.source")
+            if pin is None:
+                raise ResolveError(f"{req.where}: the source of component {comp.name} is not pinned, so what its "
+                                   "wheel needs cannot be read")
+        texts = wheel_requirements(comp, req, pin, r.context())
+        extra += [PyRequirement(text, req.where) for text in texts]
+        if comp.source is not None:
+            read.append((comp.name, comp.source.impl.identity(comp.source.request, pin)))
+    return replace(python, requirements=(*extra, *python.requirements)), tuple(read)
+
+
+def needs_again(spec: ImageSpec, inp: Input, pin: Any, done: dict[str, Any]) -> bool:
+    """A Python closure resolved against another base (or none) than the one locked now, or
+    holding what a component's wheel needs, read from another source than the one locked now."""
+    if inp.kind != "python" or not isinstance(pin, PythonPin) or inp.env is None:
         return False
     base = done.get(env_input(inp.role, "base", inp.platform or ""))
     # a base whose distributions could not be read cannot constrain it better: resolving again
     # would only move pins nobody asked to move
-    return isinstance(base, ImagePin) and base.dists is not None and base.digest != pin.base_digest
+    if inp.env.base != "scratch" and isinstance(base, ImagePin) and base.dists is not None \
+            and base.digest != pin.base_digest:
+        return True
+    for component, identity in pin.wheel_sources:  # a git ref moved, a version was bumped
+        comp = next((c for c in spec.components if c.name == component), None)
+        source_pin = done.get(f"components.{component}.source")
+        if comp is not None and comp.source is not None and source_pin is not None \
+                and comp.source.impl.identity(comp.source.request, source_pin) != identity:
+            return True
+    return False
 
 
 def _dpkg_status(r: Resolvers, base_pin: Any, base: str, platform: str) -> bytes:
@@ -175,7 +212,7 @@ def build_lock(r: Resolvers, spec: ImageSpec, previous: Lock | None, *, update: 
         if same and not update:
             assert old is not None
             kept = inp.decode(old.resolved or {})
-            if not needs_again(inp, kept, done):
+            if not needs_again(spec, inp, kept, done):
                 entries[inp.name] = old
                 done[inp.name] = kept
                 report(inp.name, "kept", "")

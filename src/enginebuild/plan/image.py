@@ -15,6 +15,7 @@ from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.lock.inputs import role_of
 from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
 from enginebuild.lock.pins import PythonPin
+from enginebuild.lock.python import machine_of
 from enginebuild.plan import keys
 from enginebuild.plan.components import component_node
 from enginebuild.plan.envs import EnvPlanner, Pins
@@ -194,10 +195,16 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         for pin in pypin.installed():
             if pin.origin == "component":
                 comp_key = components[pin.component].key
+                req = next(r for r in python.requirements if r.component == pin.component and r.name == pin.name)
+                closure = tuple((p.name, p.version) for p in pypin.packages if p.origin != "component") \
+                    if req.deps else None
                 key = keys.key_of("component-wheels", component=comp_key, site=python.site_packages,
-                                  interpreter=python.interpreter, epoch=epoch)
+                                  interpreter=python.interpreter, epoch=epoch,
+                                  **({"checked_against": keys.sha(keys.canonical(closure))} if closure else {}))
                 add("output", f"python {pin.name} (built by component {pin.component})", key,
-                    Wheel(pin, python.site_packages, python.interpreter, comp_key), {f"component {pin.component}": comp_key})
+                    Wheel(pin, python.site_packages, python.interpreter, comp_key, closure,
+                          marker_environment(python.version, platform)),
+                    {f"component {pin.component}": comp_key})
     if "components" in only:
         for name in spec.install:
             node = components[name]
@@ -254,6 +261,14 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
     return ImagePlan(spec.name, platform, keys.created_of(lock.created), epoch, tuple(components.values()), final,
                      config, manifest, tags, spec.cuda_archs, options.on, unused)
+
+
+def marker_environment(python_version: str, platform: str) -> tuple[tuple[str, str], ...]:
+    """PEP 508 marker values of a CPython `python_version` on linux/<arch>."""
+    return (("implementation_name", "cpython"), ("os_name", "posix"), ("platform_machine", machine_of(platform)),
+            ("platform_python_implementation", "CPython"), ("platform_system", "Linux"),
+            ("python_full_version", f"{python_version}.0"), ("python_version", python_version),
+            ("sys_platform", "linux"))
 
 
 def _used_components(spec: ImageSpec, components: dict[str, ComponentNode]) -> set[str]:

@@ -97,6 +97,8 @@ class Wheel:
     site_packages: str
     interpreter: str
     component_key: str = ""  # for a wheel a component of this image builds
+    closure: tuple[tuple[str, str], ...] | None = None  # what the lock holds, which the wheel's needs must match
+    target: tuple[tuple[str, str], ...] = ()  # the marker environment its needs are read for
 
 
 @dataclass(frozen=True)

@@ -201,6 +201,13 @@ def system_schema() -> Record:
     }, doc="{packages, archives, install, upgrade, run}")
 
 
+def _source_path(value: str) -> str | None:
+    parts = value.split("/")
+    if value.startswith("/") or any(p in ("", ".", "..") for p in parts) or no_control(value) is not None:
+        return "a relative path inside the component's source (no '..')"
+    return None
+
+
 def python_schema() -> Record:
     requirement = OneOf((
         Str(test=_requirement, what="a requirement (PEP 508)"),
@@ -212,9 +219,14 @@ def python_schema() -> Record:
                 "url": Str(test=_url, what="a wheel or sdist URL"),
                 "sha256": Str(pattern=r"[0-9a-f]{64}", what="a sha256"),
                 "component": Str(pattern=NAME, what="a component producing wheels"),
-                "deps": Bool(description="false: install this one without its dependencies")},
+                "deps": Bool(description="false: install this one without its dependencies"),
+                "requires-from": ListOf(Str(test=_source_path, what="a requirements file or pyproject.toml of the "
+                                                                    "component's source"),
+                                        unique=True, max_items=16,
+                                        description="where the component's source states what its wheel needs "
+                                                    "(default: its pyproject.toml)")},
                required=("requirement",), exclusive=(("index", "git", "url", "component"),),
-               doc="{requirement, index | git | url (+ sha256) | component, deps}"),
+               doc="{requirement, index | git | url (+ sha256) | component (+ requires-from), deps}"),
     ))
     return Record({
         "requirements": ListOf(requirement, unique=True),

@@ -88,6 +88,7 @@ class PyRequirement:
     sha256: str | None = None
     component: str | None = None
     deps: bool = True
+    requires_from: tuple[str, ...] = ()  # files of the component's source stating what its wheel needs
 
     @property
     def name(self) -> str:

@@ -243,9 +243,15 @@ class Reader:
                                 f"no index named {item['index']!r} in {path}.indexes")
             if item.get("url") and not item.get("sha256"):
                 raise SpecError(where, f"{path}.requirements[{i}].sha256", "a URL requirement needs its sha256")
+            if item.get("requires-from") and not item.get("component"):
+                raise SpecError(where, f"{path}.requirements[{i}].requires-from",
+                                "requires-from reads a component's source: it goes with `component`")
+            if item.get("requires-from") and item.get("deps") is False:
+                raise SpecError(where, f"{path}.requirements[{i}].requires-from",
+                                "requires-from says what to install with the wheel, deps: false says nothing")
             reqs.append(m.PyRequirement(item["requirement"], where, item.get("index"), git.get("url"), git.get("ref"),
                                         item.get("url"), item.get("sha256"), item.get("component"),
-                                        bool(item.get("deps", True))))
+                                        bool(item.get("deps", True)), tuple(item.get("requires-from") or ())))
         seen: dict[str, int] = {}
         for i, req in enumerate(reqs):
             if req.name in seen:

@@ -1,0 +1,96 @@
+"""What the wheel a component builds needs at run time, read from the component's pinned
+source (with its patch stack applied) before anything is built, so that the lock resolves
+it with the rest of the closure, with hashes: `requires-from` names requirements files
+(`-r` includes followed) or a pyproject.toml; without it, the source's pyproject.toml.
+The build checks the wheel's own metadata against what was resolved (build/wheels.py).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import tomllib
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from enginebuild.errors import ResolveError
+from enginebuild.patches.check import check_stack
+from enginebuild.sources.base import Context
+from enginebuild.sources.trees import SourceTree
+from enginebuild.spec.model import Component, PyRequirement
+
+MAX_FILES = 32
+
+
+class PatchedFiles:
+    """Files of a source tree as its patch stack leaves them."""
+
+    def __init__(self, comp: Component, tree: SourceTree):
+        self.tree = tree
+        self.patched = check_stack([p.patch for p in comp.patches], tree).files if comp.patches else {}
+
+    def read(self, path: str) -> bytes | None:
+        if path in self.patched:
+            return self.patched[path]
+        return self.tree.read_many([path])[path]
+
+
+def requirement_lines(files: PatchedFiles, path: str, what: str, seen: set[str] | None = None) -> list[str]:
+    """The requirements of a requirements file, following `-r FILE` (relative to it)."""
+    seen = seen if seen is not None else set()
+    if path in seen or len(seen) >= MAX_FILES:
+        return []
+    seen.add(path)
+    data = files.read(path)
+    if data is None:
+        raise ResolveError(f"{what}: {path} is not in the component's source")
+    out: list[str] = []
+    text = data.decode("utf-8", "replace").replace("\\\n", " ")
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if not line:
+            continue
+        if line.startswith(("-r ", "--requirement ", "--requirement=")):
+            include = line.split("=", 1)[1] if line.startswith("--requirement=") else line.split(None, 1)[1]
+            out += requirement_lines(files, posixpath.normpath(posixpath.join(posixpath.dirname(path), include)),
+                                     what, seen)
+            continue
+        if line.startswith("-"):
+            continue  # index and constraint options: the spec's python.indexes and constraints say those
+        try:
+            Requirement(line)
+        except InvalidRequirement as exc:
+            raise ResolveError(f"{what}: {path}:{number}: not a requirement: {exc}") from None
+        out.append(line)
+    return out
+
+
+def pyproject_requirements(files: PatchedFiles, path: str, what: str) -> list[str]:
+    data = files.read(path)
+    if data is None:
+        raise ResolveError(f"{what}: the source has no {path} saying what its wheel needs",
+                           hint="name its requirements files with `requires-from`, or say `deps: false`")
+    try:
+        project = tomllib.loads(data.decode("utf-8", "replace")).get("project") or {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ResolveError(f"{what}: {path} is not valid TOML: {exc}") from None
+    if "dependencies" in (project.get("dynamic") or ()):
+        raise ResolveError(f"{what}: {path} declares its dependencies dynamic (computed by its build)",
+                           hint="name the requirements files its build reads with `requires-from`")
+    return [str(d) for d in project.get("dependencies") or ()]
+
+
+def wheel_requirements(comp: Component, req: PyRequirement, pin: Any, ctx: Context) -> list[str]:
+    """The requirements of the wheel `comp` builds, as its source states them."""
+    what = f"{req.where}: the wheel of component {comp.name}"
+    if comp.source is None:
+        raise ResolveError(f"{what}: the component has no source to read its requirements from",
+                           hint="say `deps: false` and list what it needs as requirements of their own")
+    tree = comp.source.impl.tree(comp.source.request, pin, ctx)
+    files = PatchedFiles(comp, tree)
+    out: list[str] = []
+    for path in req.requires_from or ("pyproject.toml",):
+        found = pyproject_requirements(files, path, what) if path.endswith(".toml") else \
+            requirement_lines(files, path, what)
+        out += [line for line in found if line not in out]
+    return out
