@@ -37,7 +37,7 @@ def _shown(line: str) -> str:
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.patches.check import check_stack
-    from enginebuild.patches.targets import stack_targets
+    from enginebuild.lock.patch_targets import stack_targets
     from enginebuild.sources.base import Context
 
     if not args.images and not args.all:
