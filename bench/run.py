@@ -1,6 +1,6 @@
 """enginebuild's benchmark suite: every figure measured side by side with its baseline, in one run.
 
-    python bench/run.py [--units N] [--only a,...,n] [--registry 127.0.0.1:5000]
+    python bench/run.py [--units N] [--only a,...,o] [--registry 127.0.0.1:5000]
 
 Every figure is for linux/amd64 (the hand-written Dockerfile's platform).
 
@@ -13,6 +13,10 @@ h-m. see bench/figures.py: parallel components, rebuild cost by kind of edit, no
    arm64 cold build, verify, secret scan at push
 n. see bench/serving.py: llama.cpp built from source and serving (cold build, one-line source
    edit with and without the compiler cache, time to ready, llama-benchy tokens per second)
+o. see bench/scale.py: vLLM at real scale (199 distributions, 4 GiB of wheels): cold build with
+   the store empty and warm, size, layers, peak RSS, push time and bytes, bytes after a launcher
+   edit and after a small bump, reproduce, verify; each beside a hand-written Dockerfile that
+   runs `pip install --require-hashes` on the same base (run only when named: `--only o`)
 c. script edit on a fresh engine sharing the registry: enginebuild --cache vs the hand-written
    Dockerfile on a fresh engine (the kernels component compiles DEMO_KERNEL_UNITS units)
 d. bytes and layers pushed after a script edit vs the size of the edited file
@@ -39,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import figures  # noqa: E402
+import scale  # noqa: E402
 import serving  # noqa: E402
 from common import ROOT, Row, eb, print_table, run, scratch_workspace, timed  # noqa: E402
 
@@ -224,9 +229,12 @@ def bench_plan(ws, env) -> Row:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--units", type=int, default=110, help="kernel units for (c); 110 is about 75 s here")
-    parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n")
+    parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n",
+                        help="figures to measure; o (vLLM at real scale: about 15 GB of disk, 30 min) only when named")
     parser.add_argument("--pair-units", type=int, default=40, help="kernel units per component for (h)")
     parser.add_argument("--registry", default="127.0.0.1:5000")
+    parser.add_argument("--registry-root", default="/tmp/enginebuild-registry/data",
+                        help="the registry's storage folder (o counts the bytes a push adds there)")
     args = parser.parse_args()
     only = set(args.only.split(","))
     home = Path(os.environ.get("ENGINEBUILD_HOME") or tempfile.mkdtemp(prefix="eb-bench-home-"))
@@ -266,6 +274,9 @@ def main() -> int:
             rows += figures.bench_edit_kinds(ws, env, hand, docker_build)
         if "n" in only:
             serving.bench_llamacpp(ws, env, rows)
+        if "o" in only:
+            root = Path(args.registry_root)
+            scale.bench_scale(ws, env, rows, args.registry, root if root.is_dir() else None)
         if "e" in only:
             from patchcheck import bench as bench_patches
             rows += bench_patches(home)

@@ -86,6 +86,7 @@ def check_environment(role: str, env: dict, todo: dict[str, str]) -> None:
         if "git" in req:
             notes += [f"git_url {req['git']['url']}", f"git_ref {req['git']['ref']}"]
         notes += ["no deps"] if req.get("deps") is False else []
+        notes += [f"its needs from {' '.join(req['requires-from'])}"] if req.get("requires-from") else []
         assert f"{req['requirement']} ({', '.join(notes)})" in line, (req, line)
     for constraint in python.get("constraints", []):
         assert constraint in todo[f"{role}.python"].split("; constraints ")[1]
@@ -124,16 +125,25 @@ def test_the_rendered_dockerfiles_say_what_the_spec_says(name, rendered):
     check_environment("runtime", spec, todo)
     for req in (spec.get("python") or {}).get("requirements", []):
         if isinstance(req, dict) and "component" in req:
-            assert f"# enginebuild: python {req['requirement']}  installed into" in runtime
+            assert f"# enginebuild: python {req['requirement']} (built by component {req['component']}) " \
+                   "installed into" in runtime
     for comp_name in spec.get("install", []):
         outputs = spec["components"][comp_name]["outputs"]
         assert f"COPY --from=component:{comp_name} {outputs.get('prefix', '')} {outputs.get('to', '/')}" in runtime
     copied = re.findall(r"^COPY files/\d+/ /   # enginebuild: (.*)$", runtime, re.M)
     assert sorted(d for line in copied for d in line.split(", ")) == sorted(spec.get("files", {}))
-    runs = re.findall(r"^RUN (.*?)(?:   # BuildKit, then normalised)?$", runtime, re.M)
-    commands = [s["run"] if isinstance(s, dict) else s for s in spec.get("steps", [])]
+    runs = [step_command(r) for r in re.findall(r"^RUN (.*?)(?:   # BuildKit, then normalised)?$", runtime, re.M)]
     shell = spec.get("shell")
-    assert runs == [json.dumps([*shell, c]) if shell else c for c in commands]
+    expected_runs = [c if isinstance(c, str) else json.dumps(c) for c in (spec.get("system") or {}).get("run", [])]
+    for step in spec.get("steps", []):
+        command = expected_step(step)
+        several = command.startswith('["/bin/sh", "/opt/enginebuild/step-script.sh"]')
+        expected_runs.append(json.dumps([*shell, command]) if shell and not several else
+                             json.dumps([*shell[:-1], "/opt/enginebuild/step-script.sh"]) if shell else command)
+    assert runs == expected_runs
+    for step in spec.get("steps", []):
+        for name in step.get("files", []) if isinstance(step, dict) else []:  # mounted, never copied
+            assert f"target=/opt/enginebuild/step/{name}" in runtime
     env_line = next((line for line in runtime.splitlines() if line.startswith("ENV ")), "ENV")
     assert env_line == "ENV" + "".join(f" {k}={dq(v)}" for k, v in (spec.get("env") or {}).items())
     settings = [line for line in runtime.splitlines()
@@ -151,14 +161,16 @@ def test_the_rendered_dockerfiles_say_what_the_spec_says(name, rendered):
     expected += [f"CMD {json.dumps(spec['cmd'])}"] if "cmd" in spec else []
     assert settings == expected
 
-    # each component: its builder, source, arguments, caches and steps
-    assert sorted(p.removeprefix("component ") for p in parts if p.startswith("component ")) == sorted(
-        spec.get("components", {}))
-    for comp_name, comp in spec.get("components", {}).items():
+    # each component the runtime takes (and what those need): its builder, source, arguments,
+    # caches and steps; a component nothing installs or needs is not built, so not rendered
+    used = used_components(spec)
+    assert sorted(p.removeprefix("component ") for p in parts if p.startswith("component ")) == sorted(used)
+    for comp_name in used:
+        comp = spec["components"][comp_name]
         text = parts[f"component {comp_name}"]
-        builder = comp.get("builder") or spec.get("builder") or {"base": spec["base"]}
+        builder = builder_of(spec, comp)
         assert f"\nFROM {builder['base']}  # NOT PINNED\n" in text
-        check_environment("builder", builder, todo)
+        check_environment(role_of(todo, builder), builder, todo)
         git = comp["source"]["git"]
         source = todo[f"components.{comp_name}.source"]
         assert f"url {git['url']}, ref {git['ref']}" in source
@@ -171,4 +183,47 @@ def test_the_rendered_dockerfiles_say_what_the_spec_says(name, rendered):
         for folder in comp["build"].get("cache", []):
             assert f"--mount=type=cache,target={folder}" in text
         steps = re.findall(r"^RUN (?!--mount=type=bind,source=build.sh)(.*)$", text, re.M)
-        assert steps == [s["run"] for s in comp.get("steps", [])]
+        assert [step_command(s) for s in steps] == [expected_step(s) for s in comp.get("steps", [])]
+
+
+def used_components(spec: dict) -> list[str]:
+    todo = list(spec.get("install", []))
+    todo += [r["component"] for r in (spec.get("python") or {}).get("requirements", [])
+             if isinstance(r, dict) and "component" in r]
+    used: list[str] = []
+    while todo:
+        name = todo.pop()
+        if name not in used:
+            used.append(name)
+            todo += spec["components"][name].get("needs", [])
+    return used
+
+
+def builder_of(spec: dict, comp: dict) -> dict:
+    """A component's environment: written out, named (`runtime` or a key of `environments`),
+    or the image's default."""
+    builder = comp.get("builder") or spec.get("builder") or {"base": spec["base"]}
+    if builder == "runtime":
+        return spec
+    return spec["environments"][builder] if isinstance(builder, str) else builder
+
+
+def role_of(todo: dict[str, str], env: dict) -> str:
+    """The lock input prefix holding this environment's system packages (an environment several
+    components name is locked once, under the first of them)."""
+    packages = "packages " + " ".join(sorted((env.get("system") or {}).get("packages", [])))
+    roles = [k[:-len(".system")] for k, v in todo.items() if k.endswith(".system") and v.split(";")[0].split(",")[0]
+             == packages]
+    return roles[0] if roles else "builder"
+
+
+def step_command(run: str) -> str:
+    """A step's RUN line without its mounts (a script of several lines runs from a mounted file)."""
+    return re.sub(r"^(--mount=\S+ )+", "", run)
+
+
+def expected_step(step) -> str:
+    run = step["run"] if isinstance(step, dict) else step
+    if "\n" in run.strip():
+        return json.dumps(["/bin/sh", "/opt/enginebuild/step-script.sh"])
+    return run

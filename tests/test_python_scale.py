@@ -109,10 +109,10 @@ def test_a_closure_of_160_distributions_is_few_layers_loads_and_a_bump_rewrites_
                 f"[importlib.import_module(f'eb_scale_{{n:03d}}') for n in range({COUNT})]\n"
                 "import eb_scale_big\n"
                 "print(len([d for d in m.distributions() if d.metadata['Name'].startswith('eb-scale-')]))")
-        out = docker("run", "--rm", tag, "-c", code)
+        out = docker("run", "--rm", tag, "-c", code, check=False)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == str(COUNT + 1)
-        check = docker("run", "--rm", tag, "-m", "pip", "check")
+        check = docker("run", "--rm", tag, "-m", "pip", "check", check=False)
         assert check.returncode == 0 and "No broken requirements found" in check.stdout, check.stdout + check.stderr
 
         # bump one small distribution: one layer to write, the group holding it
@@ -128,7 +128,7 @@ def test_a_closure_of_160_distributions_is_few_layers_loads_and_a_bump_rewrites_
         old_names = [row["name"] for row in plan["layers"]]
         assert [row["name"] for row in after["layers"] if row["name"] not in old_names] == python
     finally:
-        docker("rmi", "-f", tag)
+        docker("rmi", "-f", tag, check=False)
 
 
 def test_a_distribution_the_base_ships_is_replaced_leaving_one_version(workspace, registry, docker_engine,
@@ -160,16 +160,16 @@ def test_a_distribution_the_base_ships_is_replaced_leaving_one_version(workspace
                 " if d.metadata['Name'] in ('six', 'tabulate')))\n"
                 "print(sorted(n for n in os.listdir(site) if n.startswith(('six', 'tabulate'))))\n"
                 "print(six.__version__, tabulate.__version__)")
-        out = docker("run", "--rm", tag, "-c", code)
+        out = docker("run", "--rm", tag, "-c", code, check=False)
         assert out.returncode == 0, out.stderr
         dists, files, versions = out.stdout.strip().splitlines()
         assert dists == "['six 1.17.0', 'tabulate 0.9.0']"
         assert files == "['six-1.17.0.dist-info', 'six.py', 'tabulate', 'tabulate-0.9.0.dist-info']"  # no tabulate.py
         assert versions == "1.17.0 0.9.0"
-        check = docker("run", "--rm", tag, "-m", "pip", "check")
+        check = docker("run", "--rm", tag, "-m", "pip", "check", check=False)
         assert check.returncode == 0 and "No broken requirements found" in check.stdout, check.stdout + check.stderr
     finally:
-        docker("rmi", "-f", tag)
+        docker("rmi", "-f", tag, check=False)
 
 
 WHEELER = """base: scratch
@@ -228,9 +228,9 @@ def test_a_component_wheel_brings_its_dependencies_and_metadata_the_lock_lacks_f
     try:
         proc = run_cli(["image", "wheels"], workspace)
         assert proc.returncode == 0, proc.stderr
-        out = docker("run", "--rm", tag, "-c", "import ebwheel, tabulate; print(tabulate.__version__)")
+        out = docker("run", "--rm", tag, "-c", "import ebwheel, tabulate; print(tabulate.__version__)", check=False)
         assert out.returncode == 0 and out.stdout.strip() == "0.9.0", out.stderr
-        check = docker("run", "--rm", tag, "-m", "pip", "check")
+        check = docker("run", "--rm", tag, "-m", "pip", "check", check=False)
         assert check.returncode == 0 and "No broken requirements found" in check.stdout, check.stdout + check.stderr
         # told to read requirements.txt, which forgets tabulate: the wheel's metadata says otherwise
         write_image(workspace, "wheels", WHEELER.format(system=DEBIAN_PYTHON,
@@ -242,4 +242,4 @@ def test_a_component_wheel_brings_its_dependencies_and_metadata_the_lock_lacks_f
                "tabulate==0.9.0; python_version >= \"3.8\" (the lock has no tabulate)" in proc.stderr, proc.stderr
         assert "requires-from" in proc.stderr
     finally:
-        docker("rmi", "-f", tag)
+        docker("rmi", "-f", tag, check=False)

@@ -36,8 +36,8 @@ def _shown(line: str) -> str:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.patches.check import check_stack
     from enginebuild.lock.patch_targets import stack_targets
+    from enginebuild.patches.check import check_stack
     from enginebuild.sources.base import Context
 
     if not args.images and not args.all:

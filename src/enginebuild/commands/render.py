@@ -95,6 +95,7 @@ def describe_request(kind: str, request: dict[str, object]) -> str:
         for r in request["requirements"]:  # type: ignore[attr-defined]
             extra = [f"{k} {r[k]}" for k in ("index", "component", "url", "git_url", "git_ref") if k in r]
             extra += ["no deps"] if r.get("deps") is False else []
+            extra += [f"its needs from {' '.join(r['requires_from'])}"] if r.get("requires_from") else []
             reqs.append(r["requirement"] + (f" ({', '.join(extra)})" if extra else ""))
         constraints = request["constraints"]
         return (f"Python {request['python']}: {'; '.join(reqs)}"

@@ -1,0 +1,182 @@
+"""o. vLLM at real scale (`vllm-pypi`: 199 distributions, 4 GiB of wheels), linux/amd64, each
+figure beside a hand-written Dockerfile that installs the same pinned requirements with
+`pip install --require-hashes --no-deps` on the same base (bench/handwritten/vllm.Dockerfile:
+the runtime's Debian system layers, exported from enginebuild's chain image, and pip run from
+its wheel):
+
+o0. cold build, store empty (every wheel downloaded) vs the hand-written build with no cache
+o1. cold build, store warm (every download in the store, no layer written) vs the hand-written
+    build with pip's download cache warm (a BuildKit cache mount) and no layer reused
+o2. image size and o3. layer count, vs the hand-written image
+o4. enginebuild's peak RSS during o0, vs the goal (1 GiB)
+o5. push to an empty repository of the local registry: seconds and bytes, vs `docker push`
+o6. bytes pushed after an edit of the launcher, vs the hand-written image after the same edit
+o7. bytes pushed after bumping one small distribution (pip), vs the hand-written image
+o8. `reproduce` (everything rebuilt in a scratch store, compared) vs the o1 build
+o9. `verify` (every CUDA binary of the image read) vs `docker save` of the image to /dev/null
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from common import ROOT, Row, eb, run
+
+AMD64 = ("--platform", "linux/amd64")
+DOCKER = os.environ.get("ENGINEBUILD_DOCKER", "/usr/bin/docker")
+IMAGE = "vllm-pypi"
+HAND = "enginebuild-bench/hand-vllm"
+
+
+def _requirements(ws: Path) -> str:
+    """The lock's closure as a hash-checking requirements file (what a careful recipe commits)."""
+    lock = json.loads((ws / f"lockfiles/{IMAGE}.lock").read_text())
+    packages = lock["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"]
+    return "".join(f"{p['name']}=={p['version']} --hash=sha256:{p['sha256']}\n" for p in packages)
+
+
+def _timed_build(ws: Path, env: dict) -> tuple[float, int]:
+    """Seconds and peak RSS (bytes) of `image` in a child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    run(eb(ws, "image", IMAGE, *AMD64), cwd=ws, env=env)
+    seconds = time.perf_counter() - start
+    return seconds, max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) * 1024
+
+
+def _hand_context(ws: Path, env: dict, folder: Path) -> Path:
+    """The base (system layers from the chain image), the requirements, pip's wheel (from the
+    store of `env`, after a build) and the scripts."""
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "bench/handwritten/vllm.Dockerfile", folder / "Dockerfile")
+    rendered = run(eb(ws, "render", IMAGE, *AMD64), cwd=ws, env=env).stdout
+    chain = next(line.split()[1] for line in rendered.splitlines() if line.startswith("FROM enginebuild/chain:"))
+    container = run([DOCKER, "create", chain, "/nothing"]).stdout.strip()
+    try:
+        run([DOCKER, "export", "-o", str(folder / "system.tar"), container])
+    finally:
+        run([DOCKER, "rm", container])
+    (folder / "requirements.txt").write_text(_requirements(ws))
+    lock = json.loads((ws / f"lockfiles/{IMAGE}.lock").read_text())
+    pip = next(p for p in lock["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"] if p["name"] == "pip")
+    shutil.copy(Path(env["ENGINEBUILD_HOME"]) / "cas/sha256" / pip["sha256"][:2] / pip["sha256"], folder / "pip.whl")
+    for name in ("launch_vllm.sh", "launch_vllm_ar.sh"):
+        shutil.copy(ws / "images/spark-vllm" / name, folder / name)
+    for name in ("wait_for_server.sh", "bench.sh"):
+        shutil.copy(ws / "images/spark-base" / name, folder / name)
+    return folder
+
+
+def _hand_build(context: Path, *extra: str) -> float:
+    start = time.perf_counter()
+    run([DOCKER, "build", "-q", "-t", HAND, *extra, str(context)], env={"DOCKER_BUILDKIT": "1"})
+    return time.perf_counter() - start
+
+
+def _image_facts(ref: str) -> tuple[int, int]:
+    out = run([DOCKER, "image", "inspect", ref, "--format", "{{.Size}} {{len .RootFS.Layers}}"]).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def _registry_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("data") if p.is_file())
+
+
+def _pushed(measure, push) -> tuple[float, int]:
+    before = measure()
+    start = time.perf_counter()
+    push()
+    return time.perf_counter() - start, measure() - before
+
+
+def bench_scale(ws: Path, env: dict, rows: list, registry: str, registry_root: Path | None) -> None:
+    """Appends each row to `rows` as soon as it is measured. `registry_root`: the registry's
+    storage folder, to count the bytes a push adds (None: bytes are not measured)."""
+    home = Path(tempfile.mkdtemp(prefix="eb-bench-scale-home-"))
+    cold_env = {**env, "ENGINEBUILD_HOME": str(home)}
+    hand = Path(tempfile.mkdtemp(prefix="eb-bench-scale-")) / "ctx"
+    salt = uuid.uuid4().hex[:8]
+    repo = f"{registry}/enginebuild-bench/scale-{salt}"
+    size = lambda: _registry_bytes(registry_root) if registry_root else 0  # noqa: E731
+    try:
+        run([DOCKER, "rmi", "-f", f"enginebuild/{IMAGE}:latest"], check=False)
+        ours, rss = _timed_build(ws, cold_env)
+        _hand_context(ws, cold_env, hand)
+        baseline = _hand_build(hand, "--no-cache", "--build-arg", f"SALT={salt}")
+        rows.append(Row("o0. vLLM image cold build, store empty", ours, baseline, "s",
+                        "python BUILD.py image vllm-pypi (a new, empty store: every wheel downloaded)",
+                        "docker build --no-cache of bench/handwritten/vllm.Dockerfile (pip install --require-hashes)"))
+        ours_size, ours_layers = _image_facts(f"enginebuild/{IMAGE}:latest")
+        hand_size, hand_layers = _image_facts(HAND)
+        rows.append(Row("o2. vLLM image size", ours_size / 2**30, hand_size / 2**30, "GiB",
+                        "docker image inspect enginebuild/vllm-pypi (Size)", "the same of the hand-written image"))
+        rows.append(Row("o3. vLLM image layer count", ours_layers, hand_layers, "layers",
+                        "docker image inspect enginebuild/vllm-pypi (RootFS.Layers)", "the same, hand-written"))
+        rows.append(Row("o4. enginebuild peak RSS during the cold build", rss / 2**20, 1024, "MiB",
+                        "the image command's peak resident set (getrusage of the child)", "the goal: 1 GiB"))
+        # o1: the same downloads, no layer record: every layer written again
+        warm = Path(tempfile.mkdtemp(prefix="eb-bench-scale-warm-"))
+        shutil.copytree(home / "cas", warm / "cas", copy_function=os.link)
+        shutil.rmtree(home, ignore_errors=True)
+        run([DOCKER, "rmi", "-f", f"enginebuild/{IMAGE}:latest"], check=False)
+        ours, _ = _timed_build(ws, {**env, "ENGINEBUILD_HOME": str(warm)})
+        _hand_build(hand, "--build-arg", f"SALT=warm-{salt}")  # fills pip's cache mount
+        baseline = _hand_build(hand, "--no-cache", "--build-arg", f"SALT=warm2-{salt}")
+        rows.append(Row("o1. vLLM image cold build, store warm", ours, baseline, "s",
+                        "python BUILD.py image vllm-pypi (every download in the store, no layer written yet)",
+                        "docker build --no-cache, pip's download cache (a BuildKit cache mount) warm"))
+        cold_env = {**env, "ENGINEBUILD_HOME": str(warm)}
+        seconds, sent = _pushed(size, lambda: run(eb(ws, "push", IMAGE, *AMD64, "--to", repo), cwd=ws, env=cold_env))
+        hand_seconds, hand_sent = _pushed(size, lambda: (run([DOCKER, "tag", HAND, f"{repo}-hand:1"]),
+                                                          run([DOCKER, "push", f"{repo}-hand:1"])))
+        rows.append(Row("o5. push to an empty repository", seconds, hand_seconds, "s",
+                        f"python BUILD.py push vllm-pypi --to REPO ({sent / 2**30:.2f} GiB added to the registry)",
+                        f"docker push of the hand-written image ({hand_sent / 2**30:.2f} GiB added)"))
+        launcher = ws / "images/spark-vllm/launch_vllm.sh"
+        launcher.write_text(launcher.read_text() + f"# edited {salt}\n")
+        (hand / "launch_vllm.sh").write_text(launcher.read_text())
+        run(eb(ws, "image", IMAGE, *AMD64), cwd=ws, env=cold_env)
+        _hand_build(hand, "--build-arg", f"SALT=warm2-{salt}")
+        _, sent = _pushed(size, lambda: run(eb(ws, "push", IMAGE, *AMD64, "--to", repo), cwd=ws, env=cold_env))
+        _, hand_sent = _pushed(size, lambda: (run([DOCKER, "tag", HAND, f"{repo}-hand:2"]),
+                                               run([DOCKER, "push", f"{repo}-hand:2"])))
+        rows.append(Row("o6. bytes pushed after a launcher edit", sent / 1024, hand_sent / 1024, "KiB",
+                        "python BUILD.py push vllm-pypi (launch_vllm.sh edited)", "docker push, the same edit"))
+        spec = ws / f"images/{IMAGE}/image.yaml"
+        spec.write_text(spec.read_text().replace("pip==25.3", "pip==25.2"))
+        run(eb(ws, "lock", IMAGE), cwd=ws, env=cold_env)
+        run(eb(ws, "image", IMAGE, *AMD64), cwd=ws, env=cold_env)
+        (hand / "requirements.txt").write_text(_requirements(ws))
+        _hand_build(hand, "--build-arg", f"SALT=warm2-{salt}")
+        _, sent = _pushed(size, lambda: run(eb(ws, "push", IMAGE, *AMD64, "--to", repo), cwd=ws, env=cold_env))
+        _, hand_sent = _pushed(size, lambda: (run([DOCKER, "tag", HAND, f"{repo}-hand:3"]),
+                                               run([DOCKER, "push", f"{repo}-hand:3"])))
+        rows.append(Row("o7. bytes pushed after bumping one small distribution", sent / 2**20, hand_sent / 2**20,
+                        "MiB", "python BUILD.py push vllm-pypi (pip 25.3 -> 25.2 in the spec, relocked)",
+                        "docker push of the hand-written image, the same requirement"))
+        start = time.perf_counter()
+        verdict = run(eb(ws, "reproduce", IMAGE, *AMD64), cwd=ws, env=cold_env, check=False)
+        seconds = time.perf_counter() - start
+        rows.append(Row("o8. reproduce (rebuilt from the lock, compared)", seconds, ours, "s",
+                        f"python BUILD.py reproduce vllm-pypi (exit {verdict.returncode}: "
+                        f"{(verdict.stdout.strip().splitlines() or ['?'])[-1][:80]})", "o1's build"))
+        start = time.perf_counter()
+        run(eb(ws, "verify", IMAGE, *AMD64), cwd=ws, env=cold_env)
+        seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        with open(os.devnull, "wb") as sink:
+            subprocess.run([DOCKER, "save", f"enginebuild/{IMAGE}:latest"], stdout=sink, check=True)
+        rows.append(Row("o9. verify (every CUDA binary read)", seconds, time.perf_counter() - start, "s",
+                        "python BUILD.py verify vllm-pypi", "docker save of the image to /dev/null"))
+    finally:
+        shutil.rmtree(hand.parent, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+        for ref in (HAND, f"{repo}-hand:1", f"{repo}-hand:2", f"{repo}-hand:3"):
+            run([DOCKER, "rmi", "-f", ref], check=False)

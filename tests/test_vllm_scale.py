@@ -1,0 +1,65 @@
+"""The catalogue's vLLM image at real scale (`vllm-pypi`): vLLM's release wheels with their whole
+closure (PyTorch, NVIDIA's CUDA libraries: about 200 distributions, 4 GiB of wheels), built
+for linux/amd64 in a store of its own, imported and checked in the container; everything it
+wrote (store, images, chain tags) is removed afterwards."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import ROOT, run_cli
+from helpers.docker import docker
+
+pytestmark = [pytest.mark.network]
+IMAGE = "vllm-pypi"
+
+
+def test_the_vllm_closure_is_over_150_distributions_in_under_100_layers_on_both_platforms():
+    lock = json.loads((ROOT / f"lockfiles/{IMAGE}.lock").read_text())
+    proc = run_cli(["plan", IMAGE, "--json"], ROOT)
+    assert proc.returncode == 0, proc.stderr
+    for doc in json.loads(proc.stdout)["images"]:
+        packages = lock["inputs"][f"runtime.python@{doc['platform']}"]["resolved"]["packages"]
+        assert len(packages) >= 150 and {"vllm", "torch", "nvidia-cublas"} <= {p["name"] for p in packages}
+        names = [row["name"] for row in doc["layers"]]
+        assert len(names) <= 100, doc["platform"]
+        for big in ("vllm", "torch", "nvidia-cublas", "triton"):  # each alone: a bump moves only its bytes
+            assert any(n.startswith(f"python {big} ") and "," not in n for n in names), (big, names)
+
+
+def _chain_tags() -> set[str]:
+    return set(docker("images", "enginebuild/chain", "--format", "{{.Repository}}:{{.Tag}}").stdout.split())
+
+
+def test_the_vllm_image_builds_imports_and_its_closure_is_consistent(tmp_path, docker_engine, pypi_reachable,
+                                                                     debian_reachable):
+    home = tmp_path / "home"  # its own store: 4 GiB of wheels and their layers, removed below
+    chains = _chain_tags()
+    tag = f"enginebuild/{IMAGE}:latest"
+    try:
+        proc = run_cli(["image", IMAGE, "--platform", "linux/amd64"], ROOT, env={"ENGINEBUILD_HOME": str(home)})
+        assert proc.returncode == 0, proc.stderr
+        assert "kernels: vllm-pypi (linux/amd64): ok" in proc.stdout + proc.stderr
+        layers = json.loads(docker("image", "inspect", tag, "--format", "{{json .RootFS.Layers}}").stdout)
+        assert len(layers) <= 100
+        code = "import vllm, torch; print(vllm.__version__, torch.__version__.split('+')[0])"
+        out = docker("run", "--rm", "--entrypoint", "python3", tag, "-c", code, check=False)
+        assert out.returncode == 0, out.stderr[-3000:]
+        lock = json.loads((ROOT / f"lockfiles/{IMAGE}.lock").read_text())
+        versions = {p["name"]: p["version"] for p in lock["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"]}
+        assert out.stdout.split()[-2:] == [versions["vllm"], versions["torch"]]
+        check = docker("run", "--rm", "--entrypoint", "python3", tag, "-m", "pip", "check", check=False)
+        assert check.returncode == 0 and "No broken requirements found" in check.stdout, check.stdout + check.stderr
+        verify = run_cli(["verify", IMAGE, "--platform", "linux/amd64", "--json"], ROOT,
+                         env={"ENGINEBUILD_HOME": str(home)})
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+        assert "_moe_C" in verify.stdout and "sm_120" in verify.stdout  # the device code the wheels carry
+    finally:
+        docker("rmi", "-f", tag, f"enginebuild/{IMAGE}:latest-amd64", check=False)
+        for ref in _chain_tags() - chains:
+            docker("rmi", ref, check=False)
+        shutil.rmtree(home, ignore_errors=True)
+        assert not os.path.exists(home)
