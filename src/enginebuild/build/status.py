@@ -32,6 +32,8 @@ def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str
                                "output_size": int(record["size"]) if record else None}
         if action == "build":
             row["changed"] = changed_inputs(comp.inputs, history.get(f"component {comp.name}"))
+        if comp.outside:
+            row["outside_declared_inputs"] = list(comp.outside)
         components.append(row)
     layers = []
     for node in plan.runtime.layers:

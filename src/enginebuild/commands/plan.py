@@ -70,6 +70,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             if c.get("changed"):
                 line += "  <- " + ", ".join(c["changed"])
             print(line)
+            for patch in c.get("outside_declared_inputs", []):
+                print(f"  {'':28} {patch} touches none of its declared inputs: not part of its key")
         for unused in doc["unused_components"]:
             print(f"  component {unused:<18} {'':12}  not built: nothing installs or needs it")
         for i, row in enumerate(doc["layers"], 1):

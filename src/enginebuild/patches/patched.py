@@ -13,6 +13,7 @@ from enginebuild.io.tars import TarWriter, clean_name
 from enginebuild.patches.check import check_stack
 from enginebuild.sources import Source
 from enginebuild.sources.base import Context
+from enginebuild.sources.trees import declared_matcher
 from enginebuild.spec.model import PatchRef
 
 
@@ -23,12 +24,14 @@ def stack_failure(owner: str, description: str, result: Any, hint_image: str) ->
 
 
 def patched_tree(ctx: Context, owner: str, source: Source, pin: Any, patches: tuple[PatchRef, ...], key: str,
-                 image: str) -> Blob:
-    """The normalised tree tar of `source` with `patches` applied, derived once and recorded by `key`."""
+                 image: str, only: tuple[str, ...] = ()) -> Blob:
+    """The normalised tree tar of `source` with `patches` applied, derived once and recorded by
+    `key`; with declared inputs `only` (globs), holding just the files they match."""
     impl = source.impl
     base = impl.tree_tar(source.request, pin, ctx)
-    if not patches:
+    if not patches and not only:
         return base
+    declared = declared_matcher(only)
 
     def make() -> Blob:
         tree = impl.tree(source.request, pin, ctx)
@@ -38,11 +41,14 @@ def patched_tree(ctx: Context, owner: str, source: Source, pin: Any, patches: tu
             raise stack_failure(owner, tree.description, failure, image)
 
         def write(sink: HashingWriter) -> None:
-            writer = TarWriter(sink, mtime=ctx.mtime)  # type: ignore[arg-type]  # a write-only sink
+            writer = TarWriter(sink, mtime=ctx.mtime, implied_dirs=bool(only))  # type: ignore[arg-type]
             seen = set()
             with tarfile.open(ctx.store.verified(base.sha256, f"tree of {owner}"), "r:") as tar:
                 for member in tar:
                     name = clean_name(member.name)
+                    if only and (member.isdir() or not declared(name)):
+                        seen.add(name)
+                        continue  # not a declared input: absent from the build
                     if name in outcome.files:
                         seen.add(name)
                         data = outcome.files[name]
@@ -55,7 +61,7 @@ def patched_tree(ctx: Context, owner: str, source: Source, pin: Any, patches: tu
                         writer.add_member(member, tar.extractfile(member) if member.isreg() else None)
             for name in sorted(set(outcome.files) - seen):
                 data = outcome.files[name]
-                if data is not None:
+                if data is not None and declared(name):
                     writer.add_bytes(name, data, outcome.modes.get(name, 0o644))
             writer.close()
 

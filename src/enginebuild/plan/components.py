@@ -16,6 +16,7 @@ from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent
 from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, FromFile, FromOutput, FromSource
 from enginebuild.plan.render import render
 from enginebuild.sources import Source
+from enginebuild.sources.trees import declared_matcher
 from enginebuild.spec.model import Component, PatchRef
 
 SOURCES = "/opt/enginebuild/sources"
@@ -26,12 +27,21 @@ def _env_name(component: str) -> str:
     return "ENGINEBUILD_DEP_" + "".join(c if c.isalnum() else "_" for c in component.upper())
 
 
-def source_item(arcname: str, source: Source, pin: Any, patches: tuple[PatchRef, ...], label: str) -> ContextItem:
+def touches_declared(patch: PatchRef, only: tuple[str, ...]) -> bool:
+    declared = declared_matcher(only)
+    return any(declared(f.path) for f in patch.patch.files)
+
+
+def source_item(arcname: str, source: Source, pin: Any, patches: tuple[PatchRef, ...], label: str,
+                only: tuple[str, ...] = ()) -> ContextItem:
+    """The (patched) source tree; with declared inputs `only`, just those files, and a digest
+    that a patch touching none of them leaves as it is."""
     identity = source.impl.identity(source.request, pin) if (pin is not None or not source.pinned_by_lock) \
         else f"unpinned {source.describe()}"
-    digest = keys.key_of("source-tree", identity=identity, patches=[p.patch.sha256 for p in patches],
-                         epoch=keys.epoch())
-    return ContextItem(arcname, digest, FromSource(source, pin, patches), label=label)
+    keyed = [p.patch.sha256 for p in patches if not only or touches_declared(p, only)]
+    digest = keys.key_of("source-tree", identity=identity, patches=keyed, epoch=keys.epoch(),
+                         **({"inputs": list(only)} if only else {}))
+    return ContextItem(arcname, digest, FromSource(source, pin, patches, only), label=label)
 
 
 def cuda_env(archs: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -59,7 +69,8 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     env: list[tuple[str, str]] = []
     if comp.source:
         pin = pins.get(f"components.{comp.name}.source") if comp.source.pinned_by_lock else None
-        context.append(source_item("source.tar", comp.source, pin, comp.patches, comp.source.describe(pin)))
+        context.append(source_item("source.tar", comp.source, pin, comp.patches, comp.source.describe(pin),
+                                   comp.inputs))
         version = comp.source.impl.version(comp.source.request, pin)
         if comp.source.kind == "git" and getattr(comp.source.request, "version", None) and version:
             env.append(("SETUPTOOLS_SCM_PRETEND_VERSION", version))
@@ -107,5 +118,9 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     inputs = {"builder": builder.tip, "instructions": keys.sha(dockerfile)}
     for item in items:
         inputs[item.label or item.arcname] = item.digest
+    outside: tuple[str, ...] = ()
+    if comp.inputs:  # each patch that reaches a declared input, by name: the one that changed is named
+        inputs.update({f"patches/{p.name}": p.patch.sha256 for p in comp.patches if touches_declared(p, comp.inputs)})
+        outside = tuple(f"patches/{p.name}" for p in comp.patches if not touches_declared(p, comp.inputs))
     return ComponentNode(comp.name, key, planner.platform, builder, dockerfile, items, secrets, comp.needs,
-                         comp.outputs, cuda_archs, inputs)
+                         comp.outputs, cuda_archs, inputs, outside)

@@ -45,6 +45,7 @@ class FromSource:
     source: Source
     pin: Any
     patches: tuple[PatchRef, ...]
+    only: tuple[str, ...] = ()  # declared inputs (globs): the tree holds only those
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,7 @@ class ComponentNode:
     outputs: Outputs
     cuda_archs: tuple[str, ...] = ()
     inputs: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    outside: tuple[str, ...] = ()  # patches of its stack touching none of its declared inputs
 
 
 @dataclass(frozen=True)

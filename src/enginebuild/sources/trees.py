@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from enginebuild.errors import FetchError
@@ -279,3 +279,18 @@ def folder_to_tree(store: Store, folder: Path, what: str, mtime: int) -> Blob:
         writer.close()
 
     return make_blob(store, what, write)
+
+
+def declared_matcher(globs: tuple[str, ...]) -> Callable[[str], bool]:
+    """Whether a path of a source tree is one of its declared inputs: `*` and `?` within one path
+    part, `**` across parts, a folder (`csrc/` or `csrc`) with everything under it."""
+    import re
+
+    parts = []
+    for glob in globs:
+        text = glob.rstrip("/")
+        tokens = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+        pattern = "".join(tokens.get(tok, re.escape(tok)) for tok in re.split(r"(\*\*/|\*\*|\*|\?)", text) if tok)
+        parts.append(f"{pattern}(?:/.*)?")
+    regex = re.compile("|".join(f"(?:{p})" for p in parts)) if parts else None
+    return lambda path: regex is None or regex.fullmatch(path.strip("/")) is not None

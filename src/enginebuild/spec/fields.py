@@ -208,6 +208,12 @@ def _source_path(value: str) -> str | None:
     return None
 
 
+def _input_glob(value: str) -> str | None:
+    if _source_path(value.replace("*", "x").replace("?", "x")) is not None:
+        return "a relative path or glob inside the component's source (no '..', no leading /)"
+    return None
+
+
 def python_schema() -> Record:
     requirement = OneOf((
         Str(test=_requirement, what="a requirement (PEP 508)"),
@@ -275,6 +281,11 @@ def component_schema() -> Record:
         "outputs": outputs,
         "steps": STEPS,
         "cuda-archs": ListOf(Str(pattern=CUDA_ARCH, what="a CUDA arch such as 12.1a"), unique=True),
+        "inputs": ListOf(Str(test=_input_glob, what="a path or glob of the component's source"), unique=True,
+                         max_items=256,
+                         description="the paths of its (patched) source the build reads, as globs (`csrc/**`, "
+                                     "`CMakeLists.txt`): its key covers only those, and only those are in its "
+                                     "build; default: the whole source"),
     }, required=("build", "outputs"), doc="a component")
 
 

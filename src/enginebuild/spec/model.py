@@ -161,6 +161,7 @@ class Component:
     steps: tuple[Step, ...]
     cuda_archs: tuple[str, ...]
     where: Where
+    inputs: tuple[str, ...] = ()  # globs of the source the build reads (empty: all of it)
 
 
 @dataclass(frozen=True)

@@ -372,6 +372,7 @@ class Reader:
             steps=self.steps(self.get(node, "steps", path), f"{path}.steps"),
             cuda_archs=tuple(self.get(node, "cuda-archs", path, ()) or ()),
             where=self.where(path),
+            inputs=tuple(self.get(node, "inputs", path, ()) or ()),
         )
 
     def components(self, node: Any, builder: m.Environment) -> tuple[m.Component, ...]:
@@ -383,6 +384,9 @@ class Reader:
             comp = self.component(name, cnode, f"components.{name}", builder)
             if comp.patches and comp.source is None:
                 raise SpecError(comp.where, f"components.{name}.patches", "a patch stack needs a source to apply to")
+            if comp.inputs and comp.source is None:
+                raise SpecError(self.where(f"components.{name}.inputs"), f"components.{name}.inputs",
+                                "declared inputs are paths of the component's source: it has none")
             found[name] = comp
         for comp in found.values():
             for need in comp.needs:
