@@ -32,10 +32,11 @@ FILES = {"engine/src/a.c": "int a = 1;\n", "engine/src/b.c": "int b = 2;\n", "en
 
 
 def patch_of(path: str, old: str, new: str) -> str:
-    return (f"Subject: edit {path}\nDescription: a test edit\nUpstream: not forwarded (test)\n---\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-{old}\n+{new}\n")
+    return (f"Subject: edit {path}\nDescription: a test edit\nUpstream: not forwarded (test)\n---\n"
+            f"--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-{old}\n+{new}\n")
 
 
-def spec(patches: list[str], read_also: str = "") -> str:
+def spec(patches: list[str]) -> str:
     return SPEC.replace("PATCHES", ", ".join(patches))
 
 
