@@ -56,9 +56,13 @@ def _hand_context(ws: Path, env: dict, folder: Path) -> Path:
     store of `env`, after a build) and the scripts."""
     folder.mkdir(parents=True)
     shutil.copy(ROOT / "bench/handwritten/vllm.Dockerfile", folder / "Dockerfile")
-    rendered = run(eb(ws, "render", IMAGE, *AMD64), cwd=ws, env=env).stdout
-    chain = next(line.split()[1] for line in rendered.splitlines() if line.startswith("FROM enginebuild/chain:"))
-    container = run([DOCKER, "create", chain, "/nothing"]).stdout.strip()
+    # the same base: the runtime's system layers alone (the spec without its Python)
+    (ws / "images/bench-vllm-base").mkdir(exist_ok=True)
+    (ws / "images/bench-vllm-base/image.yaml").write_text(
+        f"extends: {IMAGE}\nplatforms: [linux/amd64]\npython: null\nfiles: null\ncuda-archs: null\n")
+    run(eb(ws, "lock", "bench-vllm-base"), cwd=ws, env=env)
+    run(eb(ws, "image", "bench-vllm-base"), cwd=ws, env=env)
+    container = run([DOCKER, "create", "enginebuild/bench-vllm-base:latest", "/nothing"]).stdout.strip()
     try:
         run([DOCKER, "export", "-o", str(folder / "system.tar"), container])
     finally:

@@ -26,7 +26,29 @@ def test_list_shows_the_six_recipes_and_the_three_images_buildable_here():
 def test_list_counts_patches_on_every_stack():
     rows = {r["image"]: r for r in json.loads(run_cli(["list", "--json"], ROOT).stdout)}
     assert rows["qwen35-dflash-turboquant"]["patches"] == 1  # its patch sits on the TurboQuant component
-    assert rows["qwen36-dflash"]["components"] == ["flashinfer", "vllm"]
+    assert rows["qwen36-dflash"]["components"] == ["flashinfer", "vllm-kernels", "vllm"]
+
+
+def test_editing_the_dflash_patch_rebuilds_the_vllm_package_and_not_its_kernels(workspace):
+    """vLLM is split in a compiled part (declared inputs: C++/CUDA, CMake) and a package built
+    around its wheel: the off-by-one patch edits a Python file, so editing it moves only the
+    package's key (minutes of packaging instead of every CUDA file)."""
+    def keys() -> dict:
+        proc = run_cli(["plan", "qwen36-dflash", "--json"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)["images"][0]
+        return {c["name"]: c for c in doc["components"]}
+
+    before = keys()
+    assert before["vllm-kernels"]["outside_declared_inputs"] == ["patches/vllm/0001-dflash-target-layer-ids-off-by-one.patch"]
+    patch = workspace / "patches/vllm/0001-dflash-target-layer-ids-off-by-one.patch"
+    patch.write_text(patch.read_text().replace("aux_hidden_state_layers=(2, 17, 32, 47, 62).",
+                                               "aux_hidden_state_layers=(2, 17, 32, 47, 62) (edited)."))
+    after = keys()
+    assert after["vllm-kernels"]["key"] == before["vllm-kernels"]["key"]
+    assert after["vllm"]["key"] != before["vllm"]["key"] and after["flashinfer"]["key"] == before["flashinfer"]["key"]
+    text = run_cli(["plan", "qwen36-dflash"], workspace).stdout
+    assert "touches none of its declared inputs" in text
 
 
 def test_recipes_share_one_vllm_base_and_one_llamacpp_base():

@@ -384,9 +384,6 @@ class Reader:
             comp = self.component(name, cnode, f"components.{name}", builder)
             if comp.patches and comp.source is None:
                 raise SpecError(comp.where, f"components.{name}.patches", "a patch stack needs a source to apply to")
-            if comp.inputs and comp.source is None:
-                raise SpecError(self.where(f"components.{name}.inputs"), f"components.{name}.inputs",
-                                "declared inputs are paths of the component's source: it has none")
             found[name] = comp
         for comp in found.values():
             for need in comp.needs:
@@ -446,6 +443,10 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         if tree.get("builder") is not None else m.Environment(runtime.base)
     components = r.components(r.get(tree, "components", ""), builder)
     names = {c.name for c in components}
+    for comp in components:  # an abstract spec may leave the source to the images extending it
+        if comp.inputs and comp.source is None and not abstract:
+            raise SpecError(r.where(f"components.{comp.name}.inputs"), f"components.{comp.name}.inputs",
+                            "declared inputs are paths of the component's source: it has none")
     install = tuple(r.get(tree, "install", "", ()) or ())
     for i, cname in enumerate(install):
         if cname not in names:
