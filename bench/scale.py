@@ -68,6 +68,7 @@ def _hand_context(ws: Path, env: dict, folder: Path) -> Path:
     finally:
         run([DOCKER, "rm", container])
     (folder / "requirements.txt").write_text(_requirements(ws))
+    shutil.copy("/etc/ssl/certs/ca-certificates.crt", folder / "ca.pem")
     lock = json.loads((ws / f"lockfiles/{IMAGE}.lock").read_text())
     pip = next(p for p in lock["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"] if p["name"] == "pip")
     shutil.copy(Path(env["ENGINEBUILD_HOME"]) / "cas/sha256" / pip["sha256"][:2] / pip["sha256"], folder / "pip.whl")
