@@ -37,9 +37,26 @@ def test_global_options_are_taken_after_the_verb_and_an_unknown_option_shows_the
     after = run_cli(["render", "demo", "--platform", "linux/amd64", "-q", "--set", "env.PORT=9000"], ROOT)
     assert before.returncode == after.returncode == 0, after.stderr
     assert after.stdout == before.stdout and 'PORT="9000"' in after.stdout
-    proc = run_cli(["plan", "demo", "--progress=plain"], ROOT)
+    proc = run_cli(["plan", "demo", "--pull"], ROOT)
     assert proc.returncode == 2 and proc.stderr.startswith("usage: BUILD.py plan ")
-    assert proc.stderr.rstrip().endswith("error: unrecognized arguments: --progress=plain")
+    assert proc.stderr.rstrip().endswith("error: unrecognized arguments: --pull")
+
+
+@pytest.mark.network
+def test_progress_takes_dockers_modes(tmp_path, pypi_reachable, debian_reachable):
+    """--progress=plain|tty|quiet|auto, before or after the verb, as Docker's: plain writes whole
+    lines, quiet nothing; tty (the live line even when piped) is accepted."""
+    home = {"ENGINEBUILD_HOME": str(tmp_path / "home")}  # a fresh store: fetch has work to report
+    args = ["fetch", "demo", "--platform", "linux/amd64"]
+    plain = run_cli([*args, "--progress=plain"], ROOT, env=home)
+    assert plain.returncode == 0 and "\r" not in plain.stderr and "downloading" in plain.stderr, plain.stderr
+    home = {"ENGINEBUILD_HOME": str(tmp_path / "home2")}
+    quiet = run_cli(["--progress", "quiet", *args], ROOT, env=home)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+    home = {"ENGINEBUILD_HOME": str(tmp_path / "home3")}
+    tty = run_cli([*args, "--progress=tty"], ROOT, env=home)
+    assert tty.returncode == 0 and "downloading" in tty.stderr, tty.stderr[:500]
+    assert run_cli([*args, "--progress=loud"], ROOT).returncode == 2
 
 
 def test_push_options_without_push_and_several_images_into_one_repository_are_refused():

@@ -37,6 +37,9 @@ class Parser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
+PROGRESS = ("auto", "plain", "tty", "quiet")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from enginebuild.errors import command
 
@@ -47,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"enginebuild {__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="print results only, no progress")
+    parser.add_argument("--progress", choices=PROGRESS, default=None,
+                        help="as Docker's: auto (a live line on a terminal), plain (one line at a time, as in CI), "
+                             "tty (live even when piped), quiet (= -q)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="overrides",
                         help="override a spec value for this run only (never written to a lock)")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
@@ -57,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         mod.add_arguments(p)
         # the global options, also after the verb (`image demo -q --set …`), as Docker takes them
         p.add_argument("-q", "--quiet", action="store_true", dest="quiet_here", help="print results only, no progress")
+        p.add_argument("--progress", choices=PROGRESS, default=None, dest="progress_here",
+                       help="auto, plain, tty or quiet (as Docker's --progress)")
         p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="overrides_here",
                        help="override a spec value for this run only (never written to a lock)")
         p.set_defaults(run=mod.run, parser=p)
@@ -71,9 +79,10 @@ def main(argv: list[str], root: str = ".") -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the verb's own usage, not the top level's
         args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    args.quiet = args.quiet or args.quiet_here
+    mode = args.progress_here or args.progress or "auto"
+    args.quiet = args.quiet or args.quiet_here or mode == "quiet"
     args.overrides = [*args.overrides, *args.overrides_here]
-    progress.configure(quiet=args.quiet)
+    progress.configure(quiet=args.quiet, live={"plain": False, "tty": True}.get(mode))
     from enginebuild.workspace import Workspace
 
     workspace = Workspace(Path(root).resolve(), tuple(args.overrides))
