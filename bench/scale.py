@@ -132,6 +132,7 @@ def bench_scale(ws: Path, env: dict, rows: list, registry: str, registry_root: P
         shutil.rmtree(home, ignore_errors=True)
         run([DOCKER, "rmi", "-f", f"enginebuild/{IMAGE}:latest"], check=False)
         ours, _ = _timed_build(ws, {**env, "ENGINEBUILD_HOME": str(warm)})
+        run([DOCKER, "rmi", "-f", HAND], check=False)  # 9.5 GB: the next builds make their own
         _hand_build(hand, "--build-arg", f"SALT=warm-{salt}")  # fills pip's cache mount
         baseline = _hand_build(hand, "--no-cache", "--build-arg", f"SALT=warm2-{salt}")
         rows.append(Row("o1. vLLM image cold build, store warm", ours, baseline, "s",
