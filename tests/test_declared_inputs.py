@@ -13,22 +13,23 @@ from helpers.specs import BUSYBOX_BUILDER, write_image, write_patch
 
 pytestmark = pytest.mark.docker
 
-# an engine whose compiled part is src/ (each unit "compiled" into the output, one line each) and
+# an engine (folder unit/, component `compiled`: no name the demo's tests look for) whose
+# compiled part is src/ (each unit "compiled" into the output, one line each) and
 # whose script part is py/launcher.py, which this component does not build
 SPEC = BUSYBOX_BUILDER + """components:
-  engine:
-    source: {path: engine}
+  compiled:
+    source: {path: unit}
     patches: [PATCHES]
     inputs: ["src/**", "build.cfg"]
-    build: {script: engine/build.sh}
+    build: {script: unit/build.sh}
     outputs: {paths: [/opt/engine/units.txt]}
-install: [engine]
+install: [compiled]
 """
 BUILD = ("#!/bin/sh\nset -e\nmkdir -p /opt/engine\n"
          "for unit in src/*.c; do echo \"compiled $unit: $(wc -c < \"$unit\")\"; done > /opt/engine/units.txt\n"
          "READ_ALSO\n")
-FILES = {"engine/src/a.c": "int a = 1;\n", "engine/src/b.c": "int b = 2;\n", "engine/build.cfg": "O2\n",
-         "engine/py/launcher.py": "LAYERS = range(1, 62, 15)\n"}
+FILES = {"unit/src/a.c": "int a = 1;\n", "unit/src/b.c": "int b = 2;\n", "unit/build.cfg": "O2\n",
+         "unit/py/launcher.py": "LAYERS = range(1, 62, 15)\n"}
 
 
 def patch_of(path: str, old: str, new: str) -> str:
@@ -42,7 +43,7 @@ def spec(patches: list[str]) -> str:
 
 def write(ws, patches: list[str], read_also: str = "") -> None:
     files = dict(FILES)
-    files["engine/build.sh"] = BUILD.replace("READ_ALSO", read_also)
+    files["unit/build.sh"] = BUILD.replace("READ_ALSO", read_also)
     write_image(ws, "t", spec(patches), files)
 
 
@@ -82,7 +83,7 @@ def test_a_patch_outside_the_declared_inputs_rebuilds_nothing_and_one_inside_is_
     write_patch(ws, "t/0002-unit.patch", patch_of("src/b.c", "int b = 2;", "int b = 22;"))
     write(ws, ["t/0001-launcher.patch", "t/0002-unit.patch"])
     doc = plan(ws)
-    assert doc["components_to_build"] == ["engine"]
+    assert doc["components_to_build"] == ["compiled"]
     assert "patches/t/0002-unit.patch" in " ".join(doc["components"][0]["changed"])
     proc = run_cli(["image", "t"], ws)
     assert proc.returncode == 0, proc.stderr
