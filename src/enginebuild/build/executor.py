@@ -110,10 +110,7 @@ class Executor:
 
     # -- chains ---------------------------------------------------------------------------
     def make_chain(self, env: EnvNode, plan: ImagePlan) -> None:
-        """Make every layer of an environment that is not made yet, in order; the layers
-        enginebuild writes from their own inputs alone (system packages, Python distributions,
-        files) first, `jobs` at a time: none of them reads another."""
-        self.write_independent(env, plan)
+        """Make every layer of an environment that is not made yet, in order."""
         for index, node in enumerate(env.layers):
             if self.made(node):
                 self.outcome.reused += 1
@@ -136,21 +133,6 @@ class Executor:
                 self.outcome.written.append(node.name)
                 if isinstance(node.payload, OverlayFiles):
                     output().say(f"  {node.name}: patched on the host ({human_bytes(sum(s for _, s in blobs))})")
-
-    def write_independent(self, env: EnvNode, plan: ImagePlan) -> None:
-        todo = [n for n in env.layers if not isinstance(n.payload, (Run, OverlayFiles)) and not self.made(n)]
-        if len(todo) < 2 or self.jobs < 2:
-            return
-        self.fetcher.all(d for node in todo for d in layer_downloads(node))
-        maker = LayerMaker(self.store, self.engine, self.assembler, plan.epoch, plan.image, self.outputs)
-
-        def write(node: LayerNode) -> None:
-            maker.make(node)
-            self.outcome.written.append(node.name)
-
-        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="layer") as pool:
-            for future in [pool.submit(write, node) for node in sorted(todo, key=layer_weight, reverse=True)]:
-                future.result()
 
     def load_chain(self, env: EnvNode) -> str:
         """The environment as an image in the engine (to build on or read from); returns its reference."""
@@ -336,7 +318,3 @@ def output_record(store: Store, key: str) -> OutputRecord | None:
     record = store.record("outputs", key)
     return OutputRecord.from_json(record) if record else None
 
-
-def layer_weight(node: LayerNode) -> int:
-    """Roughly how much work writing a layer is (its downloads' sizes): the biggest start first."""
-    return sum(d.size or 0 for d in layer_downloads(node))
