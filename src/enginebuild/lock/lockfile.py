@@ -148,7 +148,8 @@ def read_lock(root: Path, spec: ImageSpec) -> Lock | None:
 
 def migrate_v1(lock: Lock, spec: ImageSpec) -> Lock:
     """Format 1 named inputs base/system/python/engine/vendor.X/plugin.X. An entry is kept, under its
-    new name, exactly when a format-2 input asks for the same thing (the same request)."""
+    new name, exactly when a format-2 input asks for the same thing (the same request): under each
+    such name (two components may pin the same source, as vLLM's kernels and package do)."""
     wanted = [(inp.name, inp.request()) for inp in image_inputs(spec)]
     entries = {}
     for entry in lock.entries.values():
@@ -156,7 +157,6 @@ def migrate_v1(lock: Lock, spec: ImageSpec) -> Lock:
             if request == entry.request and name not in entries:
                 resolved = {k: v for k, v in entry.resolved.items() if k != "kind"} if entry.resolved else None
                 entries[name] = Entry(request, resolved, entry.unresolved)
-                break
     return Lock(lock.image, lock.created, entries, migrated_from=1)
 
 
