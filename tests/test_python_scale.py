@@ -59,33 +59,14 @@ def closure(tmp_path):
         index.add(name, make_wheel(folder, name, "1.0", requires=requires))
         versions[name] = "1.0"
     noise = random.Random(7).randbytes(33 * 2**20)
-    big = make_binary_wheel(folder, "eb-scale-big", "1.0", noise)
+    big = make_wheel(folder, "eb-scale-big", "1.0", files={"eb_scale_big/__init__.py": "",
+                                                          "eb_scale_big/blob.bin": noise})
     index.add("eb-scale-big", big)
     versions["eb-scale-big"] = "1.0"
     try:
         yield index, folder, versions
     finally:
         index.stop()
-
-
-def make_binary_wheel(folder, name: str, version: str, payload: bytes):
-    import base64
-    import hashlib
-    import zipfile
-
-    dist = name.replace("-", "_")
-    path = folder / f"{dist}-{version}-py3-none-any.whl"
-    files = {f"{dist}/__init__.py": b"", f"{dist}/blob.bin": payload,
-             f"{dist}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-             f"{dist}-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\n"
-                                                 b"Tag: py3-none-any\n"}
-    rows = [f"{a},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},{len(d)}"
-            for a, d in files.items()]
-    files[f"{dist}-{version}.dist-info/RECORD"] = ("\n".join(rows) + f"\n{dist}-{version}.dist-info/RECORD,,\n").encode()
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
-        for arcname, data in files.items():
-            archive.writestr(zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0)), data)
-    return path
 
 
 def test_a_closure_of_160_distributions_is_few_layers_loads_and_a_bump_rewrites_one_layer(

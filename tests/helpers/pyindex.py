@@ -14,7 +14,8 @@ from helpers.registry import free_port
 
 
 def make_wheel(folder: Path, name: str, version: str, requires: tuple = (), files: dict | None = None) -> Path:
-    """A valid pure-Python wheel: a module, METADATA, WHEEL and a RECORD with hashes."""
+    """A valid pure-Python wheel: a module (or `files`, text or bytes), METADATA, WHEEL and a RECORD
+    with hashes."""
     folder.mkdir(parents=True, exist_ok=True)
     dist = name.replace("-", "_")
     path = folder / f"{dist}-{version}-py3-none-any.whl"
@@ -26,7 +27,7 @@ def make_wheel(folder: Path, name: str, version: str, requires: tuple = (), file
                                                      "Root-Is-Purelib: true\nTag: py3-none-any\n")
     record = []
     for arcname, text in contents.items():
-        data = text.encode()
+        data = text if isinstance(text, bytes) else text.encode()
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
         record.append(f"{arcname},sha256={digest},{len(data)}")
     record.append(f"{dist}-{version}.dist-info/RECORD,,")
