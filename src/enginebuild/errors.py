@@ -110,6 +110,10 @@ class BuildFailed(EngineBuildError):
     """The builder failed a component or a step."""
 
 
+class BuilderLost(BuildFailed):
+    """The engine a build ran on stopped answering: the build may be run again elsewhere."""
+
+
 class SecretUnchecked(EngineBuildError):
     """A layer was never searched for a secret the spec declares, and its value is not here."""
 

@@ -5,7 +5,8 @@ Standard library only: the no-op fast path imports this module.
 | variable | meaning |
 |---|---|
 | `ENGINEBUILD_HOME` | machine-local state (store, records, mirrors); default `$XDG_CACHE_HOME/enginebuild` |
-| `DOCKER_HOST` | the Docker engine (`unix://` or `tcp://`); default `unix:///var/run/docker.sock` |
+| `DOCKER_HOST` | the Docker engine (`unix://`, `tcp://`, `ssh://`); default `unix:///var/run/docker.sock` |
+| `DOCKER_TLS_VERIFY`, `DOCKER_CERT_PATH` | TLS to a `tcp://` engine, verified with that folder's `ca.pem`, `cert.pem`, `key.pem` |
 | `ENGINEBUILD_DOCKER` | the docker client to drive BuildKit with (default: detected on PATH) |
 | `BUILDX_BUILDER` | the buildx builder to use, where buildx is present |
 | `ENGINEBUILD_CACHE` | the registry-backed cache repository (as `--cache`) |
@@ -34,6 +35,7 @@ ENGINE_API_VERSION = "v1.41"
 class Settings:
     home: Path
     docker_host: str
+    docker_cert_path: str | None
     docker_client: str | None
     buildx_builder: str | None
     cache: str | None
@@ -80,6 +82,8 @@ def read_settings(environ: dict[str, str] | None = None) -> Settings:
     return Settings(
         home=_home(env),
         docker_host=env.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST,
+        docker_cert_path=(env.get("DOCKER_CERT_PATH") or os.path.join(os.path.expanduser("~"), ".docker"))
+        if env.get("DOCKER_TLS_VERIFY") else None,
         docker_client=env.get("ENGINEBUILD_DOCKER") or None,
         buildx_builder=env.get("BUILDX_BUILDER") or None,
         cache=env.get("ENGINEBUILD_CACHE") or None,

@@ -54,7 +54,8 @@ def unmount_below(folder: Path) -> None:
             subprocess.run(["umount", "-l", point], capture_output=True)
 
 
-def start_engine(folder: Path, index: int = 2) -> Engine:
+def start_engine(folder: Path, index: int = 2, cpus: str | None = None) -> Engine:
+    """`cpus` (taskset's list, "0" or "1"): the engine, and every build it runs, on those CPUs only."""
     folder.mkdir(parents=True, exist_ok=True)
     bridge = f"ebtest{index}{os.getpid() % 1000}"[:15]
     subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True, capture_output=True)
@@ -64,8 +65,9 @@ def start_engine(folder: Path, index: int = 2) -> Engine:
     run_dir = Path(tempfile.mkdtemp(prefix="ebe-", dir="/tmp"))
     sock = run_dir / "docker.sock"
     log = open(folder / "dockerd.log", "w")
+    pin = ["taskset", "-c", cpus] if cpus else []
     process = subprocess.Popen(
-        ["dockerd", "-H", f"unix://{sock}", "--data-root", str(folder / "data"), "--exec-root", str(run_dir / "exec"),
+        [*pin, "dockerd", "-H", f"unix://{sock}", "--data-root", str(folder / "data"), "--exec-root", str(run_dir / "exec"),
          "--pidfile", str(run_dir / "docker.pid"), f"--bridge={bridge}", "--iptables=false", "--ip-masq=false"],
         stdout=log, stderr=subprocess.STDOUT)
     host = f"unix://{sock}"

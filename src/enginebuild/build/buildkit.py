@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from enginebuild.errors import BuildFailed, ToolMissing
+from enginebuild.errors import BuilderLost, BuildFailed, ToolMissing
 from enginebuild.io import faults, proc
 from enginebuild.io.files import temp_path, write_atomic
 from enginebuild.io.progress import BuildLine, output
@@ -60,6 +60,8 @@ class Builder:
     kind: str  # "buildx" or "buildkit"
     builder_name: str | None = None
     no_cache: bool = False  # reproduce: nothing from the builder's own cache
+    env: tuple[tuple[str, str], ...] = ()  # where its engine is (DOCKER_HOST, ...), for another machine's
+    engine: str = ""  # that engine, as messages name it
 
     def describe(self) -> str:
         if self.kind == "buildx":
@@ -78,7 +80,7 @@ class Builder:
         args += ["--progress=plain", "--platform", platform, "-t", tag, "-f", "Dockerfile"]
         if self.no_cache:
             args.append("--no-cache")
-        env = {"DOCKER_BUILDKIT": "1"}
+        env = {"DOCKER_BUILDKIT": "1", **dict(self.env)}
         for index, (ident, value) in enumerate(sorted(secrets.items())):
             variable = f"ENGINEBUILD_SECRET_{index}"
             args += ["--secret", f"id={ident},env={variable}"]
@@ -210,8 +212,8 @@ def run_build(builder: Builder, *, context: Callable[[IO[bytes]], None], tag: st
         elapsed = time.monotonic() - start
         if code != 0:
             if not engine_alive():
-                raise BuildFailed(f"the Docker engine at {settings().docker_host} stopped answering while "
-                                  f"{label} was building ({elapsed:.1f}s in); nothing was recorded for it",
+                raise BuilderLost(f"the Docker engine at {builder.engine or settings().docker_host} stopped answering "
+                                  f"while {label} was building ({elapsed:.1f}s in); nothing was recorded for it",
                                   hint="start the engine and run the same command again: what was built is kept")
             shown = "\n    ".join(tail)
             raise BuildFailed(f"{label} failed after {elapsed:.1f}s (builder exit {code}); builder output:\n    {shown}",

@@ -7,7 +7,7 @@ enginebuild writes. Nothing is recorded for a node that failed; what was made is
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import os
 import platform as host
 import threading
@@ -17,17 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from enginebuild.build.assemble import Assembler, layer_blobs, put_layer_blobs, record_key
-from enginebuild.build.buildkit import Builder, detect_builder, run_build
+from enginebuild.build.buildkit import Builder, run_build
 from enginebuild.build.fetch import Fetcher, component_downloads, git_wheels, layer_downloads
 from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
 from enginebuild.build.materialize import Materializer
 from enginebuild.build.outputs import OutputRecord, export_outputs
-from enginebuild.errors import BuildFailed
+from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, capable, connect
+from enginebuild.errors import BuilderLost, BuildFailed
 from enginebuild.io import proc
 from enginebuild.io.http import Http
 from enginebuild.io.progress import human_bytes, output
 from enginebuild.io.store import Store
-from enginebuild.oci.engine import Engine
+from enginebuild.oci.engine import Engine, EngineUnavailable
 from enginebuild.plan.envs import CHAIN_REPO, parent_ref
 from enginebuild.plan.history import BuildHistory
 from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode, OverlayFiles, Run
@@ -65,34 +66,36 @@ def local_tags(plan: ImagePlan, platforms: tuple[str, ...]) -> list[str]:
 class Executor:
     def __init__(self, home: Path, *, engine: Engine | None = None, http: Http | None = None,
                  builder_name: str | None = None, verbose: bool = False, cache: Any = None, scanner: Any = None,
-                 jobs: int | None = None, fresh: bool = False):
+                 jobs: int | None = None, fresh: bool = False, builders: list[BuilderSpec] | None = None):
         self.home = Path(home)
         self.store = Store(home)
         self.engine = engine or Engine()
         self.http = http or Http()
-        self.builder_name, self.verbose, self.cache, self.scanner = builder_name, verbose, cache, scanner
+        self.verbose, self.cache, self.scanner = verbose, cache, scanner
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
-        self.assembler = Assembler(self.engine, self.store)
         self.fetcher = Fetcher(self.store, self.http)
         # fresh (reproduce): every chain is loaded from what this run made, none taken from the engine
         self.fresh = fresh
-        self.known: set[str] = set() if fresh else self.engine.tags_of(CHAIN_REPO)
-        self.loaded: list[str] = []
+        # the runtime is assembled here; components go to the builders (this engine unless others are named)
+        self.local = Site(BuilderSpec(LOCAL, self.engine.endpoint), self.engine, (HOST_PLATFORM,), self.store,
+                          buildx_name=builder_name, fresh=fresh)
+        self.assembler, self.known, self.loaded = self.local.assembler, self.local.known, self.local.loaded
+        self.builder_specs = builders
+        self.sites: list[Site] | None = None  # connected when a component must be built
+        self.assigned: dict[str, Site] = {}
         self.reused: list[ComponentNode | LayerNode] = []  # made earlier, used again by this build
         self.history = BuildHistory(self.home)
-        self._builder: Builder | None = None
-        self._chain_lock = threading.Lock()
         self._make_lock = threading.Lock()
         self.outcome = Outcome()
         self.outputs: dict[str, dict[str, Any]] = {}
 
     # -- helpers ----------------------------------------------------------------------------
-    def builder(self) -> Builder:
-        if self._builder is None:
-            self._builder = dataclasses.replace(detect_builder(self.builder_name), no_cache=self.fresh)
-            output().say(f"  builder: {self._builder.describe()}")
+    def builder(self, site: Site) -> Builder:
         self.outcome.builder_called = True
-        return self._builder
+        return site.builder()
+
+    def on(self, site: Site) -> str:
+        return f" on builder {site.name}" if self.sites and len(self.sites) > 1 else ""
 
     def ctx(self, mtime: int) -> Context:
         return Context(self.home, self.http, mtime)
@@ -109,8 +112,9 @@ class Executor:
         return blobs is not None and all(self.store.intact(sha, node.name) for sha, _ in blobs)
 
     # -- chains ---------------------------------------------------------------------------
-    def make_chain(self, env: EnvNode, plan: ImagePlan) -> None:
-        """Make every layer of an environment that is not made yet, in order."""
+    def make_chain(self, env: EnvNode, plan: ImagePlan, site: Site | None = None) -> None:
+        """Make every layer of an environment that is not made yet, in order (commands run on `site`)."""
+        site = site or self.local
         for index, node in enumerate(env.layers):
             if self.made(node):
                 self.outcome.reused += 1
@@ -122,71 +126,73 @@ class Executor:
                 if self.cache is not None and self.cache.pull_layer(node, self.store):
                     self.outcome.pulled.append(node.name)
                     continue
-                self.run_layer(parent, node, plan)
+                self.run_layer(parent, node, plan, site)
                 if self.cache is not None:
                     self.cache.push_layer(node, self.store)
             else:
                 self.fetcher.all(layer_downloads(node))
-                image = self.load_chain(parent) if isinstance(node.payload, OverlayFiles) else None
-                maker = LayerMaker(self.store, self.engine, self.assembler, plan.epoch, plan.image, self.outputs)
+                image = self.load_chain(parent, site) if isinstance(node.payload, OverlayFiles) else None
+                maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs)
                 blobs = maker.make(node, image)
                 self.outcome.written.append(node.name)
                 if isinstance(node.payload, OverlayFiles):
                     output().say(f"  {node.name}: patched on the host ({human_bytes(sum(s for _, s in blobs))})")
 
-    def load_chain(self, env: EnvNode) -> str:
-        """The environment as an image in the engine (to build on or read from); returns its reference."""
-        with self._chain_lock:
+    def load_chain(self, env: EnvNode, site: Site | None = None) -> str:
+        """The environment as an image in a builder's engine (to build on or read from); returns its reference."""
+        site = site or self.local
+        with site.chain_lock:
             if not env.layers:
                 if env.base is None:
                     raise BuildFailed("nothing to build on: the chain is empty")
-                self.assembler.ensure_pulled(env.base.ref)
+                site.assembler.ensure_pulled(env.base.ref)
                 return env.base.ref
-            if not self.assembler.holds(env, self.known):
-                config = self.assembler.config_for(env)
-                self.assembler.load(env, config, [], self.known)
-                self.loaded.append(f"{CHAIN_REPO}:{env.tip}")
+            if not site.assembler.holds(env, site.known):
+                config = site.assembler.config_for(env)
+                site.assembler.load(env, config, [], site.known)
+                site.loaded.append(f"{CHAIN_REPO}:{env.tip}")
             return f"{CHAIN_REPO}:{env.tip}"
 
     def forget_loaded_chains(self) -> None:
         """Untag the chains this run loaded (reproduce: the next build loads its own again)."""
-        for tag in self.loaded:
-            self.engine.remove(tag)
-        self.loaded.clear()
+        for site in {id(s): s for s in [self.local, *(self.sites or ())]}.values():
+            for tag in site.loaded:
+                site.engine.remove(tag)
+            site.loaded.clear()
 
-    def run_layer(self, parent: EnvNode, node: LayerNode, plan: ImagePlan) -> None:
+    def run_layer(self, parent: EnvNode, node: LayerNode, plan: ImagePlan, site: Site) -> None:
         payload = node.payload
         assert isinstance(payload, Run)
         self.fetcher.all(layer_downloads(node))
-        self.load_chain(parent)
+        self.load_chain(parent, site)
         tag = f"{RAW_REPO}:{node.chain}"
         label = f"[{plan.platform}] {node.name}"
         materializer = Materializer(self.ctx(plan.epoch), plan.image)
-        result = run_build(self.builder(), tag=tag, platform=plan.platform,
+        result = run_build(self.builder(site), tag=tag, platform=plan.platform,
                            context=lambda out: materializer.write_context(out, payload.dockerfile, payload.context),
                            secrets=self.secrets(payload.secrets, node.name), label=label,
                            log_path=self.home / "logs" / f"{plan.image.replace(':', '--')}-{node.chain[:12]}.log",
                            expected_s=self.history.seconds(node.name), verbose=self.verbose,
-                           engine_alive=self.engine.ping)
+                           engine_alive=site.engine.ping)
         folder = scratch_folder(self.store)
         try:
-            parent_layers = self.assembler.layers(parent)
-            raws = cut_new_layers(self.engine, tag, {layer.size: 1 for layer in parent_layers}, len(parent_layers),
+            parent_layers = site.assembler.layers(parent)
+            raws = cut_new_layers(site.engine, tag, {layer.size: 1 for layer in parent_layers}, len(parent_layers),
                                   folder)
             if self.scanner is not None and self.scanner.declared:  # whatever step declared them
                 self.scanner.check_files(raws, self.scanner.values(), node.name)
             blobs = [normalize_into_store(self.store, raw, plan.epoch, node.name) for raw in raws]
         except BaseException:
-            self.engine.remove(tag, force=True)
+            site.engine.remove(tag, force=True)
             raise
         finally:
             remove_folder(folder)
         put_layer_blobs(self.store, node, [(b.sha256, b.size) for b in blobs], {"seconds": result.seconds})
-        self.engine.remove(tag, force=True)
+        site.engine.remove(tag, force=True)
         self.history.remember_seconds(node.name, result.seconds)
         self.outcome.built.append(node.name)
         self.outcome.seconds[node.name] = result.seconds
-        output().done(f"  {label}: built in {result.seconds:.1f}s ({len(blobs)} layer(s) normalised)")
+        output().done(f"  {label}: built in {result.seconds:.1f}s{self.on(site)} ({len(blobs)} layer(s) normalised)")
 
     # -- components -------------------------------------------------------------------------
     def output_record(self, comp: ComponentNode) -> dict[str, Any] | None:
@@ -203,7 +209,7 @@ class Executor:
             if record is not None:
                 self.outcome.pulled.append(f"component {comp.name}")
         if record is None:
-            record = self.build_component(comp, plan)
+            record = self.build_elsewhere_if_lost(comp, plan)
             if self.cache is not None:
                 self.cache.push_output(comp, self.store)
         else:
@@ -212,36 +218,53 @@ class Executor:
         self.outputs[comp.key] = record
         self.outcome.output_sizes[comp.name] = int(record["size"])
 
-    def build_component(self, comp: ComponentNode, plan: ImagePlan) -> dict[str, Any]:
+    def build_elsewhere_if_lost(self, comp: ComponentNode, plan: ImagePlan) -> dict[str, Any]:
+        """Build on the assigned builder; if that engine stops answering, once more on another
+        that can build the platform (what the lost one made is not trusted: nothing was recorded)."""
+        site = self.assigned.get(comp.name) or self.local
+        try:
+            return self.build_component(comp, plan, site)
+        except (BuilderLost, EngineUnavailable) as exc:
+            others = [s for s in capable(self.sites or [], plan.platform) if s is not site]
+            if site.alive() or not others:
+                raise
+            other = min(others, key=lambda s: sum(1 for a in self.assigned.values() if a is s))
+            self.assigned[comp.name] = other
+            output().say(f"  builder {site.name} stopped answering while building component {comp.name} "
+                         f"({exc.message.splitlines()[0]}); building it again on builder {other.name}")
+            return self.build_component(comp, plan, other)
+
+    def build_component(self, comp: ComponentNode, plan: ImagePlan, site: Site) -> dict[str, Any]:
         with self._make_lock:  # made already, unless the cache was expected to have the outputs
-            self.make_chain(comp.builder, plan)
+            self.make_chain(comp.builder, plan, site)
         self.fetcher.all(component_downloads(comp))
-        parent = self.load_chain(comp.builder)
+        parent = self.load_chain(comp.builder, site)
         assert parent == parent_ref(comp.builder) or parent.startswith(CHAIN_REPO)
         tag = f"{COMPONENT_REPO}:{comp.key}"
         label = f"[{plan.platform}] component {comp.name}"
         materializer = Materializer(self.ctx(plan.epoch), plan.image,
                                     {k: str(r["sha256"]) for k, r in self.outputs.items()})
-        result = run_build(self.builder(), tag=tag, platform=plan.platform,
+        result = run_build(self.builder(site), tag=tag, platform=plan.platform,
                            context=lambda out: materializer.write_context(out, comp.dockerfile, comp.context),
                            secrets=self.secrets(comp.secrets, f"component {comp.name}"), label=label,
                            log_path=self.home / "logs" / f"{plan.image.replace(':', '--')}-{comp.name}-{comp.key[:12]}.log",
                            expected_s=self.history.seconds(f"component {comp.name}"), verbose=self.verbose,
-                           engine_alive=self.engine.ping)
+                           engine_alive=site.engine.ping)
         try:
             if self.scanner is not None and self.scanner.declared:
-                self.scanner.check_image(self.engine, tag, self.assembler.layers(comp.builder),
+                self.scanner.check_image(site.engine, tag, site.assembler.layers(comp.builder),
                                          self.scanner.values(), f"component {comp.name}")
-            exported = export_outputs(self.engine, tag, comp.name, comp.outputs, self.store, plan.epoch)
+            exported = export_outputs(site.engine, tag, comp.name, comp.outputs, self.store, plan.epoch)
         except BaseException:
-            self.engine.remove(tag, force=True)
+            with contextlib.suppress(EngineUnavailable):
+                site.engine.remove(tag, force=True)
             raise
         record = {**exported.to_json(), "name": comp.name, "seconds": result.seconds}
         self.store.put_record("outputs", comp.key, record)
         self.history.remember_seconds(f"component {comp.name}", result.seconds)
         self.outcome.built.append(f"component {comp.name}")
         self.outcome.seconds[f"component {comp.name}"] = result.seconds
-        output().done(f"  {label}: built in {result.seconds:.1f}s, outputs {human_bytes(exported.size)} "
+        output().done(f"  {label}: built in {result.seconds:.1f}s{self.on(site)}, outputs {human_bytes(exported.size)} "
                       f"({exported.files} entries)")
         return record
 
@@ -249,12 +272,15 @@ class Executor:
         pending = {c.name: c for c in plan.components}
         if not pending:
             return
-        for comp in plan.components:  # builder environments first: components share them
-            if self.output_record(comp) is None and not (self.cache is not None and self.cache.has(comp.key)):
-                self.make_chain(comp.builder, plan)
+        to_build = [c for c in plan.components
+                    if self.output_record(c) is None and not (self.cache is not None and self.cache.has(c.key))]
+        if to_build:
+            self.assign(to_build, plan)
+        for comp in to_build:  # builder environments first: components share them
+            self.make_chain(comp.builder, plan, self.assigned[comp.name])
         done: set[str] = set()
         running: dict[Future[None], str] = {}
-        pool = ThreadPoolExecutor(max_workers=self.jobs)
+        pool = ThreadPoolExecutor(max_workers=self.jobs * len(self.sites or [self.local]))
         try:
             while pending or running:
                 for name, comp in list(pending.items()):
@@ -275,6 +301,17 @@ class Executor:
             pool.shutdown(wait=True)
             raise
         pool.shutdown(wait=True)
+
+    def assign(self, to_build: list[ComponentNode], plan: ImagePlan) -> None:
+        """Which builder makes each component (with none named: this machine's engine)."""
+        if self.sites is None:
+            self.sites = connect(self.builder_specs or [self.local.spec], self.store, local=self.local,
+                                 fresh=self.fresh)
+        work = [(c.name, self.history.seconds(f"component {c.name}") or 1.0) for c in to_build]
+        self.assigned = assign(work, plan.platform, self.sites)
+        if len(self.sites) > 1:
+            for comp in to_build:
+                output().say(f"  component {comp.name}: on builder {self.assigned[comp.name].name}")
 
     # -- the image --------------------------------------------------------------------------
     def build(self, plan: ImagePlan, platforms: tuple[str, ...]) -> Outcome:

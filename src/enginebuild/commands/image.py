@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write the runtime's filesystem (DIR), or a component's outputs (COMPONENT=DIR: "
                              "its files as the runtime has them, or its wheels) to a new folder, as Docker's "
                              "--output type=local,dest=DIR; with several platforms, one subfolder each (linux_amd64)")
-    parser.add_argument("--builder", metavar="NAME", help="buildx builder to use (default: $BUILDX_BUILDER)")
+    add_builder_arguments(parser)
     parser.add_argument("--jobs", type=int, metavar="N", help="components built at the same time (default: CPUs, max 4)")
     parser.add_argument("--push", action="store_true", help="push after building (needs --to)")
     parser.add_argument("--to", metavar="REPO", help="with --push: REGISTRY/REPO[:TAG]")
@@ -48,6 +48,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "files; default: files)")
     add_cache_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="stream the builder's output")
+
+
+def add_builder_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--builder", action="append", default=[], metavar="[NAME=]ENGINE",
+                        help="a Docker engine to build components on (repeatable): unix://, tcp:// (TLS from "
+                             "DOCKER_CERT_PATH), ssh://USER@HOST, a Docker context's name, a builder of "
+                             "enginebuild.yaml, or `local` (this machine's); default: builders: in enginebuild.yaml, "
+                             "else this machine's engine")
+    parser.add_argument("--buildx-builder", metavar="NAME",
+                        help="the buildx builder this machine's engine builds with (default: $BUILDX_BUILDER)")
+
+
+def builders_of(ws: Workspace, values: list[str]) -> Any:
+    from enginebuild.build.sites import builder_specs
+    from enginebuild.spec.repo_settings import load_repo_settings
+
+    return builder_specs(values, load_repo_settings(ws.root).builders)
 
 
 def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
@@ -311,9 +328,10 @@ def build_platform(ws: Workspace, spec: Any, plan: Any, args: argparse.Namespace
     from enginebuild.build.secretscan import Scanner
     from enginebuild.io.store import BadBlob, Store
 
+    builders = builders_of(ws, args.builder)
     for attempt in range(1, ATTEMPTS + 1):
-        executor = Executor(ws.home, builder_name=args.builder, verbose=args.verbose, cache=cache,
-                            scanner=Scanner(spec, store=Store(ws.home)), jobs=args.jobs)
+        executor = Executor(ws.home, builder_name=args.buildx_builder, verbose=args.verbose, cache=cache,
+                            scanner=Scanner(spec, store=Store(ws.home)), jobs=args.jobs, builders=builders)
         try:
             return executor.build(plan, platforms)
         except BadBlob as exc:

@@ -21,13 +21,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only this platform (repeatable; default: every platform of the spec)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override a component build argument")
-    from enginebuild.commands.image import add_cache_arguments
+    from enginebuild.commands.image import add_builder_arguments, add_cache_arguments
 
     add_cache_arguments(parser)
+    add_builder_arguments(parser)
 
 
 def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str],
-                   cache: Any) -> list[dict[str, Any]]:
+                   cache: Any, builders: Any = None) -> list[dict[str, Any]]:
     from enginebuild.build.status import describe
     from enginebuild.commands.image import platforms_of
     from enginebuild.oci.engine import Engine
@@ -44,8 +45,29 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
         doc["buildable"] = not unresolved
         doc["unresolved"] = unresolved
         doc["unused_components"] = list(plan.unused)
+        if builders is not None and doc["components_to_build"]:
+            show_assignment(ws, plan, doc, builders)
         out.append(doc)
     return out
+
+
+def show_assignment(ws: Workspace, plan: Any, doc: dict[str, Any], specs: Any) -> None:
+    """Which builder would build each component to build (the builders are asked what they are)."""
+    from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, connect
+    from enginebuild.io.store import Store
+    from enginebuild.oci.engine import Engine
+    from enginebuild.plan.history import BuildHistory
+
+    store, history, engine = Store(ws.home), BuildHistory(ws.home), Engine()
+    local = Site(BuilderSpec(LOCAL, engine.endpoint), engine, (HOST_PLATFORM,), store)
+    sites = connect(specs, store, local=local)
+    doc["builders"] = [{"name": s.name, "engine": s.spec.endpoint.describe(), "platforms": list(s.platforms)}
+                       for s in sites]
+    todo = [c for c in plan.components if c.name in doc["components_to_build"]]
+    chosen = assign([(c.name, history.seconds(f"component {c.name}") or 1.0) for c in todo], plan.platform, sites)
+    for row in doc["components"]:
+        if row["name"] in chosen:
+            row["builder"] = chosen[row["name"]].name
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
@@ -58,7 +80,12 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     names = ws.select(args.images) if args.images else ws.buildable()
     cache = cache_from_settings(ws, args.cache, args.no_cache, True)
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
-    docs = [doc for name in names for doc in describe_image(ws, name, build_args, args.platform, cache)]
+    from enginebuild.commands.image import builders_of
+    from enginebuild.spec.repo_settings import load_repo_settings
+
+    named = args.builder or load_repo_settings(ws.root).builders
+    builders = builders_of(ws, args.builder) if named else None
+    docs = [doc for name in names for doc in describe_image(ws, name, build_args, args.platform, cache, builders)]
     if args.json:
         print(json.dumps({"images": docs}, indent=2))
         return 0
@@ -67,6 +94,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         for c in doc["components"]:
             size = f"  outputs {human_bytes(c['output_size'])}" if c.get("output_size") else ""
             line = f"  component {c['name']:<18} {c['key'][:12]}  {c['action']}{size}"
+            if c.get("builder"):
+                line += f"  on builder {c['builder']}"
             if c.get("changed"):
                 line += "  <- " + ", ".join(c["changed"])
             print(line)

@@ -108,6 +108,15 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float = 1.0) -> None:
         proc.wait()
 
 
+def spawn(args: Args, *, fd: int) -> subprocess.Popen[bytes]:
+    """A child whose stdin and stdout are one descriptor (a connection's far end); the caller stops it."""
+    argv = [str(a) for a in args]
+    try:
+        return subprocess.Popen(argv, stdin=fd, stdout=fd, stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise ToolMissing(f"`{argv[0]}` is not installed or not on PATH") from None
+
+
 @contextlib.contextmanager
 def stream(args: Args, *, env: Mapping[str, str] | None = None, stdin: IO[bytes] | int | None = None,
            cwd: Path | str | None = None, merge_stderr: bool = True) -> Iterator[subprocess.Popen[bytes]]:

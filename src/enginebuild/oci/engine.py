@@ -12,13 +12,13 @@ import base64
 import contextlib
 import http.client
 import json
-import socket
 from collections.abc import Iterator
 from typing import IO, Any
-from urllib.parse import quote, urlencode, urlparse
+from urllib.parse import quote, urlencode
 
-from enginebuild.errors import EngineBuildError
-from enginebuild.settings import ENGINE_API_VERSION, settings
+from enginebuild.errors import EngineBuildError, UserError
+from enginebuild.oci.endpoint import Endpoint, local_endpoint
+from enginebuild.settings import ENGINE_API_VERSION
 
 
 class EngineUnavailable(EngineBuildError):
@@ -29,35 +29,20 @@ class EngineError(EngineBuildError):
     pass
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float | None):
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        sock.connect(self.socket_path)
-        self.sock = sock
-
-
-def docker_host() -> str:
-    return settings().docker_host
-
-
 class Engine:
-    def __init__(self, host: str | None = None, timeout: float = 120.0):
-        self.host = host or docker_host()
+    def __init__(self, host: str | Endpoint | None = None, timeout: float = 120.0):
+        if isinstance(host, Endpoint):
+            self.endpoint = host
+        else:
+            self.endpoint = Endpoint(host) if host else local_endpoint()
+        self.host = self.endpoint.host
         self.timeout = timeout
 
     def _connection(self, timeout: float | None = None) -> http.client.HTTPConnection:
-        parsed = urlparse(self.host)
-        if parsed.scheme == "unix":
-            return _UnixConnection(parsed.path, timeout if timeout is not None else self.timeout)
-        if parsed.scheme in ("tcp", "http"):
-            return http.client.HTTPConnection(parsed.hostname or "localhost", parsed.port or 2375,
-                                              timeout=timeout if timeout is not None else self.timeout)
-        raise EngineUnavailable(f"DOCKER_HOST={self.host}: only unix:// and tcp:// engines are supported")
+        try:
+            return self.endpoint.connection(timeout if timeout is not None else self.timeout)
+        except UserError as exc:
+            raise EngineUnavailable(exc.message) from None
 
     def _unavailable(self, exc: BaseException) -> EngineUnavailable:
         return EngineUnavailable(f"cannot reach the Docker engine at {self.host}: {exc}",

@@ -3,6 +3,12 @@
     cache:
       repository: ghcr.io/org/enginebuild-cache   # the registry-backed cache
       push: true                                  # push what is built here (false: read only)
+    builders:                                     # the Docker engines components are built on
+      - name: spark1
+        host: unix:///var/run/docker.sock         # a DOCKER_HOST address (unix://, tcp://, ssh://)
+      - name: spark2
+        context: spark2                           # or a Docker context
+        platforms: [linux/arm64]                  # what it builds natively (default: read from the engine)
 """
 
 from __future__ import annotations
@@ -10,19 +16,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from enginebuild.spec.schema import Bool, Record, Str
+from enginebuild.errors import UserError
+from enginebuild.spec.fields import PLATFORM
+from enginebuild.spec.schema import Bool, ListOf, Record, Str
 from enginebuild.spec.yamlload import YMap, load_yaml_file
 
 FILE = "enginebuild.yaml"
+NAME = r"[a-z0-9][a-z0-9._-]{0,62}"
+BUILDER = Record({"name": Str(pattern=NAME, what="a builder name (lower-case letters, digits, . _ -)"),
+                  "host": Str(pattern=r"(?:unix|tcp|ssh)://\S+", what="a Docker engine address (unix://, tcp://, ssh://)"),
+                  "context": Str(pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*", what="a Docker context name"),
+                  "platforms": ListOf(Str(pattern=PLATFORM, what="a platform such as linux/arm64"), unique=True,
+                                      max_items=8)},
+                 required=("name",), exclusive=(("host", "context"),), need_one_of=("host", "context"),
+                 doc="{name, host | context, platforms}")
 SCHEMA = Record({"cache": Record({"repository": Str(pattern=r"[A-Za-z0-9._:/-]+", what="a registry repository"),
-                                  "push": Bool()}, required=("repository",), doc="{repository, push}")},
+                                  "push": Bool()}, required=("repository",), doc="{repository, push}"),
+                 "builders": ListOf(BUILDER, max_items=64)},
                 doc="enginebuild settings")
+
+
+@dataclass(frozen=True)
+class BuilderEntry:
+    name: str
+    address: str  # a DOCKER_HOST address, or a Docker context's name
+    platforms: tuple[str, ...] = ()
+    where: str = FILE
 
 
 @dataclass(frozen=True)
 class RepoSettings:
     cache_repository: str | None = None
     cache_push: bool = True
+    builders: tuple[BuilderEntry, ...] = ()
 
 
 def load_repo_settings(root: Path) -> RepoSettings:
@@ -35,4 +61,15 @@ def load_repo_settings(root: Path) -> RepoSettings:
     SCHEMA.check(tree, "", getattr(tree, "where", None), partial=False)
     assert isinstance(tree, YMap)
     cache = tree.get("cache") or {}
-    return RepoSettings(cache_repository=cache.get("repository"), cache_push=cache.get("push", True))
+    builders = []
+    for index, item in enumerate(tree.get("builders") or ()):
+        where = getattr(item, "where", None)
+        line = str(where) if where is not None else FILE
+        builders.append(BuilderEntry(str(item["name"]), str(item.get("host") or item.get("context")),
+                                     tuple(item.get("platforms") or ()), f"{line}: builders[{index}]"))
+    names = [b.name for b in builders]
+    for name in names:
+        if names.count(name) > 1:
+            raise UserError(f"{FILE}: builders: the name {name!r} is given twice")
+    return RepoSettings(cache_repository=cache.get("repository"), cache_push=cache.get("push", True),
+                        builders=tuple(builders))

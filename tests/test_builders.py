@@ -1,0 +1,148 @@
+"""Builders: components spread over several Docker engines (each with its own data root, socket
+and bridge), the image assembled here, identical to a one-engine build; a builder that dies
+mid-build, or that cannot be reached, does not fail the build."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, need, run_cli
+from helpers.docker import docker, read_file
+from helpers.engines import start_engine
+from helpers.specs import BUSYBOX_BUILDER, write_image
+
+pytestmark = [pytest.mark.docker]
+
+# two components that need nothing of each other; `slow` sleeps long enough for a test to stop
+# its engine while it runs (the test acts when the build announces it is running, not on a timer)
+SPEC = BUSYBOX_BUILDER + """components:
+  slow:
+    source: {path: slow}
+    build: {script: slow/build.sh}
+    outputs: {paths: [/opt/parts/slow.txt]}
+  quick:
+    source: {path: quick}
+    build: {script: quick/build.sh}
+    outputs: {paths: [/opt/parts/quick.txt]}
+install: [slow, quick]
+"""
+FILES = {"slow/build.sh": "#!/bin/sh\nset -e\nsleep SLEEP\nmkdir -p /opt/parts\necho 'slow part MARK' > /opt/parts/slow.txt\n",
+         "quick/build.sh": "#!/bin/sh\nset -e\nmkdir -p /opt/parts\necho 'quick part MARK' > /opt/parts/quick.txt\n"}
+
+
+def write(ws, mark: str, sleep: int = 0) -> None:
+    files = {k: v.replace("MARK", mark).replace("SLEEP", str(sleep)) for k, v in FILES.items()}
+    write_image(ws, "two", SPEC, files)
+
+
+@pytest.fixture(scope="module")
+def engines(docker_engine, tmp_path_factory):
+    need(os.geteuid() == 0 and shutil.which("dockerd") is not None and shutil.which("ip") is not None,
+         "extra Docker engines need root, dockerd and ip")
+    started = []
+    try:
+        for index in (10, 11):
+            started.append(start_engine(tmp_path_factory.mktemp(f"builder{index}"), index=index))
+        yield started
+    finally:
+        for engine in started:
+            engine.stop()
+
+
+def builder_args(engines) -> list:
+    return [a for n, e in zip(("b1", "b2"), engines, strict=True) for a in ("--builder", f"{n}={e.host}")]
+
+
+def chains(engine) -> list:
+    out = docker("-H", engine.host, "images", "--format", "{{.Repository}}:{{.Tag}}", "enginebuild/chain").stdout
+    return out.split()
+
+
+def test_two_components_go_to_two_builders_and_the_image_is_the_one_a_single_engine_makes(workspace, engines,
+                                                                                          tmp_path):
+    write(workspace, f"identity {time.time_ns()}")
+    # one engine (this machine's), its own home: everything built here
+    one = run_cli(["image", "two"], workspace, env={"ENGINEBUILD_HOME": str(tmp_path / "home1")})
+    assert one.returncode == 0, one.stderr
+    single = docker("image", "inspect", "--format", "{{.Id}}", "enginebuild/two:latest").stdout.strip()
+    docker("rmi", "enginebuild/two:latest", check=False)
+
+    env = {"ENGINEBUILD_HOME": str(tmp_path / "home2")}
+    plan = json.loads(run_cli(["plan", "two", "--json", *builder_args(engines)], workspace, env=env).stdout)
+    doc = plan["images"][0]
+    chosen = {c["name"]: c["builder"] for c in doc["components"]}
+    assert sorted(chosen) == ["quick", "slow"] and sorted(chosen.values()) == ["b1", "b2"], chosen
+    assert [b["name"] for b in doc["builders"]] == ["b1", "b2"]
+    assert all(b["platforms"] == ["linux/amd64"] for b in doc["builders"])  # read from each engine
+    text = run_cli(["plan", "two", *builder_args(engines)], workspace, env=env).stdout
+    assert "on builder b1" in text and "on builder b2" in text
+
+    two = run_cli(["image", "two", *builder_args(engines)], workspace, env=env)
+    assert two.returncode == 0, two.stderr
+    out = two.stdout + two.stderr
+    for name, builder in chosen.items():
+        assert f"component {name}: built in" in out and f"component {name}: on builder {builder}" in out, out
+    assert "built 2 component(s)" in two.stdout
+    spread = docker("image", "inspect", "--format", "{{.Id}}", "enginebuild/two:latest").stdout.strip()
+    assert spread == single  # the same image, wherever its parts were built
+    # each builder was given the builder environment and built its component there
+    for engine in engines:
+        assert chains(engine), f"{engine.host} holds no builder environment: it built nothing"
+        assert "enginebuild/component" in docker("-H", engine.host, "images").stdout
+    # the image assembled here holds both parts
+    assert read_file("enginebuild/two:latest", "/opt/parts/slow.txt").startswith(b"slow part identity")
+    assert read_file("enginebuild/two:latest", "/opt/parts/quick.txt").startswith(b"quick part identity")
+
+
+def test_an_unreachable_builder_is_named_and_skipped(workspace, engines, tmp_path):
+    write(workspace, f"unreachable {time.time_ns()}")
+    env = {"ENGINEBUILD_HOME": str(tmp_path / "home")}
+    proc = run_cli(["image", "two", "--builder", f"b1={engines[0].host}", "--builder", "gone=tcp://127.0.0.1:9"],
+                   workspace, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "builder gone (tcp://127.0.0.1:9): unreachable" in proc.stderr and "skipped" in proc.stderr
+    assert "built 2 component(s)" in proc.stdout
+    # with no builder answering, the build stops and says which were tried
+    proc = run_cli(["image", "two", "--builder", "gone=tcp://127.0.0.1:9", "--builder", "lost=unix:///nowhere.sock"],
+                   workspace, env={"ENGINEBUILD_HOME": str(tmp_path / "home3")})
+    assert proc.returncode != 0
+    assert "no builder answers: gone (tcp://127.0.0.1:9), lost (unix:///nowhere.sock)" in proc.stderr
+
+
+def test_a_builder_that_dies_mid_build_has_its_component_built_on_another(workspace, tmp_path_factory, tmp_path):
+    need(os.geteuid() == 0 and shutil.which("dockerd") is not None, "extra Docker engines need root and dockerd")
+    doomed = start_engine(tmp_path_factory.mktemp("doomed"), index=12)
+    survivor = start_engine(tmp_path_factory.mktemp("survivor"), index=13)
+    try:
+        write(workspace, f"dies {time.time_ns()}", sleep=30)
+        home = tmp_path / "home"
+        env = {"ENGINEBUILD_HOME": str(home), "ENGINEBUILD_FAULT": "buildkit.running:component slow=announce"}
+        args = ["--builder", f"doomed={doomed.host}", "--builder", f"survivor={survivor.host}"]
+        assert run_cli(["lock", "two"], workspace, env={"ENGINEBUILD_HOME": str(home)}).returncode == 0
+        plan = json.loads(run_cli(["plan", "two", "--json", *args], workspace, env={"ENGINEBUILD_HOME": str(home)}).stdout)
+        if {c["name"]: c["builder"] for c in plan["images"][0]["components"]}["slow"] != "doomed":
+            args = args[2:] + args[:2]  # the builder listed first gets the first component
+        child = subprocess.Popen([sys.executable, "-m", "enginebuild", "image", "two", *args], cwd=workspace,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **env},
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        announced = home / "faults" / "buildkit.running"
+        for _ in range(6000):  # the slow component's build is running (on `doomed`, as planned)
+            if announced.exists() or child.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert announced.exists(), child.communicate()
+        os.kill(doomed.process.pid, signal.SIGKILL)  # the machine is gone, as a power cut leaves it
+        out, err = child.communicate(timeout=900)
+        assert child.returncode == 0, err
+        assert "builder doomed stopped answering while building component slow" in err, err
+        assert "building it again on builder survivor" in err
+        assert "component slow: built in" in out + err and "on builder survivor" in out + err
+        assert read_file("enginebuild/two:latest", "/opt/parts/slow.txt").startswith(b"slow part dies")
+    finally:
+        doomed.stop()
+        survivor.stop()
