@@ -146,3 +146,41 @@ def test_a_builder_that_dies_mid_build_has_its_component_built_on_another(worksp
     finally:
         doomed.stop()
         survivor.stop()
+
+
+def test_builders_from_enginebuild_yaml_and_a_docker_context_checked_by_doctor(workspace, engines, tmp_path):
+    write(workspace, f"configured {time.time_ns()}")
+    config = tmp_path / "docker-config"
+    env = {"ENGINEBUILD_HOME": str(tmp_path / "home"), "DOCKER_CONFIG": str(config)}
+    made = subprocess.run(["docker", "context", "create", "second-spark", "--docker", f"host={engines[1].host}"],
+                          env={**os.environ, "DOCKER_CONFIG": str(config)}, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    (workspace / "enginebuild.yaml").write_text(
+        "builders:\n"
+        f"  - name: first\n    host: {engines[0].host}\n"
+        "  - name: second\n    context: second-spark\n"
+        "  - name: gone\n    host: tcp://127.0.0.1:9\n    platforms: [linux/arm64]\n")
+    proc = run_cli(["doctor", "--json"], workspace, env=env)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["builder first"]["status"] == "ok" and "builds linux/amd64 natively (read from the engine)" \
+        in checks["builder first"]["detail"]
+    assert checks["builder second"]["status"] == "ok"
+    assert f"context second-spark ({engines[1].host})" in checks["builder second"]["detail"]
+    assert checks["builder gone"]["status"] == "FAIL" and "tcp://127.0.0.1:9" in checks["builder gone"]["detail"]
+    assert proc.returncode == 1  # a builder named there does not answer
+
+    proc = run_cli(["image", "two"], workspace, env=env)  # the builders of enginebuild.yaml, no flag
+    assert proc.returncode == 0, proc.stderr
+    assert "builder gone (tcp://127.0.0.1:9): unreachable" in proc.stderr
+    assert "component slow: on builder" in proc.stderr and "component quick: on builder" in proc.stderr
+    assert {"first", "second"} == {line.rsplit(" ", 1)[1] for line in proc.stderr.splitlines()
+                                   if ": on builder " in line}
+
+    # a builder given an address and a context is refused, naming the file, line and key
+    (workspace / "enginebuild.yaml").write_text(
+        "builders:\n  - name: both\n    host: unix:///x.sock\n    context: second-spark\n")
+    proc = run_cli(["image", "two"], workspace, env=env)
+    assert proc.returncode == 2 and "enginebuild.yaml:4: builders[0]: give only one of host, context" in proc.stderr
+    (workspace / "enginebuild.yaml").unlink()
+    proc = run_cli(["image", "two", "--builder", "no-such-context"], workspace, env=env)
+    assert proc.returncode == 2 and "--builder 'no-such-context': no Docker context of that name" in proc.stderr

@@ -76,6 +76,34 @@ def engine() -> tuple[Check, dict[str, Any]]:
                                         f"{info.get('Driver', '?')} storage"), info
 
 
+def builders(specs: list[Any], targets: set[str]) -> list[Check]:
+    """Every builder named (enginebuild.yaml or --builder): does it answer, what it builds natively,
+    and whether each platform the catalogue targets has a native builder."""
+    from enginebuild.build.sites import native_platforms
+    from enginebuild.oci.engine import Engine
+
+    out: list[Check] = []
+    native: set[str] = set()
+    for spec in specs:
+        name = f"builder {spec.name}"
+        eng = Engine(spec.endpoint, timeout=15)
+        if not eng.ping():
+            out.append(Check(name, "FAIL", f"nothing answers at {spec.endpoint.describe()}",
+                             "start its engine; check `docker -H ADDRESS version` (ssh: keys, and docker on the "
+                             "other machine); a build skips it and says so"))
+            continue
+        info = eng.info()
+        platforms = tuple(spec.platforms) or native_platforms(eng)
+        native.update(platforms)
+        how = "stated" if spec.platforms else "read from the engine"
+        out.append(Check(name, "ok", f"{info.get('ServerVersion', '?')} at {spec.endpoint.describe()}, "
+                                     f"{info.get('NCPU', '?')} CPUs, builds {', '.join(platforms)} natively ({how})"))
+    for target in sorted(targets - native):
+        out.append(Check(f"builders for {target}", "warn", "no builder builds it natively: it will be emulated",
+                         "add a builder of that architecture (builders: in enginebuild.yaml)"))
+    return out
+
+
 def emulation(platforms: Iterable[str]) -> list[Check]:
     out = []
     for target in sorted(set(platforms)):
@@ -200,7 +228,7 @@ def registries(ws: Any, extra: list[str]) -> list[tuple[str, str]]:
     return list(out.items())
 
 
-def run_checks(ws: Any, extra_registries: list[str]) -> list[Check]:
+def run_checks(ws: Any, extra_registries: list[str], builder_values: list[str] | None = None) -> list[Check]:
     checks = [_run("docker client", docker_client)]
     try:
         engine_check, info = engine()
@@ -215,6 +243,7 @@ def run_checks(ws: Any, extra_registries: list[str]) -> list[Check]:
         except EngineBuildError:
             continue
     checks += emulation(targets)
+    checks += _builder_checks(ws, builder_values or [], targets)
     checks += [Check(f"spec {name}", "warn", f"does not load: {exc.message}", exc.hint or "")
                for name, exc in ws.broken().items()]
     checks.append(_run("uv", uv))
@@ -231,6 +260,19 @@ def run_checks(ws: Any, extra_registries: list[str]) -> list[Check]:
     elif root:
         checks.append(Check("disk: engine", "warn", f"the engine's data root {root} is not on this machine"))
     return checks
+
+
+def _builder_checks(ws: Any, values: list[str], targets: set[str]) -> list[Check]:
+    from enginebuild.build.sites import builder_specs
+    from enginebuild.spec.repo_settings import load_repo_settings
+
+    try:
+        configured = load_repo_settings(ws.root).builders
+        if not values and not configured:
+            return []
+        return builders(builder_specs(values, configured), targets)
+    except EngineBuildError as exc:
+        return [Check("builders", "FAIL", exc.message, exc.hint or "")]
 
 
 def as_json(checks: list[Check]) -> dict[str, Any]:
