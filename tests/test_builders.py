@@ -15,6 +15,7 @@ from conftest import ROOT, need, run_cli
 from helpers.docker import docker, read_file
 from helpers.engines import start_engine
 from helpers.specs import BUSYBOX_BUILDER, write_image
+from helpers.sshd import SSHD, path_with, start_sshd
 
 pytestmark = [pytest.mark.docker]
 
@@ -184,3 +185,25 @@ def test_builders_from_enginebuild_yaml_and_a_docker_context_checked_by_doctor(w
     (workspace / "enginebuild.yaml").unlink()
     proc = run_cli(["image", "two", "--builder", "no-such-context"], workspace, env=env)
     assert proc.returncode == 2 and "--builder 'no-such-context': no Docker context of that name" in proc.stderr
+
+
+def test_a_builder_reached_over_ssh_as_docker_reaches_it(workspace, engines, tmp_path):
+    need(os.path.exists(SSHD) and shutil.which("ssh") is not None, "ssh and sshd are not installed (scripts/setup.sh)")
+    server = start_sshd(tmp_path / "sshd", "spark2", engines[1].host)
+    try:
+        write(workspace, f"over ssh {time.time_ns()}")
+        env = {"ENGINEBUILD_HOME": str(tmp_path / "home"), "PATH": path_with(server.bin_dir)}
+        args = ["--builder", f"near={engines[0].host}", "--builder", "ssh://root@spark2"]
+        proc = run_cli(["doctor", "--json", *args], workspace, env=env)
+        check = next(c for c in json.loads(proc.stdout)["checks"] if c["name"] == "builder ssh://root@spark2")
+        assert check["status"] == "ok" and "builds linux/amd64 natively" in check["detail"], check
+        before = set(chains(engines[1]))
+        proc = run_cli(["image", "two", *args], workspace, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "on builder ssh://root@spark2" in proc.stderr, proc.stderr
+        assert set(chains(engines[1])) - before  # the far engine was given the builder environment over ssh
+        far = next(line for line in proc.stderr.splitlines() if ": on builder ssh://root@spark2" in line)
+        name = far.split("component ", 1)[1].split(":", 1)[0]
+        assert read_file("enginebuild/two:latest", f"/opt/parts/{name}.txt").startswith(f"{name} part over ssh".encode())
+    finally:
+        server.stop()
