@@ -13,9 +13,9 @@ import pytest
 
 from conftest import ROOT, need, run_cli
 from helpers.docker import docker, read_file
-from helpers.engines import start_engine
+from helpers.engines import start_engine, tls_files
 from helpers.specs import BUSYBOX_BUILDER, write_image
-from helpers.sshd import SSHD, path_with, start_sshd
+from helpers.sshd import SSHD, free_port, path_with, start_sshd
 
 pytestmark = [pytest.mark.docker]
 
@@ -207,3 +207,32 @@ def test_a_builder_reached_over_ssh_as_docker_reaches_it(workspace, engines, tmp
         assert read_file("enginebuild/two:latest", f"/opt/parts/{name}.txt").startswith(f"{name} part over ssh".encode())
     finally:
         server.stop()
+
+
+def test_a_builder_over_tcp_with_tls_from_a_docker_context(workspace, engines, tmp_path, tmp_path_factory):
+    need(shutil.which("openssl") is not None, "openssl is not installed")
+    server, client = tls_files(tmp_path / "tls")
+    port = free_port()
+    secured = start_engine(tmp_path_factory.mktemp("tls-engine"), index=14, extra=(
+        "-H", f"tcp://127.0.0.1:{port}", "--tlsverify", "--tlscacert", str(server / "ca.pem"),
+        "--tlscert", str(server / "server-cert.pem"), "--tlskey", str(server / "server-key.pem")))
+    try:
+        config = tmp_path / "docker-config"
+        made = subprocess.run(["docker", "context", "create", "secured", "--docker",
+                               f"host=tcp://127.0.0.1:{port},ca={client / 'ca.pem'},cert={client / 'cert.pem'},"
+                               f"key={client / 'key.pem'}"],
+                              env={**os.environ, "DOCKER_CONFIG": str(config)}, capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        write(workspace, f"over tls {time.time_ns()}")
+        env = {"ENGINEBUILD_HOME": str(tmp_path / "home"), "DOCKER_CONFIG": str(config)}
+        proc = run_cli(["image", "two", "--builder", f"near={engines[0].host}", "--builder", "secured"],
+                       workspace, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "on builder secured (context secured (tcp://127.0.0.1:" in proc.stderr and "with TLS)" in proc.stderr
+        assert chains(secured), "the TLS engine built nothing"
+        # without the client certificate the engine refuses: it is skipped, named
+        plain = run_cli(["image", "two", "--builder", f"near={engines[0].host}", "--builder",
+                         f"bare=tcp://127.0.0.1:{port}"], workspace, env={"ENGINEBUILD_HOME": str(tmp_path / "h2")})
+        assert plain.returncode == 0 and f"builder bare (tcp://127.0.0.1:{port}): unreachable" in plain.stderr
+    finally:
+        secured.stop()

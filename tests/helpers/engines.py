@@ -54,8 +54,9 @@ def unmount_below(folder: Path) -> None:
             subprocess.run(["umount", "-l", point], capture_output=True)
 
 
-def start_engine(folder: Path, index: int = 2, cpus: str | None = None) -> Engine:
-    """`cpus` (taskset's list, "0" or "1"): the engine, and every build it runs, on those CPUs only."""
+def start_engine(folder: Path, index: int = 2, cpus: str | None = None, extra: tuple = ()) -> Engine:
+    """`cpus` (taskset's list, "0" or "1"): the engine, and every build it runs, on those CPUs only;
+    `extra`: more dockerd arguments (another -H, TLS)."""
     folder.mkdir(parents=True, exist_ok=True)
     bridge = f"ebtest{index}{os.getpid() % 1000}"[:15]
     subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True, capture_output=True)
@@ -68,7 +69,7 @@ def start_engine(folder: Path, index: int = 2, cpus: str | None = None) -> Engin
     pin = ["taskset", "-c", cpus] if cpus else []
     process = subprocess.Popen(
         [*pin, "dockerd", "-H", f"unix://{sock}", "--data-root", str(folder / "data"), "--exec-root", str(run_dir / "exec"),
-         "--pidfile", str(run_dir / "docker.pid"), f"--bridge={bridge}", "--iptables=false", "--ip-masq=false"],
+         "--pidfile", str(run_dir / "docker.pid"), f"--bridge={bridge}", "--iptables=false", "--ip-masq=false", *extra],
         stdout=log, stderr=subprocess.STDOUT)
     host = f"unix://{sock}"
     for _ in range(120):
@@ -79,3 +80,31 @@ def start_engine(folder: Path, index: int = 2, cpus: str | None = None) -> Engin
         time.sleep(0.5)
     process.kill()
     raise RuntimeError("second dockerd did not answer")
+
+
+def tls_files(folder: Path) -> tuple[Path, Path]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate (openssl): returns the
+    server's folder (ca.pem, server-cert.pem, server-key.pem) and the client's (ca.pem, cert.pem, key.pem)."""
+    server, client = folder / "server", folder / "client"
+    server.mkdir(parents=True)
+    client.mkdir(parents=True)
+
+    def ssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=folder)
+
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "2",
+        "-subj", "/CN=enginebuild test CA")
+    for who, name, usage, extra in (("server", "127.0.0.1", "serverAuth", "subjectAltName=IP:127.0.0.1\n"),
+                                     ("client", "client", "clientAuth", "")):
+        ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}-key.pem", "-out", f"{who}.csr",
+            "-subj", f"/CN={name}")
+        (folder / f"{who}.ext").write_text(f"{extra}extendedKeyUsage={usage}\n")
+        ssl("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
+            "-out", f"{who}-cert.pem", "-days", "2", "-extfile", f"{who}.ext")
+    for target in (server, client):
+        shutil.copy(folder / "ca.pem", target / "ca.pem")
+    shutil.copy(folder / "server-cert.pem", server / "server-cert.pem")
+    shutil.copy(folder / "server-key.pem", server / "server-key.pem")
+    shutil.copy(folder / "client-cert.pem", client / "cert.pem")
+    shutil.copy(folder / "client-key.pem", client / "key.pem")
+    return server, client
