@@ -145,6 +145,41 @@ def test_the_ci_job_builds_and_pushes_what_changed_and_skips_what_the_registry_h
     assert re.search(r"demo: pushed \S+@(sha256:[0-9a-f]{64})", proc.stdout).group(1) != digest
 
 
+def test_spread_jobs_build_one_component_each_and_the_last_job_assembles_from_the_cache(workspace, registry, tmp_path,
+                                                                                      docker_engine, debian_reachable,
+                                                                                      pypi_reachable):
+    prefix = f"{registry.host}/spread-{uuid.uuid4().hex[:6]}"
+    (workspace / "scripts").mkdir(exist_ok=True)
+    for part in ("BUILD.py", "scripts/ci-publish.sh", "scripts/ci-components.sh"):  # a recipe repository's copies
+        shutil.copy(ROOT / part, workspace / part)
+    base = {**os.environ, "ENGINEBUILD_PUBLISH_TO": prefix, "ENGINEBUILD_PUBLISH_PUSH": "true",
+            "ENGINEBUILD_PLATFORM": "linux/amd64", "ENGINEBUILD_PUBLISH_IMAGES": "demo",
+            "PYTHONPATH": str(ROOT / "src"), "GITHUB_OUTPUT": str(tmp_path / "github-output")}
+
+    def job(*args, **env):  # each job on a runner of its own: an empty store
+        home = tmp_path / f"runner-{uuid.uuid4().hex[:6]}"
+        return subprocess.run(["bash", *map(str, args)], cwd=workspace, capture_output=True, text=True,
+                              timeout=1800, env={**base, "ENGINEBUILD_HOME": str(home), **env})
+
+    planned = job(workspace / "scripts/ci-components.sh", "plan")
+    assert planned.returncode == 0, planned.stderr
+    matrix = json.loads((tmp_path / "github-output").read_text().split("matrix=", 1)[1])
+    assert sorted(row["component"] for row in matrix["include"]) == ["cuda-kernels", "engine", "kernels"]
+    assert {row["image"] for row in matrix["include"]} == {"demo"}
+    for row in matrix["include"]:
+        built = job(workspace / "scripts/ci-components.sh", "build", ENGINEBUILD_IMAGE=row["image"],
+                    ENGINEBUILD_COMPONENT=row["component"])
+        assert built.returncode == 0, built.stderr
+        assert f"component(s) {row['component']}:" in built.stdout and f"{prefix}/enginebuild-cache" in built.stdout
+    # nothing left to spread; the last job builds no component: every output comes from the cache
+    assert "matrix={\"include\": []}" in job(workspace / "scripts/ci-components.sh", "plan").stdout
+    summary = tmp_path / "summary.md"
+    last = job(workspace / "scripts/ci-publish.sh", GITHUB_STEP_SUMMARY=str(summary))
+    assert last.returncode == 0, last.stdout + last.stderr
+    assert "component(s)" not in last.stdout and "pulled" in last.stdout, last.stdout
+    assert re.search(r"demo: pushed \S+@sha256:[0-9a-f]{64}", last.stdout)
+
+
 def test_the_ci_job_refuses_a_bad_push_setting_before_doing_anything(workspace, tmp_path):
     proc, _ = publish(workspace, "127.0.0.1:9/x", "yes", tmp_path)
     assert proc.returncode == 2 and "ENGINEBUILD_PUBLISH_PUSH must be true or false" in proc.stderr

@@ -23,7 +23,7 @@ from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_
 from enginebuild.build.materialize import Materializer
 from enginebuild.build.outputs import OutputRecord, export_outputs
 from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, capable, connect
-from enginebuild.errors import BuilderLost, BuildFailed
+from enginebuild.errors import BuilderLost, BuildFailed, UserError
 from enginebuild.io import proc
 from enginebuild.io.http import Http
 from enginebuild.io.progress import human_bytes, output
@@ -268,12 +268,14 @@ class Executor:
                       f"({exported.files} entries)")
         return record
 
-    def components(self, plan: ImagePlan) -> None:
-        pending = {c.name: c for c in plan.components}
+    def components(self, plan: ImagePlan, only: frozenset[str] | None = None) -> None:
+        """Every component of the plan (or those named in `only`, and what they need)."""
+        wanted = needed_by(plan, only) if only else {c.name for c in plan.components}
+        pending = {c.name: c for c in plan.components if c.name in wanted}
         if not pending:
             return
-        to_build = [c for c in plan.components
-                    if self.output_record(c) is None and not (self.cache is not None and self.cache.has(c.key))]
+        to_build = [c for c in plan.components if c.name in wanted
+                    and self.output_record(c) is None and not (self.cache is not None and self.cache.has(c.key))]
         if to_build:
             self.assign(to_build, plan)
         for comp in to_build:  # builder environments first: components share them
@@ -342,6 +344,23 @@ class Executor:
                     self.cache.push_output(item, self.store)
             elif self.cache.lacks(record_key(item)):
                 self.cache.push_layer(item, self.store)
+
+
+def needed_by(plan: ImagePlan, names: frozenset[str]) -> set[str]:
+    """The named components and, transitively, what they need."""
+    by_name = {c.name: c for c in plan.components}
+    unknown = sorted(set(names) - set(by_name))
+    if unknown:
+        raise UserError(f"--component {', '.join(unknown)}: {plan.image} builds no such component for "
+                        f"{plan.platform}", hint=f"its components: {', '.join(sorted(by_name)) or 'none'}")
+    out: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name not in out:
+            out.add(name)
+            todo += by_name[name].needs
+    return out
 
 
 def final_config(assembler: Assembler, plan: ImagePlan) -> Any:

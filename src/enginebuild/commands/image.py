@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "its files as the runtime has them, or its wheels) to a new folder, as Docker's "
                              "--output type=local,dest=DIR; with several platforms, one subfolder each (linux_amd64)")
     add_builder_arguments(parser)
+    parser.add_argument("--component", action="append", default=[], metavar="NAME",
+                        help="build only this component (repeatable) and what it needs, into the store and the "
+                             "cache; no image is assembled (one CI job per component; a last job assembles)")
     parser.add_argument("--jobs", type=int, metavar="N", help="components built at the same time (default: CPUs, max 4)")
     parser.add_argument("--push", action="store_true", help="push after building (needs --to)")
     parser.add_argument("--to", metavar="REPO", help="with --push: REGISTRY/REPO[:TAG]")
@@ -160,6 +163,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.push and len(set(args.images)) > 1:
         raise UserError(f"--push --to {args.to} with {len(set(args.images))} images would push them all into one "
                         "repository", hint="build them together, then push each to its own repository with `push`")
+    if args.component and (args.push or args.on or args.output):
+        raise UserError("--component builds components only: it goes with neither --push, --on nor --output")
     if args.platform and args.on and len(args.platform) != 1:
         raise UserError("--on builds one platform: give one --platform")
     for platform in args.platform:
@@ -187,8 +192,40 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if not on and not ws.overrides:  # a --set value is never written to a lock: the plan refuses it as before
         lock_first(ws, names, args.locked or args.frozen)
     for name in names:
-        build_one(ws, name, args, options)
+        if args.component:
+            build_components(ws, name, args, options)
+        else:
+            build_one(ws, name, args, options)
     return 0
+
+
+def build_components(ws: Workspace, name: str, args: argparse.Namespace, options: Any) -> None:
+    """--component: those components (and what they need) built or taken from the cache, their
+    outputs pushed to it; the image is not assembled."""
+    from enginebuild.build.cache import cache_from_settings
+    from enginebuild.build.executor import Executor
+    from enginebuild.plan.image import plan_image
+
+    ws.select([name], all_when_empty=False)
+    spec = ws.spec(name)
+    cache = cache_from_settings(ws, args.cache, args.no_cache, args.cache_readonly)
+    if cache is None:
+        output().say("  note: no cache is configured: the outputs stay in this machine's store")
+    for platform in platforms_of(spec, args.platform):
+        start = time.monotonic()
+        plan = plan_image(spec, ws.lock(spec), platform, options)
+        check_stacks_first(ws, plan)
+        executor = Executor(ws.home, builder_name=args.buildx_builder, verbose=args.verbose, cache=cache,
+                            jobs=args.jobs, builders=builders_of(ws, args.builder))
+        executor.components(plan, frozenset(args.component))
+        executor.fill_cache()
+        outcome = executor.outcome
+        built = [n[10:] for n in outcome.built if n.startswith("component ")]
+        done = [f"built {', '.join(built)}"] if built else []
+        done += [f"pulled {len(outcome.pulled)} from the cache"] if outcome.pulled else []
+        done += [f"reused {outcome.reused}"] if outcome.reused else []
+        print(f"{name} ({platform}): component(s) {', '.join(args.component)}: {'; '.join(done) or 'nothing to do'} "
+              f"in {time.monotonic() - start:.1f}s" + (f", outputs in {cache.name}" if cache else ""))
 
 
 def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
