@@ -222,17 +222,27 @@ class Executor:
         """Build on the assigned builder; if that engine stops answering, once more on another
         that can build the platform (what the lost one made is not trusted: nothing was recorded)."""
         site = self.assigned.get(comp.name) or self.local
+        if site.lost:  # lost before this component started: it goes elsewhere, as planned work would
+            site = self.replacement(comp, site, plan) or site
+            output().say(f"  component {comp.name}: on builder {site.name} instead")
         try:
             return self.build_component(comp, plan, site)
         except (BuilderLost, EngineUnavailable) as exc:
-            others = [s for s in capable(self.sites or [], plan.platform) if s is not site]
-            if site.alive() or not others:
+            other = None if site.alive() else self.replacement(comp, site, plan)
+            if other is None:
                 raise
-            other = min(others, key=lambda s: sum(1 for a in self.assigned.values() if a is s))
-            self.assigned[comp.name] = other
             output().say(f"  builder {site.name} stopped answering while building component {comp.name} "
                          f"({exc.message.splitlines()[0]}); building it again on builder {other.name}")
             return self.build_component(comp, plan, other)
+
+    def replacement(self, comp: ComponentNode, lost: Site, plan: ImagePlan) -> Site | None:
+        """Another builder for a lost one's component: the capable one with the fewest assigned."""
+        others = [s for s in capable(self.sites or [], plan.platform) if s is not lost]
+        if not others:
+            return None
+        other = min(others, key=lambda s: sum(1 for a in self.assigned.values() if a is s))
+        self.assigned[comp.name] = other
+        return other
 
     def build_component(self, comp: ComponentNode, plan: ImagePlan, site: Site) -> dict[str, Any]:
         with self._make_lock:  # made already, unless the cache was expected to have the outputs
@@ -279,7 +289,14 @@ class Executor:
         if to_build:
             self.assign(to_build, plan)
         for comp in to_build:  # builder environments first: components share them
-            self.make_chain(comp.builder, plan, self.assigned[comp.name])
+            site = self.assigned[comp.name]
+            try:
+                self.make_chain(comp.builder, plan, site)
+            except (BuilderLost, EngineUnavailable):
+                if site.alive():
+                    raise
+                output().say(f"  builder {site.name} stopped answering while making a builder environment; "
+                             "what was assigned to it goes to the others")
         done: set[str] = set()
         running: dict[Future[None], str] = {}
         pool = ThreadPoolExecutor(max_workers=self.jobs * len(self.sites or [self.local]))
