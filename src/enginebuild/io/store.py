@@ -180,7 +180,8 @@ class Store:
                 return target
             problems: list[str] = []
             tried: set[str] = set()
-            for batch in (lambda: urls, alternatives or (lambda: [])):
+            batches: tuple[Callable[[], list[str]], ...] = (lambda: urls, alternatives or (lambda: []))
+            for batch in batches:
                 for url in batch():
                     if url in tried:
                         continue

@@ -20,4 +20,5 @@ def published(client: Any, repository: str, tag: str) -> str | None:
     from enginebuild.oci.reference import ImageRef, parse_destination
 
     ref, _ = parse_destination(repository)
-    return client.head_digest(ImageRef(ref.registry, ref.repository, tag, None))
+    found = client.head_digest(ImageRef(ref.registry, ref.repository, tag, None))
+    return str(found) if found else None

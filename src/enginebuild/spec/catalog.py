@@ -206,4 +206,5 @@ def parse_override(text: str) -> YMap:
         wrapper.where, wrapper.key_where = Where(display), {key: Where(display)}
         wrapper[key] = node
         node = wrapper
+    assert isinstance(node, YMap)
     return node

@@ -48,14 +48,14 @@ class _StrictLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # yaml API
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise SpecError(
                 Where(self.name, event.start_mark.line + 1),
                 "",
                 "YAML aliases (*name) are not allowed in specs",
                 hint="use 'extends:' to share definitions",
             )
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         anchor = getattr(event, "anchor", None)
         if anchor is not None:
             raise SpecError(
