@@ -9,8 +9,8 @@ import json
 import pytest
 
 from conftest import ROOT
+from enginebuild.core.cudacompat import driver_cuda, library_problem
 from enginebuild.kernels.archs import parse_declared
-from enginebuild.kernels.compat import driver_cuda, library_problem
 from enginebuild.kernels.cuobjdump import Cuobjdump
 from enginebuild.kernels.scan import Rules, judge
 from helpers import report

@@ -1,8 +1,8 @@
 """The strict applier: exact context, offsets reported, conflicts explained."""
 import textwrap
 
+from enginebuild.core.patchfile import parse_patch
 from enginebuild.patches.apply import Text, apply_file
-from enginebuild.patches.patchfile import parse_patch
 
 HEADER = "Subject: s\nDescription: d\nUpstream: u\n---\n"
 
@@ -113,7 +113,7 @@ import subprocess  # noqa: E402
 import pytest  # noqa: E402
 
 from conftest import need  # noqa: E402
-from enginebuild.patches.patchfile import PatchError  # noqa: E402
+from enginebuild.core.patchfile import PatchError  # noqa: E402
 
 
 def git_apply(tmp_path, content: bytes, diff: bytes, *flags) -> tuple[int, bytes]:

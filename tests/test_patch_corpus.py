@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from conftest import ROOT, need
+from enginebuild.core.patchfile import parse_patch
 from enginebuild.patches.check import check_stack
-from enginebuild.patches.patchfile import parse_patch
 from enginebuild.sources.trees import DirTree
 from helpers import report
 

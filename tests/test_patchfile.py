@@ -3,7 +3,7 @@ import textwrap
 
 import pytest
 
-from enginebuild.patches.patchfile import PatchError, parse_patch
+from enginebuild.core.patchfile import PatchError, parse_patch
 
 HEADER = "Subject: s\nDescription: d\nUpstream: https://example.invalid/pr/1\nFixed-In: 0.22.0, commit c628a93a64\n---\n"
 DIFF = textwrap.dedent("""\

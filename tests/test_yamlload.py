@@ -1,7 +1,7 @@
 import pytest
 
+from enginebuild.core.yamlload import MAX_BYTES, load_yaml_file, load_yaml_text
 from enginebuild.errors import SpecError
-from enginebuild.spec.yamlload import MAX_BYTES, load_yaml_file, load_yaml_text
 
 
 def error_of(text: str) -> str:

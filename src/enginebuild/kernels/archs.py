@@ -5,7 +5,7 @@ device code satisfies it, following NVIDIA's compatibility rules:
   arch-specific SASS (`sm_XYa`) runs only on exactly X.Y; family SASS (`sm_XYf`) on X.Z, Z >= Y.
 - PTX for `compute_XY` can be compiled by the driver (JIT) for any capability >= X.Y;
   `compute_XYa` only for exactly X.Y; `compute_XYf` for X.Z, Z >= Y; and only by a driver
-  whose CUDA version knows the PTX's ISA version (compat.py).
+  whose CUDA version knows the PTX's ISA version (core/cudacompat.py).
 
 A declared `12.1a` therefore needs `sm_121a` SASS: GB10's native FP4 kernels are compiled
 for arch-specific targets only, and a binary without them falls back at run time. With JIT
@@ -101,7 +101,7 @@ def jit_on(ptx: Arch, declared: Arch) -> bool:
 def missing(declared: list[Declared], sass: list[Arch], ptx: list[Arch], *, jit: bool,
             loadable: Callable[[Arch], bool] = lambda ptx: True) -> list[Declared]:
     """The declared archs a binary with this device code does not serve. `loadable`: whether the
-    target driver compiles a PTX entry at all (its ISA version; see compat.py)."""
+    target driver compiles a PTX entry at all (its ISA version; see core/cudacompat.py)."""
     ptx = [code for code in ptx if loadable(code)]
     out = []
     for want in declared:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from enginebuild.core.cudacompat import driver_cuda, library_problem, ptx_loads
 from enginebuild.kernels.archs import Arch, Declared, missing, parse_code
-from enginebuild.kernels.compat import driver_cuda, library_problem, ptx_loads
 from enginebuild.kernels.cuobjdump import Cuobjdump, DeviceCode
 from enginebuild.kernels.elf import has_device_code, is_elf
 
@@ -56,7 +56,7 @@ class FileReport:
     declared: list[Declared]
     missing: list[Declared] = field(default_factory=list)
     skipped: str = ""  # why, when a skip rule matched
-    problem: str = ""  # a CUDA library the target driver cannot run (compat.py)
+    problem: str = ""  # a CUDA library the target driver cannot run (core/cudacompat.py)
     too_new: list[str] = field(default_factory=list)  # PTX entries the target driver cannot compile
 
     @property

@@ -6,9 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from enginebuild.core.patchfile import PatchFile
 from enginebuild.errors import LockError, UserError, command
 from enginebuild.lock.lockfile import Lock, stale_inputs
-from enginebuild.patches.patchfile import PatchFile
 from enginebuild.sources import Source
 from enginebuild.sources.base import Context
 from enginebuild.sources.trees import SourceTree

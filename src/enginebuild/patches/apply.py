@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from enginebuild.patches.patchfile import FilePatch, Hunk
+from enginebuild.core.patchfile import FilePatch, Hunk
 
 
 @dataclass

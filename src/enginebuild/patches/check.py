@@ -14,8 +14,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from enginebuild.core.patchfile import PatchFile
 from enginebuild.patches.apply import HunkResult, Text, apply_file
-from enginebuild.patches.patchfile import PatchFile
 from enginebuild.sources.trees import SourceTree
 
 APPLIES, UPSTREAM, OBSOLETE, CONFLICTS = "applies", "already-upstream", "obsolete", "conflicts"

@@ -15,8 +15,8 @@ from enginebuild.io.http import Http
 from enginebuild.io.store import Blob, Store
 
 if TYPE_CHECKING:
+    from enginebuild.core.schema import Schema
     from enginebuild.sources.trees import SourceTree
-    from enginebuild.spec.schema import Schema
 
 
 @dataclass(frozen=True)

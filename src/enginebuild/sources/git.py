@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from enginebuild.core.schema import Bool, Record, Str
 from enginebuild.errors import ResolveError, UserError
 from enginebuild.io.git import HEX40, Mirror, git
 from enginebuild.io.store import Blob, make_blob, sha256_bytes
 from enginebuild.io.tars import TarWriter, clean_name, walk_folder
 from enginebuild.sources.base import Context, Place
 from enginebuild.sources.trees import GitTree, SourceTree
-from enginebuild.spec.schema import Bool, Record, Str
 
 MAX_SUBMODULE_DEPTH = 4
 

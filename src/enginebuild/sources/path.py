@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from enginebuild.core.schema import Str
 from enginebuild.errors import SpecError, UserError
 from enginebuild.io.store import Blob
 from enginebuild.io.tars import walk_folder
 from enginebuild.sources.base import Context, Place
 from enginebuild.sources.trees import DirTree, SourceTree, folder_to_tree
-from enginebuild.spec.schema import Str
 
 
 def _rel(value: str) -> str | None:

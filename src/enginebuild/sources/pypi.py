@@ -9,13 +9,13 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from enginebuild.core.schema import Record, Str
 from enginebuild.errors import ResolveError, UserError
 from enginebuild.io.store import Blob, sha256_bytes
 from enginebuild.io.unpack import parse_size, size_problem
 from enginebuild.sources.base import Context, Place
 from enginebuild.sources.pyindex import DEFAULT_INDEX, find_file, newest_version, project_files, version_of_file
 from enginebuild.sources.trees import ArchiveTree, SourceTree, archive_to_tree
-from enginebuild.spec.schema import Record, Str
 
 
 def _version(value: str) -> str | None:

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from enginebuild.core.schema import Bool, Record, Str
 from enginebuild.errors import ResolveError, UserError
 from enginebuild.io.store import Blob, make_blob, sha256_bytes
 from enginebuild.io.tars import TarWriter
 from enginebuild.io.unpack import parse_size, size_problem
 from enginebuild.sources.base import Context, Place
 from enginebuild.sources.trees import ArchiveTree, SourceTree, archive_to_tree
-from enginebuild.spec.schema import Bool, Record, Str
 
 ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 

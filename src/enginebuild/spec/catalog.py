@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from enginebuild.core.schema import MapOf, OneOf, Record, Schema
+from enginebuild.core.yamlload import YList, YMap, load_yaml_file, load_yaml_text
 from enginebuild.errors import SpecError, UserError, Where, command
 from enginebuild.spec import fields
 from enginebuild.spec.model import ImageSpec
 from enginebuild.spec.reader import read_image
-from enginebuild.spec.schema import MapOf, OneOf, Record, Schema
-from enginebuild.spec.yamlload import YList, YMap, load_yaml_file, load_yaml_text
 
 SPEC_FILE = "image.yaml"
 MAX_EXTENDS_DEPTH = 16

@@ -7,7 +7,7 @@ import re
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from enginebuild.spec.schema import Bool, Enum, Int, ListOf, MapOf, OneOf, Record, Schema, Str
+from enginebuild.core.schema import Bool, Enum, Int, ListOf, MapOf, OneOf, Record, Schema, Str
 
 NAME = r"[a-z0-9][a-z0-9._-]{0,62}"  # images, components, variants: llama.cpp is a name
 ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,127}"

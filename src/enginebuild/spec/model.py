@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from enginebuild.core.patchfile import PatchFile
 from enginebuild.errors import Where
-from enginebuild.patches.patchfile import PatchFile
 from enginebuild.sources import Source
 
 DEFAULT_PLATFORM = "linux/arm64"

@@ -9,15 +9,15 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from enginebuild.core.patchfile import PatchError, parse_patch
+from enginebuild.core.yamlload import YList, YMap
 from enginebuild.errors import SpecError, Where
 from enginebuild.io.files import image_mode
 from enginebuild.io.recipefiles import open_recipe_file, read_recipe_file
-from enginebuild.patches.patchfile import PatchError, parse_patch
 from enginebuild.sources import Source, kind
 from enginebuild.sources.base import Place
 from enginebuild.spec import model as m
 from enginebuild.spec.listing import listed
-from enginebuild.spec.yamlload import YList, YMap
 
 # set by enginebuild in every component build (plan/templates/component.Dockerfile)
 RESERVED_ARGS = ("SOURCE_DATE_EPOCH", "PYTHONHASHSEED")
@@ -520,7 +520,7 @@ def with_init(runtime: m.Environment) -> m.Environment:
 
 def driver_branch(r: Reader, value: Any) -> int | None:
     """`cuda-verify.driver`, a driver branch whose CUDA version enginebuild knows."""
-    from enginebuild.kernels.compat import DRIVER_CUDA
+    from enginebuild.core.cudacompat import DRIVER_CUDA
 
     if value is None:
         return None

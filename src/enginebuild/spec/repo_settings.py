@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from enginebuild.core.schema import Bool, ListOf, Record, Str
+from enginebuild.core.yamlload import YMap, load_yaml_file
 from enginebuild.errors import UserError
 from enginebuild.spec.fields import PLATFORM
-from enginebuild.spec.schema import Bool, ListOf, Record, Str
-from enginebuild.spec.yamlload import YMap, load_yaml_file
 
 FILE = "enginebuild.yaml"
 NAME = r"[a-z0-9][a-z0-9._-]{0,62}"

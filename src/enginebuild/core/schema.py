@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from enginebuild.core.yamlload import YList, YMap
 from enginebuild.errors import SpecError, Where
-from enginebuild.spec.yamlload import YList, YMap
 
 Json = dict[str, Any]
 Test = Callable[[str], "str | None"]  # returns an error message, or None when the value is fine
