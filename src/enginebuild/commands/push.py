@@ -121,5 +121,5 @@ def remake(ws: Workspace, spec: Any, plan: Any) -> None:
 
     from enginebuild.commands.image import build_platform
 
-    args = argparse.Namespace(builder=None, verbose=False, jobs=None)
+    args = argparse.Namespace(builder=[], buildx_builder=None, verbose=False, jobs=None)
     build_platform(ws, spec, plan, args, None, tuple(spec.platforms))
