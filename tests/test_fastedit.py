@@ -56,7 +56,7 @@ def ws(tmp_path) -> Path:
 
 def settled(root: Path) -> None:
     """Every file of the workspace as if written a minute ago: a time stamp of the last seconds
-    cannot tell a later edit apart (plan/memo.py), so the memo would not trust it."""
+    cannot tell a later edit apart (state/memo.py), so the memo would not trust it."""
     past = time.time() - 60
     for path in [root, *root.rglob("*")]:
         os.utime(path, (past, past), follow_symlinks=False)

@@ -192,7 +192,7 @@ def largest_image(ws: Any) -> int:
     """Bytes of the largest image built here (its layers as recorded in the store)."""
     from enginebuild.build.assemble import layer_blobs
     from enginebuild.io.store import Store
-    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.image import plan_image
 
     store = Store(ws.home)
     largest = 0
@@ -201,7 +201,7 @@ def largest_image(ws: Any) -> int:
             spec = ws.spec(name)
             lock = ws.lock(spec)
             for target in spec.platforms:
-                plan = plan_image(spec, lock, target, Options())
+                plan = plan_image(spec, lock, target, ws.plan_options())
                 sizes = [layer_blobs(store, node) for node in plan.runtime.layers]
                 if all(sizes):
                     largest = max(largest, sum(s for blobs in sizes for _, s in blobs or ()))

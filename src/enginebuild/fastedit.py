@@ -2,7 +2,7 @@
 
 Editing a launch script and rebuilding is what recipe authors do most. The bytes of a files
 layer are a deterministic tar enginebuild writes itself, so nothing needs planning or a
-builder: the plan memo (plan/memo.py) says which files changed, and the edit record stored
+builder: the plan memo (state/memo.py) says which files changed, and the edit record stored
 with it (written by `record` after every full build) says which layer holds each of them,
 the image's config and the layers below and above. This path hashes only the changed files,
 writes the new layer into the store (the same tar, key and record a full build writes),
@@ -200,7 +200,7 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
             raise NotThisWay(f"{path} is a binary in an image whose kernels are checked")
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import Engine
-    from enginebuild.plan.history import BuildHistory
+    from enginebuild.state.history import BuildHistory
 
     engine = Engine()
     for image in images:

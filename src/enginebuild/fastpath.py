@@ -2,7 +2,7 @@
 (and, when only files the image copies changed, fastedit.py's).
 
 A no-op is the command users run most, so it gets its own path: the plan memo (see
-plan/memo.py) and one question to the engine per image and platform, over its socket,
+state/memo.py) and one question to the engine per image and platform, over its socket,
 with the standard library only. Any doubt (an option given, a memo that does not match, an
 image missing, an engine not on a unix socket) returns False and the full command runs.
 """
@@ -14,8 +14,8 @@ import socket
 import time
 from typing import Any
 
-from enginebuild.plan.memo import PlanMemo, memo_key
 from enginebuild.settings import ENGINE_API_VERSION, settings
+from enginebuild.state.memo import PlanMemo, memo_key
 
 DEFAULT_OPTIONS: dict[str, Any] = {"build_args": {}, "on": None,
                                    "only": sorted(["components", "files", "overlays", "python", "steps", "system"]),

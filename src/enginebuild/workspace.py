@@ -16,6 +16,7 @@ from enginebuild.settings import settings
 
 if TYPE_CHECKING:
     from enginebuild.lock.lockfile import Lock
+    from enginebuild.plan.image import Options
     from enginebuild.spec.catalog import Catalog
     from enginebuild.spec.model import ImageSpec
 
@@ -52,6 +53,15 @@ class Workspace:
         from enginebuild.lock.lockfile import read_lock
 
         return read_lock(self.root, spec)
+
+    def plan_options(self, *, build_args: dict[str, str] | None = None, on: str | None = None,
+                     only: frozenset[str] | None = None, strict: bool = True) -> Options:
+        """Options for planning here: what is given, and the environment's SOURCE_DATE_EPOCH
+        (the plan itself reads no environment)."""
+        from enginebuild.plan.image import LAYER_KINDS, Options
+
+        return Options(build_args=build_args or {}, on=on, only=only or frozenset(LAYER_KINDS), strict=strict,
+                       source_date_epoch=settings().source_date_epoch)
 
     def broken(self) -> dict[str, UserError]:
         """The catalogue's specs that do not load, each with its error (one bad spec does not stop

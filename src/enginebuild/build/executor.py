@@ -30,9 +30,9 @@ from enginebuild.io.progress import human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine, EngineUnavailable
 from enginebuild.plan.envs import CHAIN_REPO, parent_ref
-from enginebuild.plan.history import BuildHistory
 from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode, OverlayFiles, Run
 from enginebuild.sources.base import Context
+from enginebuild.state.history import BuildHistory
 
 COMPONENT_REPO = "enginebuild/component"
 RAW_REPO = "enginebuild/raw"

@@ -7,8 +7,8 @@ from typing import Any
 
 from enginebuild.build.assemble import layer_blobs
 from enginebuild.io.store import Store
-from enginebuild.plan.history import BuildHistory, changed_inputs
 from enginebuild.plan.model import ImagePlan, LayerNode, Run
+from enginebuild.state.history import BuildHistory, changed_inputs
 
 
 def _layer_made(store: Store, node: LayerNode) -> bool:

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.commands.image import platforms_of
     from enginebuild.commands.push import destination
     from enginebuild.oci.registry import RegistryClient
-    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.image import plan_image
     from enginebuild.publish.changed import content_tag, published
 
     client = RegistryClient()
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             first, why = next(iter(blocked.items()))
             output().say(f"{name}: skipped, not buildable here ({first}: {why})")
             continue
-        plans = [plan_image(spec, lock, p, Options()) for p in platforms_of(spec, args.platform)]
+        plans = [plan_image(spec, lock, p, ws.plan_options()) for p in platforms_of(spec, args.platform)]
         repository = f"{args.to.rstrip('/')}/{name}"
         destination(repository, [])  # a bad prefix is refused before the registry is asked
         tag = content_tag(plans)

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.build.fetch import Fetcher, git_wheels, plan_downloads
     from enginebuild.commands.image import platforms_of
     from enginebuild.io.store import Store
-    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.image import plan_image
     from enginebuild.plan.model import FromSource
     from enginebuild.sources.base import Context
 
@@ -28,7 +28,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         lock = ws.lock(spec)
         fetcher = Fetcher(Store(ws.home))
         for platform in platforms_of(spec, args.platform):
-            plan = plan_image(spec, lock, platform, Options())
+            plan = plan_image(spec, lock, platform, ws.plan_options())
             fetcher.all(plan_downloads(plan))
             for pin in git_wheels(plan.runtime):
                 fetcher.git_wheel(ws.home, pin)

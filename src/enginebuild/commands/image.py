@@ -171,7 +171,6 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         if not re.fullmatch(r"linux/[a-z0-9]+(?:/v[0-9])?", platform):
             raise UserError(f"--platform {platform!r}: expected os/arch such as linux/amd64")
     on, only = parse_on(args.on, args.stages)
-    from enginebuild.plan.image import LAYER_KINDS, Options
 
     names = list(dict.fromkeys(args.images))
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
@@ -187,7 +186,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                 close = difflib.get_close_matches(comp, [c.name for c in spec.components], n=1)
                 raise UserError(f"--output {comp}=…: {spec.name} has no component {comp!r}",
                                 hint=f"did you mean {close[0]!r}?" if close else None)
-    options = Options(build_args=build_args, on=on, only=only or frozenset(LAYER_KINDS))
+    options = ws.plan_options(build_args=build_args, on=on, only=only)
     ws.sweep()
     if not on and not ws.overrides:  # a --set value is never written to a lock: the plan refuses it as before
         lock_first(ws, names, args.locked or args.frozen)
@@ -295,8 +294,8 @@ def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) 
     from enginebuild.fastpath import DEFAULT_OPTIONS
     from enginebuild.io.store import Store
     from enginebuild.plan.image import plan_image
-    from enginebuild.plan.memo import PlanMemo, copied_paths, memo_key, other_input_paths
     from enginebuild.plan.render import TEMPLATES
+    from enginebuild.state.memo import PlanMemo, copied_paths, memo_key, other_input_paths
 
     start = time.monotonic()
     ws.select([name], all_when_empty=False)

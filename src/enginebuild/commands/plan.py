@@ -32,7 +32,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
     from enginebuild.build.status import describe
     from enginebuild.commands.image import platforms_of
     from enginebuild.oci.engine import Engine
-    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.image import plan_image
 
     spec = ws.spec(name)
     lock = ws.lock(spec)
@@ -40,7 +40,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
     out = []
     engine = Engine()
     for platform in platforms_of(spec, platforms):
-        plan = plan_image(spec, lock, platform, Options(build_args=build_args, strict=not unresolved))
+        plan = plan_image(spec, lock, platform, ws.plan_options(build_args=build_args, strict=not unresolved))
         doc = describe(plan, ws.home, cache, {plan.tag: engine.image_id(plan.tag) or ""})
         doc["buildable"] = not unresolved
         doc["unresolved"] = unresolved
@@ -56,7 +56,7 @@ def show_assignment(ws: Workspace, plan: Any, doc: dict[str, Any], specs: Any) -
     from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, connect
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import Engine
-    from enginebuild.plan.history import BuildHistory
+    from enginebuild.state.history import BuildHistory
 
     store, history, engine = Store(ws.home), BuildHistory(ws.home), Engine()
     local = Site(BuilderSpec(LOCAL, engine.endpoint), engine, (HOST_PLATFORM,), store)

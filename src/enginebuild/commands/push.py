@@ -55,14 +55,14 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
     from enginebuild.oci.engine import Engine
     from enginebuild.oci.push import Pusher
     from enginebuild.oci.registry import RegistryClient
-    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.image import plan_image
     from enginebuild.publish.changed import content_tag
     from enginebuild.publish.records import add_record
 
     target, tags = destination(to, tags)
     spec = ws.spec(name)
     lock = ws.lock(spec)
-    plans = [plan_image(spec, lock, p, Options()) for p in platforms_of(spec, list(platforms or []))]
+    plans = [plan_image(spec, lock, p, ws.plan_options()) for p in platforms_of(spec, list(platforms or []))]
     store = Store(ws.home)
     for plan in plans:
         missing = [n.name for n in plan.runtime.layers if layer_blobs(store, n) is None]

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.commands.image import parse_build_args, platforms_of
     from enginebuild.errors import UserError
     from enginebuild.lock.lockfile import Lock
-    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.image import plan_image
     from enginebuild.plan.model import Run
     from enginebuild.plan.views import runtime_dockerfile
 
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     lock = ws.lock(spec)
     if lock is None and args.unpinned:
         lock = Lock(spec.name, "1970-01-01T00:00:01Z")
-    options = Options(build_args=parse_build_args(args.build_arg, [spec]), strict=not args.unpinned)
+    options = ws.plan_options(build_args=parse_build_args(args.build_arg, [spec]), strict=not args.unpinned)
     for platform in platforms_of(spec, args.platform):
         plan = plan_image(spec, lock, platform, options)
         if args.out:

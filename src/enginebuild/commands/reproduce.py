@@ -26,7 +26,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.build.reproduce import reproduce
     from enginebuild.commands.image import platforms_of
     from enginebuild.oci.reference import parse_image_ref
-    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.image import plan_image
 
     against = None
     if args.against:
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         spec = ws.spec(name)
         lock = ws.lock(spec)
         for platform in platforms_of(spec, args.platform):
-            result = reproduce(ws.home, plan_image(spec, lock, platform, Options()), against)
+            result = reproduce(ws.home, plan_image(spec, lock, platform, ws.plan_options()), against)
             results.append(result)
             if not args.json:
                 print("\n".join(result.lines()))

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.commands.image import platforms_of
     from enginebuild.io.store import Store
     from enginebuild.kernels.image import declared_of, verify_plan
-    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.image import plan_image
 
     verdicts = []
     undeclared = []
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                       "binaries checked)")
             continue
         for platform in platforms_of(spec, args.platform):
-            verdict = verify_plan(spec, lock, plan_image(spec, lock, platform, Options()), Store(ws.home))
+            verdict = verify_plan(spec, lock, plan_image(spec, lock, platform, ws.plan_options()), Store(ws.home))
             verdicts.append(verdict)
             if not args.json:
                 print("\n".join(verdict.lines()))

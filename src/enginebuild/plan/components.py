@@ -32,14 +32,14 @@ def touches_declared(patch: PatchRef, only: tuple[str, ...]) -> bool:
     return any(declared(f.path) for f in patch.patch.files)
 
 
-def source_item(arcname: str, source: Source, pin: Any, patches: tuple[PatchRef, ...], label: str,
+def source_item(arcname: str, source: Source, pin: Any, patches: tuple[PatchRef, ...], label: str, epoch: int,
                 only: tuple[str, ...] = ()) -> ContextItem:
     """The (patched) source tree; with declared inputs `only`, just those files, and a digest
     that a patch touching none of them leaves as it is."""
     identity = source.impl.identity(source.request, pin) if (pin is not None or not source.pinned_by_lock) \
         else f"unpinned {source.describe()}"
     keyed = [p.patch.sha256 for p in patches if not only or touches_declared(p, only)]
-    digest = keys.key_of("source-tree", identity=identity, patches=keyed, epoch=keys.epoch(),
+    digest = keys.key_of("source-tree", identity=identity, patches=keyed, epoch=epoch,
                          **({"inputs": list(only)} if only else {}))
     return ContextItem(arcname, digest, FromSource(source, pin, patches, only), label=label)
 
@@ -70,13 +70,14 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     if comp.source:
         pin = pins.get(f"components.{comp.name}.source") if comp.source.pinned_by_lock else None
         context.append(source_item("source.tar", comp.source, pin, comp.patches, comp.source.describe(pin),
-                                   comp.inputs))
+                                   planner.epoch, comp.inputs))
         version = comp.source.impl.version(comp.source.request, pin)
         if comp.source.kind == "git" and getattr(comp.source.request, "version", None) and version:
             env.append(("SETUPTOOLS_SCM_PRETEND_VERSION", version))
     for extra in comp.sources:
         pin = pins.get(f"components.{comp.name}.sources.{extra.name}") if extra.source.pinned_by_lock else None
-        context.append(source_item(f"sources/{extra.name}.tar", extra.source, pin, (), extra.source.describe(pin)))
+        context.append(source_item(f"sources/{extra.name}.tar", extra.source, pin, (), extra.source.describe(pin),
+                                   planner.epoch))
         if extra.env:
             env.append((extra.env, f"{SOURCES}/{extra.name}"))
     for need in comp.needs:

@@ -86,9 +86,9 @@ def script_run(script: str, shell: list[str] | None, arcname: str) -> tuple[list
 
 
 class EnvPlanner:
-    def __init__(self, spec: ImageSpec, pins: Pins, platform: str):
+    def __init__(self, spec: ImageSpec, pins: Pins, platform: str, epoch: int):
         self.spec, self.pins, self.platform = spec, pins, platform
-        self.epoch = keys.epoch()
+        self.epoch = epoch
 
     def base(self, role: str, env: Environment, on: str | None = None) -> ImagePin | None:
         if on:

@@ -44,6 +44,7 @@ class Options:
     on: str | None = None  # a digest-pinned stand-in base for the runtime
     only: frozenset[str] = frozenset(LAYER_KINDS)
     strict: bool = True
+    source_date_epoch: int | None = None  # SOURCE_DATE_EPOCH, as the caller read it (the plan reads no environment)
 
     def memo(self) -> dict[str, Any]:
         return {"build_args": self.build_args, "on": self.on, "only": sorted(self.only)}
@@ -106,7 +107,7 @@ def adds_no_layer(spec: ImageSpec) -> bool:
 
 
 def labels_of(spec: ImageSpec, lock: Lock, manifest: dict[str, Any], pins: Pins, on: str | None,
-              in_label: bool = False) -> dict[str, str]:
+              in_label: bool = False, created: str = "") -> dict[str, str]:
     revision = source_url = ""
     for comp in [spec.component(n) for n in spec.install] + list(spec.components):
         if comp.source and comp.source.pinned_by_lock:
@@ -120,7 +121,7 @@ def labels_of(spec: ImageSpec, lock: Lock, manifest: dict[str, Any], pins: Pins,
     labels = {k: v for k, v in labels.items() if v}
     labels.update(dict(spec.labels))
     labels.update({
-        "org.opencontainers.image.created": keys.created_of(lock.created),
+        "org.opencontainers.image.created": created or lock.created,
         "org.enginebuild.patches": ",".join(f"{p['name']}@sha256:{p['sha256']}" for p in manifest["patches"]),
         "org.enginebuild.manifest": json.dumps(manifest, sort_keys=True, separators=(",", ":")) if in_label
         else MANIFEST_PATH,
@@ -157,7 +158,7 @@ def _file_layers(groups: tuple[FileGroup, ...], parent: str, epoch: int) -> list
     return layers
 
 
-def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Options = Options()) -> ImagePlan:
+def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Options) -> ImagePlan:
     if platform not in spec.platforms and not options.on:
         raise SpecError(spec.where("platforms"), "platforms",
                         f"{spec.name} is not built for {platform} (it lists {', '.join(spec.platforms)})")
@@ -167,7 +168,7 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         raise LockError(f"lockfiles/{spec.lock_name}.lock does not exist",
                         hint=f"run `{command()} lock {spec.name}` (or `render --unpinned` to read the plan)")
     pins = Pins(spec, lock, strict=options.strict)
-    planner = EnvPlanner(spec, pins, platform)
+    planner = EnvPlanner(spec, pins, platform, keys.epoch(options.source_date_epoch))
     only = options.only
     components: dict[str, ComponentNode] = {}
     builders: dict[str, EnvNode] = {}
@@ -246,7 +247,8 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
             Data(MANIFEST_PATH, data), {"manifest": keys.sha(data)})
     if "files" in only:
         layers += _file_layers(spec.files, layers[-1].chain if layers else runtime.root, epoch)
-    labels = labels_of(spec, lock, manifest, pins, options.on, in_label)
+    labels = labels_of(spec, lock, manifest, pins, options.on, in_label,
+                       keys.created_of(lock.created, options.source_date_epoch))
     config = {"env": run_env, "entrypoint": spec.entrypoint, "cmd": spec.cmd, "workdir": spec.workdir,
               "user": spec.user, "labels": labels, "expose": list(spec.expose), "stopsignal": spec.stopsignal,
               "shell": spec.shell, "healthcheck": spec.healthcheck,
@@ -259,7 +261,8 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         flavour = f"on-{options.on.rsplit(':', 1)[-1][:12]}"
     tags = (f"enginebuild/{image}:{flavour}-{arch}", f"enginebuild/{image}:{flavour}")
     final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
-    return ImagePlan(spec.name, platform, keys.created_of(lock.created), epoch, tuple(components.values()), final,
+    created = keys.created_of(lock.created, options.source_date_epoch)
+    return ImagePlan(spec.name, platform, created, epoch, tuple(components.values()), final,
                      config, manifest, tags, spec.cuda_archs, options.on, unused)
 
 

@@ -7,8 +7,6 @@ import hashlib
 import json
 from typing import Any
 
-from enginebuild.settings import settings
-
 KEY_VERSION = "enginebuild-key-v2"
 DEFAULT_EPOCH = 1  # 1970-01-01T00:00:01Z, as Nix dates store paths: never "unknown"
 
@@ -29,15 +27,14 @@ def chain(parent: str, key: str) -> str:
     return sha(f"{parent}\n{key}")
 
 
-def epoch() -> int:
+def epoch(source_date_epoch: int | None) -> int:
     """The time stamp of every entry of every layer enginebuild writes."""
-    value = settings().source_date_epoch
-    return DEFAULT_EPOCH if value is None else value
+    return DEFAULT_EPOCH if source_date_epoch is None else source_date_epoch
 
 
-def created_of(lock_created: str) -> str:
+def created_of(lock_created: str, source_date_epoch: int | None) -> str:
     """The image's `created`: SOURCE_DATE_EPOCH when given, else the lock's."""
-    value = settings().source_date_epoch
+    value = source_date_epoch
     if value is None:
         return lock_created
     return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
