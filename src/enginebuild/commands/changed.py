@@ -22,11 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.commands.image import platforms_of
-    from enginebuild.commands.push import destination
     from enginebuild.oci.registry import RegistryClient
     from enginebuild.plan.image import plan_image
     from enginebuild.publish.changed import content_tag, published
+    from enginebuild.usecases.building import platforms_of
+    from enginebuild.usecases.pushing import destination
 
     client = RegistryClient()
     rows = []

@@ -7,12 +7,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-import time
 from collections.abc import Iterable
 from typing import Any
 
-from enginebuild.errors import UserError, command
-from enginebuild.io import faults
+from enginebuild.errors import UserError
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 
@@ -63,13 +61,6 @@ def add_builder_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the buildx builder this machine's engine builds with (default: $BUILDX_BUILDER)")
 
 
-def builders_of(ws: Workspace, values: list[str]) -> Any:
-    from enginebuild.build.sites import builder_specs
-    from enginebuild.spec.repo_settings import load_repo_settings
-
-    return builder_specs(values, load_repo_settings(ws.root).builders)
-
-
 def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", metavar="REGISTRY/REPO",
                         help="registry-backed cache: take outputs and layers found there, push what is built here "
@@ -100,13 +91,6 @@ def parse_build_args(values: list[str], specs: Iterable[Any] = ()) -> dict[str, 
     return out
 
 
-def platforms_of(spec: Any, wanted: list[str]) -> list[str]:
-    for platform in wanted:
-        if platform not in spec.platforms:
-            raise UserError(f"{spec.file}: {spec.name} is built for {', '.join(spec.platforms)}, not {platform}")
-    return list(wanted) or list(spec.platforms)
-
-
 def parse_on(on: str | None, stages: str | None) -> tuple[str | None, frozenset[str] | None]:
     from enginebuild.plan.image import LAYER_KINDS
 
@@ -127,25 +111,6 @@ def parse_on(on: str | None, stages: str | None) -> tuple[str | None, frozenset[
     if unknown:
         raise UserError(f"--stages: unknown kind(s) {', '.join(unknown)}; known: {', '.join(LAYER_KINDS)}")
     return ref.with_digest(ref.digest), frozenset(only | {"files"})
-
-
-def check_stacks_first(ws: Workspace, plan: Any) -> None:
-    """A component's patch stack is applied on the host before anything is built, so a patch that
-    no longer applies stops the build at once, naming patch, file and hunk."""
-    from enginebuild.build.executor import Executor
-    from enginebuild.patches.patched import patched_tree
-    from enginebuild.plan.model import FromSource
-    from enginebuild.sources.base import Context
-
-    executor = Executor(ws.home)
-    for comp in plan.components:
-        if executor.output_record(comp) is not None:
-            continue
-        for item in comp.context:
-            if isinstance(item.origin, FromSource) and item.origin.patches:
-                o = item.origin
-                patched_tree(Context(ws.home, executor.http, plan.epoch), comp.name, o.source, o.pin, o.patches,
-                             item.digest, plan.image)
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
@@ -174,79 +139,35 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
     names = list(dict.fromkeys(args.images))
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
+    outputs = None
     if args.output:
         from enginebuild.build.export import parse_outputs
 
         if len(names) != 1 or args.on:
             raise UserError("--output writes what one image build made: name one image (and no --on)")
-        args.outputs = parse_outputs(args.output)
+        outputs = parse_outputs(args.output)
         spec = ws.spec(names[0])
-        for comp in args.outputs[1]:
+        for comp in outputs[1]:
             if comp not in {c.name for c in spec.components}:
                 close = difflib.get_close_matches(comp, [c.name for c in spec.components], n=1)
                 raise UserError(f"--output {comp}=…: {spec.name} has no component {comp!r}",
                                 hint=f"did you mean {close[0]!r}?" if close else None)
+    from enginebuild.usecases.building import BuildRequest, build_components, build_image, lock_first
+
     options = ws.plan_options(build_args=build_args, on=on, only=only)
+    request = BuildRequest(platform=list(args.platform), builder=list(args.builder), buildx_builder=args.buildx_builder,
+                           verbose=args.verbose, jobs=args.jobs, cache=args.cache, no_cache=args.no_cache,
+                           cache_readonly=args.cache_readonly, outputs=outputs, component=list(args.component),
+                           push=args.push, to=args.to, tag=list(args.tag))
     ws.sweep()
     if not on and not ws.overrides:  # a --set value is never written to a lock: the plan refuses it as before
         lock_first(ws, names, args.locked or args.frozen)
     for name in names:
-        if args.component:
-            build_components(ws, name, args, options)
+        if request.component:
+            build_components(ws, name, request, options)
         else:
-            build_one(ws, name, args, options)
+            build_image(ws, name, request, options)
     return 0
-
-
-def build_components(ws: Workspace, name: str, args: argparse.Namespace, options: Any) -> None:
-    """--component: those components (and what they need) built or taken from the cache, their
-    outputs pushed to it; the image is not assembled."""
-    from enginebuild.build.cache import cache_from_settings
-    from enginebuild.build.executor import Executor
-    from enginebuild.plan.image import plan_image
-
-    ws.select([name], all_when_empty=False)
-    spec = ws.spec(name)
-    cache = cache_from_settings(ws, args.cache, args.no_cache, args.cache_readonly)
-    if cache is None:
-        output().say("  note: no cache is configured: the outputs stay in this machine's store")
-    for platform in platforms_of(spec, args.platform):
-        start = time.monotonic()
-        plan = plan_image(spec, ws.lock(spec), platform, options)
-        check_stacks_first(ws, plan)
-        executor = Executor(ws.home, builder_name=args.buildx_builder, verbose=args.verbose, cache=cache,
-                            jobs=args.jobs, builders=builders_of(ws, args.builder))
-        executor.components(plan, frozenset(args.component))
-        executor.fill_cache()
-        outcome = executor.outcome
-        built = [n[10:] for n in outcome.built if n.startswith("component ")]
-        done = [f"built {', '.join(built)}"] if built else []
-        done += [f"pulled {len(outcome.pulled)} from the cache"] if outcome.pulled else []
-        done += [f"reused {outcome.reused}"] if outcome.reused else []
-        print(f"{name} ({platform}): component(s) {', '.join(args.component)}: {'; '.join(done) or 'nothing to do'} "
-              f"in {time.monotonic() - start:.1f}s" + (f", outputs in {cache.name}" if cache else ""))
-
-
-def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
-    """Inputs the spec asks for and the lock does not pin: locked first (only those), or, with
-    --locked/--frozen, refused naming them."""
-    from enginebuild.commands.lock import relock
-    from enginebuild.errors import LockWouldChange
-    from enginebuild.lock.lockfile import input_where, stale_inputs
-
-    for name in names:
-        spec = ws.spec(name)
-        stale = stale_inputs(spec, ws.lock(spec))
-        if not stale:
-            continue
-        if strict:
-            first = stale[0][0]
-            where = input_where(spec, first)
-            raise LockWouldChange(f"{where}: {name}: the lock would change: "
-                                  + "; ".join(f"{inp}: {why}" for inp, why in stale),
-                                  hint=f"run `{command()} lock {name}` and commit lockfiles/{spec.lock_name}.lock, "
-                                       "or build without --locked/--frozen")
-        relock(ws, name)
 
 
 def every_buildable(ws: Workspace) -> list[str]:
@@ -263,133 +184,3 @@ def every_buildable(ws: Workspace) -> list[str]:
     return names
 
 
-def write_outputs(ws: Workspace, plan: Any, tag: str, outputs: Any, platform: str | None) -> None:
-    """--output: the runtime's filesystem and the components' outputs, into their folders
-    (a subfolder per platform when the build made several)."""
-    from enginebuild.build.export import export_component, export_runtime
-    from enginebuild.io.store import Store
-    from enginebuild.oci.engine import Engine
-
-    runtime, components = outputs
-    sub = platform.replace("/", "_") if platform else ""
-    if runtime is not None:
-        done = export_runtime(Engine(), tag, runtime / sub if sub else runtime)
-        output().say(f"  runtime filesystem -> {done}")
-    for name, folder in components.items():
-        node = next((c for c in plan.components if c.name == name), None)
-        if node is None:
-            raise UserError(f"--output {name}=…: component {name} is not built for {plan.image}: nothing installs or "
-                            "needs it", hint="add it to install:, or to the needs of a component installed")
-        record = Store(ws.home).record("outputs", node.key)
-        assert record is not None, f"component {name} was built but has no outputs record"
-        done = export_component(Store(ws.home), record, node.outputs.kind, node.outputs.to, folder / sub if sub
-                                else folder)
-        output().say(f"  component {name} outputs -> {done}")
-
-
-def build_one(ws: Workspace, name: str, args: argparse.Namespace, options: Any) -> None:
-    from enginebuild import fastedit
-    from enginebuild.build.cache import cache_from_settings
-    from enginebuild.build.executor import local_tags
-    from enginebuild.fastpath import DEFAULT_OPTIONS
-    from enginebuild.io.store import Store
-    from enginebuild.plan.image import plan_image
-    from enginebuild.plan.render import TEMPLATES
-    from enginebuild.state.memo import PlanMemo, copied_paths, memo_key, other_input_paths
-
-    start = time.monotonic()
-    ws.select([name], all_when_empty=False)
-    spec = ws.spec(name)
-    lock = ws.lock(spec)
-    if options.on and not args.platform:
-        raise UserError("--on: give the stand-in base's platform with --platform (for example linux/amd64)")
-    platforms = list(args.platform) if options.on else platforms_of(spec, args.platform)
-    # the plain tag belongs to one platform of the spec, whichever platforms this run builds
-    listed = tuple(platforms) if options.on else tuple(spec.platforms)
-    copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES)
-    inputs = PlanMemo.snapshot(copied + others)  # before the plan reads them
-    only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})  # what fastedit.py may remake
-    cache = cache_from_settings(ws, args.cache, args.no_cache, args.cache_readonly)
-    results = []
-    for platform in platforms:
-        plan = plan_image(spec, lock, platform, options)
-        faults.reached("image.planned")
-        check_stacks_first(ws, plan)
-        outcome = build_platform(ws, spec, plan, args, cache, listed)
-        tags = local_tags(plan, listed)
-        edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
-        results.append({"tags": tags, "id": outcome.image_id, "edit": edit})
-        elapsed = time.monotonic() - start
-        done = []
-        order = {f"component {c.name}": i for i, c in enumerate(plan.components)}
-        components = sorted((n for n in outcome.built if n.startswith("component ")), key=lambda n: order.get(n, 0))
-        commands = [n for n in outcome.built if not n.startswith("component ")]
-        if components:
-            done.append(f"built {len(components)} component(s) ({', '.join(n[10:] for n in components)})")
-        if commands:
-            done.append(f"ran {len(commands)} command layer(s)")
-        if outcome.written:
-            done.append(f"wrote {len(outcome.written)} layer(s)")
-        if outcome.pulled:
-            done.append(f"pulled {len(outcome.pulled)} from the cache")
-        what = ", ".join(done) if done else "nothing to build"
-        print(f"{name} ({platform}): {what} in {elapsed:.1f}s -> {tags[-1]}")
-        for comp_name, size in sorted(outcome.output_sizes.items()):
-            if f"component {comp_name}" not in outcome.built:  # a built one said its size as it finished
-                output().say(f"  component {comp_name}: outputs {size} bytes")
-        if not options.on:
-            check_kernels(ws, spec, lock, plan)
-        if args.output:
-            write_outputs(ws, plan, tags[0], args.outputs, platform if len(platforms) > 1 else None)
-    flags = {"build_args": options.build_args, "on": options.on, "only": sorted(options.only),
-             "platforms": list(args.platform) or None}
-    if {**flags, "platforms": None} == DEFAULT_OPTIONS and not ws.overrides:  # the fast path knows --platform
-        PlanMemo(ws.home).store(memo_key(ws.root, name, flags), inputs,
-                                {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)},
-                                [la[3] for r in results for la in r["edit"]["layers"] if la[3]])
-    if args.push:
-        from enginebuild.commands.push import push_image
-
-        push_image(ws, name, args.to, args.tag, platforms)
-
-
-ATTEMPTS = 3
-
-
-def build_platform(ws: Workspace, spec: Any, plan: Any, args: argparse.Namespace, cache: Any,
-                   platforms: tuple[str, ...]) -> Any:
-    """Build one platform's plan. A stored file found damaged on the way has been named and
-    deleted (see io/store.py); the build then runs again and makes or fetches it anew."""
-    from enginebuild.build.executor import Executor
-    from enginebuild.build.secretscan import Scanner
-    from enginebuild.io.store import BadBlob, Store
-
-    builders = builders_of(ws, args.builder)
-    for attempt in range(1, ATTEMPTS + 1):
-        executor = Executor(ws.home, builder_name=args.buildx_builder, verbose=args.verbose, cache=cache,
-                            scanner=Scanner(spec, store=Store(ws.home)), jobs=args.jobs, builders=builders)
-        try:
-            return executor.build(plan, platforms)
-        except BadBlob as exc:
-            if attempt == ATTEMPTS:
-                raise
-            output().say(f"  warning: {exc.message}; building again without it")
-    raise AssertionError("unreachable")
-
-
-def check_kernels(ws: Workspace, spec: Any, lock: Any, plan: Any) -> None:
-    """An image that declares cuda-archs is verified as soon as it is built (see `verify`)."""
-    from enginebuild.errors import BuildFailed
-    from enginebuild.io.store import Store
-    from enginebuild.kernels.image import declared_of, verify_plan
-
-    if not declared_of(spec):
-        return
-    verdict = verify_plan(spec, lock, plan, Store(ws.home))
-    lines = verdict.lines()
-    if verdict.ok:
-        output().say("  kernels: " + lines[-1])
-        return
-    raise BuildFailed("the kernel architecture check failed:\n    " + "\n    ".join(lines),
-                      hint=f"the image is built and tagged; it lacks kernels for what it declares "
-                           f"(`{command()} verify {spec.name} --json` lists every binary)")

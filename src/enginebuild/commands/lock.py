@@ -73,37 +73,6 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     return 0
 
 
-def relock(ws: Workspace, name: str) -> None:
-    """What `image` does before building when the spec asks for inputs the lock does not pin
-    (as `cargo build` updates Cargo.lock): resolve those inputs only, keep every other pin as
-    it is, say what was pinned, write the lock atomically."""
-    from enginebuild.lock.lockfile import stale_inputs, write_lock
-    from enginebuild.lock.resolve import Resolvers, build_lock
-
-    spec = ws.spec(name)
-    with ws.state_mutex():
-        previous = ws.lock(spec)
-        stale = stale_inputs(spec, previous)
-        if not stale:
-            return
-
-        def report(inp: str, status: str, detail: str) -> None:
-            if status not in ("kept", "same"):
-                output().say(f"  {name}: {inp}: {status}" + (f" ({detail})" if detail else ""))
-
-        lock = build_lock(Resolvers(ws.home), spec, previous, update=False, report=report)
-        before = previous.unresolved() if previous is not None else {}
-        failed = {inp: why for inp, why in lock.unresolved().items() if inp not in before}
-        if failed:  # nothing written: the lock stays as it was
-            from enginebuild.errors import LockError
-
-            inp, why = next(iter(failed.items()))
-            raise LockError(f"{spec.file}: {name}: {inp} could not be locked before building: {why}",
-                            hint=f"run `{command()} lock {name}` where its source is reachable")
-        write_lock(ws.root, spec, lock)
-        print(f"{name}: locked {', '.join(inp for inp, _ in stale)} into lockfiles/{spec.lock_name}.lock")
-
-
 def lint_kernels(ws: Workspace, spec: ImageSpec, lock: Lock) -> None:
     """Binary wheels the image installs, against its cuda-archs: flagged before any build."""
     from enginebuild.io.store import Store

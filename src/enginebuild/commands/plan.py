@@ -30,9 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str],
                    cache: Any, builders: Any = None) -> list[dict[str, Any]]:
     from enginebuild.build.status import describe
-    from enginebuild.commands.image import platforms_of
     from enginebuild.oci.engine import Engine
     from enginebuild.plan.image import plan_image
+    from enginebuild.usecases.building import platforms_of
 
     spec = ws.spec(name)
     lock = ws.lock(spec)
@@ -80,8 +80,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     names = ws.select(args.images) if args.images else ws.buildable()
     cache = cache_from_settings(ws, args.cache, args.no_cache, True)
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
-    from enginebuild.commands.image import builders_of
     from enginebuild.spec.repo_settings import load_repo_settings
+    from enginebuild.usecases.building import builders_of
 
     named = args.builder or load_repo_settings(ws.root).builders
     builders = builders_of(ws, args.builder) if named else None

@@ -24,12 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.commands.image import parse_build_args, platforms_of
+    from enginebuild.commands.image import parse_build_args
     from enginebuild.errors import UserError
     from enginebuild.lock.lockfile import Lock
     from enginebuild.plan.image import plan_image
     from enginebuild.plan.model import Run
     from enginebuild.plan.views import runtime_dockerfile
+    from enginebuild.usecases.building import platforms_of
 
     if args.unpinned and args.out:
         raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out)")

@@ -24,9 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.build.reproduce import reproduce
-    from enginebuild.commands.image import platforms_of
     from enginebuild.oci.reference import parse_image_ref
     from enginebuild.plan.image import plan_image
+    from enginebuild.usecases.building import platforms_of
 
     against = None
     if args.against:

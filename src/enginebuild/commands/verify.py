@@ -20,10 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.commands.image import platforms_of
     from enginebuild.io.store import Store
     from enginebuild.kernels.image import declared_of, verify_plan
     from enginebuild.plan.image import plan_image
+    from enginebuild.usecases.building import platforms_of
 
     verdicts = []
     undeclared = []

@@ -1,0 +1,1 @@
+"""Use cases: what the verbs do, with typed requests; `commands/` only parses arguments and prints."""
