@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from enginebuild.errors import UserError
+from enginebuild.io.files import image_mode
 
 REQUIRED = ("Subject", "Description", "Upstream")
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)")
@@ -109,6 +110,12 @@ class PatchFile:
         return PatchFile(self.name, self.sha256, self.header, tuple(f.reversed() for f in reversed(self.files)))
 
 
+def git_mode(meta: str) -> int:
+    """The file mode a git header line (`new mode 100755`) gives, by the one rule for modes."""
+    word = meta.split()[-1] if meta.split() else ""
+    return image_mode(int(word, 8)) if re.fullmatch(r"[0-7]{1,7}", word) else 0o644
+
+
 def _fail(name: str, line: int | None, message: str) -> PatchError:
     where = f"patches/{name}" + (f":{line}" if line else "")
     return PatchError(f"{where}: {message}")
@@ -183,9 +190,9 @@ def _parse_file(name: str, lines: list[str], i: int) -> tuple[int, FilePatch]:
             meta = lines[i]
             created |= meta.startswith("new file mode ")
             if meta.startswith(("new file mode 100", "new mode 100")):
-                mode = 0o755 if meta.endswith("755") else 0o644
+                mode = git_mode(meta)
             if meta.startswith("old mode 100"):
-                old_mode = 0o755 if meta.endswith("755") else 0o644
+                old_mode = git_mode(meta)
             deleted |= meta.startswith("deleted file mode ")
             if re.match(r"(new file mode|new mode|old mode|deleted file mode) 120000", meta):
                 raise _fail(name, i + 1, "the patch creates or changes a symlink; patches may only write regular files")

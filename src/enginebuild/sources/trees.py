@@ -151,7 +151,7 @@ class ArchiveTree(SourceTree):
 
     def mode(self, path: str) -> int:
         entry = self._load_index().get(path)
-        return 0o755 if entry and int(entry[1]) & 0o111 else 0o644  # type: ignore[call-overload]
+        return image_mode(int(str(entry[1]))) if entry else 0o644
 
     def read_many(self, paths: Iterable[str]) -> dict[str, bytes | None]:
         """The files' bytes as the archive has them: a file extracted earlier is used only while it
@@ -205,7 +205,7 @@ class GitTree(SourceTree):
                 meta, _, path = line.partition("\t")
                 mode, kind, _ = meta.split()
                 kinds[path] = (SYMLINK if mode == "120000" else DIR if kind == "tree" else
-                               FILE if kind == "blob" else OTHER, 0o755 if mode == "100755" else 0o644)
+                               FILE if kind == "blob" else OTHER, image_mode(int(mode, 8)))
             self._kinds = kinds
         return self._kinds
 
