@@ -84,7 +84,7 @@ class Replay:
                 if not f["given"]:
                     f["mode"] = image_mode(os.stat(f["src"]).st_mode)
             files.append(f)
-        key = keys.key_of("files", entries=[[f["dest"], f["mode"], f["digest"]] for f in files], epoch=epoch)
+        key = keys.files_layer([(f["dest"], f["mode"], f["digest"]) for f in files], epoch)
         inputs = dict(node["inputs"])
         for f in files:
             inputs[f"file {f['display']}"] = f["digest"]

@@ -23,6 +23,11 @@ def key_of(kind: str, **parts: Any) -> str:
     return sha(canonical({"v": KEY_VERSION, "kind": kind, **parts}))
 
 
+def files_layer(entries: list[tuple[str, int, str]], epoch: int) -> str:
+    """The key of a layer of copied files: each (destination, mode, content digest), and the time stamp."""
+    return key_of("files", entries=[list(e) for e in entries], epoch=epoch)
+
+
 def chain(parent: str, key: str) -> str:
     return sha(f"{parent}\n{key}")
 
