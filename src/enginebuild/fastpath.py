@@ -2,19 +2,18 @@
 (and, when only files the image copies changed, fastedit.py's).
 
 A no-op is the command users run most, so it gets its own path: the plan memo (see
-state/memo.py) and one question to the engine per image and platform, over its socket,
+state/memo.py) and one question to the engine per image and platform (oci/probe.py), over its socket,
 with the standard library only. Any doubt (an option given, a memo that does not match, an
 image missing, an engine not on a unix socket) returns False and the full command runs.
 """
 
 from __future__ import annotations
 
-import json
-import socket
 import time
 from typing import Any
 
-from enginebuild.settings import ENGINE_API_VERSION, settings
+from enginebuild.oci.probe import image_id
+from enginebuild.settings import settings
 from enginebuild.state.memo import PlanMemo, memo_key
 
 DEFAULT_OPTIONS: dict[str, Any] = {"build_args": {}, "on": None,
@@ -25,43 +24,6 @@ _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-._:")
 
 def _is_name(text: str) -> bool:
     return 0 < len(text) <= 127 and text[0] not in "-.:" and set(text) <= _NAME_CHARS
-
-
-def _quote(ref: str) -> str:
-    return "".join(c if c.isalnum() or c in "-._~" else f"%{ord(c):02X}" for c in ref)
-
-
-def _engine_get(path: str) -> tuple[int | None, bytes]:
-    host = settings().docker_host
-    if not host.startswith("unix://"):
-        return None, b""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(10)
-    try:
-        sock.connect(host[len("unix://"):])
-        sock.sendall(f"GET /{ENGINE_API_VERSION}{path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    except OSError:
-        return None, b""
-    finally:
-        sock.close()
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    try:
-        return int(head.split(b" ", 2)[1]), body
-    except (IndexError, ValueError):
-        return None, b""
-
-
-def image_id(ref: str) -> str | None:
-    status, body = _engine_get(f"/images/{_quote(ref)}/json")
-    if status != 200:
-        return None
-    try:
-        return str(json.loads(body).get("Id"))
-    except ValueError:
-        return None
 
 
 def _image_args(argv: list[str]) -> tuple[list[str], list[str], list[str]] | None:
