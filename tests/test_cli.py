@@ -112,8 +112,8 @@ def test_an_installed_enginebuild_command_is_the_same_program(tmp_path, pypi_rea
     outside.mkdir()
     wrong = subprocess.run([command, "plan", "mien"], cwd=repo, capture_output=True, text=True)
     assert wrong.returncode == 2 and "did you mean 'mine'" in wrong.stderr
-    unlocked = subprocess.run([command, "plan", "mine"], cwd=repo, capture_output=True, text=True)
-    assert unlocked.returncode == 2 and "run `enginebuild lock mine`" in unlocked.stderr, unlocked.stderr
+    unlocked = subprocess.run([command, "plan", "mine", "--locked"], cwd=repo, capture_output=True, text=True)
+    assert unlocked.returncode == 1 and "run `enginebuild lock mine`" in unlocked.stderr, unlocked.stderr
     usage = subprocess.run([command, "plan", "--bogus"], cwd=repo, capture_output=True, text=True)
     assert usage.returncode == 2 and usage.stderr.startswith("usage: enginebuild plan ")
     lost = subprocess.run([command, "list"], cwd=outside, capture_output=True, text=True)

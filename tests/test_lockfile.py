@@ -143,6 +143,28 @@ def test_atomic_writes_leave_no_temporary_files(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x.lock"]
 
 
+def test_plan_and_render_lock_what_the_spec_added_and_refuse_with_locked(workspace, debian_reachable,
+                                                                          pypi_reachable):
+    spec = ("base: scratch\nplatform: linux/amd64\nsystem: {install: extract, packages: [busybox-static]}\n"
+            'python: {version: "3.11", requirements: ["tabulate==0.9.0"]}\n')
+    write_image(workspace, "t", spec)
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    before = json.loads((workspace / "lockfiles/t.lock").read_text())
+    write_image(workspace, "t", spec.replace("[busybox-static]", "[busybox-static, jq]"))
+    for verb in (["plan", "t"], ["render", "t"]):
+        proc = run_cli([*verb, "--locked"], workspace)
+        assert proc.returncode == 1 and "runtime.system@linux/amd64: packages changed" in proc.stderr, proc.stderr
+        assert json.loads((workspace / "lockfiles/t.lock").read_text()) == before
+    proc = run_cli(["plan", "t", "--json"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "t: locked runtime.system@linux/amd64 into lockfiles/t.lock" in proc.stderr
+    assert json.loads(proc.stdout)["images"][0]["image"].startswith("t")  # stdout is the plan alone
+    after = json.loads((workspace / "lockfiles/t.lock").read_text())
+    assert after["inputs"]["runtime.python@linux/amd64"] == before["inputs"]["runtime.python@linux/amd64"]
+    assert "jq" in [p["name"] for p in after["inputs"]["runtime.system@linux/amd64"]["resolved"]["packages"]]
+    assert run_cli(["render", "t", "--locked"], workspace).returncode == 0  # nothing left to lock
+
+
 @pytest.mark.docker
 def test_an_edited_spec_is_locked_by_image_for_the_changed_input_only(workspace, docker_engine, debian_reachable,
                                                                      pypi_reachable):
@@ -157,7 +179,7 @@ def test_an_edited_spec_is_locked_by_image_for_the_changed_input_only(workspace,
     assert json.loads((workspace / "lockfiles/t.lock").read_text()) == before
     proc = run_cli(["image", "t"], workspace)
     assert proc.returncode == 0, proc.stderr
-    assert "t: locked runtime.system@linux/amd64 into lockfiles/t.lock" in proc.stdout
+    assert "t: locked runtime.system@linux/amd64 into lockfiles/t.lock" in proc.stderr
     after = json.loads((workspace / "lockfiles/t.lock").read_text())
     assert after["inputs"]["runtime.python@linux/amd64"] == before["inputs"]["runtime.python@linux/amd64"]
     names = [p["name"] for p in after["inputs"]["runtime.system@linux/amd64"]["resolved"]["packages"]]

@@ -23,12 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="build only this platform of the spec (repeatable)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override a component build argument (part of its key)")
-    locking = parser.add_mutually_exclusive_group()
-    locking.add_argument("--locked", action="store_true",
-                         help="build only with the lock as it is: exit 1 naming any input the spec asks for that the "
-                              "lock does not pin (CI), instead of locking it first")
-    locking.add_argument("--frozen", action="store_true",
-                         help="as --locked, and never reach a network to resolve anything")
+    add_locking_arguments(parser, "build")
     parser.add_argument("--output", action="append", default=[], metavar="DIR|COMPONENT=DIR",
                         help="also write the runtime's filesystem (DIR), or a component's outputs (COMPONENT=DIR: "
                              "its files as the runtime has them, or its wheels) to a new folder, as Docker's "
@@ -49,6 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "files; default: files)")
     add_cache_arguments(parser)
     parser.add_argument("-v", "--verbose", action="store_true", help="stream the builder's output")
+
+
+def add_locking_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """--locked/--frozen, as Cargo and uv have them: without either, inputs the spec asks for and
+    the lock lacks are locked first (only those); with one, the lock is used as it is."""
+    locking = parser.add_mutually_exclusive_group()
+    locking.add_argument("--locked", action="store_true",
+                         help=f"{what} only with the lock as it is: exit 1 naming any input the spec asks for that "
+                              "the lock does not pin (CI), instead of locking it first")
+    locking.add_argument("--frozen", action="store_true",
+                         help="as --locked, and never reach a network to resolve anything")
 
 
 def add_builder_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,5 @@
-"""Show, per platform, every component and runtime layer of an image: its key, whether it
+"""Show, per platform, every component and runtime layer of an image (locking first what the
+spec asks for and the lock lacks, as `image` does): its key, whether it
 exists, is written by enginebuild, is built by BuildKit or comes from the cache, and for
 what must be made, which input changed since its last build."""
 
@@ -21,8 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only this platform (repeatable; default: every platform of the spec)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override a component build argument")
-    from enginebuild.commands.image import add_builder_arguments, add_cache_arguments
+    from enginebuild.commands.image import add_builder_arguments, add_cache_arguments, add_locking_arguments
 
+    add_locking_arguments(parser, "plan")
     add_cache_arguments(parser)
     add_builder_arguments(parser)
 
@@ -78,6 +80,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if not args.images and not args.all:
         raise UserError("name an image, or --all")
     names = ws.select(args.images) if args.images else ws.buildable()
+    if not ws.overrides:  # as `image` does: what the spec asks for and the lock lacks is locked first
+        from enginebuild.usecases.building import lock_first
+
+        lock_first(ws, names, args.locked or args.frozen)
     cache = cache_from_settings(ws, args.cache, args.no_cache, True)
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
     from enginebuild.spec.repo_settings import load_repo_settings

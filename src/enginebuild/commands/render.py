@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH", help="only this platform")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override a component build argument")
+    from enginebuild.commands.image import add_locking_arguments
+
+    add_locking_arguments(parser, "render")
     parser.add_argument("--unpinned", action="store_true",
                         help="show inputs the lock does not resolve as requested (to read, not to build)")
 
@@ -34,6 +37,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
     if args.unpinned and args.out:
         raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out)")
+    if not args.unpinned and not ws.overrides:  # as `image` does: what the lock lacks is locked first
+        from enginebuild.usecases.building import lock_first
+
+        lock_first(ws, [args.image], args.locked or args.frozen)
     spec = ws.spec(args.image)
     lock = ws.lock(spec)
     if lock is None and args.unpinned:

@@ -36,4 +36,5 @@ def relock(ws: Workspace, name: str) -> None:
             raise LockError(f"{spec.file}: {name}: {inp} could not be locked before building: {why}",
                             hint=f"run `{command()} lock {name}` where its source is reachable")
         write_lock(ws.root, spec, lock)
-        print(f"{name}: locked {', '.join(inp for inp, _ in stale)} into lockfiles/{spec.lock_name}.lock")
+        # on stderr, as cargo says "Locking": stdout stays the verb's own (plan --json)
+        output().say(f"{name}: locked {', '.join(inp for inp, _ in stale)} into lockfiles/{spec.lock_name}.lock")
