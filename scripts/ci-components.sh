@@ -32,7 +32,7 @@ case "${1:-}" in
     read -r -a images <<< "${ENGINEBUILD_PUBLISH_IMAGES:-}"
     include="[]"
     if [[ "$push" == true ]]; then
-      changed_json=$("$PY" BUILD.py changed "${images[@]}" --to "$prefix" --platform "$platform" --json)
+      changed_json=$("$PY" BUILD.py changed "${images[@]}" --prefix "$prefix" --platform "$platform" --json)
       mapfile -t lacking < <(printf '%s' "$changed_json" | "$PY" -c '
 import json, sys
 for row in json.load(sys.stdin)["images"]:

@@ -33,7 +33,7 @@ read -r -a images <<< "${ENGINEBUILD_PUBLISH_IMAGES:-}"
 "$PY" BUILD.py lock --check --buildable "${images[@]}"
 if (( ${#images[@]} )); then "$PY" BUILD.py patches check "${images[@]}"; else "$PY" BUILD.py patches check --all; fi
 
-changed_json=$("$PY" BUILD.py changed "${images[@]}" --to "$prefix" --platform "$platform" --json)
+changed_json=$("$PY" BUILD.py changed "${images[@]}" --prefix "$prefix" --platform "$platform" --json)
 mapfile -t rows < <(printf '%s' "$changed_json" | "$PY" -c '
 import json, sys
 for row in json.load(sys.stdin)["images"]:

@@ -172,7 +172,9 @@ def test_an_image_not_buildable_here_is_called_so_by_every_command(workspace, re
     assert run_cli(["plan", "--all"], workspace).returncode == 0
     image = run_cli(["image", "vllm-prefill"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert image.returncode == 2 and "vllm-prefill is not buildable here" in image.stderr
-    changed = run_cli(["changed", "--to", f"{registry.host}/enginebuild-test", "--json"], workspace)
+    old = run_cli(["changed", "--to", f"{registry.host}/enginebuild-test"], workspace)
+    assert old.returncode == 2 and f"hint: changed --prefix {registry.host}/enginebuild-test" in old.stderr, old.stderr
+    changed = run_cli(["changed", "--prefix", f"{registry.host}/enginebuild-test", "--json"], workspace)
     assert changed.returncode == 0, changed.stderr
     assert "vllm-prefill: skipped, not buildable here" in changed.stderr
     assert [r["image"] for r in json.loads(changed.stdout)["images"]] == ["demo", "llamacpp-cpu", "vllm-pypi"]

@@ -1,4 +1,4 @@
-"""Name the images whose current inputs are not yet pushed to PREFIX/IMAGE: their content tag
+"""Name the images whose current inputs are not yet pushed to PREFIX/IMAGE (`--prefix`): their content tag
 (`sha-<16 hex>`, the tag `push` gives by default and CI always adds) is absent there. One name
 per line, or --json with each image's content tag and the digest found. Read-only: it builds
 nothing and needs no lock beyond the committed one."""
@@ -14,14 +14,22 @@ from enginebuild.workspace import Workspace
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("images", nargs="*", metavar="IMAGE", help="default: every buildable image")
-    parser.add_argument("--to", required=True, metavar="PREFIX",
-                        help="REGISTRY/NAMESPACE the images are pushed under, e.g. ghcr.io/org")
+    parser.add_argument("--prefix", metavar="REGISTRY/NAMESPACE",
+                        help="where the images are pushed, each to PREFIX/IMAGE, e.g. ghcr.io/org (required)")
+    parser.add_argument("--to", help=argparse.SUPPRESS)  # one meaning of --to: a repository (push, image --push)
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
                         help="the platforms CI pushes (default: every platform of each spec)")
     parser.add_argument("--json", action="store_true")
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from enginebuild.errors import UserError
+
+    if args.to is not None:
+        raise UserError(f"changed --to {args.to}: --to names one repository (push, image --push); "
+                        "changed looks under a prefix", hint=f"changed --prefix {args.to}")
+    if not args.prefix:
+        raise UserError("changed needs --prefix REGISTRY/NAMESPACE (each image is looked for at PREFIX/IMAGE)")
     from enginebuild.oci.registry import RegistryClient
     from enginebuild.plan.image import plan_image
     from enginebuild.publish.changed import content_tag, published
@@ -39,7 +47,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             output().say(f"{name}: skipped, not buildable here ({first}: {why})")
             continue
         plans = [plan_image(spec, lock, p, ws.plan_options()) for p in platforms_of(spec, args.platform)]
-        repository = f"{args.to.rstrip('/')}/{name}"
+        repository = f"{args.prefix.rstrip('/')}/{name}"
         destination(repository, [])  # a bad prefix is refused before the registry is asked
         tag = content_tag(plans)
         digest = published(client, repository, tag)
