@@ -60,8 +60,8 @@ def test_progress_takes_dockers_modes(tmp_path, pypi_reachable, debian_reachable
 
 
 def test_push_options_without_push_and_several_images_into_one_repository_are_refused():
-    proc = run_cli(["image", "demo", "--to", "127.0.0.1:5000/x", "--tag", "1"], ROOT)
-    assert proc.returncode == 2 and "--to and --tag only take effect with --push" in proc.stderr, proc.stderr
+    proc = run_cli(["image", "demo", "--to", "127.0.0.1:5000/x", "--push-tag", "1"], ROOT)
+    assert proc.returncode == 2 and "--to and --push-tag only take effect with --push" in proc.stderr, proc.stderr
     proc = run_cli(["image", "demo", "llamacpp-cpu", "--push", "--to", "127.0.0.1:5000/x"], ROOT)
     assert proc.returncode == 2 and "with 2 images would push them all into one repository" in proc.stderr
 

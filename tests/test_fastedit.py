@@ -192,9 +192,9 @@ def test_steps_are_not_run_again_for_a_file_edit_and_a_changed_step_goes_through
 @pytest.mark.registry
 def test_an_edit_built_and_pushed_in_one_command_uploads_one_layer(ws, docker_engine, registry):
     repo = f"{registry.host}/fast-edit-{uuid.uuid4().hex[:6]}"
-    image(ws, "--push", "--to", repo, "--tag", "one")
+    image(ws, "--push", "--to", repo, "--push-tag", "one")
     (folder(ws) / "scripts/a.sh").write_text("#!/bin/sh\necho pushed\n")
-    out = image(ws, "--push", "--to", repo, "--tag", "two")
+    out = image(ws, "--push", "--to", repo, "--push-tag", "two")
     assert FAST in out, out
     pushes = json.loads((ws / f"lockfiles/{(ws / 'name').read_text()}.pushes.json").read_text())["pushes"]
     record = next(r for r in pushes if r["tag"] == "two")
@@ -269,3 +269,20 @@ def test_a_copied_file_swapped_for_a_symlink_to_a_host_file_is_refused_not_copie
     import hashlib
 
     assert filesystem(ref(ws))["opt/app/run.sh"][4] == hashlib.sha256(FILES["run.sh"].encode()).hexdigest()
+
+
+def test_t_tags_the_built_image_as_docker_build_does_even_when_nothing_changed(ws, docker_engine):
+    from helpers.docker import docker
+
+    image(ws)
+    name = (ws / "name").read_text()
+    proc = run_cli(["image", name, "-t", f"mine/{name}:v1", "--tag", f"mine/{name}"], ws)
+    assert proc.returncode == 0 and "nothing to build" in proc.stdout  # nothing to build: tagged all the same
+    assert f"tagged mine/{name}:v1, mine/{name}:latest" in proc.stderr, proc.stderr
+    out = proc.stdout
+    ours = docker("image", "inspect", "--format", "{{.Id}}", ref(ws)).stdout.strip()
+    for tag in (f"mine/{name}:v1", f"mine/{name}:latest"):
+        assert docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip() == ours, out
+        docker("rmi", tag, check=False)
+    bad = run_cli(["image", name, "-t", "Bad Name"], ws)
+    assert bad.returncode == 2 and "-t 'Bad Name'" in bad.stderr

@@ -120,7 +120,7 @@ def test_a_distribution_the_base_ships_is_replaced_leaving_one_version(workspace
         requirements="    - six==1.16.0\n    - tabulate==0.8.10\n"))
     assert run_cli(["lock", "pybase"], workspace).returncode == 0
     repo = f"{registry.host}/enginebuild-test/pybase-{uuid.uuid4().hex[:8]}"
-    proc = run_cli(["image", "pybase", "--push", "--to", repo, "--tag", "1"], workspace)
+    proc = run_cli(["image", "pybase", "--push", "--to", repo, "--push-tag", "1"], workspace)
     assert proc.returncode == 0, proc.stderr
     # over it: six 1.17.0 and tabulate 0.9.0 (a package folder, tabulate/): asked, so they replace the base's
     write_image(workspace, "up", PYTHON_RUNTIME.format(

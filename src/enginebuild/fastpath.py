@@ -28,20 +28,20 @@ def _is_name(text: str) -> bool:
 
 def _image_args(argv: list[str]) -> tuple[list[str], list[str], list[str]] | None:
     """(names, platforms, push options) of `image NAME... [--platform OS/ARCH]... [--push --to REPO
-    [--tag TAG]...]`, or None for anything else."""
+    [--push-tag TAG]...]`, or None for anything else (`-t` among them: the full command tags)."""
     names: list[str] = []
     platforms: list[str] = []
     push: list[str] = []
     rest = iter(argv)
     for arg in rest:
         option, _, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if option in ("--platform", "--to", "--tag") and not value:
+        if option in ("--platform", "--to", "--push-tag") and not value:
             value = next(rest, "")
         if option == "--push" and not value:
             push.append(option)
             continue
-        if option in ("--to", "--tag") and value and not value.startswith("-"):
-            push += [option, value]
+        if option in ("--to", "--push-tag") and value and not value.startswith("-"):
+            push += ["--tag" if option == "--push-tag" else option, value]  # as `push` names it
             continue
         if option != "--platform":
             if not _is_name(arg):

@@ -35,7 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, metavar="N", help="components built at the same time (default: CPUs, max 4)")
     parser.add_argument("--push", action="store_true", help="push after building (needs --to)")
     parser.add_argument("--to", metavar="REPO", help="with --push: REGISTRY/REPO[:TAG]")
-    parser.add_argument("--tag", action="append", default=[], help="with --push: tag to push (repeatable)")
+    parser.add_argument("--push-tag", action="append", default=[], metavar="TAG",
+                        help="with --push: a tag to push (repeatable; default: the content tag, and any :TAG of --to)")
+    parser.add_argument("-t", "--tag", action="append", default=[], dest="local_tags", metavar="NAME[:TAG]",
+                        help="also tag the image NAME[:TAG] in the engine, as `docker build -t` (repeatable; with "
+                             "several platforms, the image of the platform this machine runs)")
     parser.add_argument("--on", metavar="IMAGE@sha256:...",
                         help="build the runtime on this digest-pinned base instead of the locked one (with --stages: "
                              "try a recipe's last layers on a stand-in base); tagged enginebuild/IMAGE:on-<digest>")
@@ -97,6 +101,23 @@ def parse_build_args(values: list[str], specs: Iterable[Any] = ()) -> dict[str, 
     return out
 
 
+def parse_local_tag(value: str) -> tuple[str, str]:
+    """`-t NAME[:TAG]` as (repository, tag), as Docker reads it (tag default `latest`)."""
+    from enginebuild.oci.reference import parse_image_ref
+
+    try:
+        ref = parse_image_ref(value)
+    except ValueError as exc:
+        raise UserError(f"-t {value!r}: {exc}") from None
+    if ref.digest:
+        raise UserError(f"-t {value!r}: a local tag names NAME[:TAG], not a digest")
+    name = value.rsplit(":", 1)[0] if ref.tag and value.endswith(f":{ref.tag}") else value
+    component = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    if not re.fullmatch(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{component}(?:/{component})*", name):
+        raise UserError(f"-t {value!r}: not a Docker image name (lower-case components, as `docker build -t` needs)")
+    return name, ref.tag or "latest"
+
+
 def parse_on(on: str | None, stages: str | None) -> tuple[str | None, frozenset[str] | None]:
     from enginebuild.plan.image import LAYER_KINDS
 
@@ -127,15 +148,19 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                        if not args.platform or set(args.platform) & set(ws.spec(n).platforms)]
     if args.push and not args.to:
         raise UserError("--push needs --to REGISTRY/REPO")
-    if not args.push and (args.to or args.tag):
-        given = " and ".join(f for f, v in (("--to", args.to), ("--tag", args.tag)) if v)
+    if not args.push and (args.to or args.push_tag):
+        given = " and ".join(f for f, v in (("--to", args.to), ("--push-tag", args.push_tag)) if v)
         raise UserError(f"{given} only take effect with --push, which is not given: nothing would use them",
                         hint="add --push, or push later with `push IMAGE --to REGISTRY/REPO`")
     if args.push and len(set(args.images)) > 1:
         raise UserError(f"--push --to {args.to} with {len(set(args.images))} images would push them all into one "
                         "repository", hint="build them together, then push each to its own repository with `push`")
-    if args.component and (args.push or args.on or args.output):
-        raise UserError("--component builds components only: it goes with neither --push, --on nor --output")
+    if args.component and (args.push or args.on or args.output or args.local_tags):
+        raise UserError("--component builds components only: it goes with neither --push, --on, --output nor -t")
+    if args.local_tags and len(set(args.images)) > 1:
+        raise UserError(f"-t {args.local_tags[0]} with {len(set(args.images))} images would give them all one name",
+                        hint="build them one at a time with -t, or tag them afterwards with `docker tag`")
+    local_names = [parse_local_tag(value) for value in args.local_tags]
     if args.platform and args.on and len(args.platform) != 1:
         raise UserError("--on builds one platform: give one --platform")
     for platform in args.platform:
@@ -164,7 +189,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     request = BuildRequest(platform=list(args.platform), builder=list(args.builder), buildx_builder=args.buildx_builder,
                            verbose=args.verbose, jobs=args.jobs, cache=args.cache, no_cache=args.no_cache,
                            cache_readonly=args.cache_readonly, outputs=outputs, component=list(args.component),
-                           push=args.push, to=args.to, tag=list(args.tag))
+                           push=args.push, to=args.to, tag=list(args.push_tag), local_tags=local_names)
     ws.sweep()
     if not on and not ws.overrides:  # a --set value is never written to a lock: the plan refuses it as before
         lock_first(ws, names, args.locked or args.frozen)

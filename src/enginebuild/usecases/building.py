@@ -34,7 +34,8 @@ class BuildRequest:
     component: list[str] = field(default_factory=list)  # build only these components (and their needs)
     push: bool = False
     to: str | None = None
-    tag: list[str] = field(default_factory=list)
+    tag: list[str] = field(default_factory=list)  # tags to push
+    local_tags: list[tuple[str, str]] = field(default_factory=list)  # -t: (repository, tag) in the engine
 
 
 ATTEMPTS = 3
@@ -129,6 +130,12 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         check_stacks_first(ws, plan)
         outcome = build_platform(ws, spec, plan, request, cache, listed)
         tags = local_tags(plan, listed)
+        if request.local_tags and len(tags) > 1:  # -t names the image the plain tag names
+            from enginebuild.oci.engine import Engine
+
+            for repository, tag in request.local_tags:
+                Engine().tag(outcome.image_id, repository, tag)
+            output().say("  tagged " + ", ".join(f"{r}:{t}" for r, t in request.local_tags))
         edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
         results.append({"tags": tags, "id": outcome.image_id, "edit": edit})
         elapsed = time.monotonic() - start
