@@ -19,6 +19,8 @@ o. see bench/scale.py: vLLM at real scale (199 distributions, 4 GiB of wheels): 
    runs `pip install --require-hashes` on the same base (run only when named: `--only o`)
 p. see bench/builders.py: two independent components of equal work on two builders (engines
    pinned to one CPU each) vs both on one builder
+q. see bench/editkinds.py: rebuild cost by kind of engine edit (a patch to the Python part, a
+   patch to a compiled file) with the compiled part declared as inputs vs without
 c. script edit on a fresh engine sharing the registry: enginebuild --cache vs the hand-written
    Dockerfile on a fresh engine (the kernels component compiles DEMO_KERNEL_UNITS units)
 d. bytes and layers pushed after a script edit vs the size of the edited file
@@ -45,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import builders  # noqa: E402
+import editkinds  # noqa: E402
 import figures  # noqa: E402
 import scale  # noqa: E402
 import serving  # noqa: E402
@@ -232,7 +235,7 @@ def bench_plan(ws, env) -> Row:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--units", type=int, default=110, help="kernel units for (c); 110 is about 75 s here")
-    parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n,p",
+    parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,q",
                         help="figures to measure; o (vLLM at real scale: about 15 GB of disk, 30 min) only when named")
     parser.add_argument("--pair-units", type=int, default=40, help="kernel units per component for (h)")
     parser.add_argument("--registry", default="127.0.0.1:5000")
@@ -269,6 +272,8 @@ def main() -> int:
             rows += figures.bench_normalize(DOCKER)
         if "h" in only:
             rows.append(figures.bench_parallel(ws, env, args.pair_units))
+        if "q" in only:
+            rows += editkinds.bench_edit_kinds_declared(ws, env, args.pair_units)
         if "p" in only:
             rows.append(builders.bench_builders(ws, env, args.pair_units))
         if "k" in only:
