@@ -63,7 +63,7 @@ class LayerCache:
         return self.push_enabled and not self.has(key)
 
     # -- reading -------------------------------------------------------------------------------
-    def _fetch(self, key: str, kind: str, store: Store) -> dict[str, Any] | None:
+    def fetch_entry(self, key: str, kind: str, store: Store) -> dict[str, Any] | None:
         if not self.has(key):
             return None
         _, _, body = self.client.manifest(self._ref(key))
@@ -86,7 +86,7 @@ class LayerCache:
         return record if isinstance(record, dict) else None
 
     def pull_output(self, comp: ComponentNode, store: Store) -> bool:
-        record = self._fetch(comp.key, "component-output", store)
+        record = self.fetch_entry(comp.key, "component-output", store)
         if record is None:
             return False
         store.put_record("outputs", comp.key, record)
@@ -94,7 +94,7 @@ class LayerCache:
         return True
 
     def pull_layer(self, node: LayerNode, store: Store) -> bool:
-        record = self._fetch(record_key(node), "layer", store)
+        record = self.fetch_entry(record_key(node), "layer", store)
         if record is None:
             return False
         put_layer_blobs(store, node, [(str(s), int(n)) for s, n in record["layers"]], {"from": self.name})
@@ -102,7 +102,7 @@ class LayerCache:
         return True
 
     # -- writing -------------------------------------------------------------------------------
-    def _push(self, key: str, kind: str, record: dict[str, Any], blobs: list[tuple[str, int, str]],
+    def push_entry(self, key: str, kind: str, record: dict[str, Any], blobs: list[tuple[str, int, str]],
               store: Store) -> None:
         if not self.push_enabled:
             return
@@ -127,12 +127,12 @@ class LayerCache:
             return
         blobs = [(str(record["sha256"]), int(record["size"]), OCI_LAYER_TAR)]
         blobs += [(str(sha), int(size), WHEEL_TYPE) for _, sha, size in record.get("wheels") or ()]
-        self._push(comp.key, "component-output", {k: v for k, v in record.items() if k != "key"}, blobs, store)
+        self.push_entry(comp.key, "component-output", {k: v for k, v in record.items() if k != "key"}, blobs, store)
         output().say(f"  component {comp.name}: outputs pushed to {self.name}")
 
     def push_layer(self, node: LayerNode, store: Store) -> None:
         blobs = layer_blobs(store, node) or []
-        self._push(record_key(node), "layer", {"layers": [list(b) for b in blobs], "name": node.name},
+        self.push_entry(record_key(node), "layer", {"layers": [list(b) for b in blobs], "name": node.name},
                    [(s, n, OCI_LAYER_TAR) for s, n in blobs], store)
 
 

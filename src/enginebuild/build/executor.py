@@ -18,6 +18,7 @@ from typing import Any
 
 from enginebuild.build.assemble import Assembler, layer_blobs, put_layer_blobs, record_key
 from enginebuild.build.buildkit import Builder, run_build
+from enginebuild.build.compilercache import CompilerCaches
 from enginebuild.build.fetch import Fetcher, component_downloads, git_wheels, layer_downloads
 from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
 from enginebuild.build.materialize import Materializer
@@ -74,6 +75,7 @@ class Executor:
         self.verbose, self.cache, self.scanner = verbose, cache, scanner
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
         self.fetcher = Fetcher(self.store, self.http)
+        self.compiler_caches = CompilerCaches(self.store, cache)
         # fresh (reproduce): every chain is loaded from what this run made, none taken from the engine
         self.fresh = fresh
         # the runtime is assembled here; components go to the builders (this engine unless others are named)
@@ -254,8 +256,9 @@ class Executor:
         label = f"[{plan.platform}] component {comp.name}"
         materializer = Materializer(self.ctx(plan.epoch), plan.image,
                                     {k: str(r["sha256"]) for k, r in self.outputs.items()})
+        seeds = self.compiler_caches.seeds(comp) if comp.caches else []
         result = run_build(self.builder(site), tag=tag, platform=plan.platform,
-                           context=lambda out: materializer.write_context(out, comp.dockerfile, comp.context),
+                           context=lambda out: materializer.write_context(out, comp.dockerfile, comp.context, seeds),
                            secrets=self.secrets(comp.secrets, f"component {comp.name}"), label=label,
                            log_path=self.home / "logs" / f"{plan.image.replace(':', '--')}-{comp.name}-{comp.key[:12]}.log",
                            expected_s=self.history.seconds(f"component {comp.name}"), verbose=self.verbose,
@@ -269,6 +272,8 @@ class Executor:
             with contextlib.suppress(EngineUnavailable):
                 site.engine.remove(tag, force=True)
             raise
+        if comp.caches:
+            self.compiler_caches.keep(site.engine, tag, comp)
         record = {**exported.to_json(), "name": comp.name, "seconds": result.seconds}
         self.store.put_record("outputs", comp.key, record)
         self.history.remember_seconds(f"component {comp.name}", result.seconds)

@@ -47,7 +47,9 @@ class Materializer:
             return self.store.verified(sha, f"outputs of {origin.component}")
         raise EngineBuildError(f"context item {item.arcname} has no content")
 
-    def write_context(self, out: IO[bytes], dockerfile: str, items: tuple[ContextItem, ...]) -> None:
+    def write_context(self, out: IO[bytes], dockerfile: str, items: tuple[ContextItem, ...],
+                      extra: list[tuple[str, Path]] | None = None) -> None:
+        """The build context; `extra` files (a compiler cache's seed) are not part of any key."""
         writer = TarWriter(out, implied_dirs=True)
         writer.add_bytes("Dockerfile", dockerfile.encode())
         for item in sorted(items, key=lambda i: i.arcname):
@@ -56,4 +58,6 @@ class Materializer:
                 writer.add_bytes(item.arcname, content, item.mode)
             else:
                 writer.add_file(item.arcname, content, item.mode)
+        for arcname, path in extra or ():
+            writer.add_file(arcname, path, 0o644)
         writer.close()

@@ -13,7 +13,7 @@ from enginebuild.errors import SpecError
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.plan import keys
 from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent_ref, script_run
-from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, FromFile, FromOutput, FromSource
+from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, FromData, FromFile, FromOutput, FromSource
 from enginebuild.plan.render import render
 from enginebuild.sources import Source
 from enginebuild.sources.trees import declared_matcher
@@ -21,6 +21,23 @@ from enginebuild.spec.model import Component, PatchRef
 
 SOURCES = "/opt/enginebuild/sources"
 DEPS = "/opt/enginebuild/deps"
+CACHE_IN = "/opt/enginebuild/compiler-cache-in"  # a seed of each build.cache folder, from an earlier build
+CACHE_OUT = "/opt/enginebuild/compiler-cache-out"  # each build.cache folder after the build, to be carried
+CACHE_MAX_KB = 4 << 20  # a folder larger than this (4 GiB) is not carried
+
+
+def cache_scripts(folders: tuple[str, ...]) -> tuple[str, str]:
+    """Shell for before the build (fill each empty cache folder from its seed, if one came) and
+    after it (each folder as a tar for enginebuild to carry, unless it is too large)."""
+    restore, save = [], [f"mkdir -p {CACHE_OUT}"]
+    for i, folder in enumerate(folders):
+        seed = f"{CACHE_IN}/{i}.tar"
+        restore.append(f'if [ -f {seed} ] && [ -z "$(ls -A {folder} 2>/dev/null)" ]; then mkdir -p {folder} && '
+                       f'(tar -xf {seed} -C {folder} && echo "compiler cache {folder}: restored") || '
+                       f'echo "compiler cache {folder}: not restored"; fi')
+        save.append(f'if [ -d {folder} ] && [ "$(du -sk {folder} | cut -f1)" -le {CACHE_MAX_KB} ]; then '
+                    f'tar -cf {CACHE_OUT}/{i}.tar -C {folder} .; fi')
+    return " ; ".join(restore) or "true", " ; ".join(save)
 
 
 def _env_name(component: str) -> str:
@@ -106,10 +123,16 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
                                        FromFile(f.src), f.mode, label=f.display))
         steps.append({"run": run, "mounts": mounts(step.cache, step.secrets, tuple(binds))})
     outputs = ",".join(comp.outputs.paths)
+    caches = comp.build.cache
+    restore, save = cache_scripts(caches) if caches else ("", "")
+    if caches:  # the seeds are added when the build runs; this keeps the folder in every context
+        context.append(ContextItem("compiler-cache/.keep", keys.sha(b""), FromData(b""), label="compiler cache"))
     dockerfile = render("component.Dockerfile", name=comp.name, platform=planner.platform, parent=parent_ref(builder),
                         epoch=planner.epoch, outputs=outputs, env=env, source=comp.source is not None,
                         sources=[e.name for e in comp.sources], deps=list(comp.needs),
-                        mounts=mounts(comp.build.cache, comp.build.secrets), steps=steps)
+                        mounts=mounts(comp.build.cache, comp.build.secrets), steps=steps,
+                        cache_restore=restore, cache_save=save, cache_mounts=mounts(caches),
+                        seed_mounts=mounts(caches, binds=(("compiler-cache", CACHE_IN),)))
     secrets = tuple(dict.fromkeys(comp.build.secrets + tuple(s for step in comp.steps for s in step.secrets)))
     items = tuple(sorted(context, key=lambda c: c.arcname))
     key = keys.key_of("component", name=comp.name, platform=planner.platform, builder=builder.tip,
@@ -123,5 +146,7 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     if comp.inputs:  # each patch that reaches a declared input, by name: the one that changed is named
         inputs.update({f"patches/{p.name}": p.patch.sha256 for p in comp.patches if touches_declared(p, comp.inputs)})
         outside = tuple(f"patches/{p.name}" for p in comp.patches if not touches_declared(p, comp.inputs))
+    cache_key = keys.key_of("compiler-cache", name=comp.name, platform=planner.platform, builder=builder.tip,
+                            folders=list(caches)) if caches else ""
     return ComponentNode(comp.name, key, planner.platform, builder, dockerfile, items, secrets, comp.needs,
-                         comp.outputs, cuda_archs, inputs, outside)
+                         comp.outputs, cuda_archs, inputs, outside, caches, cache_key)

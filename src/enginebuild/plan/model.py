@@ -205,6 +205,8 @@ class ComponentNode:
     cuda_archs: tuple[str, ...] = ()
     inputs: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     outside: tuple[str, ...] = ()  # patches of its stack touching none of its declared inputs
+    caches: tuple[str, ...] = ()  # build.cache folders (ccache): kept, and carried by the registry cache
+    cache_key: str = ""  # where those are kept: component, platform and builder environment (not the key)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,13 @@ ADD sources/{{ item }}.tar /opt/enginebuild/sources/{{ item }}/
 ADD deps/{{ item }}.tar /opt/enginebuild/deps/{{ item }}/
 {% endfor -%}
 WORKDIR /opt/enginebuild/src
+{% if cache_restore -%}
+RUN{{ seed_mounts }} {{ ["/bin/sh", "-c", cache_restore]|json }}
+{% endif -%}
 RUN --mount=type=bind,source=build.sh,target=/opt/enginebuild/build.sh{{ mounts }} ["/opt/enginebuild/build.sh"]
 {% for step in steps -%}
 {% if step.run is string %}RUN{{ step.mounts }} {{ step.run|shline }}{% else %}RUN{{ step.mounts }} {{ step.run|json }}{% endif %}
 {% endfor -%}
+{% if cache_save -%}
+RUN{{ cache_mounts }} {{ ["/bin/sh", "-c", cache_save]|json }}
+{% endif -%}
