@@ -1,9 +1,10 @@
-"""q. rebuild cost by kind of engine edit, with the component's compiled part declared
+"""q1-q2. rebuild cost by kind of engine edit, with the component's compiled part declared
 (`components.NAME.inputs`) vs without: an engine whose source is the demo's kernel library
 (compiled: `kernel.c`, `kernels.h`, the build script) plus a Python launcher (`py/launcher.py`),
 with a one-patch stack. Each edit changes the patch (as a DFlash-style fix does), so the
 component's source identity stays and only what the patch touches decides; each side is
 built once untimed first, then each edit is timed (a full `image`, plan included).
+q3. one C file changed on a fresh engine, with the compiler cache the registry carries vs none.
 """
 from __future__ import annotations
 
@@ -72,3 +73,74 @@ def bench_edit_kinds_declared(ws: Path, env: dict, units: int) -> list[Row]:
             times[(True, "compiled")], times[(False, "compiled")], "s", command.format(u=units) + ", inputs declared",
             command.format(u=units) + ", no inputs"),
     ]
+
+
+CC_SPEC = """description: bench compiler cache
+platform: linux/amd64
+base: scratch
+builder:
+  base: scratch
+  system:
+    install: extract
+    packages: [busybox-static, gcc, libc6-dev, ccache]
+    run: [["/bin/busybox", "--install", "-s", "/bin"]]
+components:
+  units:
+    source: {path: units}
+    build:
+      script: units/build.sh
+      cache: [/root/.ccache]
+    outputs: {paths: [/opt/units]}
+install: [units]
+"""
+CC_BUILD = """#!/bin/sh
+set -eu
+export CCACHE_DIR=/root/.ccache PATH=/usr/bin:/bin
+ccache -z >/dev/null
+mkdir -p /opt/units /tmp/objs
+ls unit_*.c | xargs -P "$(nproc)" -I {} sh -c 'ccache gcc -O2 -c {} -o /tmp/objs/{}.o'
+ccache --print-stats > /opt/units/stats.txt
+"""
+
+
+def _cc_units(ws: Path, units: int, salt: str, edited: int | None = None) -> None:
+    folder = ws / "images/bench-cc/units"
+    folder.mkdir(parents=True, exist_ok=True)
+    kernel = (ws / "images/demo/kernels/kernel.c").read_text()
+    for i in range(units):
+        extra = f"const char *edited_{i} = \"{salt}\";\n" if i == edited else ""
+        (folder / f"unit_{i}.c").write_text(f"#define UNIT {i}\nconst char *build_{i} = \"{salt}\";\n{extra}{kernel}")
+    (folder / "build.sh").write_text(CC_BUILD)
+    (folder / "build.sh").chmod(0o755)
+    (ws / "images/bench-cc/image.yaml").write_text(CC_SPEC)
+
+
+def bench_fresh_runner_compiler_cache(ws: Path, env: dict, registry: str, units: int) -> Row:
+    """q3. one C file changed, built on a fresh engine: the compiler cache carried by the registry
+    cache vs none (each side a fresh engine and a store with the downloads already in it)."""
+    from helpers.engines import start_engine
+
+    salt = uuid.uuid4().hex[:8]
+    cache = f"{registry}/enginebuild-bench/cc-{salt}"
+    _cc_units(ws, units, salt)
+    run(eb(ws, "lock", "bench-cc"), cwd=ws, env=env)
+    run(eb(ws, "image", "bench-cc", "--cache", cache), cwd=ws, env=env)  # fills the registry's compiler cache
+    _cc_units(ws, units, salt, edited=1)
+    times = {}
+    for label, extra in (("carried", ["--cache", cache, "--cache-readonly"]), ("none", ["--no-cache"])):
+        home = Path(f"/tmp/eb-bench-cc-home-{label}-{salt}")
+        engine = start_engine(Path(f"/tmp/eb-bench-cc-engine-{label}"), index=3)
+        try:
+            fresh = {**env, **engine.env, "ENGINEBUILD_HOME": str(home)}
+            run(eb(ws, "fetch", "bench-cc"), cwd=ws, env=fresh)  # downloads are not what is measured
+            start = time.perf_counter()
+            run(eb(ws, "image", "bench-cc", *extra), cwd=ws, env=fresh)
+            times[label] = time.perf_counter() - start
+        finally:
+            engine.stop()
+            shutil.rmtree(home, ignore_errors=True)
+    shutil.rmtree(ws / "images/bench-cc", ignore_errors=True)
+    return Row(f"q3. one C file of {units} changed, on a fresh engine: compiler cache from the registry vs none",
+               times["carried"], times["none"], "s",
+               "python BUILD.py image bench-cc --cache R   (fresh engine; ccache restored from R: 1 miss)",
+               f"python BUILD.py image bench-cc --no-cache   (fresh engine; {units} misses)")

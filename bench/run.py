@@ -274,6 +274,7 @@ def main() -> int:
             rows.append(figures.bench_parallel(ws, env, args.pair_units))
         if "q" in only:
             rows += editkinds.bench_edit_kinds_declared(ws, env, args.pair_units)
+            rows.append(editkinds.bench_fresh_runner_compiler_cache(ws, env, args.registry, args.pair_units))
         if "p" in only:
             rows.append(builders.bench_builders(ws, env, args.pair_units))
         if "k" in only:
