@@ -48,15 +48,14 @@ def builder_specs(values: Iterable[str], configured: Iterable[BuilderEntry] = ()
     if not values:
         if not entries:
             return [BuilderSpec(LOCAL, local_endpoint())]
-        return [BuilderSpec(e.name, parse_endpoint(e.address, e.where), tuple(e.platforms)) for e in entries.values()]
+        return [_configured(e) for e in entries.values()]
     out = []
     for value in values:
         name, sep, address = value.partition("=")
         if value == LOCAL:
             out.append(BuilderSpec(LOCAL, local_endpoint()))
         elif value in entries:
-            e = entries[value]
-            out.append(BuilderSpec(e.name, parse_endpoint(e.address, e.where), tuple(e.platforms)))
+            out.append(_configured(entries[value]))
         elif sep and "://" not in name:
             out.append(BuilderSpec(name, parse_endpoint(address)))
         else:
@@ -67,6 +66,10 @@ def builder_specs(values: Iterable[str], configured: Iterable[BuilderEntry] = ()
         if names.count(name) > 1:
             raise UserError(f"--builder {name}: given twice")
     return out
+
+
+def _configured(entry: BuilderEntry) -> BuilderSpec:
+    return BuilderSpec(entry.name, parse_endpoint(entry.address, entry.where), tuple(entry.platforms))
 
 
 class Site:
