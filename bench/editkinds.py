@@ -127,7 +127,7 @@ def bench_fresh_runner_compiler_cache(ws: Path, env: dict, registry: str, units:
     run(eb(ws, "image", "bench-cc", "--cache", cache), cwd=ws, env=env)  # fills the registry's compiler cache
     _cc_units(ws, units, salt, edited=1)
     times = {}
-    for label, extra in (("carried", ["--cache", cache, "--cache-readonly"]), ("none", ["--no-cache"])):
+    for label, extra in (("carried", ["--cache", cache, "--cache-readonly"]), ("none", ["--no-registry-cache"])):
         home = Path(f"/tmp/eb-bench-cc-home-{label}-{salt}")
         engine = start_engine(Path(f"/tmp/eb-bench-cc-engine-{label}"), index=3)
         try:
@@ -143,4 +143,4 @@ def bench_fresh_runner_compiler_cache(ws: Path, env: dict, registry: str, units:
     return Row(f"q3. one C file of {units} changed, on a fresh engine: compiler cache from the registry vs none",
                times["carried"], times["none"], "s",
                "python BUILD.py image bench-cc --cache R   (fresh engine; ccache restored from R: 1 miss)",
-               f"python BUILD.py image bench-cc --no-cache   (fresh engine; {units} misses)")
+               f"python BUILD.py image bench-cc --no-registry-cache   (fresh engine; {units} misses)")

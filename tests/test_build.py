@@ -239,3 +239,29 @@ def test_the_legacy_builder_is_never_used(workspace, docker_engine):
     assert proc.returncode == 2
     assert "no BuildKit-capable docker client" in proc.stderr
     assert "never uses the legacy builder" in proc.stderr
+
+
+def test_no_cache_builds_every_component_and_layer_again_as_docker_build_does(workspace, docker_engine):
+    from helpers.specs import BUSYBOX_BUILDER, write_image
+
+    marker = uuid.uuid4().hex[:8]
+    write_image(workspace, "again", BUSYBOX_BUILDER + """components:
+  part:
+    source: {path: part}
+    build: {script: part/build.sh}
+    outputs: {paths: [/opt/part.txt]}
+install: [part]
+files: {/opt/note.txt: note.txt}
+""", {"part/build.sh": f"#!/bin/sh\necho 'part {marker}' > /opt/part.txt\n", "note.txt": "a note\n"})
+    first = run_cli(["image", "again"], workspace)
+    assert first.returncode == 0, first.stderr
+    built = docker("image", "inspect", "--format", "{{.Id}}", "enginebuild/again:latest").stdout.strip()
+    again = run_cli(["image", "again", "--no-cache"], workspace)
+    assert again.returncode == 0, again.stderr
+    # the component, the builder's command layer and every written layer made again
+    assert "built 1 component(s) (part)" in again.stdout and "ran 1 command layer(s)" in again.stdout
+    assert "wrote" in again.stdout
+    assert docker("image", "inspect", "--format", "{{.Id}}", "enginebuild/again:latest").stdout.strip() == built
+    assert "nothing to build" in run_cli(["image", "again"], workspace).stdout
+    plan = run_cli(["plan", "again", "--no-cache"], workspace)  # a build option, not a plan's
+    assert plan.returncode == 2 and "unrecognized arguments: --no-cache" in plan.stderr

@@ -286,3 +286,4 @@ def test_t_tags_the_built_image_as_docker_build_does_even_when_nothing_changed(w
         docker("rmi", tag, check=False)
     bad = run_cli(["image", name, "-t", "Bad Name"], ws)
     assert bad.returncode == 2 and "-t 'Bad Name'" in bad.stderr
+

@@ -143,7 +143,7 @@ def _bytes(data: bytes) -> Any:
 
 
 def cache_from_settings(ws: Any, cli_repo: str | None, disabled: bool, readonly: bool) -> LayerCache | None:
-    """--cache, else $ENGINEBUILD_CACHE, else `cache:` in enginebuild.yaml; --no-cache turns it off."""
+    """--cache, else $ENGINEBUILD_CACHE, else `cache:` in enginebuild.yaml; --no-registry-cache turns it off."""
     from enginebuild.settings import settings
     from enginebuild.spec.repo_settings import load_repo_settings
 

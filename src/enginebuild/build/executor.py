@@ -67,7 +67,8 @@ def local_tags(plan: ImagePlan, platforms: tuple[str, ...]) -> list[str]:
 class Executor:
     def __init__(self, home: Path, *, engine: Engine | None = None, http: Http | None = None,
                  builder_name: str | None = None, verbose: bool = False, cache: Any = None, scanner: Any = None,
-                 jobs: int | None = None, fresh: bool = False, builders: list[BuilderSpec] | None = None):
+                 jobs: int | None = None, fresh: bool = False, builders: list[BuilderSpec] | None = None,
+                 rebuild: bool = False):
         self.home = Path(home)
         self.store = Store(home)
         self.engine = engine or Engine()
@@ -78,9 +79,11 @@ class Executor:
         self.compiler_caches = CompilerCaches(self.store, cache)
         # fresh (reproduce): every chain is loaded from what this run made, none taken from the engine
         self.fresh = fresh
+        # rebuild (image --no-cache): every component and layer made again in this run, BuildKit's cache unused
+        self.rebuild, self.remade = rebuild, set[str]()
         # the runtime is assembled here; components go to the builders (this engine unless others are named)
         self.local = Site(BuilderSpec(LOCAL, self.engine.endpoint), self.engine, (HOST_PLATFORM,), self.store,
-                          buildx_name=builder_name, fresh=fresh)
+                          buildx_name=builder_name, fresh=fresh or rebuild)
         self.assembler, self.known, self.loaded = self.local.assembler, self.local.known, self.local.loaded
         self.builder_specs = builders
         self.sites: list[Site] | None = None  # connected when a component must be built
@@ -110,6 +113,8 @@ class Executor:
         return values
 
     def made(self, node: LayerNode) -> bool:
+        if self.rebuild and record_key(node) not in self.remade:
+            return False
         blobs = layer_blobs(self.store, node)
         return blobs is not None and all(self.store.intact(sha, node.name) for sha, _ in blobs)
 
@@ -136,6 +141,7 @@ class Executor:
                 image = self.load_chain(parent, site) if isinstance(node.payload, OverlayFiles) else None
                 maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs)
                 blobs = maker.make(node, image)
+                self.remade.add(record_key(node))
                 self.outcome.written.append(node.name)
                 if isinstance(node.payload, OverlayFiles):
                     output().say(f"  {node.name}: patched on the host ({human_bytes(sum(s for _, s in blobs))})")
@@ -190,6 +196,7 @@ class Executor:
         finally:
             remove_folder(folder)
         put_layer_blobs(self.store, node, [(b.sha256, b.size) for b in blobs], {"seconds": result.seconds})
+        self.remade.add(record_key(node))
         site.engine.remove(tag, force=True)
         self.history.remember_seconds(node.name, result.seconds)
         self.outcome.built.append(node.name)
@@ -198,6 +205,8 @@ class Executor:
 
     # -- components -------------------------------------------------------------------------
     def output_record(self, comp: ComponentNode) -> dict[str, Any] | None:
+        if self.rebuild and comp.key not in self.remade:
+            return None
         record = self.store.record("outputs", comp.key)
         if record and self.store.check(str(record["sha256"]), f"outputs of {comp.name}") and all(
                 self.store.has(str(sha)) for _, sha, _ in record.get("wheels") or ()):
@@ -276,6 +285,7 @@ class Executor:
             self.compiler_caches.keep(site.engine, tag, comp)
         record = {**exported.to_json(), "name": comp.name, "seconds": result.seconds}
         self.store.put_record("outputs", comp.key, record)
+        self.remade.add(comp.key)
         self.history.remember_seconds(f"component {comp.name}", result.seconds)
         self.outcome.built.append(f"component {comp.name}")
         self.outcome.seconds[f"component {comp.name}"] = result.seconds

@@ -47,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --on: which layer kinds to build (system, python, components, overlays, steps, "
                              "files; default: files)")
     add_cache_arguments(parser)
+    parser.add_argument("--no-cache", action="store_true",
+                        help="as `docker build --no-cache`: build every component and command layer again (BuildKit "
+                             "without its cache, no stored output or layer reused, the registry cache not read); "
+                             "pinned downloads are still reused")
     parser.add_argument("-v", "--verbose", action="store_true", help="stream the builder's output")
 
 
@@ -75,7 +79,7 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", metavar="REGISTRY/REPO",
                         help="registry-backed cache: take outputs and layers found there, push what is built here "
                              "(default: $ENGINEBUILD_CACHE, or cache.repository in enginebuild.yaml)")
-    parser.add_argument("--no-cache", action="store_true", help="ignore any configured cache")
+    parser.add_argument("--no-registry-cache", action="store_true", help="ignore any configured registry cache")
     parser.add_argument("--cache-readonly", action="store_true", help="pull from the cache, never push to it")
 
 
@@ -187,7 +191,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
     options = ws.plan_options(build_args=build_args, on=on, only=only)
     request = BuildRequest(platform=list(args.platform), builder=list(args.builder), buildx_builder=args.buildx_builder,
-                           verbose=args.verbose, jobs=args.jobs, cache=args.cache, no_cache=args.no_cache,
+                           verbose=args.verbose, jobs=args.jobs, cache=args.cache, no_cache=args.no_registry_cache or args.no_cache,
+                           rebuild=args.no_cache,
                            cache_readonly=args.cache_readonly, outputs=outputs, component=list(args.component),
                            push=args.push, to=args.to, tag=list(args.push_tag), local_tags=local_names)
     ws.sweep()

@@ -28,7 +28,8 @@ class BuildRequest:
     verbose: bool = False
     jobs: int | None = None
     cache: str | None = None
-    no_cache: bool = False
+    no_cache: bool = False  # no registry cache
+    rebuild: bool = False  # --no-cache: nothing reused but downloads
     cache_readonly: bool = False
     outputs: Any = None  # parsed --output: (runtime folder, {component: folder})
     component: list[str] = field(default_factory=list)  # build only these components (and their needs)
@@ -183,8 +184,9 @@ def build_platform(ws: Workspace, spec: Any, plan: Any, request: BuildRequest, c
 
     builders = builders_of(ws, request.builder)
     for attempt in range(1, ATTEMPTS + 1):
-        executor = Executor(ws.home, builder_name=request.buildx_builder, verbose=request.verbose, cache=cache,
-                            scanner=Scanner(spec, store=Store(ws.home)), jobs=request.jobs, builders=builders)
+        executor = Executor(ws.home, rebuild=request.rebuild, builder_name=request.buildx_builder,
+                            verbose=request.verbose, cache=cache, scanner=Scanner(spec, store=Store(ws.home)),
+                            jobs=request.jobs, builders=builders)
         try:
             return executor.build(plan, platforms)
         except BadBlob as exc:
@@ -210,8 +212,9 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
         start = time.monotonic()
         plan = plan_image(spec, ws.lock(spec), platform, options)
         check_stacks_first(ws, plan)
-        executor = Executor(ws.home, builder_name=request.buildx_builder, verbose=request.verbose, cache=cache,
-                            jobs=request.jobs, builders=builders_of(ws, request.builder))
+        executor = Executor(ws.home, rebuild=request.rebuild, builder_name=request.buildx_builder,
+                            verbose=request.verbose, cache=cache, jobs=request.jobs,
+                            builders=builders_of(ws, request.builder))
         executor.components(plan, frozenset(request.component))
         executor.fill_cache()
         outcome = executor.outcome
