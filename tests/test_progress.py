@@ -120,3 +120,24 @@ def test_doctor_with_a_missing_client_a_stopped_engine_and_an_unreachable_regist
     assert registry["status"] == "FAIL" and "connection refused" in registry["detail"]
     text = run_cli(["doctor", "--registry", "127.0.0.1:9/enginebuild/nowhere"], workspace, env=env)
     assert text.returncode == 1 and "fix: start dockerd" in text.stdout and "problem(s)" in text.stdout
+
+
+def test_the_eta_says_unknown_rather_than_a_wrong_number():
+    import io
+
+    from enginebuild.io.progress import BuildLine, Output
+
+    now = [0.0]
+    out = Output(stream=io.StringIO(), live=False, clock=lambda: now[0])
+    line = BuildLine(out, "[linux/amd64] component x", expected_s=20.0)
+    now[0] = 5.0
+    assert "ETA 15s (from the last build)" in line.line()
+    now[0] = 30.0  # longer than last time: no "0s left"
+    assert "ETA unknown (past the last build's 20s)" in line.line()
+    fresh = BuildLine(out, "[linux/amd64] component y", expected_s=None)
+    fresh.feed("#7 [2/3] RUN /opt/enginebuild/build.sh")  # BuildKit counting instructions: not progress
+    now[0] = 40.0
+    assert fresh.step is None and "ETA unknown" in fresh.line()
+    fresh.feed("#7 12.5 [50/200] Building CXX object ggml.o")  # the build's own count
+    now[0] = 60.0
+    assert "[50/200]" in fresh.line() and "(from progress)" in fresh.line()

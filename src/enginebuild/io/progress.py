@@ -136,7 +136,8 @@ class BuildLine:
 
     def feed(self, line: str) -> None:
         text = re.sub(r"^#\d+ \d+\.\d+ ", "", line.strip())
-        match = _STEP.search(text)
+        # the build's own [n/N] (ninja, make); BuildKit's "#7 [2/3] RUN" counts instructions, not work
+        match = None if re.match(r"#\d+ \[", text) else _STEP.search(text)
         if match and int(match.group(2)) > 0:
             self.step = (int(match.group(1)), int(match.group(2)))
         if meaningful(line):
@@ -147,12 +148,13 @@ class BuildLine:
             self.out.status(self.line())
 
     def eta(self) -> float | None:
+        """Seconds left, or None when nothing says (a build past its last time is not "0 s left")."""
         elapsed = self.out.clock() - self.start
         if self.step and self.step[0] > 0 and elapsed > 5:
             done, total = self.step
             return elapsed * (total - done) / done
-        if self.expected_s:
-            return max(0.0, self.expected_s - elapsed)
+        if self.expected_s and elapsed < self.expected_s:
+            return self.expected_s - elapsed
         return None
 
     def line(self) -> str:
@@ -164,6 +166,10 @@ class BuildLine:
         if eta is not None:
             basis = "from progress" if self.step and elapsed > 5 else "from the last build"
             text += f", ETA {human_seconds(eta)} ({basis})"
+        elif self.expected_s:
+            text += f", ETA unknown (past the last build's {human_seconds(self.expected_s)})"
+        else:
+            text += ", ETA unknown"
         if self.latest:
             text += f"  | {self.latest[:90]}"
         return text
