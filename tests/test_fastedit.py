@@ -287,3 +287,20 @@ def test_t_tags_the_built_image_as_docker_build_does_even_when_nothing_changed(w
     bad = run_cli(["image", name, "-t", "Bad Name"], ws)
     assert bad.returncode == 2 and "-t 'Bad Name'" in bad.stderr
 
+
+
+def test_enginebuild_yaml_tags_are_given_by_every_build_and_kept_by_the_no_op(ws, docker_engine):
+    from helpers.docker import docker
+
+    name = (ws / "name").read_text()
+    (ws / "enginebuild.yaml").write_text('tags: ["recipes/{image}:dev"]\n')
+    image(ws)
+    ours = docker("image", "inspect", "--format", "{{.Id}}", ref(ws)).stdout.strip()
+    assert docker("image", "inspect", "--format", "{{.Id}}", f"recipes/{name}:dev").stdout.strip() == ours
+    docker("rmi", f"recipes/{name}:dev")
+    image(ws)  # nothing changed, but a tag it gives is gone: given again
+    assert docker("image", "inspect", "--format", "{{.Id}}", f"recipes/{name}:dev").stdout.strip() == ours
+    docker("rmi", f"recipes/{name}:dev")
+    (ws / "enginebuild.yaml").write_text('tags: ["recipes/fixed:dev"]\n')
+    bad = run_cli(["image", name], ws)
+    assert bad.returncode == 2 and "enginebuild.yaml:1: tags[0]" in bad.stderr and "{image}" in bad.stderr, bad.stderr

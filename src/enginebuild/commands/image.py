@@ -105,23 +105,6 @@ def parse_build_args(values: list[str], specs: Iterable[Any] = ()) -> dict[str, 
     return out
 
 
-def parse_local_tag(value: str) -> tuple[str, str]:
-    """`-t NAME[:TAG]` as (repository, tag), as Docker reads it (tag default `latest`)."""
-    from enginebuild.oci.reference import parse_image_ref
-
-    try:
-        ref = parse_image_ref(value)
-    except ValueError as exc:
-        raise UserError(f"-t {value!r}: {exc}") from None
-    if ref.digest:
-        raise UserError(f"-t {value!r}: a local tag names NAME[:TAG], not a digest")
-    name = value.rsplit(":", 1)[0] if ref.tag and value.endswith(f":{ref.tag}") else value
-    component = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-    if not re.fullmatch(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{component}(?:/{component})*", name):
-        raise UserError(f"-t {value!r}: not a Docker image name (lower-case components, as `docker build -t` needs)")
-    return name, ref.tag or "latest"
-
-
 def parse_on(on: str | None, stages: str | None) -> tuple[str | None, frozenset[str] | None]:
     from enginebuild.plan.image import LAYER_KINDS
 
@@ -164,7 +147,12 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.local_tags and len(set(args.images)) > 1:
         raise UserError(f"-t {args.local_tags[0]} with {len(set(args.images))} images would give them all one name",
                         hint="build them one at a time with -t, or tag them afterwards with `docker tag`")
-    local_names = [parse_local_tag(value) for value in args.local_tags]
+    from enginebuild.spec.repo_settings import load_repo_settings
+    from enginebuild.usecases.building import parse_local_tag
+
+    tag_names = list(args.local_tags) or list(load_repo_settings(ws.root).tags)  # -t, else enginebuild.yaml's
+    for value in tag_names:
+        parse_local_tag(value.replace("{image}", args.images[0] if args.images else "x"))
     if args.platform and args.on and len(args.platform) != 1:
         raise UserError("--on builds one platform: give one --platform")
     for platform in args.platform:
@@ -194,7 +182,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                            verbose=args.verbose, jobs=args.jobs, cache=args.cache, no_cache=args.no_registry_cache or args.no_cache,
                            rebuild=args.no_cache,
                            cache_readonly=args.cache_readonly, outputs=outputs, component=list(args.component),
-                           push=args.push, to=args.to, tag=list(args.push_tag), local_tags=local_names)
+                           push=args.push, to=args.to, tag=list(args.push_tag), local_tags=tag_names)
     ws.sweep()
     if not on and not ws.overrides:  # a --set value is never written to a lock: the plan refuses it as before
         lock_first(ws, names, args.locked or args.frozen)

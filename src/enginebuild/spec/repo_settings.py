@@ -9,6 +9,7 @@
       - name: spark2
         context: spark2                           # or a Docker context
         platforms: [linux/arm64]                  # what it builds natively (default: read from the engine)
+    tags: ["ghcr.io/me/{image}:dev"]              # local tags every `image` also gives (as -t), {image} its name
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ BUILDER = Record({"name": Str(pattern=NAME, what="a builder name (lower-case let
                  doc="{name, host | context, platforms}")
 SCHEMA = Record({"cache": Record({"repository": Str(pattern=r"[A-Za-z0-9._:/-]+", what="a registry repository"),
                                   "push": Bool()}, required=("repository",), doc="{repository, push}"),
-                 "builders": ListOf(BUILDER, max_items=64)},
+                 "builders": ListOf(BUILDER, max_items=64),
+                 "tags": ListOf(Str(pattern=r"\S*\{image\}\S*", what="a NAME[:TAG] with {image} in it"),
+                                unique=True, max_items=16)},
                 doc="enginebuild settings")
 
 
@@ -49,6 +52,7 @@ class RepoSettings:
     cache_repository: str | None = None
     cache_push: bool = True
     builders: tuple[BuilderEntry, ...] = ()
+    tags: tuple[str, ...] = ()  # local tags every build also gets, `{image}` replaced (as -t)
 
 
 def load_repo_settings(root: Path) -> RepoSettings:
@@ -72,4 +76,4 @@ def load_repo_settings(root: Path) -> RepoSettings:
         if names.count(name) > 1:
             raise UserError(f"{FILE}: builders: the name {name!r} is given twice")
     return RepoSettings(cache_repository=cache.get("repository"), cache_push=cache.get("push", True),
-                        builders=tuple(builders))
+                        builders=tuple(builders), tags=tuple(tree.get("tags") or ()))

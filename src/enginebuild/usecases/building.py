@@ -6,6 +6,7 @@ on the builders, check kernels, record the no-op memo and the fast-edit record, 
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,10 +37,27 @@ class BuildRequest:
     push: bool = False
     to: str | None = None
     tag: list[str] = field(default_factory=list)  # tags to push
-    local_tags: list[tuple[str, str]] = field(default_factory=list)  # -t: (repository, tag) in the engine
+    local_tags: list[str] = field(default_factory=list)  # -t NAME[:TAG] (`{image}`: the image's name)
 
 
 ATTEMPTS = 3
+
+
+def parse_local_tag(value: str) -> tuple[str, str]:
+    """`-t NAME[:TAG]` as (repository, tag), as Docker reads it (tag default `latest`)."""
+    from enginebuild.oci.reference import parse_image_ref
+
+    try:
+        ref = parse_image_ref(value)
+    except ValueError as exc:
+        raise UserError(f"-t {value!r}: {exc}") from None
+    if ref.digest:
+        raise UserError(f"-t {value!r}: a local tag names NAME[:TAG], not a digest")
+    name = value.rsplit(":", 1)[0] if ref.tag and value.endswith(f":{ref.tag}") else value
+    component = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    if not re.fullmatch(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{component}(?:/{component})*", name):
+        raise UserError(f"-t {value!r}: not a Docker image name (lower-case components, as `docker build -t` needs)")
+    return name, ref.tag or "latest"
 
 
 def builders_of(ws: Workspace, values: list[str]) -> Any:
@@ -134,9 +152,11 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         if request.local_tags and len(tags) > 1:  # -t names the image the plain tag names
             from enginebuild.oci.engine import Engine
 
-            for repository, tag in request.local_tags:
+            named = [parse_local_tag(t.replace("{image}", name.replace(":", "-"))) for t in request.local_tags]
+            for repository, tag in named:
                 Engine().tag(outcome.image_id, repository, tag)
-            output().say("  tagged " + ", ".join(f"{r}:{t}" for r, t in request.local_tags))
+            output().say("  tagged " + ", ".join(f"{r}:{t}" for r, t in named))
+            tags = tags + [f"{r}:{t}" for r, t in named]  # the no-op path checks these too
         edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
         results.append({"tags": tags, "id": outcome.image_id, "edit": edit})
         elapsed = time.monotonic() - start
