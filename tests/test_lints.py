@@ -114,6 +114,8 @@ def test_lint_errors_exit_2_from_the_cli_and_warnings_do_not(workspace):
 
 def test_a_floating_base_without_a_lock_entry_is_refused_at_its_line(workspace):
     write_image(workspace, "t", "platform: linux/amd64\nbase: ghcr.io/spark-arena/dgx-vllm-eugr-nightly:latest\n")
-    proc = run_cli(["render", "t"], workspace)
+    proc = run_cli(["render", "t"], workspace)  # locked first: the registry is not reachable here
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: images/t/image.yaml:2: refusing to build with inputs that are not pinned")
+    assert "error: images/t/image.yaml:2: t: runtime.base@linux/amd64 could not be locked" in proc.stderr, proc.stderr
+    proc = run_cli(["render", "t", "--locked"], workspace)
+    assert proc.returncode == 1 and proc.stderr.startswith("error: images/t/image.yaml:2: t: the lock would change")

@@ -131,4 +131,6 @@ def test_render_unpinned_works_without_a_lockfile(workspace):
     proc = run_cli(["render", "demo", "--unpinned"], workspace)
     assert proc.returncode == 0, proc.stderr
     assert "### runtime image" in proc.stdout
-    assert run_cli(["render", "demo"], workspace).returncode == 2
+    locked = run_cli(["render", "demo", "--locked"], workspace)  # without --unpinned it would lock first
+    assert locked.returncode == 1 and "the lock would change" in locked.stderr, locked.stderr
+    assert not (workspace / "lockfiles/demo.lock").exists()

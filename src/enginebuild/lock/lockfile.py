@@ -166,7 +166,10 @@ def write_lock(root: Path, spec: ImageSpec, lock: Lock) -> None:
 
 def input_where(spec: ImageSpec, name: str) -> Where:
     """The spec line an input (or the missing lockfile, named "lockfile") comes from."""
-    return spec.where("base") if name == "lockfile" else spec.where(name.split("@")[0].rsplit(".", 1)[0])
+    if name == "lockfile":
+        return spec.where("base")
+    key = name.split("@")[0]
+    return spec.where(key.removeprefix("runtime.") if key.startswith("runtime.") else key.rsplit(".", 1)[0])
 
 
 def stale_inputs(spec: ImageSpec, lock: Lock | None) -> list[tuple[str, str]]:

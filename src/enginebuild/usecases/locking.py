@@ -12,7 +12,7 @@ def relock(ws: Workspace, name: str) -> None:
     """What `image` does before building when the spec asks for inputs the lock does not pin
     (as `cargo build` updates Cargo.lock): resolve those inputs only, keep every other pin as
     it is, say what was pinned, write the lock atomically."""
-    from enginebuild.lock.lockfile import stale_inputs, write_lock
+    from enginebuild.lock.lockfile import input_where, stale_inputs, write_lock
     from enginebuild.lock.resolve import Resolvers, build_lock
 
     spec = ws.spec(name)
@@ -33,7 +33,7 @@ def relock(ws: Workspace, name: str) -> None:
             from enginebuild.errors import LockError
 
             inp, why = next(iter(failed.items()))
-            raise LockError(f"{spec.file}: {name}: {inp} could not be locked before building: {why}",
+            raise LockError(f"{input_where(spec, inp)}: {name}: {inp} could not be locked before building: {why}",
                             hint=f"run `{command()} lock {name}` where its source is reachable")
         write_lock(ws.root, spec, lock)
         # on stderr, as cargo says "Locking": stdout stays the verb's own (plan --json)
