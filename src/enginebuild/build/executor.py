@@ -340,7 +340,7 @@ class Executor:
         """Which builder makes each component (with none named: this machine's engine)."""
         if self.sites is None:
             self.sites = connect(self.builder_specs or [self.local.spec], self.store, local=self.local,
-                                 fresh=self.fresh)
+                                 fresh=self.fresh or self.rebuild)
         work = [(c.name, self.history.seconds(f"component {c.name}") or 1.0) for c in to_build]
         self.assigned = assign(work, plan.platform, self.sites)
         if len(self.sites) > 1:
