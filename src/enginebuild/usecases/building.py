@@ -16,6 +16,7 @@ from enginebuild.io import faults
 from enginebuild.io.progress import output
 from enginebuild.plan.image import Options
 from enginebuild.plan.model import ImagePlan
+from enginebuild.spec.model import ImageSpec
 from enginebuild.workspace import Workspace
 
 
@@ -67,7 +68,7 @@ def builders_of(ws: Workspace, values: list[str]) -> Any:
     return builder_specs(values, load_repo_settings(ws.root).builders)
 
 
-def platforms_of(spec: Any, wanted: list[str]) -> list[str]:
+def platforms_of(spec: ImageSpec, wanted: list[str]) -> list[str]:
     for platform in wanted:
         if platform not in spec.platforms:
             raise UserError(f"{spec.file}: {spec.name} is built for {', '.join(spec.platforms)}, not {platform}")
@@ -96,7 +97,7 @@ def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
         relock(ws, name)
 
 
-def check_stacks_first(ws: Workspace, plan: Any) -> None:
+def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
     """A component's patch stack is applied on the host before anything is built, so a patch that
     no longer applies stops the build at once, naming patch, file and hunk."""
     from enginebuild.build.executor import Executor
@@ -194,7 +195,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     return built
 
 
-def build_platform(ws: Workspace, spec: Any, plan: Any, request: BuildRequest, cache: Any,
+def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: BuildRequest, cache: Any,
                    platforms: tuple[str, ...]) -> Any:
     """Build one platform's plan. A stored file found damaged on the way has been named and
     deleted (see io/store.py); the build then runs again and makes or fetches it anew."""
@@ -246,7 +247,7 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
               f"in {time.monotonic() - start:.1f}s" + (f", outputs in {cache.name}" if cache else ""))
 
 
-def check_kernels(ws: Workspace, spec: Any, lock: Any, plan: Any) -> None:
+def check_kernels(ws: Workspace, spec: ImageSpec, lock: Any, plan: ImagePlan) -> None:
     """An image that declares cuda-archs is verified as soon as it is built (see `verify`)."""
     from enginebuild.errors import BuildFailed
     from enginebuild.io.store import Store
@@ -264,7 +265,7 @@ def check_kernels(ws: Workspace, spec: Any, lock: Any, plan: Any) -> None:
                            f"(`{command()} verify {spec.name} --json` lists every binary)")
 
 
-def write_outputs(ws: Workspace, plan: Any, tag: str, outputs: Any, platform: str | None) -> None:
+def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platform: str | None) -> None:
     """--output: the runtime's filesystem and the components' outputs, into their folders
     (a subfolder per platform when the build made several)."""
     from enginebuild.build.export import export_component, export_runtime

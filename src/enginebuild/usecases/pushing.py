@@ -12,6 +12,7 @@ from enginebuild.errors import BuildFailed, UserError, command
 from enginebuild.io import faults
 from enginebuild.io.progress import output
 from enginebuild.plan.model import ImagePlan
+from enginebuild.spec.model import ImageSpec
 from enginebuild.usecases.building import BuildRequest, build_platform, platforms_of
 from enginebuild.workspace import Workspace
 
@@ -103,6 +104,6 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
     return results
 
 
-def remake(ws: Workspace, spec: Any, plan: Any) -> None:
+def remake(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> None:
     """Build `plan` again as `image` would (only what is missing or damaged is made)."""
     build_platform(ws, spec, plan, BuildRequest(), None, tuple(spec.platforms))
