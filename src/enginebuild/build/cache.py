@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from enginebuild.build.assemble import layer_blobs, put_layer_blobs, record_key
@@ -142,14 +143,14 @@ def _bytes(data: bytes) -> Any:
     return io.BytesIO(data)
 
 
-def cache_from_settings(ws: Any, cli_repo: str | None, disabled: bool, readonly: bool) -> LayerCache | None:
+def cache_from_settings(root: Path, cli_repo: str | None, disabled: bool, readonly: bool) -> LayerCache | None:
     """--cache, else $ENGINEBUILD_CACHE, else `cache:` in enginebuild.yaml; --no-registry-cache turns it off."""
     from enginebuild.settings import settings
     from enginebuild.spec.repo_settings import load_repo_settings
 
     if disabled:
         return None
-    repo_settings = load_repo_settings(ws.root)
+    repo_settings = load_repo_settings(root)
     repo = cli_repo or settings().cache or repo_settings.cache_repository
     if not repo:
         return None

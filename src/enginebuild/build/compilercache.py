@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import tarfile
 from pathlib import Path
-from typing import Any
 
+from enginebuild.build.cache import LayerCache
 from enginebuild.errors import EngineBuildError
 from enginebuild.io.progress import human_bytes, output
 from enginebuild.io.store import Store
@@ -33,7 +33,7 @@ def tag_of(comp: ComponentNode) -> str:
 
 
 class CompilerCaches:
-    def __init__(self, store: Store, cache: Any = None):
+    def __init__(self, store: Store, cache: LayerCache | None = None):
         self.store, self.cache = store, cache
 
     def seeds(self, comp: ComponentNode) -> list[tuple[str, Path]]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from enginebuild.build.assemble import Assembler, layer_blobs, put_layer_blobs, record_key
 from enginebuild.build.buildkit import Builder, run_build
+from enginebuild.build.cache import LayerCache
 from enginebuild.build.compilercache import CompilerCaches
 from enginebuild.build.fetch import Fetcher, component_downloads, git_wheels, layer_downloads
 from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
@@ -66,7 +67,8 @@ def local_tags(plan: ImagePlan, platforms: tuple[str, ...]) -> list[str]:
 
 class Executor:
     def __init__(self, home: Path, *, engine: Engine | None = None, http: Http | None = None,
-                 builder_name: str | None = None, verbose: bool = False, cache: Any = None, scanner: Any = None,
+                 builder_name: str | None = None, verbose: bool = False, cache: LayerCache | None = None,
+                 scanner: Any = None,
                  jobs: int | None = None, fresh: bool = False, builders: list[BuilderSpec] | None = None,
                  rebuild: bool = False):
         self.home = Path(home)

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         from enginebuild.usecases.building import lock_first
 
         lock_first(ws, names, args.locked or args.frozen)
-    cache = cache_from_settings(ws, args.cache, args.no_registry_cache, True)
+    cache = cache_from_settings(ws.root, args.cache, args.no_registry_cache, True)
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
     from enginebuild.spec.repo_settings import load_repo_settings
     from enginebuild.usecases.building import builders_of

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from enginebuild.build.cache import LayerCache
 from enginebuild.errors import UserError, command
 from enginebuild.io import faults
 from enginebuild.io.progress import output
@@ -140,7 +141,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES)
     inputs = PlanMemo.snapshot(copied + others)  # before the plan reads them
     only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})  # what fastedit.py may remake
-    cache = cache_from_settings(ws, request.cache, request.no_cache, request.cache_readonly)
+    cache = cache_from_settings(ws.root, request.cache, request.no_cache, request.cache_readonly)
     results = []
     built: list[ImagePlan] = []
     for platform in platforms:
@@ -195,7 +196,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     return built
 
 
-def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: BuildRequest, cache: Any,
+def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: BuildRequest, cache: LayerCache | None,
                    platforms: tuple[str, ...]) -> Any:
     """Build one platform's plan. A stored file found damaged on the way has been named and
     deleted (see io/store.py); the build then runs again and makes or fetches it anew."""
@@ -226,7 +227,7 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
 
     ws.select([name], all_when_empty=False)
     spec = ws.spec(name)
-    cache = cache_from_settings(ws, request.cache, request.no_cache, request.cache_readonly)
+    cache = cache_from_settings(ws.root, request.cache, request.no_cache, request.cache_readonly)
     if cache is None:
         output().say("  note: no cache is configured: the outputs stay in this machine's store")
     for platform in platforms_of(spec, request.platform):
