@@ -15,6 +15,7 @@ from pathlib import Path
 
 from common import Row, eb, run
 from figures import _demo_builder
+from helpers.specs import CCACHE_UNITS
 
 LAUNCHER = "LAYERS = range(1, 62, 15)\n"
 KERNEL_LINE = "/* One kernel unit. The build compiles this file once per unit with -DUNIT=<n>, the way an\n"
@@ -75,24 +76,6 @@ def bench_edit_kinds_declared(ws: Path, env: dict, units: int) -> list[Row]:
     ]
 
 
-CC_SPEC = """description: bench compiler cache
-platform: linux/amd64
-base: scratch
-builder:
-  base: scratch
-  system:
-    install: extract
-    packages: [busybox-static, gcc, libc6-dev, ccache]
-    run: [["/bin/busybox", "--install", "-s", "/bin"]]
-components:
-  units:
-    source: {path: units}
-    build:
-      script: units/build.sh
-      cache: [/root/.ccache]
-    outputs: {paths: [/opt/units]}
-install: [units]
-"""
 CC_BUILD = """#!/bin/sh
 set -eu
 export CCACHE_DIR=/root/.ccache PATH=/usr/bin:/bin
@@ -112,7 +95,7 @@ def _cc_units(ws: Path, units: int, salt: str, edited: int | None = None) -> Non
         (folder / f"unit_{i}.c").write_text(f"#define UNIT {i}\nconst char *build_{i} = \"{salt}\";\n{extra}{kernel}")
     (folder / "build.sh").write_text(CC_BUILD)
     (folder / "build.sh").chmod(0o755)
-    (ws / "images/bench-cc/image.yaml").write_text(CC_SPEC)
+    (ws / "images/bench-cc/image.yaml").write_text(CCACHE_UNITS)
 
 
 def bench_fresh_runner_compiler_cache(ws: Path, env: dict, registry: str, units: int) -> Row:

@@ -9,27 +9,11 @@ import pytest
 
 from conftest import need, run_cli
 from helpers.engines import start_engine
+from helpers.specs import CCACHE_UNITS as SPEC
 from helpers.specs import write_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.network]
 
-SPEC = """base: scratch
-platform: linux/amd64
-builder:
-  base: scratch
-  system:
-    install: extract
-    packages: [busybox-static, gcc, libc6-dev, ccache]
-    run: [["/bin/busybox", "--install", "-s", "/bin"]]
-components:
-  units:
-    source: {path: units}
-    build:
-      script: units/build.sh
-      cache: [/root/.ccache]
-    outputs: {paths: [/opt/units]}
-install: [units]
-"""
 # four translation units through ccache; the counters of this build are kept in the output
 BUILD = """#!/bin/sh
 set -eu

@@ -143,14 +143,20 @@ def test_atomic_writes_leave_no_temporary_files(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x.lock"]
 
 
-def test_plan_and_render_lock_what_the_spec_added_and_refuse_with_locked(workspace, debian_reachable,
-                                                                          pypi_reachable):
+def locked_then_edited(workspace) -> dict:
+    """An image locked, then given one more system package: the lock as it was before the edit."""
     spec = ("base: scratch\nplatform: linux/amd64\nsystem: {install: extract, packages: [busybox-static]}\n"
             'python: {version: "3.11", requirements: ["tabulate==0.9.0"]}\n')
     write_image(workspace, "t", spec)
     assert run_cli(["lock", "t"], workspace).returncode == 0
     before = json.loads((workspace / "lockfiles/t.lock").read_text())
     write_image(workspace, "t", spec.replace("[busybox-static]", "[busybox-static, jq]"))
+    return before
+
+
+def test_plan_and_render_lock_what_the_spec_added_and_refuse_with_locked(workspace, debian_reachable,
+                                                                          pypi_reachable):
+    before = locked_then_edited(workspace)
     for verb in (["plan", "t"], ["render", "t"]):
         proc = run_cli([*verb, "--locked"], workspace)
         assert proc.returncode == 1 and "runtime.system@linux/amd64: packages changed" in proc.stderr, proc.stderr
@@ -168,12 +174,7 @@ def test_plan_and_render_lock_what_the_spec_added_and_refuse_with_locked(workspa
 @pytest.mark.docker
 def test_an_edited_spec_is_locked_by_image_for_the_changed_input_only(workspace, docker_engine, debian_reachable,
                                                                      pypi_reachable):
-    spec = ("base: scratch\nplatform: linux/amd64\nsystem: {install: extract, packages: [busybox-static]}\n"
-            'python: {version: "3.11", requirements: ["tabulate==0.9.0"]}\n')
-    write_image(workspace, "t", spec)
-    assert run_cli(["lock", "t"], workspace).returncode == 0
-    before = json.loads((workspace / "lockfiles/t.lock").read_text())
-    write_image(workspace, "t", spec.replace("[busybox-static]", "[busybox-static, jq]"))
+    before = locked_then_edited(workspace)
     proc = run_cli(["image", "t", "--locked"], workspace)
     assert proc.returncode == 1 and "runtime.system@linux/amd64: packages changed" in proc.stderr, proc.stderr
     assert json.loads((workspace / "lockfiles/t.lock").read_text()) == before

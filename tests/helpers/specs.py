@@ -16,6 +16,26 @@ builder:
     run: [["/bin/busybox", "--install", "-s", "/bin"]]
 """
 
+# An amd64 image FROM scratch with one component `units` (source folder units/, script
+# units/build.sh) compiled through ccache, whose cache folder is /root/.ccache; outputs /opt/units.
+CCACHE_UNITS = """base: scratch
+platform: linux/amd64
+builder:
+  base: scratch
+  system:
+    install: extract
+    packages: [busybox-static, gcc, libc6-dev, ccache]
+    run: [["/bin/busybox", "--install", "-s", "/bin"]]
+components:
+  units:
+    source: {path: units}
+    build:
+      script: units/build.sh
+      cache: [/root/.ccache]
+    outputs: {paths: [/opt/units]}
+install: [units]
+"""
+
 
 def write_image(workspace: Path, name: str, spec: str, files: dict | None = None) -> Path:
     folder = workspace / "images" / name
