@@ -2,6 +2,7 @@
 path to what BuildKit makes of the Dockerfile `render --out` gives for the same runtime: the same
 files (content, mode, owner, link targets), env, labels, entrypoint, ports, stop signal and
 healthcheck. A change that runs a command still goes through BuildKit."""
+import hashlib
 import json
 import os
 import subprocess
@@ -24,38 +25,74 @@ def config(ref: str) -> dict:
     return {key: conf.get(key) or None for key in CONFIG_KEYS}
 
 
+def buildkit_build(context, tag: str) -> None:
+    """`docker build` of a rendered folder, through the BuildKit client enginebuild itself drives."""
+    from enginebuild.build.buildkit import detect_builder
+
+    builder = detect_builder()
+    build = [builder.docker, "buildx", "build", "--load"] if builder.kind == "buildx" else [builder.docker, "build"]
+    built = subprocess.run([*build, "-q", "-t", tag, str(context)], capture_output=True, text=True,
+                           env={**os.environ, "DOCKER_BUILDKIT": "1"})
+    assert built.returncode == 0, built.stderr
+
+
 def test_the_written_runtime_equals_what_buildkit_makes_of_its_rendered_dockerfile(workspace, docker_engine,
                                                                                     debian_reachable,
                                                                                     pypi_reachable, tmp_path):
     launcher = workspace / "images/demo/launch_server.sh"
-    launcher.write_text(launcher.read_text() + f"# tuning note {uuid.uuid4().hex}\n")
-    launcher.chmod(0o755)
-    proc = run_cli(["image", "demo", *AMD64], workspace)
-    assert proc.returncode == 0, proc.stderr
-    assert "wrote" in proc.stdout
-    proc = run_cli(["render", "demo", *AMD64, "--out", str(tmp_path / "r")], workspace)
-    assert proc.returncode == 0, proc.stderr
-    tail = tmp_path / "r/linux-amd64/runtime-tail"
+    original = launcher.read_text()
     ours = "enginebuild/demo:latest"
     theirs = f"enginebuild-test/buildkit-tail:{uuid.uuid4().hex[:8]}"
-    from enginebuild.build.buildkit import detect_builder
-
-    builder = detect_builder()  # the BuildKit client enginebuild itself drives
-    build = [builder.docker, "buildx", "build", "--load"] if builder.kind == "buildx" else [builder.docker, "build"]
-    built = subprocess.run([*build, "-q", "-t", theirs, str(tail)], capture_output=True, text=True,
-                           env={**os.environ, "DOCKER_BUILDKIT": "1"})
-    assert built.returncode == 0, built.stderr
     try:
-        assert config(theirs) == config(ours)
-        mine, buildkit = filesystem(ours), filesystem(theirs)
-        assert sorted(set(mine) ^ set(buildkit)) == []
-        differing = {path: (mine[path], buildkit[path]) for path in mine if mine[path] != buildkit[path]}
-        assert differing == {}
-        assert mine["opt/enginebuild/bin/launch_server.sh"][1] == "0o755"
-        # the layers below the files are the same layers, not equal copies
-        assert inspect(theirs)["RootFS"]["Layers"][:-3] == inspect(ours)["RootFS"]["Layers"][:-3]
+        # twice into the same folder, the second time after an edit that keeps the file's size:
+        # BuildKit sends a folder's files again only when their size or stamp differ
+        for note in (uuid.uuid4().hex, uuid.uuid4().hex):
+            launcher.write_text(original + f"# tuning note {note}\n")
+            launcher.chmod(0o755)
+            proc = run_cli(["image", "demo", *AMD64], workspace)
+            assert proc.returncode == 0, proc.stderr
+            assert "wrote" in proc.stdout
+            proc = run_cli(["render", "demo", *AMD64, "--out", str(tmp_path / "r")], workspace)
+            assert proc.returncode == 0, proc.stderr
+            buildkit_build(tmp_path / "r/linux-amd64/runtime-tail", theirs)
+            assert config(theirs) == config(ours)
+            mine, buildkit = filesystem(ours), filesystem(theirs)
+            assert sorted(set(mine) ^ set(buildkit)) == []
+            differing = {path: (mine[path], buildkit[path]) for path in mine if mine[path] != buildkit[path]}
+            assert differing == {}
+            launched = mine["opt/enginebuild/bin/launch_server.sh"]
+            assert launched[1] == "0o755"
+            assert launched[4] == hashlib.sha256(launcher.read_bytes()).hexdigest()  # this round's edit
+            # the layers below the files are the same layers, not equal copies
+            assert inspect(theirs)["RootFS"]["Layers"][:-3] == inspect(ours)["RootFS"]["Layers"][:-3]
     finally:
         docker("rmi", theirs, check=False)
+
+
+def test_a_build_context_rendered_again_after_a_same_size_edit_changes_stamp_only_where_bytes_changed(
+        workspace, docker_engine, debian_reachable, pypi_reachable, tmp_path):
+    """A rendered build context's stamps follow its bytes: rendering again with nothing changed keeps
+    every stamp (BuildKit reuses what it has); a same-size edit of the engine's build script gives
+    the files holding it another stamp (BuildKit sends them again) and leaves the others alone."""
+    def stamps() -> dict:
+        proc = run_cli(["render", "demo", *AMD64, "--out", str(tmp_path / "r")], workspace)
+        assert proc.returncode == 0, proc.stderr
+        folder = tmp_path / "r/linux-amd64"
+        return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*")
+                if p.is_file() and "runtime-tail" not in p.parts}
+
+    assert run_cli(["image", "demo", *AMD64], workspace).returncode == 0
+    first = stamps()
+    engine = next((tmp_path / "r/linux-amd64").glob("*-component-engine"))
+    (engine / "left-by-hand.txt").write_text("an earlier render's folder is replaced whole")
+    assert stamps() == first
+    script = workspace / "images/demo/engine/build_engine.sh"
+    script.write_text(script.read_text().replace("#!/bin/sh", "#!/bin/sh ", 1)[:-1])  # same size, other bytes
+    again = stamps()
+    changed = sorted(path for path in first if again.get(path) != first[path])
+    # the script, and the engine's source tree that holds it; nothing of another build
+    assert changed == [f"{engine.name}/build.sh", f"{engine.name}/source.tar"]
+    assert sorted(again) == sorted(first)
 
 
 def test_a_change_to_a_command_goes_through_buildkit_and_a_file_edit_does_not(workspace, docker_engine,

@@ -1,13 +1,11 @@
 """Print the Dockerfiles of an image, per platform: each component's, each command layer's,
 and the runtime image as the Dockerfile it is equivalent to. With --out DIR, write each
 BuildKit build's Dockerfile and complete context, and the runtime's last part (manifest,
-files, settings) as a buildable context. --unpinned renders even without a lock."""
+files, settings) as a buildable context (usecases/rendering.py). --unpinned renders even without a lock."""
 
 from __future__ import annotations
 
 import argparse
-import tarfile
-from io import BytesIO
 from pathlib import Path
 
 from enginebuild.workspace import Workspace
@@ -34,6 +32,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.plan.model import Run
     from enginebuild.plan.views import runtime_dockerfile
     from enginebuild.usecases.building import platforms_of
+    from enginebuild.usecases.rendering import write_contexts
 
     if args.unpinned and args.out:
         raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out)")
@@ -49,7 +48,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     for platform in platforms_of(spec, args.platform):
         plan = plan_image(spec, lock, platform, options)
         if args.out:
-            write_out(ws, plan, Path(args.out) / platform.replace("/", "-"))
+            write_contexts(ws, plan, Path(args.out) / platform.replace("/", "-"))
             continue
         if args.unpinned:
             pending = unpinned_inputs(spec, lock, platform)
@@ -109,69 +108,3 @@ def describe_request(kind: str, request: dict[str, object]) -> str:
         return (f"Python {request['python']}: {'; '.join(reqs)}"
                 + (f"; constraints {'; '.join(constraints)}" if constraints else ""))  # type: ignore[arg-type]
     return ", ".join(k if v is True else f"{k} {v}" for k, v in request.items() if v not in (None, False, "", []))
-
-
-def write_out(ws: Workspace, plan: object, folder: Path) -> None:
-    from enginebuild.build.executor import Executor
-    from enginebuild.build.fetch import plan_downloads
-    from enginebuild.build.materialize import Materializer
-    from enginebuild.errors import EngineBuildError
-    from enginebuild.io.tars import TarWriter
-    from enginebuild.plan.model import Data, Files, ImagePlan, Run
-    from enginebuild.plan.views import tail_dockerfile, tail_start
-    from enginebuild.sources.base import Context
-
-    assert isinstance(plan, ImagePlan)
-    executor = Executor(ws.home)
-    executor.fetcher.all(plan_downloads(plan))
-    outputs = {}
-    for comp in plan.components:
-        record = executor.output_record(comp)
-        if record:
-            outputs[comp.key] = str(record["sha256"])
-    materializer = Materializer(Context(ws.home, executor.http, plan.epoch), plan.image, outputs)
-    builds = [(f"component-{c.name}", c.dockerfile, c.context) for c in plan.components]
-    builds += [(f"layer-{n.name}", n.payload.dockerfile, n.payload.context) for n in plan.runtime.layers
-               if isinstance(n.payload, Run)]
-    for i, (name, dockerfile, context) in enumerate(builds, 1):
-        target = folder / f"{i:02d}-{''.join(c if c.isalnum() or c in '.-' else '-' for c in name)}"
-        target.mkdir(parents=True, exist_ok=True)
-        buffer = BytesIO()
-        try:
-            materializer.write_context(buffer, dockerfile, context)
-        except Exception as exc:  # an output not built yet: the Dockerfile alone still helps
-            (target / "Dockerfile").write_text(dockerfile)
-            print(f"{target}  (context incomplete: {exc})")
-            continue
-        buffer.seek(0)
-        with tarfile.open(fileobj=buffer) as tar:
-            tar.extractall(target, filter="data")
-        print(target)
-    tail = folder / "runtime-tail"
-    tail.mkdir(parents=True, exist_ok=True)
-    (tail / "Dockerfile").write_text(tail_dockerfile(plan))
-    buffer = BytesIO()
-    writer = TarWriter(buffer, implied_dirs=True)
-    for i, node in enumerate(plan.runtime.layers):
-        if i < tail_start(plan):
-            continue
-        if isinstance(node.payload, Data):
-            writer.add_bytes(f"manifest{node.payload.dest}", node.payload.data)
-        elif isinstance(node.payload, Files):
-            for entry in node.payload.entries:
-                source = entry.src or executor.store.path(entry.sha256 or "")
-                writer.add_file(f"files/{i:02d}{entry.dest}", Path(source), entry.mode)
-    writer.close()
-    buffer.seek(0)
-    with tarfile.open(fileobj=buffer) as tar:
-        tar.extractall(tail, filter="tar")
-    start = tail_start(plan)
-    if start:  # the tail builds FROM the chain below it: put that chain in the engine when it is built
-        try:
-            ref = executor.load_chain(plan.runtime.prefix(plan.runtime.layers[start - 1].chain))
-            print(f"{tail}  (FROM {ref}: loaded in the engine)")
-            return
-        except EngineBuildError as exc:
-            print(f"{tail}  (FROM needs the layers below it in the engine: {exc.message}; build the image first)")
-            return
-    print(tail)

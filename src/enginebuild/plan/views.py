@@ -43,11 +43,19 @@ def layer_line(node: LayerNode, index: int) -> str:
         return (f"# enginebuild: {len(payload.patches)} patch(es) of {payload.name} applied on the host to the "
                 f"files the base has in {payload.installed}")
     if isinstance(payload, Data):
-        return f"COPY manifest/ /   # enginebuild: {payload.dest}"
+        return f"COPY {tail_folder(node, index)}/ /   # enginebuild: {payload.dest}"
     if isinstance(payload, Files):
-        return f"COPY files/{index:02d}/ /   # enginebuild: " + ", ".join(e.dest for e in payload.entries[:4]) + (
+        return f"COPY {tail_folder(node, index)}/ /   # enginebuild: " + ", ".join(e.dest for e in payload.entries[:4]) + (
             " ..." if len(payload.entries) > 4 else "")
     return f"# layer {node.name}"
+
+
+def tail_folder(node: LayerNode, index: int) -> str:
+    """Where `render --out` puts a manifest or files layer in the tail's context: named by the
+    layer's content key, so a changed layer is a new path to BuildKit (see usecases/rendering.py)."""
+    if isinstance(node.payload, Data):
+        return f"manifest-{node.key[:12]}"
+    return f"files/{index:02d}-{node.key[:12]}"
 
 
 def settings_values(plan: ImagePlan) -> dict[str, Any]:

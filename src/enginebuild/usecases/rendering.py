@@ -1,0 +1,116 @@
+"""Writing an image's builds as folders `docker build` takes (`render --out`): each component's
+and command layer's Dockerfile with its complete context, and the runtime's last part (manifest,
+files, settings) as a context buildable on the chain below it.
+
+BuildKit sends a context folder incrementally: a file whose path, size, mode and mtime equal
+what it received before from the same folder is not sent again. Our contexts carry fixed time
+stamps (reproducible layers), so an edit that keeps a file's size, rendered again into the same
+folder, would build from the old bytes. Two rules keep every rendered build honest:
+- the runtime's files sit in folders named by their layer's content key (`files/07-<key>/`,
+  `manifest-<key>/`): a changed layer is a new path, and the files keep the time stamp the
+  image has;
+- a build context's files (sources as tars, scripts, step files) get a time stamp derived from
+  their content: the same bytes, the same stamp (BuildKit reuses what it has), other bytes, another.
+Each folder is replaced whole, so nothing from an earlier render is left in it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tarfile
+from io import BytesIO
+from pathlib import Path
+
+from enginebuild.build.executor import Executor
+from enginebuild.errors import EngineBuildError
+from enginebuild.plan.model import ContextItem, Data, Files, ImagePlan, Run
+from enginebuild.plan.views import tail_dockerfile, tail_folder, tail_start
+from enginebuild.workspace import Workspace
+
+STAMP_SPAN_NS = 10**15  # content-derived stamps fall within ~11.6 days after the epoch's
+
+
+def write_contexts(ws: Workspace, plan: ImagePlan, folder: Path) -> None:
+    from enginebuild.build.fetch import plan_downloads
+
+    executor = Executor(ws.home)
+    executor.fetcher.all(plan_downloads(plan))
+    builds = [(f"component-{c.name}", c.dockerfile, c.context) for c in plan.components]
+    builds += [(f"layer-{n.name}", n.payload.dockerfile, n.payload.context) for n in plan.runtime.layers
+               if isinstance(n.payload, Run)]
+    for i, (name, dockerfile, context) in enumerate(builds, 1):
+        target = fresh(folder / f"{i:02d}-{''.join(c if c.isalnum() or c in '.-' else '-' for c in name)}")
+        print(write_build_context(ws, executor, plan, target, dockerfile, context))
+    print(write_tail(executor, plan, fresh(folder / "runtime-tail")))
+
+
+def fresh(target: Path) -> Path:
+    """An empty folder at `target` (what an earlier render left there is removed)."""
+    if target.is_symlink() or target.is_file():
+        target.unlink()
+    elif target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    return target
+
+
+def write_build_context(ws: Workspace, executor: Executor, plan: ImagePlan, target: Path, dockerfile: str,
+                        context: tuple[ContextItem, ...]) -> str:
+    """One BuildKit build's folder; what it prints about it."""
+    from enginebuild.build.materialize import Materializer
+    from enginebuild.sources.base import Context
+
+    outputs = {}
+    for comp in plan.components:
+        record = executor.output_record(comp)
+        if record:
+            outputs[comp.key] = str(record["sha256"])
+    materializer = Materializer(Context(ws.home, executor.http, plan.epoch), plan.image, outputs)
+    buffer = BytesIO()
+    try:
+        materializer.write_context(buffer, dockerfile, context)
+    except EngineBuildError as exc:  # an output not built yet: the Dockerfile alone still helps
+        (target / "Dockerfile").write_text(dockerfile)
+        return f"{target}  (context incomplete: {exc.message})"
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer) as tar:
+        tar.extractall(target, filter="data")
+    stamp_by_content(target, plan.epoch)
+    return str(target)
+
+
+def stamp_by_content(folder: Path, epoch: int) -> None:
+    """Give each file a time stamp derived from its bytes (see the module's note)."""
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        digest = hashlib.sha256(path.read_bytes()).digest()
+        stamp = epoch * 10**9 + int.from_bytes(digest[:8], "big") % STAMP_SPAN_NS
+        os.utime(path, ns=(stamp, stamp))
+
+
+def write_tail(executor: Executor, plan: ImagePlan, tail: Path) -> str:
+    from enginebuild.io.tars import TarWriter
+
+    (tail / "Dockerfile").write_text(tail_dockerfile(plan))
+    buffer = BytesIO()
+    writer = TarWriter(buffer, implied_dirs=True)
+    start = tail_start(plan)
+    for i, node in enumerate(plan.runtime.layers[start:], start):
+        where = tail_folder(node, i)
+        if isinstance(node.payload, Data):
+            writer.add_bytes(f"{where}{node.payload.dest}", node.payload.data)
+        elif isinstance(node.payload, Files):
+            for entry in node.payload.entries:
+                source = entry.src or executor.store.path(entry.sha256 or "")
+                writer.add_file(f"{where}{entry.dest}", Path(source), entry.mode)
+    writer.close()
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer) as tar:
+        tar.extractall(tail, filter="tar")
+    if not start:
+        return str(tail)
+    try:  # the tail builds FROM the chain below it: put that chain in the engine when it is built
+        ref = executor.load_chain(plan.runtime.prefix(plan.runtime.layers[start - 1].chain))
+    except EngineBuildError as exc:
+        return f"{tail}  (FROM needs the layers below it in the engine: {exc.message}; build the image first)"
+    return f"{tail}  (FROM {ref}: loaded in the engine)"
