@@ -3,6 +3,7 @@ and a provenance statement (in-toto v1, SLSA provenance v1) as OCI referrers, fo
 referrers tag scheme on a registry without the referrers API; the CI job's script builds only
 the images the registry lacks and pushes them by digest; the workflows we ship pass zizmor and
 actionlint."""
+import hashlib
 import json
 import os
 import re
@@ -88,10 +89,21 @@ def test_a_push_attaches_an_sbom_and_a_provenance_found_through_the_fallback_tag
     pins = lock_pins(workspace)
     assert len(pins) > 20  # debs, wheels, the nvcc wheels, the cuobjdump tool
     assert sorted(p for p in lock_pins(workspace, tools=False) if p not in sbom) == []
-    dependencies = json.dumps(provenance["predicate"]["buildDefinition"]["resolvedDependencies"])
-    assert sorted(p for p in pins if p not in dependencies) == []
+    # the provenance names every input of the lock: a base by its digest, a package set by the
+    # digest of its pin (which holds each package's sha256)
+    resolved = provenance["predicate"]["buildDefinition"]["resolvedDependencies"]
+    dependencies = json.dumps(resolved)
+    inputs = json.loads((workspace / "lockfiles/demo.lock").read_text())["inputs"]
+    by_name = {d["name"]: d["digest"] for d in resolved if "name" in d}
+    for name, entry in inputs.items():
+        pin = entry["resolved"]
+        if "packages" in pin or "files" in pin:
+            canonical = json.dumps(pin, sort_keys=True, separators=(",", ":")).encode()
+            assert by_name[name] == {"sha256": hashlib.sha256(canonical).hexdigest()}, name
+        else:
+            assert set(by_name[name].values()) & {pin.get("sha256"), pin.get("commit"),
+                                                  (pin.get("digest") or ":").split(":")[1]}, name
     patch = (workspace / "patches/demo-engine/0001-aux-layer-ids-off-by-one.patch").read_bytes()
-    import hashlib
     patch_sha = hashlib.sha256(patch).hexdigest()
     assert patch_sha in sbom and patch_sha in dependencies
     spec_sha = hashlib.sha256((workspace / "images/demo/image.yaml").read_bytes()).hexdigest()
@@ -216,7 +228,7 @@ def test_the_linters_find_an_unpinned_action_and_a_template_injection(tmp_path):
     assert "potentially untrusted" in out  # actionlint's finding of the same injection
 
 
-def test_the_sbom_kept_from_an_earlier_push_equals_one_written_for_the_new_subject(tmp_path):
+def test_images_with_the_same_inputs_have_the_same_sbom_whatever_their_digest(tmp_path):
     from enginebuild.io.store import Store
     from enginebuild.publish.sbom import make_sbom, write_sbom
     from enginebuild.workspace import Workspace
@@ -226,10 +238,36 @@ def test_the_sbom_kept_from_an_earlier_push_equals_one_written_for_the_new_subje
     lock = ws.lock(spec)
     store = Store(tmp_path / "home")
     outputs = {"engine": {"key": "k" * 64, "sha256": "e" * 64}}
-    for digest in ("sha256:" + "1" * 64, "sha256:" + "2" * 64):  # a miss, then a hit
-        fresh = write_sbom(spec, lock, digest, "ghcr.io/acme/demo", outputs)
-        assert make_sbom(spec, lock, digest, "ghcr.io/acme/demo", outputs, store) == fresh
-        assert digest in fresh.decode()
+    fresh = write_sbom(spec, lock, "ghcr.io/acme/demo", outputs)
+    assert make_sbom(spec, lock, "ghcr.io/acme/demo", outputs, store) == fresh  # written
+    assert make_sbom(spec, lock, "ghcr.io/acme/demo", outputs, store) == fresh  # kept
     assert len(list((tmp_path / "home/records/sboms").iterdir())) == 1
-    other = make_sbom(spec, lock, "sha256:" + "2" * 64, "ghcr.io/acme/demo", {}, store)  # other inputs: written anew
-    assert other == write_sbom(spec, lock, "sha256:" + "2" * 64, "ghcr.io/acme/demo", {}) != fresh
+    other = make_sbom(spec, lock, "ghcr.io/acme/demo", {}, store)  # other inputs: another document
+    assert other == write_sbom(spec, lock, "ghcr.io/acme/demo", {}) != fresh
+    assert "e" * 64 in fresh.decode() and "e" * 64 not in other.decode()
+
+
+def test_a_push_after_a_launcher_edit_sends_the_new_layer_and_small_documents_not_the_sbom_again(
+        workspace, registry, docker_engine, debian_reachable, pypi_reachable):
+    repository = f"enginebuild-test/edited-{uuid.uuid4().hex[:8]}"
+    target = f"{registry.host}/{repository}"
+    digests, attached = [], []
+    for round_ in range(2):
+        if round_:
+            launcher = workspace / "images/demo/launch_server.sh"
+            launcher.write_text(launcher.read_text() + "# edited\n")
+        assert run_cli(["image", "demo", *AMD64], workspace).returncode == 0
+        proc = run_cli(["push", "demo", *AMD64, "--to", target, "--tag", f"v{round_}"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        digests.append(proc.stdout.strip().rsplit("@", 1)[1])
+        index = get(registry.host, repository, "manifests", digests[-1].replace(":", "-"), OCI_INDEX).json()
+        layers = {}
+        for ref in index["manifests"]:
+            manifest = get(registry.host, repository, "manifests", ref["digest"], OCI_MANIFEST).json()
+            assert manifest["subject"]["digest"] == digests[-1]
+            layers[ref["artifactType"]] = manifest["layers"][0]
+        attached.append(layers)
+    assert digests[0] != digests[1]
+    sbom = "application/vnd.cyclonedx+json"
+    assert attached[0][sbom] == attached[1][sbom]  # one document: the registry had it already
+    assert attached[1]["application/vnd.in-toto+json"]["size"] < 8192  # the statement naming the new digest

@@ -71,7 +71,7 @@ def attach_documents(pusher: Any, root: Any, spec: Any, lock: Any, plans: list[A
                      for m in json.loads(body)["manifests"]}
     else:
         platforms = {plans[0].platform: digest}
-    documents = ((make_sbom(spec, lock, digest, target.name, outputs, store), SBOM_TYPE),
+    documents = ((make_sbom(spec, lock, target.name, outputs, store), SBOM_TYPE),
                  (make_provenance(root, spec, lock, target.name, digest, platforms), PROVENANCE_TYPE))
     referrers = []
     for document, kind in documents:

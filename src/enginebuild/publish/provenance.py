@@ -1,6 +1,6 @@
 """The provenance of a pushed image: an in-toto Statement (v1) with a SLSA provenance (v1)
 predicate. The build definition is the spec and the lock (their sha256); the resolved
-dependencies are every pin of the lock; the builder is this machine, or the GitHub Actions
+dependencies are every input of the lock (see `dependencies`); the builder is this machine, or the GitHub Actions
 workflow run that pushed it."""
 
 from __future__ import annotations
@@ -24,30 +24,30 @@ def _file(root: Path, rel: str) -> dict[str, Any]:
     return {"uri": rel, "digest": {"sha256": hashlib.sha256((root / rel).read_bytes()).hexdigest()}}
 
 
-def dependencies(lock: Lock) -> list[dict[str, Any]]:
+def pin_digest(pin: dict[str, Any]) -> str:
+    """The sha256 of a resolved pin as the lockfile holds it (canonical JSON)."""
+    return hashlib.sha256(json.dumps(pin, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def dependencies(lock: Lock, lockfile: str) -> list[dict[str, Any]]:
+    """One descriptor per input of the lock. A package set (system packages, a Python closure of
+    hundreds of distributions) is named by the digest of its pin, which lists each package's
+    sha256; the SBOM attached beside lists them one by one. The statement stays a few KB, and
+    is all a push after a script edit has to send again (it names the new digest)."""
     out = []
     for name, entry in sorted(lock.entries.items()):
         pin = entry.resolved
         if pin is None:
             continue
-        if ".system@" in name:
-            out += [{"name": f"{name}/{d['name']}", "uri": f"{pin['archives'][d.get('archive', 0)]}/{d['filename']}",
-                     "digest": {"sha256": d["sha256"]}} for d in pin["packages"]]
-        elif ".python@" in name:
-            for d in pin["packages"]:
-                digest = {"sha256": d["sha256"]} if d.get("sha256") else {"gitCommit": d["commit"]} if d.get("commit") \
-                    else {}
-                if digest:
-                    out.append({"name": f"{name}/{d['name']}", "uri": d.get("url") or d["name"], "digest": digest})
-        elif ".base@" in name and pin.get("digest"):
+        if ".base@" in name and pin.get("digest"):
             out.append({"name": name, "uri": pin["ref"], "digest": {"sha256": pin["digest"].split(":")[1]}})
         elif "commit" in pin:
             out.append({"name": name, "uri": f"git+{pin['url']}", "digest": {"gitCommit": pin["commit"]}})
-        elif "files" in pin:  # a host tool
-            out += [{"name": f"{name}/{m}", "uri": f["url"], "digest": {"sha256": f["sha256"]}}
-                    for m, f in sorted(pin["files"].items())]
-        elif "sha256" in pin:
+        elif "sha256" in pin and "packages" not in pin:
             out.append({"name": name, "uri": pin.get("url", name), "digest": {"sha256": pin["sha256"]}})
+        else:
+            out.append({"name": name, "uri": f"{lockfile}#{name}",
+                        "digest": {"sha256": pin_digest(pin)}})
     return out
 
 
@@ -77,7 +77,7 @@ def make_provenance(root: Path, spec: ImageSpec, lock: Lock, repository: str, su
                 "externalParameters": {"image": spec.name, "spec": f"images/{spec.chain[0]}/image.yaml",
                                        "lock": f"lockfiles/{spec.lock_name}.lock", "platforms": sorted(platforms)},
                 "internalParameters": {"enginebuild": __version__},
-                "resolvedDependencies": files + dependencies(lock),
+                "resolvedDependencies": files + dependencies(lock, f"lockfiles/{spec.lock_name}.lock"),
             },
             "runDetails": {"builder": {"id": builder, "version": {"enginebuild": __version__}},
                            "metadata": metadata},

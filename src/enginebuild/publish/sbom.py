@@ -81,11 +81,8 @@ def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, dict[str, Any]
     return out
 
 
-PLACEHOLDER = "sha256:" + "5b" * 32  # the subject while the document is written once per set of inputs
-
-
 def sbom_key(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, dict[str, Any]]) -> str:
-    """Everything the SBOM says besides its subject."""
+    """Everything the SBOM says: the same inputs, the same document."""
     from enginebuild.plan import keys
 
     return keys.key_of("sbom", version=__version__, image=spec.name, repository=repository, created=lock.created,
@@ -95,30 +92,23 @@ def sbom_key(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, di
                                    for c in spec.components if c.name in outputs])
 
 
-def _serial(repository: str, subject_digest: str) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"enginebuild:{repository}@{subject_digest}"))
-
-
-def make_sbom(spec: ImageSpec, lock: Lock, subject_digest: str, repository: str,
-              outputs: dict[str, dict[str, Any]], store: Any = None) -> bytes:
-    """The SBOM of `subject_digest`. A script edit changes only the subject, so the document is
-    written once per set of inputs (kept in the store) and the subject filled in."""
+def make_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, dict[str, Any]],
+              store: Any = None) -> bytes:
+    """The SBOM of an image made of these inputs, written once per set of inputs (kept in the store).
+    It does not name the image's digest: the referrer manifest that attaches it does (its
+    `subject`), so an image that differs only in a script has the same document, which the
+    registry already holds."""
     key = sbom_key(spec, lock, repository, outputs)
     found = store.record("sboms", key) if store is not None else None
-    if found is None:
-        text = write_sbom(spec, lock, PLACEHOLDER, repository, outputs).decode()
-        if store is not None:
-            store.put_record("sboms", key, {"text": text})
-    else:
-        text = str(found["text"])
-    for old, new in ((PLACEHOLDER, subject_digest), (PLACEHOLDER.split(":")[1], subject_digest.split(":")[1]),
-                     (_serial(repository, PLACEHOLDER), _serial(repository, subject_digest))):
-        text = text.replace(old, new)
-    return text.encode()
+    if found is not None:
+        return str(found["text"]).encode()
+    document = write_sbom(spec, lock, repository, outputs)
+    if store is not None:
+        store.put_record("sboms", key, {"text": document.decode()})
+    return document
 
 
-def write_sbom(spec: ImageSpec, lock: Lock, subject_digest: str, repository: str,
-               outputs: dict[str, dict[str, Any]]) -> bytes:
+def write_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, dict[str, Any]]) -> bytes:
     import datetime as dt
     import warnings
 
@@ -129,12 +119,14 @@ def write_sbom(spec: ImageSpec, lock: Lock, subject_digest: str, repository: str
     from cyclonedx.output import make_outputter
     from cyclonedx.schema import OutputFormat, SchemaVersion
 
+    key = sbom_key(spec, lock, repository, outputs)
     created = dt.datetime.fromisoformat(lock.created.replace("Z", "+00:00"))
-    root = Component(name=repository, version=subject_digest, type=ComponentType.CONTAINER, bom_ref=BomRef("image"),
-                     hashes=[_hash(subject_digest)],
+    root = Component(name=repository, version=f"inputs-{key[:16]}", type=ComponentType.CONTAINER,
+                     bom_ref=BomRef("image"),
                      properties=[Property(name="enginebuild:image", value=spec.name),
+                                 Property(name="enginebuild:inputs", value=key),
                                  Property(name="enginebuild:version", value=__version__)])
-    bom = Bom(serial_number=uuid.UUID(_serial(repository, subject_digest)),
+    bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"enginebuild:{repository}:{key}"),
               metadata=BomMetaData(component=root, timestamp=created))
     for component in components_of(spec, lock, outputs):
         bom.components.add(component)
