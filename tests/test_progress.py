@@ -141,3 +141,48 @@ def test_the_eta_says_unknown_rather_than_a_wrong_number():
     fresh.feed("#7 12.5 [50/200] Building CXX object ggml.o")  # the build's own count
     now[0] = 60.0
     assert "[50/200]" in fresh.line() and "(from progress)" in fresh.line()
+
+
+def screen(written: str) -> list[str]:
+    """What a terminal shows after `written`, for the escapes Output uses (cursor up, clear line)."""
+    rows, row, i = [""], 0, 0
+    while i < len(written):
+        if written.startswith("\x1b[1A", i):
+            row, i = max(0, row - 1), i + 4
+        elif written.startswith("\x1b[2K", i):
+            rows[row], i = "", i + 4
+        elif written[i] == "\n":
+            row, i = row + 1, i + 1
+            rows += [""] * (row + 1 - len(rows))
+        else:
+            rows[row], i = rows[row] + written[i], i + 1
+    while rows and not rows[-1]:
+        rows.pop()
+    return rows
+
+
+def test_on_a_terminal_two_builds_at_once_have_a_line_each_and_what_is_said_stays_above_them():
+    import io
+
+    from enginebuild.io.progress import BuildLine, Output
+
+    stream, now = io.StringIO(), [0.0]
+    out = Output(stream=stream, live=True, clock=lambda: now[0])
+    kernels = BuildLine(out, "[linux/amd64] component kernels", 20.0)
+    engine = BuildLine(out, "[linux/amd64] component engine", None)
+    for t, build, text in ((1, kernels, "#7 0.5 cc unit1.c [1/4]"), (2, engine, "#9 0.7 cc engine.c"),
+                           (3, engine, "#9 sha256:cb3f00aa 1.2MB / 3.4MB 0.3s"), (4, kernels, "#7 3.5 cc unit2.c [2/4]")):
+        now[0] = t
+        build.feed(text)
+    shown = screen(stream.getvalue())
+    assert len(shown) == 2, shown  # one line per running build, not one line they take turns on
+    assert shown[0].startswith("  [linux/amd64] component kernels 4s [2/4]") and shown[0].endswith("| cc unit2.c [2/4]")
+    assert shown[1].startswith("  [linux/amd64] component engine 3s") and shown[1].endswith("| cc engine.c")
+    out.say("  downloading a.deb: 2.5 MB in 0.1s")
+    kernels.close()
+    out.done("  [linux/amd64] component kernels: built in 4.0s")
+    assert screen(stream.getvalue()) == ["  downloading a.deb: 2.5 MB in 0.1s",
+                                         "  [linux/amd64] component kernels: built in 4.0s", shown[1]]
+    engine.close()
+    assert screen(stream.getvalue()) == ["  downloading a.deb: 2.5 MB in 0.1s",
+                                         "  [linux/amd64] component kernels: built in 4.0s"]

@@ -209,6 +209,7 @@ def run_build(builder: Builder, *, context: Callable[[IO[bytes]], None], tag: st
                 code = child.wait()
             finally:
                 done.set()
+                line.close()
         elapsed = time.monotonic() - start
         if code != 0:
             if not engine_alive():

@@ -1,6 +1,7 @@
 """What users see during long work: transfers with bytes, rate and ETA; builds with a live line.
 
-On a terminal, one line per task is rewritten in place. Elsewhere (CI logs, pipes) a plain
+On a terminal, each running task (a build, a transfer) has its own labelled line at the bottom,
+rewritten in place; two components building at once are two lines. Elsewhere (CI logs, pipes) a plain
 line is printed every `ENGINEBUILD_PROGRESS_EVERY` seconds (10) and when the task ends. With `--quiet`,
 nothing. Everything goes to stderr; stdout stays for results.
 """
@@ -8,6 +9,7 @@ nothing. Everything goes to stderr; stdout stays for results.
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import threading
 import time
@@ -42,6 +44,9 @@ def human_seconds(s: float) -> str:
 
 @dataclass
 class Output:
+    """On a terminal, a board at the bottom: one line per running task (each build, each transfer),
+    rewritten in place, with what is said printed above it. Elsewhere, plain lines."""
+
     stream: TextIO = field(default_factory=lambda: sys.stderr)
     quiet: bool = False
     live: bool | None = None  # None: a terminal that is not CI
@@ -51,39 +56,44 @@ class Output:
         if self.live is None:
             self.live = self.stream.isatty() and not settings().plain_progress
         self._lock = threading.Lock()
-        self._open_line = False
+        self._board: dict[object, str] = {}  # task -> its line, in the order the tasks began
+        self._drawn = 0
 
     def say(self, text: str) -> None:
-        if self.quiet:
-            return
-        with self._lock:
-            if self._open_line:
-                self.stream.write("\n")
-                self._open_line = False
-            self.stream.write(text + "\n")
-            self.stream.flush()
+        self._write(text, None, None)
 
-    def status(self, text: str) -> None:
-        """A line that the next status line replaces (terminal), or a plain line."""
+    def status(self, text: str, task: object = None) -> None:
+        """The line of `task`, replacing its previous one (terminal), or a plain line."""
+        self._write(None, task, text)
+
+    def done(self, text: str, task: object = None) -> None:
+        """A line that stays; `task`'s live line (if any) goes."""
+        self._write(text, task, None, release=True)
+
+    def release(self, task: object) -> None:
+        """`task` ended: its live line goes."""
+        self._write(None, task, None, release=True)
+
+    def _write(self, text: str | None, task: object, line: str | None, release: bool = False) -> None:
         if self.quiet:
             return
         with self._lock:
-            if self.live:
-                width = 150
-                self.stream.write("\r\x1b[2K" + text[:width])
-                self._open_line = True
-            else:
+            if not self.live:
+                if text is not None or line is not None:
+                    self.stream.write(f"{text if text is not None else line}\n")
+                    self.stream.flush()
+                return
+            if line is not None:
+                self._board[task] = line
+            elif release:
+                self._board.pop(task, None)
+            self.stream.write("\x1b[1A\x1b[2K" * self._drawn)  # the board goes, the cursor to its top
+            if text is not None:
                 self.stream.write(text + "\n")
-            self.stream.flush()
-
-    def done(self, text: str) -> None:
-        if self.quiet:
-            return
-        with self._lock:
-            if self.live and self._open_line:
-                self.stream.write("\r\x1b[2K")
-                self._open_line = False
-            self.stream.write(text + "\n")
+            width = max(20, shutil.get_terminal_size((151, 24)).columns - 1)  # a wrapped line would break the count
+            for shown in self._board.values():
+                self.stream.write(shown[:width] + "\n")
+            self._drawn = len(self._board)
             self.stream.flush()
 
 
@@ -112,17 +122,18 @@ class Transfer:
         every = 0.2 if self.out.live else plain_every()
         if now - self.last >= every:
             self.last = now
-            self.out.status(self.line())
+            self.out.status(self.line(), self)
 
     def finish(self) -> None:
         elapsed = self.out.clock() - self.start
-        self.out.done(f"  {self.verb} {self.what}: {human_bytes(self.done_bytes)} in {elapsed:.1f}s")
+        self.out.done(f"  {self.verb} {self.what}: {human_bytes(self.done_bytes)} in {elapsed:.1f}s", self)
 
 
 def meaningful(line: str) -> bool:
     """A builder line worth showing as the latest state (not blank, not a bare timing line)."""
     text = line.strip()
-    return bool(text) and not re.fullmatch(r"#\d+ (?:DONE|CACHED|\.\.\.).*|#\d+ \d+\.\d+ *", text)
+    # BuildKit's bookkeeping (DONE, CACHED, timings, layer digests being extracted) is not a state
+    return bool(text) and not re.fullmatch(r"#\d+ (?:DONE|CACHED|\.\.\.|sha256:[0-9a-f]+).*|#\d+ \d+\.\d+ *", text)
 
 
 class BuildLine:
@@ -145,7 +156,7 @@ class BuildLine:
         now = self.out.clock()
         if now - self.last >= (0.25 if self.out.live else plain_every()):
             self.last = now
-            self.out.status(self.line())
+            self.out.status(self.line(), self)
 
     def eta(self) -> float | None:
         """Seconds left, or None when nothing says (a build past its last time is not "0 s left")."""
@@ -179,7 +190,11 @@ class BuildLine:
         now = self.out.clock()
         if now - self.last >= (1.0 if self.out.live else plain_every()):
             self.last = now
-            self.out.status(self.line())
+            self.out.status(self.line(), self)
+
+    def close(self) -> None:
+        """The build ended: its live line goes (what it made is said by the caller)."""
+        self.out.release(self)
 
 
 _OUTPUT: Output | None = None
