@@ -13,8 +13,11 @@
 # ENGINEBUILD_CACHE_TO, REGISTRY_USER/REGISTRY_TOKEN). Without pushing (a pull request) the cache is
 # read-only, so nothing is spread: the matrix is empty and the last job builds everything itself.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# the recipe repository: ENGINEBUILD_RECIPE_ROOT (the workflow's checkout), else this one
+cd "${ENGINEBUILD_RECIPE_ROOT:-$(dirname "$0")/..}"
 PY=${PYTHON:-python3}
+# the enginebuild to run: ENGINEBUILD_COMMAND (the workflow's pip-installed `enginebuild`), else this checkout's
+if [[ -n "${ENGINEBUILD_COMMAND:-}" ]]; then read -r -a eb <<< "$ENGINEBUILD_COMMAND"; else eb=("$PY" BUILD.py); fi
 : "${ENGINEBUILD_PUBLISH_TO:?set ENGINEBUILD_PUBLISH_TO to REGISTRY/NAMESPACE, e.g. ghcr.io/OWNER}"
 prefix=${ENGINEBUILD_PUBLISH_TO%/}
 push=${ENGINEBUILD_PUBLISH_PUSH:-false}
@@ -32,14 +35,14 @@ case "${1:-}" in
     read -r -a images <<< "${ENGINEBUILD_PUBLISH_IMAGES:-}"
     include="[]"
     if [[ "$push" == true ]]; then
-      changed_json=$("$PY" BUILD.py changed "${images[@]}" --prefix "$prefix" --platform "$platform" --json)
+      changed_json=$("${eb[@]}" changed "${images[@]}" --prefix "$prefix" --platform "$platform" --json)
       mapfile -t lacking < <(printf '%s' "$changed_json" | "$PY" -c '
 import json, sys
 for row in json.load(sys.stdin)["images"]:
     if not row["digest"]:
         print(row["image"])')
       if (( ${#lacking[@]} )); then
-        include=$("$PY" BUILD.py plan "${lacking[@]}" --platform "$platform" --cache "$cache" --json | "$PY" -c '
+        include=$("${eb[@]}" plan "${lacking[@]}" --platform "$platform" --cache "$cache" --json | "$PY" -c '
 import json, sys
 print(json.dumps([{"image": doc["image"].split(":")[0], "component": name}
                   for doc in json.load(sys.stdin)["images"] for name in doc["components_to_build"]]))')
@@ -53,7 +56,7 @@ print(json.dumps([{"image": doc["image"].split(":")[0], "component": name}
     : "${ENGINEBUILD_IMAGE:?set ENGINEBUILD_IMAGE}" "${ENGINEBUILD_COMPONENT:?set ENGINEBUILD_COMPONENT}"
     cache_args=(--cache "$cache")
     [[ "$push" == true ]] || cache_args+=(--cache-readonly)
-    "$PY" BUILD.py image "$ENGINEBUILD_IMAGE" --locked --platform "$platform" --component "$ENGINEBUILD_COMPONENT" \
+    "${eb[@]}" image "$ENGINEBUILD_IMAGE" --locked --platform "$platform" --component "$ENGINEBUILD_COMPONENT" \
       "${cache_args[@]}"
     ;;
   *)

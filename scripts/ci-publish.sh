@@ -16,8 +16,11 @@
 # tag, `latest` and git-<sha>, with its SBOM and provenance attached. Push records are written
 # to lockfiles/*.pushes.json for the workflow to keep as an artifact.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# the recipe repository: ENGINEBUILD_RECIPE_ROOT (the workflow's checkout), else this one
+cd "${ENGINEBUILD_RECIPE_ROOT:-$(dirname "$0")/..}"
 PY=${PYTHON:-python3}
+# the enginebuild to run: ENGINEBUILD_COMMAND (the workflow's pip-installed `enginebuild`), else this checkout's
+if [[ -n "${ENGINEBUILD_COMMAND:-}" ]]; then read -r -a eb <<< "$ENGINEBUILD_COMMAND"; else eb=("$PY" BUILD.py); fi
 : "${ENGINEBUILD_PUBLISH_TO:?set ENGINEBUILD_PUBLISH_TO to REGISTRY/NAMESPACE, e.g. ghcr.io/OWNER}"
 prefix=${ENGINEBUILD_PUBLISH_TO%/}
 push=${ENGINEBUILD_PUBLISH_PUSH:-false}
@@ -30,10 +33,10 @@ if [[ -n "${REGISTRY_TOKEN:-}" ]]; then
 fi
 
 read -r -a images <<< "${ENGINEBUILD_PUBLISH_IMAGES:-}"
-"$PY" BUILD.py lock --check --buildable "${images[@]}"
-if (( ${#images[@]} )); then "$PY" BUILD.py patches check "${images[@]}"; else "$PY" BUILD.py patches check --all; fi
+"${eb[@]}" lock --check --buildable "${images[@]}"
+if (( ${#images[@]} )); then "${eb[@]}" patches check "${images[@]}"; else "${eb[@]}" patches check --all; fi
 
-changed_json=$("$PY" BUILD.py changed "${images[@]}" --prefix "$prefix" --platform "$platform" --json)
+changed_json=$("${eb[@]}" changed "${images[@]}" --prefix "$prefix" --platform "$platform" --json)
 mapfile -t rows < <(printf '%s' "$changed_json" | "$PY" -c '
 import json, sys
 for row in json.load(sys.stdin)["images"]:
@@ -60,14 +63,14 @@ for row in "${rows[@]}"; do
     continue
   fi
   echo "$image: building for $platform"
-  "$PY" BUILD.py image "$image" --locked --platform "$platform" "${cache_args[@]}"
+  "${eb[@]}" image "$image" --locked --platform "$platform" "${cache_args[@]}"
   if [[ "$push" != true ]]; then
     echo "| $image | built, not pushed | - |" >> "$summary"
     continue
   fi
   tags=(--tag "$tag" --tag latest)
   [[ -n "${GITHUB_SHA:-}" ]] && tags+=(--tag "git-${GITHUB_SHA:0:12}")
-  pushed=$("$PY" BUILD.py push "$image" --to "$prefix/$image" --platform "$platform" "${tags[@]}" | tail -n 1)
+  pushed=$("${eb[@]}" push "$image" --to "$prefix/$image" --platform "$platform" "${tags[@]}" | tail -n 1)
   echo "$image: pushed $pushed"
   echo "| $image | pushed | \`$pushed\` |" >> "$summary"
 done

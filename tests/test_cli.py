@@ -86,16 +86,13 @@ def test_build_py_is_the_entry_point():
 
 @pytest.mark.network
 def test_an_installed_enginebuild_command_is_the_same_program(tmp_path, pypi_reachable):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    install = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--no-deps", str(ROOT)],
-                             capture_output=True, text=True)
-    assert install.returncode == 0, install.stderr
-    ours = subprocess.run([str(venv / "bin/enginebuild"), "list", "--json"], cwd=ROOT, capture_output=True, text=True)
+    from helpers.installed import install_enginebuild
+
+    command = str(install_enginebuild(tmp_path))
+    ours = subprocess.run([command, "list", "--json"], cwd=ROOT, capture_output=True, text=True)
     theirs = subprocess.run([sys.executable, str(ROOT / "BUILD.py"), "list", "--json"], capture_output=True, text=True)
     assert ours.returncode == 0, ours.stderr
     assert ours.stdout == theirs.stdout
-    command = str(venv / "bin/enginebuild")
     version = subprocess.run([command, "--version"], cwd=tmp_path, capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.strip() == "enginebuild 0.1.0"
 

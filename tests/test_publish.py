@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -110,30 +109,41 @@ def test_a_push_attaches_an_sbom_and_a_provenance_found_through_the_fallback_tag
     assert spec_sha in dependencies  # the build definition: the spec and the lock
 
 
-def publish(workspace, prefix, push, tmp_path, extra=None):
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory, pypi_reachable):
+    """The workflow's set-up: enginebuild pip-installed; the recipe repository carries none of it."""
+    from helpers.installed import install_enginebuild
+
+    return {"ENGINEBUILD_COMMAND": str(install_enginebuild(tmp_path_factory.mktemp("installed")))}
+
+
+def recipe_job(script, workspace, env):
+    """A job of the publish workflow: enginebuild's script run on the recipe repository's checkout."""
+    assert not (workspace / "BUILD.py").exists() and not (workspace / "scripts").exists()
+    return subprocess.run(["bash", str(ROOT / "scripts" / script[0]), *script[1:]], cwd=ROOT, capture_output=True,
+                          text=True, timeout=1800, env={**env, "ENGINEBUILD_RECIPE_ROOT": str(workspace)})
+
+
+def publish(workspace, prefix, push, tmp_path, installed, extra=None):
     summary = tmp_path / f"summary-{uuid.uuid4().hex[:6]}.md"
     env = {**os.environ, "ENGINEBUILD_PUBLISH_TO": prefix, "ENGINEBUILD_PUBLISH_PUSH": push,
            "ENGINEBUILD_PLATFORM": "linux/amd64", "ENGINEBUILD_PUBLISH_IMAGES": "demo",
            "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567",
-           "PYTHONPATH": str(ROOT / "src"), **(extra or {})}
-    for part in ("BUILD.py", "scripts/ci-publish.sh"):  # a recipe repository carries both
-        (workspace / part).parent.mkdir(exist_ok=True)
-        shutil.copy(ROOT / part, workspace / part)
-    proc = subprocess.run(["bash", str(workspace / "scripts/ci-publish.sh")], cwd=workspace, env=env,
-                          capture_output=True, text=True, timeout=1800)
+           **installed, **(extra or {})}
+    proc = recipe_job(["ci-publish.sh"], workspace, env)
     return proc, summary.read_text() if summary.exists() else ""
 
 
-def test_the_ci_job_builds_and_pushes_what_changed_and_skips_what_the_registry_has(workspace, registry, tmp_path,
+def test_the_ci_job_builds_and_pushes_what_changed_and_skips_what_the_registry_has(workspace, registry, tmp_path, installed,
                                                                                   docker_engine, debian_reachable,
                                                                                   pypi_reachable):
     prefix = f"{registry.host}/recipes-{uuid.uuid4().hex[:6]}"
-    proc, summary = publish(workspace, prefix, "false", tmp_path)  # a pull request: builds, pushes nothing
+    proc, summary = publish(workspace, prefix, "false", tmp_path, installed)  # a pull request: builds, pushes nothing
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "demo: building for linux/amd64" in proc.stdout and "| demo | built, not pushed | - |" in summary
     assert requests.get(f"http://{registry.host}/v2/{prefix.split('/', 1)[1]}/demo/tags/list").status_code == 404
 
-    proc, summary = publish(workspace, prefix, "true", tmp_path)  # main: pushed by digest, three tags
+    proc, summary = publish(workspace, prefix, "true", tmp_path, installed)  # main: pushed by digest, three tags
     assert proc.returncode == 0, proc.stdout + proc.stderr
     digest = re.search(r"demo: pushed \S+@(sha256:[0-9a-f]{64})", proc.stdout).group(1)
     assert f"| demo | pushed | `{prefix}/demo@{digest}` |" in summary
@@ -145,55 +155,51 @@ def test_the_ci_job_builds_and_pushes_what_changed_and_skips_what_the_registry_h
     assert {r["digest"] for r in record} == {digest}
     assert "REGISTRY_TOKEN" not in proc.stdout + proc.stderr
 
-    proc, summary = publish(workspace, prefix, "true", tmp_path)  # nothing changed: nothing built or pushed
+    proc, summary = publish(workspace, prefix, "true", tmp_path, installed)  # nothing changed: nothing built or pushed
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"demo: unchanged ({prefix}/demo:{content[0]} is {digest})" in proc.stdout
     assert "building" not in proc.stdout and "| demo | unchanged |" in summary
 
     launcher = workspace / "images/demo/launch_server.sh"
     launcher.write_text(launcher.read_text() + "# tuned\n")
-    proc, _ = publish(workspace, prefix, "true", tmp_path)  # an edit: that image again, a new digest
+    proc, _ = publish(workspace, prefix, "true", tmp_path, installed)  # an edit: that image again, a new digest
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(r"demo: pushed \S+@(sha256:[0-9a-f]{64})", proc.stdout).group(1) != digest
 
 
-def test_spread_jobs_build_one_component_each_and_the_last_job_assembles_from_the_cache(workspace, registry, tmp_path,
+def test_spread_jobs_build_one_component_each_and_the_last_job_assembles_from_the_cache(workspace, registry, tmp_path, installed,
                                                                                       docker_engine, debian_reachable,
                                                                                       pypi_reachable):
     prefix = f"{registry.host}/spread-{uuid.uuid4().hex[:6]}"
-    (workspace / "scripts").mkdir(exist_ok=True)
-    for part in ("BUILD.py", "scripts/ci-publish.sh", "scripts/ci-components.sh"):  # a recipe repository's copies
-        shutil.copy(ROOT / part, workspace / part)
     base = {**os.environ, "ENGINEBUILD_PUBLISH_TO": prefix, "ENGINEBUILD_PUBLISH_PUSH": "true",
             "ENGINEBUILD_PLATFORM": "linux/amd64", "ENGINEBUILD_PUBLISH_IMAGES": "demo",
-            "PYTHONPATH": str(ROOT / "src"), "GITHUB_OUTPUT": str(tmp_path / "github-output")}
+            "GITHUB_OUTPUT": str(tmp_path / "github-output"), **installed}
 
     def job(*args, **env):  # each job on a runner of its own: an empty store
         home = tmp_path / f"runner-{uuid.uuid4().hex[:6]}"
-        return subprocess.run(["bash", *map(str, args)], cwd=workspace, capture_output=True, text=True,
-                              timeout=1800, env={**base, "ENGINEBUILD_HOME": str(home), **env})
+        return recipe_job(args, workspace, {**base, "ENGINEBUILD_HOME": str(home), **env})
 
-    planned = job(workspace / "scripts/ci-components.sh", "plan")
+    planned = job("ci-components.sh", "plan")
     assert planned.returncode == 0, planned.stderr
     matrix = json.loads((tmp_path / "github-output").read_text().split("matrix=", 1)[1])
     assert sorted(row["component"] for row in matrix["include"]) == ["cuda-kernels", "engine", "kernels"]
     assert {row["image"] for row in matrix["include"]} == {"demo"}
     for row in matrix["include"]:
-        built = job(workspace / "scripts/ci-components.sh", "build", ENGINEBUILD_IMAGE=row["image"],
+        built = job("ci-components.sh", "build", ENGINEBUILD_IMAGE=row["image"],
                     ENGINEBUILD_COMPONENT=row["component"])
         assert built.returncode == 0, built.stderr
         assert f"component(s) {row['component']}:" in built.stdout and f"{prefix}/enginebuild-cache" in built.stdout
     # nothing left to spread; the last job builds no component: every output comes from the cache
-    assert "matrix={\"include\": []}" in job(workspace / "scripts/ci-components.sh", "plan").stdout
+    assert "matrix={\"include\": []}" in job("ci-components.sh", "plan").stdout
     summary = tmp_path / "summary.md"
-    last = job(workspace / "scripts/ci-publish.sh", GITHUB_STEP_SUMMARY=str(summary))
+    last = job("ci-publish.sh", GITHUB_STEP_SUMMARY=str(summary))
     assert last.returncode == 0, last.stdout + last.stderr
     assert "component(s)" not in last.stdout and "pulled" in last.stdout, last.stdout
     assert re.search(r"demo: pushed \S+@sha256:[0-9a-f]{64}", last.stdout)
 
 
-def test_the_ci_job_refuses_a_bad_push_setting_before_doing_anything(workspace, tmp_path):
-    proc, _ = publish(workspace, "127.0.0.1:9/x", "yes", tmp_path)
+def test_the_ci_job_refuses_a_bad_push_setting_before_doing_anything(workspace, tmp_path, installed):
+    proc, _ = publish(workspace, "127.0.0.1:9/x", "yes", tmp_path, installed)
     assert proc.returncode == 2 and "ENGINEBUILD_PUBLISH_PUSH must be true or false" in proc.stderr
 
 
