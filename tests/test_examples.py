@@ -130,7 +130,7 @@ def test_the_rendered_dockerfiles_say_what_the_spec_says(name, rendered):
     for comp_name in spec.get("install", []):
         outputs = spec["components"][comp_name]["outputs"]
         assert f"COPY --from=component:{comp_name} {outputs.get('prefix', '')} {outputs.get('to', '/')}" in runtime
-    copied = re.findall(r"^COPY files/\d+/ /   # enginebuild: (.*)$", runtime, re.M)
+    copied = re.findall(r"^COPY files/\d+-[0-9a-f]{12}/ /   # enginebuild: (.*)$", runtime, re.M)
     assert sorted(d for line in copied for d in line.split(", ")) == sorted(spec.get("files", {}))
     runs = [step_command(r) for r in re.findall(r"^RUN (.*?)(?:   # BuildKit, then normalised)?$", runtime, re.M)]
     shell = spec.get("shell")

@@ -162,8 +162,10 @@ def test_a_damaged_file_made_by_a_build_is_named_deleted_and_made_again(workspac
     elif kind == "layer record":
         path, name = store.records / "layers" / f"{record_key(plan.runtime.layers[-1])}.json", "record"
     else:  # the engine's patched source tree, used when the component builds again
-        record = next(json.loads(p.read_text()) for p in (store.records / "patched").glob("*.json")
-                      if "engine" in json.loads(p.read_text())["what"])
+        from enginebuild.plan.model import FromSource
+
+        tree = next(item for item in engine.context if isinstance(item.origin, FromSource))
+        record = store.record("patched", tree.digest)  # this plan's tree (the shared store holds others)
         path, name = store.path(record["sha256"]), "patched tree of engine"
         args += ["--build-arg", f"CFLAGS=-O2 -DRUN_{uuid.uuid4().hex[:8]}"]
     DAMAGES[damage](path)
