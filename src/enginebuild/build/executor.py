@@ -8,6 +8,7 @@ enginebuild writes. Nothing is recorded for a node that failed; what was made is
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import platform as host
 import threading
@@ -94,7 +95,7 @@ class Executor:
         self.history = BuildHistory(self.home)
         self._make_lock = threading.Lock()
         self.outcome = Outcome()
-        self.outputs: dict[str, dict[str, Any]] = {}
+        self.outputs: dict[str, OutputRecord] = {}
 
     # -- helpers ----------------------------------------------------------------------------
     def builder(self, site: Site) -> Builder:
@@ -206,12 +207,13 @@ class Executor:
         output().done(f"  {label}: built in {result.seconds:.1f}s{self.on(site)} ({len(blobs)} layer(s) normalised)")
 
     # -- components -------------------------------------------------------------------------
-    def output_record(self, comp: ComponentNode) -> dict[str, Any] | None:
+    def output_record(self, comp: ComponentNode) -> OutputRecord | None:
+        """The outputs of `comp` kept in the store, when they are whole (and not to be made again)."""
         if self.rebuild and comp.key not in self.remade:
             return None
-        record = self.store.record("outputs", comp.key)
-        if record and self.store.check(str(record["sha256"]), f"outputs of {comp.name}") and all(
-                self.store.has(str(sha)) for _, sha, _ in record.get("wheels") or ()):
+        record = output_record(self.store, comp.key)
+        if record and self.store.check(record.sha256, f"outputs of {comp.name}") and all(
+                self.store.has(sha) for _, sha, _ in record.wheels):
             return record
         return None
 
@@ -229,9 +231,9 @@ class Executor:
             self.outcome.reused += 1
             self.reused.append(comp)
         self.outputs[comp.key] = record
-        self.outcome.output_sizes[comp.name] = int(record["size"])
+        self.outcome.output_sizes[comp.name] = record.size
 
-    def build_elsewhere_if_lost(self, comp: ComponentNode, plan: ImagePlan) -> dict[str, Any]:
+    def build_elsewhere_if_lost(self, comp: ComponentNode, plan: ImagePlan) -> OutputRecord:
         """Build on the assigned builder; if that engine stops answering, once more on another
         that can build the platform (what the lost one made is not trusted: nothing was recorded)."""
         site = self.assigned.get(comp.name) or self.local
@@ -257,7 +259,7 @@ class Executor:
         self.assigned[comp.name] = other
         return other
 
-    def build_component(self, comp: ComponentNode, plan: ImagePlan, site: Site) -> dict[str, Any]:
+    def build_component(self, comp: ComponentNode, plan: ImagePlan, site: Site) -> OutputRecord:
         with self._make_lock:  # made already, unless the cache was expected to have the outputs
             self.make_chain(comp.builder, plan, site)
         self.fetcher.all(component_downloads(comp))
@@ -266,7 +268,7 @@ class Executor:
         tag = f"{COMPONENT_REPO}:{comp.key}"
         label = f"[{plan.platform}] component {comp.name}"
         materializer = Materializer(self.ctx(plan.epoch), plan.image,
-                                    {k: str(r["sha256"]) for k, r in self.outputs.items()})
+                                    {k: r.sha256 for k, r in self.outputs.items()})
         seeds = self.compiler_caches.seeds(comp) if comp.caches else []
         result = run_build(self.builder(site), tag=tag, platform=plan.platform,
                            context=lambda out: materializer.write_context(out, comp.dockerfile, comp.context, seeds),
@@ -285,8 +287,8 @@ class Executor:
             raise
         if comp.caches:
             self.compiler_caches.keep(site.engine, tag, comp)
-        record = {**exported.to_json(), "name": comp.name, "seconds": result.seconds}
-        self.store.put_record("outputs", comp.key, record)
+        record = dataclasses.replace(exported, name=comp.name, seconds=result.seconds)
+        self.store.put_record("outputs", comp.key, record.to_json())
         self.remade.add(comp.key)
         self.history.remember_seconds(f"component {comp.name}", result.seconds)
         self.outcome.built.append(f"component {comp.name}")

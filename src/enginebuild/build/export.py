@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 from typing import IO, Any
 
+from enginebuild.build.outputs import OutputRecord
 from enginebuild.errors import BuildFailed, UserError
 from enginebuild.io.files import temp_path
 from enginebuild.io.store import Store
@@ -93,16 +94,16 @@ def export_runtime(engine: Engine, image: str, target: Path) -> Path:
     return _write(target, fill)
 
 
-def export_component(store: Store, record: dict[str, Any], kind: str, to: str, target: Path) -> Path:
+def export_component(store: Store, record: OutputRecord, kind: str, to: str, target: Path) -> Path:
     """A component's outputs: its files under the runtime's layout (`prefix` outputs under `to`),
     or its wheel files."""
     def fill(folder: Path) -> None:
         if kind == "wheels":
-            for filename, sha, _ in sorted(record["wheels"]):
+            for filename, sha, _ in sorted(record.wheels):
                 shutil.copyfile(store.verified(sha, filename), folder / Path(filename).name)
             return
         root = folder / clean_name(to) if kind == "prefix" and clean_name(to) else folder
         root.mkdir(parents=True, exist_ok=True)
-        with open(store.verified(str(record["sha256"]), "outputs"), "rb") as handle:
+        with open(store.verified(record.sha256, "outputs"), "rb") as handle:
             _untar(handle, root)
     return _write(target, fill)

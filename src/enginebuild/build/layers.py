@@ -16,6 +16,7 @@ from enginebuild.build.assemble import Assembler, put_layer_blobs
 from enginebuild.build.debfile import write_sysroot
 from enginebuild.build.filelayer import FileItem, files_blob
 from enginebuild.build.normalize import normalize_layer
+from enginebuild.build.outputs import OutputRecord
 from enginebuild.build.wheels import install_wheel, record_paths, removals, unmet_requirements, whiteout
 from enginebuild.errors import BuildFailed, command
 from enginebuild.io.files import temp_path
@@ -44,7 +45,7 @@ class LayerMaker:
     assembler: Assembler
     mtime: int
     image: str
-    outputs: dict[str, dict[str, Any]]  # component key -> output record
+    outputs: dict[str, OutputRecord]  # component key -> its outputs
 
     def make(self, node: LayerNode, parent_tip_image: str | None = None) -> list[tuple[str, int]]:
         payload = node.payload
@@ -75,7 +76,7 @@ class LayerMaker:
 
     def _component_wheels(self, payload: Wheel, writer: TarWriter) -> None:
         record = self.outputs[payload.component_key]
-        for filename, sha, _ in sorted(record["wheels"]):
+        for filename, sha, _ in sorted(record.wheels):
             wheel = self.store.verified(sha, filename)
             unmet = unmet_requirements(wheel, payload.closure, payload.target) if payload.closure is not None else []
             if unmet:
@@ -126,12 +127,12 @@ class LayerMaker:
         record = self.outputs[payload.component_key]
         outputs = payload.outputs
         if outputs.kind == "wheels":
-            for filename, sha, _ in sorted(record["wheels"]):
+            for filename, sha, _ in sorted(record.wheels):
                 install_wheel(self.store.verified(sha, filename), filename, payload.site_packages,
                               payload.interpreter, writer)
             return
         root = clean_name(outputs.to) if outputs.kind == "prefix" else ""
-        with tarfile.open(self.store.verified(record["sha256"], f"outputs of {payload.component}"), "r:") as tar:
+        with tarfile.open(self.store.verified(record.sha256, f"outputs of {payload.component}"), "r:") as tar:
             for member in tar:
                 member.name = f"{root}/{member.name}" if root else member.name
                 if member.islnk() and root:

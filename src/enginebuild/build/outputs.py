@@ -23,15 +23,18 @@ class OutputRecord:
     size: int
     files: int
     wheels: tuple[tuple[str, str, int], ...] = ()  # (filename, sha256, size) for a wheels output
+    name: str = ""  # the component's, once built
+    seconds: float = 0.0  # how long its build took
 
     def to_json(self) -> dict[str, Any]:
         return {"sha256": self.sha256, "size": self.size, "files": self.files,
-                "wheels": [list(w) for w in self.wheels]}
+                "wheels": [list(w) for w in self.wheels], "name": self.name, "seconds": self.seconds}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> OutputRecord:
         return cls(str(data["sha256"]), int(data["size"]), int(data["files"]),
-                   tuple((str(f), str(s), int(n)) for f, s, n in data.get("wheels") or ()))
+                   tuple((str(f), str(s), int(n)) for f, s, n in data.get("wheels") or ()),
+                   str(data.get("name") or ""), float(data.get("seconds") or 0.0))
 
 
 def _rename(outputs: Outputs, path: str, name: str) -> str:

@@ -269,6 +269,7 @@ def check_kernels(ws: Workspace, spec: ImageSpec, lock: Any, plan: ImagePlan) ->
 def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platform: str | None) -> None:
     """--output: the runtime's filesystem and the components' outputs, into their folders
     (a subfolder per platform when the build made several)."""
+    from enginebuild.build.executor import output_record
     from enginebuild.build.export import export_component, export_runtime
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import Engine
@@ -283,7 +284,7 @@ def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platfo
         if node is None:
             raise UserError(f"--output {name}=…: component {name} is not built for {plan.image}: nothing installs or "
                             "needs it", hint="add it to install:, or to the needs of a component installed")
-        record = Store(ws.home).record("outputs", node.key)
+        record = output_record(Store(ws.home), node.key)
         assert record is not None, f"component {name} was built but has no outputs record"
         done = export_component(Store(ws.home), record, node.outputs.kind, node.outputs.to, folder / sub if sub
                                 else folder)

@@ -65,7 +65,7 @@ def write_build_context(ws: Workspace, executor: Executor, plan: ImagePlan, targ
     for comp in plan.components:
         record = executor.output_record(comp)
         if record:
-            outputs[comp.key] = str(record["sha256"])
+            outputs[comp.key] = record.sha256
     materializer = Materializer(Context(ws.home, executor.http, plan.epoch), plan.image, outputs)
     buffer = BytesIO()
     try:
