@@ -21,14 +21,24 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from enginebuild.plan.editrecord import EditFile, EditNode, EditRecord, Listing, StoredLayer
+
+if TYPE_CHECKING:
+    from enginebuild.build.executor import Outcome
+    from enginebuild.io.store import Store
+    from enginebuild.oci.engine import Engine
+    from enginebuild.plan.model import ImagePlan
+    from enginebuild.spec.model import ImageSpec
 
 ELF = b"\x7fELF"
 
 
 # -- what a full build leaves for this path ------------------------------------------------
-def record(store: Any, spec: Any, plan: Any, outcome: Any, only_copied: list[str]) -> dict[str, Any]:
+def record(store: Store, spec: ImageSpec, plan: ImagePlan, outcome: Outcome, only_copied: list[str]) -> EditRecord:
     """What the next file edit needs to remake this image without planning (stored in the memo);
     `only_copied`: the inputs that only `files:` reads, the only ones that may change this way."""
     from enginebuild.build.assemble import layer_blobs
@@ -37,19 +47,18 @@ def record(store: Any, spec: Any, plan: Any, outcome: Any, only_copied: list[str
 
     nodes = []
     for node in plan.runtime.layers:
-        entry: dict[str, Any] = {"name": node.name, "key": node.key, "chain": node.chain, "inputs": node.inputs,
-                                 "blobs": len(layer_blobs(store, node) or []), "run": isinstance(node.payload, Run)}
+        files = None
         if isinstance(node.payload, Files):
-            entry["files"] = [{"dest": e.dest, "mode": e.mode, "given": e.mode_given, "display": e.display,
-                               "src": str(e.src) if e.src else None, "digest": node.inputs[f"file {e.display}"]}
-                              for e in node.payload.entries]
-        nodes.append(entry)
-    listings = [[g.listing[0], g.listing[1], g.listing[2], [str(e.src) for e in g.entries]]
-                for g in spec.files if g.listing]
-    return {"platform": plan.platform, "tag": plan.tag, "chain_repo": CHAIN_REPO, "root": plan.runtime.root,
-            "epoch": plan.epoch, "kernels": bool(spec.cuda_archs), "config": outcome.config.decode(),
-            "layers": [[la.diff_id, la.size, la.created_by, la.blob] for la in outcome.layers],
-            "nodes": nodes, "listings": listings, "only_copied": only_copied}
+            files = tuple(EditFile(e.dest, e.mode, e.mode_given, e.display, str(e.src) if e.src else None,
+                                   node.inputs[f"file {e.display}"]) for e in node.payload.entries)
+        nodes.append(EditNode(node.name, node.key, node.chain, dict(node.inputs), len(layer_blobs(store, node) or []),
+                              isinstance(node.payload, Run), files))
+    listings = tuple(Listing(g.listing[0], str(g.listing[1]), str(g.listing[2]), tuple(str(e.src) for e in g.entries))
+                     for g in spec.files if g.listing)
+    return EditRecord(platform=plan.platform, tag=plan.tag, chain_repo=CHAIN_REPO, root=plan.runtime.root,
+                      epoch=plan.epoch, kernels=bool(spec.cuda_archs), config=outcome.config.decode(),
+                      layers=tuple(StoredLayer(la.diff_id, la.size, la.created_by, la.blob) for la in outcome.layers),
+                      nodes=tuple(nodes), listings=listings, only_copied=tuple(only_copied))
 
 
 class NotThisWay(Exception):
@@ -57,101 +66,98 @@ class NotThisWay(Exception):
 
 
 # -- replaying it ---------------------------------------------------------------------------
-def _same_listings(edits: list[dict[str, Any]]) -> None:
+def _same_listings(edits: list[EditRecord]) -> None:
     """A changed folder is harmless when every glob and folder copied lists the same files."""
     from enginebuild.spec.listing import listed
 
     for edit in edits:
-        for kind, folder, pattern, srcs in edit["listings"]:
-            if [str(p.resolve()) for p in listed(kind, Path(folder), pattern)] != srcs:
-                raise NotThisWay(f"{folder}: other files than last time")
+        for listing in edit.listings:
+            if tuple(str(p.resolve()) for p in listed(listing.kind, Path(listing.folder), listing.pattern)) \
+                    != listing.srcs:
+                raise NotThisWay(f"{listing.folder}: other files than last time")
 
 
 class Replay:
-    def __init__(self, store: Any, engine: Any, contents: dict[str, bytes]):
+    def __init__(self, store: Store, engine: Engine, contents: dict[str, bytes]):
         self.store, self.engine, self.contents = store, engine, contents
 
-    def files_layer(self, node: dict[str, Any], epoch: int) -> tuple[str, dict[str, Any]]:
-        """The node's key now, and its updated record."""
+    def files_layer(self, node: EditNode, epoch: int) -> EditNode:
+        """The node as its files are now (its key, inputs and files)."""
         from enginebuild.io.files import image_mode
         from enginebuild.plan import keys
 
+        assert node.files is not None
         files = []
-        for f in node["files"]:
-            f = dict(f)
-            if f["src"] in self.contents:
-                f["digest"] = hashlib.sha256(self.contents[f["src"]]).hexdigest()
-                if not f["given"]:
-                    f["mode"] = image_mode(os.stat(f["src"]).st_mode)
+        for f in node.files:
+            if f.src is not None and f.src in self.contents:
+                mode = f.mode if f.given else image_mode(os.stat(f.src).st_mode)
+                f = replace(f, digest=hashlib.sha256(self.contents[f.src]).hexdigest(), mode=mode)
             files.append(f)
-        key = keys.files_layer([(f["dest"], f["mode"], f["digest"]) for f in files], epoch)
-        inputs = dict(node["inputs"])
-        for f in files:
-            inputs[f"file {f['display']}"] = f["digest"]
-        return key, {**node, "key": key, "inputs": inputs, "files": files}
+        key = keys.files_layer([(f.dest, f.mode, f.digest) for f in files], epoch)
+        inputs = {**node.inputs, **{f"file {f.display}": f.digest for f in files}}
+        return replace(node, key=key, inputs=inputs, files=tuple(files))
 
-    def write(self, node: dict[str, Any], epoch: int) -> tuple[str, int]:
+    def write(self, node: EditNode, epoch: int) -> tuple[str, int]:
         """The layer's blob (the tar a full build writes), made unless the store has it."""
         from enginebuild.build.filelayer import FileItem, files_blob
 
-        found = self.store.record("layers", node["key"])
+        found = self.store.record("layers", node.key)
         if found and len(found["layers"]) == 1 and self.store.has(found["layers"][0][0]):
             sha, size = found["layers"][0]
             return str(sha), int(size)
         items = []
-        for f in node["files"]:
-            if f["src"] in self.contents:
-                items.append(FileItem(f["dest"], f["mode"], self.contents[f["src"]], None, f["display"]))
-            elif f["src"]:
-                items.append(FileItem(f["dest"], f["mode"], Path(f["src"]), f["digest"], f["display"]))
+        for f in node.files or ():
+            if f.src is not None and f.src in self.contents:
+                items.append(FileItem(f.dest, f.mode, self.contents[f.src], None, f.display))
+            elif f.src:
+                items.append(FileItem(f.dest, f.mode, Path(f.src), f.digest, f.display))
             else:
-                items.append(FileItem(f["dest"], f["mode"], self.store.verified(f["digest"], f["display"]), None,
-                                      f["display"]))
-        blob = files_blob(self.store, node["name"], epoch, items)
-        self.store.put_record("layers", node["key"], {"layers": [[blob.sha256, blob.size]], "name": node["name"]})
+                items.append(FileItem(f.dest, f.mode, self.store.verified(f.digest, f.display), None, f.display))
+        blob = files_blob(self.store, node.name, epoch, items)
+        self.store.put_record("layers", node.key, {"layers": [[blob.sha256, blob.size]], "name": node.name})
         return blob.sha256, blob.size
 
-    def image(self, edit: dict[str, Any], tags: list[str]) -> tuple[dict[str, Any], str, list[str], int]:
-        """The edit record after the change, the image ID, its tags and how many layers were written."""
+    def image(self, edit: EditRecord, tags: list[str]) -> tuple[EditRecord, str, int]:
+        """The edit record after the change, the image ID and how many layers were written."""
         from enginebuild.oci.image import canonical
         from enginebuild.plan import keys
 
-        layers = [list(la) for la in edit["layers"]]
-        at = len(layers) - sum(n["blobs"] for n in edit["nodes"])
-        parent, first, nodes, written = edit["root"], None, [], 0
-        for node in edit["nodes"]:
-            if node.get("files") and any(f["src"] in self.contents for f in node["files"]):
-                key, fresh = self.files_layer(node, edit["epoch"])
-                if key != node["key"]:
-                    if node["blobs"] != 1:
-                        raise NotThisWay(f"{node['name']}: {node['blobs']} layers")
-                    sha, size = self.write(fresh, edit["epoch"])
-                    layers[at] = [f"sha256:{sha}", size, layers[at][2], sha]
+        layers = list(edit.layers)
+        at = len(layers) - sum(n.blobs for n in edit.nodes)
+        parent, first, nodes, written = edit.root, None, [], 0
+        for node in edit.nodes:
+            if node.files and any(f.src in self.contents for f in node.files):
+                fresh = self.files_layer(node, edit.epoch)
+                if fresh.key != node.key:
+                    if node.blobs != 1:
+                        raise NotThisWay(f"{node.name}: {node.blobs} layers")
+                    sha, size = self.write(fresh, edit.epoch)
+                    layers[at] = StoredLayer(f"sha256:{sha}", size, layers[at].created_by, sha)
                     first = at if first is None else first
                     written += 1
                 node = fresh
-            elif node["run"] and first is not None:
-                raise NotThisWay(f"{node['name']} runs a command above a changed layer")
-            chain = keys.chain(parent, node["key"])
-            if first is None and chain != node["chain"]:
-                raise NotThisWay(f"{node['name']}: the chain does not add up")
-            nodes.append({**node, "chain": chain})
-            parent, at = chain, at + node["blobs"]
-        config = json.loads(edit["config"])
-        if canonical(config) != edit["config"].encode():
+            elif node.run and first is not None:
+                raise NotThisWay(f"{node.name} runs a command above a changed layer")
+            chain = keys.chain(parent, node.key)
+            if first is None and chain != node.chain:
+                raise NotThisWay(f"{node.name}: the chain does not add up")
+            nodes.append(replace(node, chain=chain))
+            parent, at = chain, at + node.blobs
+        config = json.loads(edit.config)
+        if canonical(config) != edit.config.encode():
             raise NotThisWay("the config is not canonical")
-        config["rootfs"]["diff_ids"] = [la[0] for la in layers]
+        config["rootfs"]["diff_ids"] = [la.diff_id for la in layers]
         data = canonical(config)
         image_id = "sha256:" + hashlib.sha256(data).hexdigest()
-        all_tags = tags + [f"{edit['chain_repo']}:{parent}"]
+        all_tags = tags + [f"{edit.chain_repo}:{parent}"]
         if first is not None and not all(self.engine.image_id(t) == image_id for t in all_tags):
             self.load(data, layers, first, all_tags)
-        return {**edit, "config": data.decode(), "layers": layers, "nodes": nodes}, image_id, tags, written
+        return replace(edit, config=data.decode(), layers=tuple(layers), nodes=tuple(nodes)), image_id, written
 
-    def load(self, config: bytes, layers: list[list[Any]], present: int, tags: list[str]) -> None:
+    def load(self, config: bytes, layers: list[StoredLayer], present: int, tags: list[str]) -> None:
         from enginebuild.oci.image import Layer, piped, write_docker_archive
 
-        found = [Layer(d, int(s), c, b) for d, s, c, b in layers]
+        found = [Layer(la.diff_id, la.size, la.created_by, la.blob) for la in layers]
         with piped(lambda sink: write_docker_archive(sink, config, found, present, self.store.path, tags)) as body:
             self.engine.load(body)
 
@@ -177,12 +183,12 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
     inputs = memo.snapshot(doc["inputs"])  # before the files are read: an edit from now on is seen next time
     changed = memo.changed(doc, inputs)
     images = doc["result"]["images"]
-    edits = [image.get("edit") for image in images]
-    if not changed or not all(edits):
+    if not changed or not all(image.get("edit") for image in images):
         raise NotThisWay("nothing changed, or no edit record")
+    edits = [EditRecord.from_json(image["edit"]) for image in images]
     if memo.blobs_changed(doc):
         raise NotThisWay("a stored layer changed or is gone: the full path verifies and remakes it")
-    outside = [p for p in changed if not all(p in set(e["only_copied"]) for e in edits)]
+    outside = [p for p in changed if not all(p in e.only_copied for e in edits)]
     if outside:
         raise NotThisWay("changed, and not only copied: " + ", ".join(outside))
     folders = [p for p in changed if os.path.isdir(p)]
@@ -196,7 +202,7 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
     contents = {}
     for path in files:
         contents[path] = read_recipe_file(path, root)  # a file swapped for a symlink: refused, the full way decides
-        if any(e["kernels"] for e in edits) and contents[path].startswith(ELF):
+        if any(e.kernels for e in edits) and contents[path].startswith(ELF):
             raise NotThisWay(f"{path} is a binary in an image whose kernels are checked")
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import Engine
@@ -208,13 +214,15 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
             raise NotThisWay("the engine does not hold the image as last built")
     replay = Replay(Store(home), engine, contents)
     lines, fresh = [], []
+    blobs = []
     for image, edit in zip(images, edits, strict=True):
-        edit, image_id, tags, written = replay.image(edit, list(image["tags"]))
-        fresh.append({"tags": tags, "id": image_id, "edit": edit})
-        BuildHistory(home).record_nodes(edit["tag"], [(n["name"], n["chain"], n["inputs"]) for n in edit["nodes"]])
+        tags = list(image["tags"])
+        edit, image_id, written = replay.image(edit, tags)
+        fresh.append({"tags": tags, "id": image_id, "edit": edit.to_json()})
+        blobs += edit.blobs()
+        BuildHistory(home).record_nodes(edit.tag, [(n.name, n.chain, n.inputs) for n in edit.nodes])
         what = f"wrote {written} layer(s)" if written else "nothing to build"
-        lines.append(f"{name} ({edit['platform']}): {what} in {time.monotonic() - start:.1f}s "
+        lines.append(f"{name} ({edit.platform}): {what} in {time.monotonic() - start:.1f}s "
                      f"(only files it copies changed) -> {tags[-1]}")
-    memo.store(key, inputs, {**doc["result"], "images": fresh},
-               [la[3] for image in fresh for la in image["edit"]["layers"] if la[3]])
+    memo.store(key, inputs, {**doc["result"], "images": fresh}, blobs)
     return "\n".join(lines)

@@ -160,7 +160,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             output().say("  tagged " + ", ".join(f"{r}:{t}" for r, t in named))
             tags = tags + [f"{r}:{t}" for r, t in named]  # the no-op path checks these too
         edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
-        results.append({"tags": tags, "id": outcome.image_id, "edit": edit})
+        results.append({"tags": tags, "id": outcome.image_id, "edit": edit.to_json()})
         elapsed = time.monotonic() - start
         done = []
         order = {f"component {c.name}": i for i, c in enumerate(plan.components)}
