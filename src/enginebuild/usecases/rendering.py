@@ -83,7 +83,8 @@ def write_build_context(ws: Workspace, executor: Executor, plan: ImagePlan, targ
 def stamp_by_content(folder: Path, epoch: int) -> None:
     """Give each file a time stamp derived from its bytes (see the module's note)."""
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-        digest = hashlib.sha256(path.read_bytes()).digest()
+        with open(path, "rb") as handle:  # streamed: a source tree's tar may be GBs
+            digest = hashlib.file_digest(handle, "sha256").digest()
         stamp = epoch * 10**9 + int.from_bytes(digest[:8], "big") % STAMP_SPAN_NS
         os.utime(path, ns=(stamp, stamp))
 
