@@ -12,9 +12,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enginebuild.errors import EngineBuildError
+
+if TYPE_CHECKING:
+    from enginebuild.workspace import Workspace
 
 GB = 1000 ** 3
 MIN_FREE = 5 * GB  # below this, even the demo's builds are at risk
@@ -188,7 +191,7 @@ def disk(name: str, path: Path, need: int, need_why: str) -> Check:
     return Check(name, "ok", detail)
 
 
-def largest_image(ws: Any) -> int:
+def largest_image(ws: Workspace) -> int:
     """Bytes of the largest image built here (its layers as recorded in the store)."""
     from enginebuild.build.assemble import layer_blobs
     from enginebuild.io.store import Store
@@ -210,7 +213,7 @@ def largest_image(ws: Any) -> int:
     return largest
 
 
-def registries(ws: Any, extra: list[str]) -> list[tuple[str, str]]:
+def registries(ws: Workspace, extra: list[str]) -> list[tuple[str, str]]:
     """The cache and every push target this checkout has used or was asked about."""
     from enginebuild.publish.records import read_records
     from enginebuild.settings import settings
@@ -228,7 +231,7 @@ def registries(ws: Any, extra: list[str]) -> list[tuple[str, str]]:
     return list(out.items())
 
 
-def run_checks(ws: Any, extra_registries: list[str], builder_values: list[str] | None = None) -> list[Check]:
+def run_checks(ws: Workspace, extra_registries: list[str], builder_values: list[str] | None = None) -> list[Check]:
     checks = [_run("docker client", docker_client)]
     try:
         engine_check, info = engine()
@@ -236,7 +239,7 @@ def run_checks(ws: Any, extra_registries: list[str], builder_values: list[str] |
         engine_check, info = Check("docker engine", "FAIL", exc.message, exc.hint or ""), {}
     checks.append(engine_check)
     checks.append(_run("BuildKit", buildkit))
-    targets = set()
+    targets: set[str] = set()
     for name in ws.buildable():
         try:
             targets.update(ws.spec(name).platforms)
@@ -262,7 +265,7 @@ def run_checks(ws: Any, extra_registries: list[str], builder_values: list[str] |
     return checks
 
 
-def _builder_checks(ws: Any, values: list[str], targets: set[str]) -> list[Check]:
+def _builder_checks(ws: Workspace, values: list[str], targets: set[str]) -> list[Check]:
     from enginebuild.build.sites import builder_specs
     from enginebuild.spec.repo_settings import load_repo_settings
 

@@ -19,12 +19,18 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from enginebuild.build.secretsearch import Finding, Rule, search_tar
 from enginebuild.errors import SecretLeak, SecretUnchecked
 from enginebuild.io.progress import output
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import Store
+    from enginebuild.oci.engine import Engine
+    from enginebuild.oci.image import Layer
+    from enginebuild.spec.model import ImageSpec
 
 RULES = (
     Rule("huggingface-token-file", "*huggingface/token", re.compile(rb"hf_[A-Za-z0-9]{30,}"), True),
@@ -57,7 +63,7 @@ def encodings(value: str) -> list[bytes]:
 RULES_ID = hashlib.sha256(repr([(r.name, r.path, r.content.pattern, r.refuse) for r in RULES]).encode()).hexdigest()
 
 
-def secret_names(spec: Any) -> list[str]:
+def secret_names(spec: ImageSpec) -> list[str]:
     """Every secret the spec declares, whichever step or component declares it."""
     names = [s for c in spec.components for s in c.build.secrets]
     names += [s for c in spec.components for step in c.steps for s in step.secrets]
@@ -189,7 +195,7 @@ class Scanner:
             if any(f.refuse for f in self.scan_tars([self.store.path(sha)], values)):
                 self.store.path(sha).unlink(missing_ok=True)
 
-    def check_image(self, engine: Any, tag: str, parents: list[Any], secrets: dict[str, str], what: str) -> None:
+    def check_image(self, engine: Engine, tag: str, parents: list[Layer], secrets: dict[str, str], what: str) -> None:
         from enginebuild.build.layers import cut_new_layers, remove_folder, scratch_folder
         from enginebuild.io.store import Store
         from enginebuild.settings import settings
@@ -202,12 +208,12 @@ class Scanner:
             remove_folder(folder)
 
 
-def _salt(store: Any) -> bytes:
+def _salt(store: Store) -> bytes:
     """This machine's salt for the hashes of secret values (made once, kept in the store)."""
     import secrets as random
 
     record = store.record("secret-checked", "salt")
     if record is None:
-        store.put_record("secret-checked", "salt", {"salt": random.token_hex(32)})
-        record = store.record("secret-checked", "salt")
+        record = {"salt": random.token_hex(32)}
+        store.put_record("secret-checked", "salt", record)
     return bytes.fromhex(str(record["salt"]))

@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enginebuild.io.progress import human_bytes
 from enginebuild.workspace import Workspace
+
+if TYPE_CHECKING:
+    from enginebuild.build.cache import LayerCache
+    from enginebuild.build.sites import BuilderSpec
+    from enginebuild.plan.model import ImagePlan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str],
-                   cache: Any, builders: Any = None) -> list[dict[str, Any]]:
+                   cache: LayerCache | None, builders: list[BuilderSpec] | None = None) -> list[dict[str, Any]]:
     from enginebuild.build.status import describe
     from enginebuild.oci.engine import Engine
     from enginebuild.plan.image import plan_image
@@ -53,7 +58,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
     return out
 
 
-def show_assignment(ws: Workspace, plan: Any, doc: dict[str, Any], specs: Any) -> None:
+def show_assignment(ws: Workspace, plan: ImagePlan, doc: dict[str, Any], specs: list[BuilderSpec]) -> None:
     """Which builder would build each component to build (the builders are asked what they are)."""
     from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, connect
     from enginebuild.io.store import Store

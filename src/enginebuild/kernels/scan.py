@@ -19,12 +19,15 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from enginebuild.core.cudacompat import driver_cuda, library_problem, ptx_loads
 from enginebuild.kernels.archs import Arch, Declared, missing, parse_code
 from enginebuild.kernels.cuobjdump import Cuobjdump, DeviceCode
 from enginebuild.kernels.elf import has_device_code, is_elf
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import Store
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ class Reader:
     kept by its sha256, or by the stored layer's sha256 and its path there (in the store, with
     the tool's identity), and cuobjdump runs side by side."""
 
-    def __init__(self, tool: Cuobjdump, store: Any = None, jobs: int | None = None):
+    def __init__(self, tool: Cuobjdump, store: Store | None = None, jobs: int | None = None):
         self.tool, self.store = tool, store
         self.pool = ThreadPoolExecutor(max_workers=jobs or max(2, os.cpu_count() or 2))
         self.folder = Path(tempfile.mkdtemp(prefix="enginebuild-verify-"))
@@ -189,7 +192,7 @@ def code_from_json(data: dict[str, Any]) -> DeviceCode:
                       tuple((arch(a), (int(v[0]), int(v[1]))) for a, v in data.get("ptx_isa", ())))
 
 
-def scan_layers(layers: Iterable[tuple[str, Path, Rules]], tool: Cuobjdump, store: Any = None) -> list[FileReport]:
+def scan_layers(layers: Iterable[tuple[str, Path, Rules]], tool: Cuobjdump, store: Store | None = None) -> list[FileReport]:
     """`layers`: (name, uncompressed tar, rules for its files), bottom first."""
     found: dict[str, tuple[str, Rules, Future[DeviceCode | None]] | FileReport] = {}
     reader = Reader(tool, store)

@@ -6,12 +6,20 @@ tag `sha256-<digest>` listing them."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX, OCI_MANIFEST, canonical
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import sha256_digest
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from enginebuild.lock.lockfile import Lock
+    from enginebuild.oci.push import Pusher
+    from enginebuild.plan.model import ImagePlan
+    from enginebuild.spec.model import ImageSpec
 
 SBOM_TYPE = "application/vnd.cyclonedx+json"
 PROVENANCE_TYPE = "application/vnd.in-toto+json"
@@ -55,7 +63,8 @@ def update_fallback_index(pusher: Any, subject_digest: str, referrers: list[tupl
     client.put_manifest(target, tag, body, OCI_INDEX)
 
 
-def attach_documents(pusher: Any, root: Any, spec: Any, lock: Any, plans: list[Any], digest: str) -> dict[str, str]:
+def attach_documents(pusher: Pusher, root: Path, spec: ImageSpec, lock: Lock, plans: list[ImagePlan],
+                     digest: str) -> dict[str, str]:
     """Push the SBOM and the provenance of the image (or index) `digest` as its referrers."""
     from enginebuild.io.store import Store
     from enginebuild.publish.provenance import make_provenance

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enginebuild.build.cache import LayerCache
 from enginebuild.errors import UserError, command
@@ -19,6 +19,10 @@ from enginebuild.plan.image import Options
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImageSpec
 from enginebuild.workspace import Workspace
+
+if TYPE_CHECKING:
+    from enginebuild.build.sites import BuilderSpec
+    from enginebuild.lock.lockfile import Lock
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ def parse_local_tag(value: str) -> tuple[str, str]:
     return name, ref.tag or "latest"
 
 
-def builders_of(ws: Workspace, values: list[str]) -> Any:
+def builders_of(ws: Workspace, values: list[str]) -> list[BuilderSpec]:
     from enginebuild.build.sites import builder_specs
     from enginebuild.spec.repo_settings import load_repo_settings
 
@@ -179,7 +183,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         for comp_name, size in sorted(outcome.output_sizes.items()):
             if f"component {comp_name}" not in outcome.built:  # a built one said its size as it finished
                 output().say(f"  component {comp_name}: outputs {size} bytes")
-        if not options.on:
+        if not options.on and lock is not None:  # a lock made the plan; the check reads its pins
             check_kernels(ws, spec, lock, plan)
         if request.outputs:
             write_outputs(ws, plan, tags[0], request.outputs, platform if len(platforms) > 1 else None)
@@ -248,7 +252,7 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
               f"in {time.monotonic() - start:.1f}s" + (f", outputs in {cache.name}" if cache else ""))
 
 
-def check_kernels(ws: Workspace, spec: ImageSpec, lock: Any, plan: ImagePlan) -> None:
+def check_kernels(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan) -> None:
     """An image that declares cuda-archs is verified as soon as it is built (see `verify`)."""
     from enginebuild.errors import BuildFailed
     from enginebuild.io.store import Store

@@ -88,6 +88,7 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
             if attach:
                 from enginebuild.publish.attach import attach_documents
 
+                assert lock is not None  # the plans were made from it
                 attached = attach_documents(pusher, ws.root, spec, lock, plans, digest)
             record = {"repository": target.name, "tag": tag, "digest": digest,
                       "platforms": {p: d for d, _, p in manifests},
