@@ -26,7 +26,9 @@ def _file(root: Path, rel: str) -> dict[str, Any]:
 
 def pin_digest(pin: dict[str, Any]) -> str:
     """The sha256 of a resolved pin as the lockfile holds it (canonical JSON)."""
-    return hashlib.sha256(json.dumps(pin, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    from enginebuild.plan import keys
+
+    return keys.sha(keys.canonical(pin))
 
 
 def dependencies(lock: Lock, lockfile: str) -> list[dict[str, Any]]:

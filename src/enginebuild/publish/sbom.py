@@ -102,13 +102,15 @@ def make_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, d
     found = store.record("sboms", key) if store is not None else None
     if found is not None:
         return str(found["text"]).encode()
-    document = write_sbom(spec, lock, repository, outputs)
+    document = write_sbom(spec, lock, repository, outputs, key)
     if store is not None:
         store.put_record("sboms", key, {"text": document.decode()})
     return document
 
 
-def write_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, dict[str, Any]]) -> bytes:
+def write_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, dict[str, Any]],
+               key: str | None = None) -> bytes:
+    """The document; `key`: its sbom_key when the caller has it already."""
     import datetime as dt
     import warnings
 
@@ -119,7 +121,7 @@ def write_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, 
     from cyclonedx.output import make_outputter
     from cyclonedx.schema import OutputFormat, SchemaVersion
 
-    key = sbom_key(spec, lock, repository, outputs)
+    key = key or sbom_key(spec, lock, repository, outputs)
     created = dt.datetime.fromisoformat(lock.created.replace("Z", "+00:00"))
     root = Component(name=repository, version=f"inputs-{key[:16]}", type=ComponentType.CONTAINER,
                      bom_ref=BomRef("image"),

@@ -23,6 +23,7 @@ from io import BytesIO
 from pathlib import Path
 
 from enginebuild.build.executor import Executor
+from enginebuild.build.materialize import Materializer
 from enginebuild.errors import EngineBuildError
 from enginebuild.plan.model import ContextItem, Data, Files, ImagePlan, Run
 from enginebuild.plan.views import tail_dockerfile, tail_folder, tail_start
@@ -33,15 +34,18 @@ STAMP_SPAN_NS = 10**15  # content-derived stamps fall within ~11.6 days after th
 
 def write_contexts(ws: Workspace, plan: ImagePlan, folder: Path) -> None:
     from enginebuild.build.fetch import plan_downloads
+    from enginebuild.sources.base import Context
 
     executor = Executor(ws.home)
     executor.fetcher.all(plan_downloads(plan))
+    outputs = {c.key: r.sha256 for c in plan.components if (r := executor.output_record(c))}  # checked once
+    materializer = Materializer(Context(ws.home, executor.http, plan.epoch), plan.image, outputs)
     builds = [(f"component-{c.name}", c.dockerfile, c.context) for c in plan.components]
     builds += [(f"layer-{n.name}", n.payload.dockerfile, n.payload.context) for n in plan.runtime.layers
                if isinstance(n.payload, Run)]
     for i, (name, dockerfile, context) in enumerate(builds, 1):
         target = fresh(folder / f"{i:02d}-{''.join(c if c.isalnum() or c in '.-' else '-' for c in name)}")
-        print(write_build_context(ws, executor, plan, target, dockerfile, context))
+        print(write_build_context(materializer, target, dockerfile, context, plan.epoch))
     print(write_tail(executor, plan, fresh(folder / "runtime-tail")))
 
 
@@ -55,18 +59,9 @@ def fresh(target: Path) -> Path:
     return target
 
 
-def write_build_context(ws: Workspace, executor: Executor, plan: ImagePlan, target: Path, dockerfile: str,
-                        context: tuple[ContextItem, ...]) -> str:
+def write_build_context(materializer: Materializer, target: Path, dockerfile: str,
+                        context: tuple[ContextItem, ...], epoch: int) -> str:
     """One BuildKit build's folder; what it prints about it."""
-    from enginebuild.build.materialize import Materializer
-    from enginebuild.sources.base import Context
-
-    outputs = {}
-    for comp in plan.components:
-        record = executor.output_record(comp)
-        if record:
-            outputs[comp.key] = record.sha256
-    materializer = Materializer(Context(ws.home, executor.http, plan.epoch), plan.image, outputs)
     buffer = BytesIO()
     try:
         materializer.write_context(buffer, dockerfile, context)
@@ -76,7 +71,7 @@ def write_build_context(ws: Workspace, executor: Executor, plan: ImagePlan, targ
     buffer.seek(0)
     with tarfile.open(fileobj=buffer) as tar:
         tar.extractall(target, filter="data")
-    stamp_by_content(target, plan.epoch)
+    stamp_by_content(target, epoch)
     return str(target)
 
 
