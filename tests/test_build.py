@@ -126,6 +126,46 @@ def test_editing_a_components_patch_rebuilds_it_and_what_needs_it_nothing_else(b
     assert proc.stdout.count("built 1 component(s) (engine)") == 2
 
 
+PY_PATCH = """Subject: demo-engine: say where the model is mounted
+Description: a patch of the engine's Python part only
+Upstream: not forwarded (test)
+---
+--- a/py/engine_settings.py
++++ b/py/engine_settings.py
+@@ -10,3 +10,3 @@
+ SETTINGS = (
+-    ("MODEL_PATH", "model folder", ""),
++    ("MODEL_PATH", "model folder (mounted) MARK", ""),
+     ("SERVED_MODEL_NAME", "name served", "basename of MODEL_PATH"),
+"""
+
+
+def test_a_patch_to_the_engines_python_part_compiles_nothing(built_demo, workspace):
+    """The demo's engine has a compiled part (`engine`, inputs: engine.c) and a Python part
+    (`engine-py`, inputs: py/**) from one patched source: a patch reaching only the Python part
+    rebuilds `engine-py` alone, in the plan and in a real build, and no compiler runs."""
+    marker = uuid.uuid4().hex[:8]
+    patch = workspace / "patches/demo-engine/0002-settings-mounted.patch"
+    patch.write_text(PY_PATCH.replace("MARK", marker))
+    spec = workspace / "images/demo/image.yaml"
+    stack = "      - demo-engine/0001-aux-layer-ids-off-by-one.patch\n"
+    assert spec.read_text().count(stack) == 2  # the compiled part and the Python part share the stack
+    spec.write_text(spec.read_text().replace(stack, stack + "      - demo-engine/0002-settings-mounted.patch\n"))
+    plans = plan_json(workspace)
+    assert same_for_all(plans, "components_to_build") == ["engine-py"]
+    text = run_cli(["plan", "demo"], workspace).stdout
+    assert "0002-settings-mounted.patch touches none of its declared inputs: not part of its key" in text, text
+    proc = build(workspace)
+    for platform in PLATFORMS:
+        assert f"demo ({platform}): built 1 component(s) (engine-py)" in proc.stdout, proc.stdout
+    said = proc.stdout + proc.stderr
+    assert "component engine-py: built" in said, said
+    for compiled in ("engine", "kernels", "cuda-kernels"):  # reused: no compile unit ran
+        assert f"component {compiled}: built" not in said, said
+    out = docker("run", "--rm", "--entrypoint", "demo-engine-settings", "enginebuild/demo:latest").stdout
+    assert f"model folder (mounted) {marker}" in out
+
+
 def test_the_image_carries_no_source_tree_or_build_directory_of_any_component(built_demo):
     names = []
     save = subprocess.run(["docker", "save", "enginebuild/demo:latest"], capture_output=True, check=True)

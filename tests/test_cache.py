@@ -82,8 +82,8 @@ def test_a_cache_entry_that_names_another_key_is_refused_and_built(workspace, re
     proc = run_cli(["image", "demo", "--cache", cache, "--cache-readonly", *args], workspace, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "is not the component-output it is named after; building instead" in proc.stderr
-    built = proc.stdout.split("built 3 component(s) (", 1)[1].split(")", 1)[0]
-    assert sorted(built.split(", ")) == ["cuda-kernels", "engine", "kernels"], proc.stdout
+    built = proc.stdout.split("built 4 component(s) (", 1)[1].split(")", 1)[0]
+    assert sorted(built.split(", ")) == ["cuda-kernels", "engine", "engine-py", "kernels"], proc.stdout
 
 
 def test_a_no_op_contacts_neither_builder_nor_registry(workspace):

@@ -182,7 +182,7 @@ def test_spread_jobs_build_one_component_each_and_the_last_job_assembles_from_th
     planned = job("ci-components.sh", "plan")
     assert planned.returncode == 0, planned.stderr
     matrix = json.loads((tmp_path / "github-output").read_text().split("matrix=", 1)[1])
-    assert sorted(row["component"] for row in matrix["include"]) == ["cuda-kernels", "engine", "kernels"]
+    assert sorted(row["component"] for row in matrix["include"]) == ["cuda-kernels", "engine", "engine-py", "kernels"]
     assert {row["image"] for row in matrix["include"]} == {"demo"}
     for row in matrix["include"]:
         built = job("ci-components.sh", "build", ENGINEBUILD_IMAGE=row["image"],

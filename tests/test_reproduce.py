@@ -27,7 +27,7 @@ def test_the_demo_has_the_same_digest_on_two_fresh_engines_with_empty_stores(wor
             env = {**engine.env, "ENGINEBUILD_HOME": str(tmp_path / f"home{n}")}
             proc = run_cli(["image", "demo", *AMD64], workspace, env=env)
             assert proc.returncode == 0, proc.stderr
-            assert "built 3 component(s)" in proc.stdout  # everything built, nothing reused
+            assert "built 4 component(s)" in proc.stdout  # everything built, nothing reused
             inspect = run_cli(["plan", "demo", "--json", *AMD64], workspace, env=env)
             ids.append(json.loads(inspect.stdout)["images"][0]["image_id"])
         finally:
