@@ -1,129 +1,217 @@
-"""q1-q2. rebuild cost by kind of engine edit, with the component's compiled part declared
-(`components.NAME.inputs`) vs without: an engine whose source is the demo's kernel library
-(compiled: `kernel.c`, `kernels.h`, the build script) plus a Python launcher (`py/launcher.py`),
-with a one-patch stack. Each edit changes the patch (as a DFlash-style fix does), so the
-component's source identity stays and only what the patch touches decides; each side is
-built once untimed first, then each edit is timed (a full `image`, plan included).
-q3. one C file changed on a fresh engine, with the compiler cache the registry carries vs none.
+"""q. rebuild cost by kind of engine edit, enginebuild vs a hand-written Dockerfile: compile
+units (what the compiler cache counts as misses: files really compiled) and seconds.
+
+The engine, as vLLM is shaped: UNITS C files (`units/`, each the demo's kernel source) compiled
+through ccache, and a Python part (`py/launcher.py`), one patch stack over both. enginebuild
+builds it as two components from the one patched source (`engine`: inputs `units/**`, its
+compiler cache `/root/.ccache`; `engine-py`: inputs `py/**`), with the registry cache. The
+hand-written Dockerfile is what recipes write today: the tree copied, the patches applied and
+the whole engine built in one RUN, ccache in a BuildKit cache mount (the same builder packages,
+exported from enginebuild's builder environment as sysroot.tar). Each side is built once untimed,
+then each edit is timed as a whole build:
+
+q1. a patch to the Python part; q2. a patch to one C file, warm machine; q3. a patch to another
+C file on a fresh runner (a new engine and an empty store, downloads fetched first; enginebuild
+with the registry cache, the Dockerfile with what a fresh engine has); q4. a compiler flag
+changed (CFLAGS -O2 -> -O1), warm machine.
 """
 from __future__ import annotations
 
 import shutil
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from common import Row, eb, run
-from figures import _demo_builder
-from helpers.specs import CCACHE_UNITS
+from common import ROOT, Row, eb, run
 
+DOCKER = "/usr/bin/docker"
 LAUNCHER = "LAYERS = range(1, 62, 15)\n"
-KERNEL_LINE = "/* One kernel unit. The build compiles this file once per unit with -DUNIT=<n>, the way an\n"
-KERNEL_NEXT = " * engine build compiles one CUDA kernel per architecture and dtype: real compiler work\n"
-
-
-def _patch(path: str, old: str, new: str, context: str = "") -> str:
-    """A patch of the first line of a file (with the next line as context, when it has one)."""
-    count = ",2" if context else ""
-    return (f"Subject: tune {path}\nDescription: a bench edit\nUpstream: not forwarded (bench)\n---\n"
-            f"--- a/{path}\n+++ b/{path}\n@@ -1{count} +1{count} @@\n-{old}+{new}" + (f" {context}" if context else ""))
-
-
-def _spec(declared: bool, units: int, salt: str) -> str:
-    inputs = '    inputs: ["kernel.c", "kernels.h", "build_kernels.sh"]\n' if declared else ""
-    return (f"description: bench edit kinds\nplatform: linux/amd64\nbase: scratch\n{_demo_builder()}"
-            "components:\n  engine:\n    source: {path: eng}\n    patches: [bench-edits/0001-tune.patch]\n"
-            f"{inputs}    build:\n      script: eng/build_kernels.sh\n"
-            f"      args: {{DEMO_KERNEL_UNITS: {units}, CFLAGS: \"-O2\", BENCH_SALT: \"{salt}\"}}\n"
-            "    outputs: {prefix: /opt/eng}\ninstall: [engine]\n")
-
-
-def _timed_image(ws: Path, env: dict) -> float:
-    start = time.perf_counter()
-    run(eb(ws, "image", "bench-edits"), cwd=ws, env=env)
-    return time.perf_counter() - start
-
-
-def bench_edit_kinds_declared(ws: Path, env: dict, units: int) -> list[Row]:
-    folder = ws / "images/bench-edits"
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(ws / "images/demo/kernels", folder / "eng")
-    (folder / "eng/py").mkdir()
-    (folder / "eng/py/launcher.py").write_text(LAUNCHER)
-    patch = ws / "patches/bench-edits/0001-tune.patch"
-    patch.parent.mkdir(parents=True, exist_ok=True)
-    times: dict[tuple[bool, str], float] = {}
-    for declared in (True, False):
-        salt = uuid.uuid4().hex[:8]
-        (folder / "image.yaml").write_text(_spec(declared, units, salt))
-        patch.write_text(_patch("py/launcher.py", LAUNCHER, f"LAYERS = range(1, 62, 15)  # {salt}\n"))
-        run(eb(ws, "lock", "bench-edits"), cwd=ws, env=env)
-        _timed_image(ws, env)  # the first build of this side, untimed
-        patch.write_text(_patch("py/launcher.py", LAUNCHER, f"LAYERS = range(0, 62, 15)  # {salt}\n"))
-        times[(declared, "script")] = _timed_image(ws, env)
-        patch.write_text(_patch("kernel.c", KERNEL_LINE, f"/* tuned {salt} */ {KERNEL_LINE}", KERNEL_NEXT))
-        times[(declared, "compiled")] = _timed_image(ws, env)
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.rmtree(patch.parent, ignore_errors=True)
-    command = "python BUILD.py image bench-edits   (patch edited; engine = demo kernels x{u} units + py/launcher.py)"
-    return [
-        Row(f"q1. a patch to the engine's Python part ({units} compiled units): inputs declared vs not",
-            times[(True, "script")], times[(False, "script")], "s", command.format(u=units) + ", inputs declared",
-            command.format(u=units) + ", no inputs: every patch rebuilds"),
-        Row(f"q2. a patch to a compiled file ({units} units): inputs declared vs not",
-            times[(True, "compiled")], times[(False, "compiled")], "s", command.format(u=units) + ", inputs declared",
-            command.format(u=units) + ", no inputs"),
-    ]
-
-
-CC_BUILD = """#!/bin/sh
+BUILD_UNITS = """#!/bin/sh
 set -eu
 export CCACHE_DIR=/root/.ccache PATH=/usr/bin:/bin
 ccache -z >/dev/null
 mkdir -p /opt/units /tmp/objs
-ls unit_*.c | xargs -P "$(nproc)" -I {} sh -c 'ccache gcc -O2 -c {} -o /tmp/objs/{}.o'
+# CFLAGS is a list of compiler flags: word splitting is wanted.
+# shellcheck disable=SC2086
+ls units/*.c | xargs -P "$(nproc)" -I {} sh -c "ccache gcc $CFLAGS -c {} -o /tmp/objs/\\$(basename {}).o"
 ccache --print-stats > /opt/units/stats.txt
+"""
+BUILD_PY = "#!/bin/sh\nset -eu\nmkdir -p /opt/py\ncp py/launcher.py /opt/py/\n"
+DOCKERFILE = """FROM scratch
+ADD sysroot.tar /
+COPY eng/ /opt/src/eng/
+COPY 0001-tune.patch /tmp/
+ARG CFLAGS=-O2
+RUN --mount=type=cache,target=/root/.ccache cd /opt/src/eng && patch -p1 < /tmp/0001-tune.patch \\
+    && CFLAGS="$CFLAGS" sh build_units.sh && sh build_py.sh
 """
 
 
-def _cc_units(ws: Path, units: int, salt: str, edited: int | None = None) -> None:
-    folder = ws / "images/bench-cc/units"
-    folder.mkdir(parents=True, exist_ok=True)
-    kernel = (ws / "images/demo/kernels/kernel.c").read_text()
-    for i in range(units):
-        extra = f"const char *edited_{i} = \"{salt}\";\n" if i == edited else ""
-        (folder / f"unit_{i}.c").write_text(f"#define UNIT {i}\nconst char *build_{i} = \"{salt}\";\n{extra}{kernel}")
-    (folder / "build.sh").write_text(CC_BUILD)
-    (folder / "build.sh").chmod(0o755)
-    (ws / "images/bench-cc/image.yaml").write_text(CCACHE_UNITS)
+def _builder() -> str:
+    from helpers.specs import CCACHE_UNITS  # the demo's builder packages and ccache
+
+    return CCACHE_UNITS[CCACHE_UNITS.index("builder:"):CCACHE_UNITS.index("components:")]
 
 
-def bench_fresh_runner_compiler_cache(ws: Path, env: dict, registry: str, units: int) -> Row:
-    """q3. one C file changed, built on a fresh engine: the compiler cache carried by the registry
-    cache vs none (each side a fresh engine and a store with the downloads already in it)."""
+def _spec(cflags: str) -> str:
+    stack = "    patches: [bench-kinds/0001-tune.patch]\n"
+    return (f"description: bench edit kinds\nbase: scratch\nplatform: linux/amd64\n{_builder()}components:\n"
+            f"  engine:\n    source: {{path: eng}}\n{stack}    inputs: [\"units/**\"]\n"
+            f"    build: {{script: eng/build_units.sh, cache: [/root/.ccache], args: {{CFLAGS: \"{cflags}\"}}}}\n"
+            "    outputs: {paths: [/opt/units]}\n"
+            f"  engine-py:\n    source: {{path: eng}}\n{stack}    inputs: [\"py/**\"]\n"
+            "    build: {script: eng/build_py.sh}\n    outputs: {paths: [/opt/py]}\n"
+            "install: [engine, engine-py]\n")
+
+
+def _patch(edits: dict[str, tuple[str, str]]) -> str:
+    """One patch replacing the first line of each file named."""
+    text = "Subject: tune the engine\nDescription: a bench edit\nUpstream: not forwarded (bench)\n---\n"
+    for path, (old, new) in edits.items():
+        text += f"--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-{old}+{new}"
+    return text
+
+
+class Sides:
+    """The engine's tree, its patch and spec in a workspace, and the hand-written context."""
+
+    def __init__(self, ws: Path, units: int, salt: str):
+        self.ws, self.units, self.salt = ws, units, salt
+        self.folder = ws / "images/bench-kinds"
+        self.patch_file = ws / "patches/bench-kinds/0001-tune.patch"
+        self.hand = Path(tempfile.mkdtemp(prefix="eb-bench-kinds-"))
+        self.edits: dict[str, tuple[str, str]] = {"py/launcher.py": (LAUNCHER, f"LAYERS = range(1, 62, 15)  # {salt}\n")}
+        kernel = (ROOT / "images/demo/kernels/kernel.c").read_text()
+        eng = self.folder / "eng"
+        (eng / "units").mkdir(parents=True, exist_ok=True)
+        (eng / "py").mkdir(exist_ok=True)
+        for i in range(units):
+            (eng / f"units/unit_{i}.c").write_text(f"#define UNIT {i}\nconst char *build_{i} = \"{salt}\";\n{kernel}")
+        (eng / "py/launcher.py").write_text(LAUNCHER)
+        (eng / "build_units.sh").write_text(BUILD_UNITS)
+        (eng / "build_py.sh").write_text(BUILD_PY)
+        for script in ("build_units.sh", "build_py.sh"):
+            (eng / script).chmod(0o755)
+        self.patch_file.parent.mkdir(parents=True, exist_ok=True)
+        self.spec("-O2")
+        self.write_patch()
+
+    def spec(self, cflags: str) -> None:
+        (self.folder / "image.yaml").write_text(_spec(cflags))
+
+    def edit_unit(self, i: int) -> None:
+        self.edits[f"units/unit_{i}.c"] = (f"#define UNIT {i}\n", f"#define UNIT {i} /* tuned */ + 0\n")
+        self.write_patch()
+
+    def edit_python(self, n: int) -> None:
+        self.edits["py/launcher.py"] = (LAUNCHER, f"LAYERS = range({n}, 62, 15)  # {self.salt}\n")
+        self.write_patch()
+
+    def write_patch(self) -> None:
+        self.patch_file.write_text(_patch(self.edits))
+        if (self.hand / "Dockerfile").exists():
+            shutil.copy(self.patch_file, self.hand / "0001-tune.patch")
+
+    def make_context(self, env: dict) -> None:
+        """The hand-written context: the unpatched tree, the patch, the builder environment."""
+        out = Path(tempfile.mkdtemp(prefix="eb-bench-kinds-render-"))
+        try:
+            run(eb(self.ws, "render", "bench-kinds", "--out", str(out)), cwd=self.ws, env=env)
+            dockerfile = next(out.glob("*-component-engine/Dockerfile")).read_text()
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        chain = next(line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM "))
+        container = run([DOCKER, "create", chain, "/nothing"]).stdout.strip()
+        try:
+            run([DOCKER, "export", "-o", str(self.hand / "sysroot.tar"), container])
+        finally:
+            run([DOCKER, "rm", container])
+        shutil.copytree(self.folder / "eng", self.hand / "eng")
+        (self.hand / "Dockerfile").write_text(DOCKERFILE)
+        shutil.copy(self.patch_file, self.hand / "0001-tune.patch")
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.patch_file.parent, ignore_errors=True)
+        shutil.rmtree(self.hand, ignore_errors=True)
+
+
+def _misses(image: str, env: dict | None = None) -> int:
+    """Files compiled in the build that made `image` (ccache's misses, from the stats it kept)."""
+    container = run([DOCKER, "create", image, "/nothing"], env=env).stdout.strip()
+    folder = Path(tempfile.mkdtemp(prefix="eb-bench-stats-"))
+    try:
+        run([DOCKER, "cp", f"{container}:/opt/units/stats.txt", str(folder)], env=env)
+        text = (folder / "stats.txt").read_text()
+    finally:
+        run([DOCKER, "rm", container], env=env)
+        shutil.rmtree(folder, ignore_errors=True)
+    counts = dict(line.split("\t")[:2] for line in text.splitlines() if "\t" in line)
+    return int(counts.get("cache_miss", 0))
+
+
+def _ours(sides: Sides, env: dict, *extra: str) -> tuple[float, int]:
+    start = time.perf_counter()
+    proc = run(eb(sides.ws, "image", "bench-kinds", *extra), cwd=sides.ws, env=env)
+    seconds = time.perf_counter() - start
+    built = "component engine: built" in proc.stdout + proc.stderr
+    return seconds, _misses("enginebuild/bench-kinds:latest", env) if built else 0
+
+
+def _theirs(sides: Sides, tag: str, env: dict | None = None, cflags: str = "-O2") -> tuple[float, int]:
+    start = time.perf_counter()
+    run([DOCKER, "build", "-q", "-t", tag, "--build-arg", f"CFLAGS={cflags}", str(sides.hand)],
+        env={"DOCKER_BUILDKIT": "1", **(env or {})})
+    return time.perf_counter() - start, _misses(tag, env)
+
+
+def _fresh_runner(sides: Sides, env: dict, cache: str) -> tuple[tuple[float, int], tuple[float, int]]:
     from helpers.engines import start_engine
 
+    home = Path(f"/tmp/eb-bench-kinds-home-{sides.salt}")
+    engine = start_engine(Path(f"/tmp/eb-bench-kinds-engine-{sides.salt}"), index=3)
+    try:
+        fresh = {**env, **engine.env, "ENGINEBUILD_HOME": str(home)}
+        run(eb(sides.ws, "fetch", "bench-kinds"), cwd=sides.ws, env=fresh)  # downloads are not what is measured
+        ours = _ours(sides, fresh, "--cache", cache, "--cache-readonly")
+        theirs = _theirs(sides, "eb-bench-kinds-hand:fresh", engine.env)
+    finally:
+        engine.stop()
+        shutil.rmtree(home, ignore_errors=True)
+    return ours, theirs
+
+
+def bench_edit_kinds(ws: Path, env: dict, registry: str, units: int) -> list[Row]:
     salt = uuid.uuid4().hex[:8]
-    cache = f"{registry}/enginebuild-bench/cc-{salt}"
-    _cc_units(ws, units, salt)
-    run(eb(ws, "lock", "bench-cc"), cwd=ws, env=env)
-    run(eb(ws, "image", "bench-cc", "--cache", cache), cwd=ws, env=env)  # fills the registry's compiler cache
-    _cc_units(ws, units, salt, edited=1)
-    times = {}
-    for label, extra in (("carried", ["--cache", cache, "--cache-readonly"]), ("none", ["--no-registry-cache"])):
-        home = Path(f"/tmp/eb-bench-cc-home-{label}-{salt}")
-        engine = start_engine(Path(f"/tmp/eb-bench-cc-engine-{label}"), index=3)
-        try:
-            fresh = {**env, **engine.env, "ENGINEBUILD_HOME": str(home)}
-            run(eb(ws, "fetch", "bench-cc"), cwd=ws, env=fresh)  # downloads are not what is measured
-            start = time.perf_counter()
-            run(eb(ws, "image", "bench-cc", *extra), cwd=ws, env=fresh)
-            times[label] = time.perf_counter() - start
-        finally:
-            engine.stop()
-            shutil.rmtree(home, ignore_errors=True)
-    shutil.rmtree(ws / "images/bench-cc", ignore_errors=True)
-    return Row(f"q3. one C file of {units} changed, on a fresh engine: compiler cache from the registry vs none",
-               times["carried"], times["none"], "s",
-               "python BUILD.py image bench-cc --cache R   (fresh engine; ccache restored from R: 1 miss)",
-               f"python BUILD.py image bench-cc --no-registry-cache   (fresh engine; {units} misses)")
+    cache = f"{registry}/enginebuild-bench/kinds-{salt}"
+    sides = Sides(ws, units, salt)
+    results: dict[str, tuple[tuple[float, int], tuple[float, int]]] = {}
+    try:
+        run(eb(ws, "lock", "bench-kinds"), cwd=ws, env=env)
+        run(eb(ws, "image", "bench-kinds", "--cache", cache), cwd=ws, env=env)  # untimed first build
+        sides.make_context(env)
+        run([DOCKER, "build", "-q", "-t", "eb-bench-kinds-hand", str(sides.hand)], env={"DOCKER_BUILDKIT": "1"})
+        sides.edit_python(0)
+        results["python"] = _ours(sides, env, "--cache", cache), _theirs(sides, "eb-bench-kinds-hand")
+        sides.edit_unit(1)
+        results["c-warm"] = _ours(sides, env, "--cache", cache), _theirs(sides, "eb-bench-kinds-hand")
+        sides.edit_unit(2)
+        results["c-fresh"] = _fresh_runner(sides, env, cache)
+        sides.spec("-O1")
+        results["flag"] = _ours(sides, env, "--cache", cache), _theirs(sides, "eb-bench-kinds-hand", cflags="-O1")
+    finally:
+        sides.cleanup()
+        run([DOCKER, "rmi", "-f", "eb-bench-kinds-hand"], check=False)
+    names = {"python": "q1. a patch to the engine's Python part",
+             "c-warm": "q2. a patch to one C file, warm machine",
+             "c-fresh": "q3. a patch to one C file, fresh runner",
+             "flag": "q4. a compiler flag changed (-O2 -> -O1)"}
+    ours_cmd = f"python BUILD.py image bench-kinds --cache R   (engine: {units} C files + py/, inputs declared)"
+    theirs_cmd = "docker build   (hand-written: COPY tree, patch, one RUN with a ccache cache mount)"
+    rows = []
+    for kind, name in names.items():
+        (ours_s, ours_u), (theirs_s, theirs_u) = results[kind]
+        rows.append(Row(f"{name}: compile units of {units}", ours_u, theirs_u, "units", ours_cmd, theirs_cmd))
+        rows.append(Row(f"{name}: seconds", ours_s, theirs_s, "s", ours_cmd, theirs_cmd))
+    return rows

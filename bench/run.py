@@ -19,8 +19,9 @@ o. see bench/scale.py: vLLM at real scale (199 distributions, 4 GiB of wheels): 
    runs `pip install --require-hashes` on the same base (run only when named: `--only o`)
 p. see bench/builders.py: two independent components of equal work on two builders (engines
    pinned to one CPU each) vs both on one builder
-q. see bench/editkinds.py: rebuild cost by kind of engine edit (a patch to the Python part, a
-   patch to a compiled file) with the compiled part declared as inputs vs without
+q. see bench/editkinds.py: rebuild cost by kind of engine edit (a patch to the Python part, one C
+   file on a warm machine and on a fresh runner, a compiler flag), compile units and seconds,
+   enginebuild vs a hand-written Dockerfile with a ccache cache mount
 c. script edit on a fresh engine sharing the registry: enginebuild --cache vs the hand-written
    Dockerfile on a fresh engine (the kernels component compiles DEMO_KERNEL_UNITS units)
 d. bytes and layers pushed after a script edit vs the size of the edited file
@@ -273,8 +274,7 @@ def main() -> int:
         if "h" in only:
             rows.append(figures.bench_parallel(ws, env, args.pair_units))
         if "q" in only:
-            rows += editkinds.bench_edit_kinds_declared(ws, env, args.pair_units)
-            rows.append(editkinds.bench_fresh_runner_compiler_cache(ws, env, args.registry, args.pair_units))
+            rows += editkinds.bench_edit_kinds(ws, env, args.registry, args.pair_units)
         if "p" in only:
             rows.append(builders.bench_builders(ws, env, args.pair_units))
         if "k" in only:

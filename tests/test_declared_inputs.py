@@ -92,8 +92,13 @@ def test_a_patch_outside_the_declared_inputs_rebuilds_nothing_and_one_inside_is_
     docker("rmi", "-f", "enginebuild/t:latest", check=False)
 
 
-def test_a_build_reading_an_undeclared_file_fails_naming_it(ws, docker_engine, debian_reachable):
-    write(ws, [], read_also="cat py/launcher.py >> /opt/engine/units.txt")
+@pytest.mark.parametrize("stack", [[], ["t/0001-launcher.patch"]], ids=["no-patches", "a-patch-outside"])
+def test_a_build_reading_an_undeclared_file_fails_naming_it(ws, docker_engine, debian_reachable, stack):
+    """With a patch stack too: the stack is checked on the host before the build, and that
+    tree holds only the declared inputs as well."""
+    write_patch(ws, "t/0001-launcher.patch", patch_of("py/launcher.py", "LAYERS = range(1, 62, 15)",
+                                                      "LAYERS = range(4, 65, 15)"))
+    write(ws, stack, read_also="cat py/launcher.py >> /opt/engine/units.txt")
     (ws / "images/t/image.yaml").write_text((ws / "images/t/image.yaml").read_text().replace("    patches: []\n", ""))
     assert run_cli(["lock", "t"], ws).returncode == 0
     proc = run_cli(["image", "t"], ws)

@@ -293,9 +293,11 @@ def test_a_damaged_layer_is_made_again_even_while_the_engine_holds_the_image(wor
 def test_an_extracted_source_file_edited_in_the_store_is_taken_from_the_archive_again(tmp_path, pypi_reachable,
                                                                                        capfd):
     from enginebuild.io.http import Http
+    from enginebuild.io.progress import configure
     from enginebuild.sources.base import Context
     from enginebuild.sources.pypi import KIND, PypiRequest
 
+    configure()  # warnings go to this test's stderr (an earlier test in this process may have made the output)
     request = PypiRequest("turboquant", "0.2.0", "https://pypi.org/simple")
     ctx = Context(tmp_path, Http())
     pin = KIND.resolve(request, ctx)

@@ -83,7 +83,7 @@ def test_a_component_context_holds_only_its_own_files(workspace):
 def test_the_runtime_receives_outputs_not_build_trees(workspace):
     plan = plan_of(workspace)
     kinds = [layer.kind for layer in plan.runtime.layers]
-    assert kinds.count("output") == 2 and "run" not in kinds[kinds.index("output"):]
+    assert kinds.count("output") == 3 and "run" not in kinds[kinds.index("output"):]
     assert [layer.kind for layer in plan.runtime.layers if isinstance(layer.payload, Run)] == ["system"]
 
 

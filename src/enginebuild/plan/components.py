@@ -53,7 +53,8 @@ def source_item(arcname: str, source: Source, pin: Any, patches: tuple[PatchRef,
                 only: tuple[str, ...] = ()) -> ContextItem:
     """The (patched) source tree; with declared inputs `only`, just those files, and a digest
     that a patch touching none of them leaves as it is."""
-    identity = source.impl.identity(source.request, pin) if (pin is not None or not source.pinned_by_lock) \
+    identity = source.impl.identity(source.request, pin, declared_matcher(only) if only else None) \
+        if (pin is not None or not source.pinned_by_lock) \
         else f"unpinned {source.describe()}"
     keyed = [p.patch.sha256 for p in patches if not only or touches_declared(p, only)]
     digest = keys.key_of("source-tree", identity=identity, patches=keyed, epoch=epoch,

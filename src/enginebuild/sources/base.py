@@ -6,6 +6,7 @@ the spec schema, the lock, planning, fetching and `patches check` find it here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -59,8 +60,10 @@ class Kind(Protocol):
 
     def pin_from_json(self, data: dict[str, Any]) -> Any: ...
 
-    def identity(self, request: Any, pin: Any) -> str:
-        """A digest that changes exactly when the source's bytes may: part of every key using it."""
+    def identity(self, request: Any, pin: Any, only: Callable[[str], bool] | None = None) -> str:
+        """A digest that changes exactly when the source's bytes may: part of every key using it.
+        `only` (a component's declared inputs): a kind that has the files at hand digests those
+        alone; a pinned archive or commit stays its pin (its globs and patches are keyed beside)."""
 
     def describe(self, request: Any, pin: Any | None) -> str: ...
 

@@ -14,6 +14,7 @@ import re
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -147,7 +148,7 @@ class GitKind:
         subs = tuple(Submodule(str(s["path"]), str(s["url"]), str(s["commit"])) for s in data.get("submodules") or [])
         return GitPin(str(data["url"]), str(data["commit"]), subs)
 
-    def identity(self, request: GitRequest, pin: GitPin) -> str:
+    def identity(self, request: GitRequest, pin: GitPin, only: Callable[[str], bool] | None = None) -> str:
         subs = ",".join(f"{s.path}@{s.commit}" for s in pin.submodules)
         return sha256_bytes(f"git {pin.url} {pin.commit} [{subs}] metadata={request.metadata}".encode())
 

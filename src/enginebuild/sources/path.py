@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -29,10 +30,13 @@ class PathRequest:
     display: str
 
 
-def folder_digest(folder: Path) -> str:
-    """The bytes, names, modes and links of a folder, as one digest."""
+def folder_digest(folder: Path, only: Callable[[str], bool] | None = None) -> str:
+    """The bytes, names, modes and links of a folder (of its files and links that `only` takes,
+    when given: a component's declared inputs), as one digest."""
     digest = hashlib.sha256()
     for entry in walk_folder(folder):
+        if only is not None and (entry.kind == "dir" or not only(entry.rel)):
+            continue
         digest.update(f"{entry.kind} {entry.rel} {entry.mode:o} {entry.target}\n".encode())
         if entry.kind == "file":
             with open(entry.path, "rb") as handle:
@@ -71,8 +75,8 @@ class PathKind:
     def pin_from_json(self, data: dict[str, Any]) -> None:
         return None
 
-    def identity(self, request: PathRequest, pin: Any) -> str:
-        return folder_digest(request.path)
+    def identity(self, request: PathRequest, pin: Any, only: Callable[[str], bool] | None = None) -> str:
+        return folder_digest(request.path, only)
 
     def describe(self, request: PathRequest, pin: Any) -> str:
         return f"folder {request.display}"

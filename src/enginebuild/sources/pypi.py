@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,7 @@ class PypiKind:
         return PypiPin(str(data["name"]), str(data["version"]), str(data["filename"]), str(data["url"]),
                        str(data["sha256"]), data.get("size"), str(data.get("index") or DEFAULT_INDEX))
 
-    def identity(self, request: PypiRequest, pin: PypiPin) -> str:
+    def identity(self, request: PypiRequest, pin: PypiPin, only: Callable[[str], bool] | None = None) -> str:
         return sha256_bytes(f"pypi {pin.sha256}".encode())
 
     def describe(self, request: PypiRequest, pin: PypiPin | None) -> str:

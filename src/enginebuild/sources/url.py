@@ -4,6 +4,7 @@ any other file is taken as it is, under its file name)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,7 @@ class UrlKind:
     def pin_from_json(self, data: dict[str, Any]) -> UrlPin:
         return UrlPin(str(data["url"]), str(data["sha256"]), int(data.get("size") or 0))
 
-    def identity(self, request: UrlRequest, pin: UrlPin) -> str:
+    def identity(self, request: UrlRequest, pin: UrlPin, only: Callable[[str], bool] | None = None) -> str:
         return sha256_bytes(f"url {pin.sha256} {request.unpack} {request.filename}".encode())
 
     def describe(self, request: UrlRequest, pin: UrlPin | None) -> str:

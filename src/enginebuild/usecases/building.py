@@ -118,7 +118,7 @@ def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
             if isinstance(item.origin, FromSource) and item.origin.patches:
                 o = item.origin
                 patched_tree(Context(ws.home, executor.http, plan.epoch), comp.name, o.source, o.pin, o.patches,
-                             item.digest, plan.image)
+                             item.digest, plan.image, o.only)
 
 
 def build_image(ws: Workspace, name: str, request: BuildRequest, options: Options) -> list[ImagePlan]:
