@@ -92,3 +92,41 @@ def test_without_the_registry_cache_a_fresh_machine_compiles_everything(workspac
     proc = run_cli(["image", "cc"], workspace, env=home)
     assert proc.returncode == 0, proc.stderr
     assert "component units: a stored compiler cache is damaged; building without it" in proc.stderr, proc.stderr
+
+
+def compiler_line(home) -> str:
+    """What the demo's kernel build said of its compiler cache (its log, kept in the store)."""
+    (log,) = (home / "logs").glob("demo-kernels-*.log")
+    return next(line.split(" ", 2)[2] for line in log.read_text().splitlines() if " compiler cache: " in line)
+
+
+def test_the_demo_on_a_fresh_engine_compiles_only_the_kernel_file_that_changed(
+        workspace, registry, docker_engine, tmp_path, tmp_path_factory, debian_reachable, pypi_reachable):
+    """The demo's kernel library compiles through ccache (`cache: [/root/.ccache]`): after a
+    one-file change (a declaration added to kernels.h, which only run_kernels.c includes), a
+    fresh engine with an empty store and the registry cache compiles that one file and takes
+    every kernel unit from the compiler cache the registry carried."""
+    need(os.geteuid() == 0 and shutil.which("dockerd") is not None, "a fresh Docker engine needs root and dockerd")
+    marker = uuid.uuid4().hex[:8]
+    cache = f"{registry.host}/enginebuild-test/demo-cc-{marker}"
+    header = workspace / "images/demo/kernels/kernels.h"
+    original = header.read_text()
+    header.write_text(original + f"extern const char *kernels_build_{marker};\n")  # code: a new key, a new entry
+    amd64 = ["--platform", "linux/amd64"]
+    first = run_cli(["image", "demo", *amd64, "--cache", cache], workspace, env={"ENGINEBUILD_HOME": str(tmp_path / "h1")})
+    assert first.returncode == 0, first.stderr
+    assert f"component kernels: compiler cache pushed to {cache}" in first.stderr, first.stderr
+
+    header.write_text(original + f"extern const char *kernels_build_{marker};\nextern int kernels_edited;\n")
+    fresh = start_engine(tmp_path_factory.mktemp("fresh-demo-cc"), index=4)
+    home = tmp_path / "h2"
+    try:
+        second = run_cli(["image", "demo", *amd64, "--cache", cache], workspace,
+                         env={**fresh.env, "ENGINEBUILD_HOME": str(home)})
+    finally:
+        fresh.stop()
+    assert second.returncode == 0, second.stderr
+    assert f"component kernels: compiler cache restored from {cache}" in second.stderr, second.stderr
+    assert "kernels" in second.stdout.split("built ", 1)[1].split("\n", 1)[0]  # built there, not pulled
+    units = 2  # DEMO_KERNEL_UNITS of the demo
+    assert compiler_line(home) == f"compiler cache: 1 compiled, {units} from the cache"
