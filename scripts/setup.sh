@@ -53,6 +53,27 @@ fi
 
 "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt
 
+# docker buildx, pinned (Debian's package, by sha256), unpacked aside as a standalone command for
+# the tests of `render --bake` only: installed as a CLI plugin it would change how `docker build`
+# runs here. The tests find it at $BUILDX.
+BUILDX=/opt/enginebuild-buildx/usr/libexec/docker/cli-plugins/docker-buildx
+case "$(dpkg --print-architecture 2>/dev/null || echo none)" in
+    amd64) buildx_deb=docker-buildx_0.13.1+ds1-3_amd64.deb
+           buildx_sha=fcf8c48204d1603c8f209451d7827eb91bf30759578baf7704e9e1a87e5f1d7f ;;
+    arm64) buildx_deb=docker-buildx_0.13.1+ds1-3_arm64.deb
+           buildx_sha=6cf361ab892b55753b728adcbd1a99f0616711df853dba64a5297a4a676d96b0 ;;
+    *) buildx_deb="" ;;
+esac
+if [ -n "$buildx_deb" ] && [ ! -x "$BUILDX" ]; then
+    echo "setup: unpacking $buildx_deb"
+    tmp_deb=$(mktemp)
+    curl -fsSL -o "$tmp_deb" "http://deb.debian.org/debian/pool/main/d/docker-buildx/$buildx_deb"
+    echo "$buildx_sha  $tmp_deb" | sha256sum -c --quiet - || { echo "setup: $buildx_deb: sha256 mismatch" >&2; exit 1; }
+    $SUDO mkdir -p /opt/enginebuild-buildx
+    $SUDO dpkg-deb -x "$tmp_deb" /opt/enginebuild-buildx
+    rm -f "$tmp_deb"
+fi
+
 # The Docker engine: the one enginebuild builds with.
 if ! docker version >/dev/null 2>&1; then
     echo "setup: starting dockerd"

@@ -18,12 +18,12 @@ def test_lock_check_passes_on_the_committed_lockfiles(workspace):
 
 def test_lock_check_fails_naming_the_input_after_a_pinned_input_is_edited(workspace):
     spec = workspace / "images/demo/image.yaml"
-    spec.write_text(spec.read_text().replace("packages: [busybox-static, gcc, libc6-dev]",
-                                             "packages: [busybox-static, gcc, libc6-dev, make]"))
+    spec.write_text(spec.read_text().replace("packages: [busybox-static, gcc, libc6-dev, ccache]",
+                                             "packages: [busybox-static, gcc, libc6-dev, ccache, make]"))
     proc = run_cli(["lock", "--check", "demo"], workspace)
     assert proc.returncode == 1
-    assert ('demo: STALE builder.system@linux/amd64: packages changed from ["busybox-static", "gcc", "libc6-dev"] '
-            'to ["busybox-static", "gcc", "libc6-dev", "make"]') in proc.stdout
+    assert ('demo: STALE builder.system@linux/amd64: packages changed from ["busybox-static", "ccache", "gcc", '
+            '"libc6-dev"] to ["busybox-static", "ccache", "gcc", "libc6-dev", "make"]') in proc.stdout
 
 
 def test_lock_check_fails_when_a_lock_is_missing(workspace):

@@ -76,8 +76,8 @@ def test_a_component_context_holds_only_its_own_files(workspace):
     plan = plan_of(workspace)
     engine = plan.component("engine")
     assert sorted(i.arcname for i in engine.context) == ["build.sh", "deps/kernels.tar", "source.tar"]
-    kernels = plan.component("kernels")
-    assert sorted(i.arcname for i in kernels.context) == ["build.sh", "source.tar"]
+    kernels = plan.component("kernels")  # its compiler cache's seed folder too (build.cache)
+    assert sorted(i.arcname for i in kernels.context) == ["build.sh", "compiler-cache/.keep", "source.tar"]
 
 
 def test_the_runtime_receives_outputs_not_build_trees(workspace):
@@ -94,6 +94,7 @@ def test_the_image_carries_oci_labels_and_the_patch_list(workspace):
     assert labels["org.opencontainers.image.created"] == read_lock(workspace, spec).created
     assert labels["org.opencontainers.image.title"] == "demo"
     assert labels["org.enginebuild.patches"].startswith("demo-engine/0001-aux-layer-ids-off-by-one.patch@sha256:")
+    assert labels["org.enginebuild.patches"].count("@sha256:") == 1  # engine and engine-py share the stack: named once
     assert plan.manifest["patches"][0]["applies_to"] == "engine"
 
 

@@ -1,7 +1,8 @@
 """Print the Dockerfiles of an image, per platform: each component's, each command layer's,
 and the runtime image as the Dockerfile it is equivalent to. With --out DIR, write each
 BuildKit build's Dockerfile and complete context, and the runtime's last part (manifest,
-files, settings) as a buildable context (usecases/rendering.py). --unpinned renders even without a lock."""
+files, settings) as a buildable context (usecases/rendering.py). With --bake DIR, a build plain
+`docker buildx bake` runs (usecases/baking.py). --unpinned renders even without a lock."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from enginebuild.workspace import Workspace
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("image", metavar="IMAGE")
     parser.add_argument("--out", metavar="DIR", help="write Dockerfiles and build contexts here")
+    parser.add_argument("--bake", metavar="DIR",
+                        help="write a build plain `docker buildx bake` runs without enginebuild (docker-bake.hcl, "
+                             "a multi-stage Dockerfile per platform, the files they read)")
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH", help="only this platform")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override a component build argument")
@@ -34,8 +38,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.usecases.building import platforms_of
     from enginebuild.usecases.rendering import write_contexts
 
-    if args.unpinned and args.out:
-        raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out)")
+    if args.unpinned and (args.out or args.bake):
+        raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out, --bake)")
+    if args.out and args.bake:
+        raise UserError("give --out or --bake, not both")
     if not args.unpinned and not ws.overrides:  # as `image` does: what the lock lacks is locked first
         from enginebuild.usecases.building import lock_first
 
@@ -45,6 +51,11 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if lock is None and args.unpinned:
         lock = Lock(spec.name, "1970-01-01T00:00:01Z")
     options = ws.plan_options(build_args=parse_build_args(args.build_arg, [spec]), strict=not args.unpinned)
+    if args.bake:
+        from enginebuild.usecases.baking import write_bake
+
+        write_bake(ws, [plan_image(spec, lock, p, options) for p in platforms_of(spec, args.platform)], Path(args.bake))
+        return 0
     for platform in platforms_of(spec, args.platform):
         plan = plan_image(spec, lock, platform, options)
         if args.out:

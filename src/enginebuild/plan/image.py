@@ -122,7 +122,9 @@ def labels_of(spec: ImageSpec, lock: Lock, manifest: dict[str, Any], pins: Pins,
     labels.update(dict(spec.labels))
     labels.update({
         "org.opencontainers.image.created": created or lock.created,
-        "org.enginebuild.patches": ",".join(f"{p['name']}@sha256:{p['sha256']}" for p in manifest["patches"]),
+        # each patch once, though components sharing a stack each list it in the manifest
+        "org.enginebuild.patches": ",".join(dict.fromkeys(f"{p['name']}@sha256:{p['sha256']}"
+                                                          for p in manifest["patches"])),
         "org.enginebuild.manifest": json.dumps(manifest, sort_keys=True, separators=(",", ":")) if in_label
         else MANIFEST_PATH,
         "org.enginebuild.inputs": keys.sha(keys.canonical(manifest["inputs"])),
