@@ -23,10 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.build.reproduce import reproduce
     from enginebuild.oci.reference import parse_image_ref
-    from enginebuild.plan.image import plan_image
-    from enginebuild.usecases.building import platforms_of
+    from enginebuild.usecases.checking import reproduce_images
 
     against = None
     if args.against:
@@ -38,16 +36,11 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             raise UserError(f"--against {args.against!r}: give a digest (REPO@sha256:...); a tag could move")
         if len(args.images) != 1:
             raise UserError("--against compares one image: name one")
-    ws.sweep()
     results = []
-    for name in dict.fromkeys(args.images):
-        spec = ws.spec(name)
-        lock = ws.lock(spec)
-        for platform in platforms_of(spec, args.platform):
-            result = reproduce(ws.home, plan_image(spec, lock, platform, ws.plan_options()), against)
-            results.append(result)
-            if not args.json:
-                print("\n".join(result.lines()))
+    for result in reproduce_images(ws, args.images, args.platform, against):
+        results.append(result)
+        if not args.json:
+            print("\n".join(result.lines()))
     if args.json:
         print(json.dumps({"ok": all(r.ok for r in results), "images": [r.to_json() for r in results]}, indent=2))
     return 0 if all(r.ok for r in results) else 1

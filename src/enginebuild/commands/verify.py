@@ -20,27 +20,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.io.store import Store
-    from enginebuild.kernels.image import declared_of, verify_plan
-    from enginebuild.plan.image import plan_image
-    from enginebuild.usecases.building import platforms_of
+    from enginebuild.usecases.checking import verify_images
 
     verdicts = []
     undeclared = []
-    for name in dict.fromkeys(args.images):
-        spec = ws.spec(name)
-        lock = ws.lock(spec)
-        if not declared_of(spec):  # nothing is asked of its kernels: not a failure
-            undeclared.append(name)
+    for verdict in verify_images(ws, args.images, args.platform):
+        if isinstance(verdict, str):  # nothing is asked of its kernels: not a failure
+            undeclared.append(verdict)
             if not args.json:
-                print(f"{name}: declares no cuda-archs: nothing to verify (add `cuda-archs: [12.1a]` to have its "
+                print(f"{verdict}: declares no cuda-archs: nothing to verify (add `cuda-archs: [12.1a]` to have its "
                       "binaries checked)")
             continue
-        for platform in platforms_of(spec, args.platform):
-            verdict = verify_plan(spec, lock, plan_image(spec, lock, platform, ws.plan_options()), Store(ws.home))
-            verdicts.append(verdict)
-            if not args.json:
-                print("\n".join(verdict.lines()))
+        verdicts.append(verdict)
+        if not args.json:
+            print("\n".join(verdict.lines()))
     if args.json:
         print(json.dumps({"ok": all(v.ok for v in verdicts), "images": [v.to_json() for v in verdicts],
                           "not_declared": undeclared}, indent=2))
