@@ -9,7 +9,7 @@ import re
 from conftest import ROOT
 
 SRC = ROOT / "src/enginebuild"
-BOTTOM = {"errors", "settings"}
+BOTTOM = {"errors", "settings", "wire"}
 PACKAGES = {p.name for p in SRC.iterdir() if p.is_dir() and any(p.glob("*.py"))} - {"commands"}
 KNOWN_CYCLES: set = set()  # none: core/ (schema, YAML, patch format, CUDA tables) is below spec/
 
@@ -93,3 +93,24 @@ def test_no_module_imports_itself_through_others_when_loaded():
     for module in sorted(graph):
         if module not in state:
             visit(module, [module])
+
+
+def test_no_signature_or_dataclass_field_takes_an_untyped_dict():
+    """Domain functions take dataclasses: a bare dict[str, Any] may appear in no signature and in
+    no class attribute; a document crossing a boundary is named a JsonDoc (enginebuild/wire.py),
+    values handed to a template TemplateValues (plan/render.py)."""
+    found = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            annotations = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = node.args
+                annotations += [a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                                       *filter(None, [args.vararg, args.kwarg])] if a.annotation]
+                annotations += [node.returns] if node.returns else []
+            elif isinstance(node, ast.ClassDef):
+                annotations += [n.annotation for n in node.body if isinstance(n, ast.AnnAssign)]
+            for annotation in annotations:
+                if "dict[str, Any]" in ast.unparse(annotation):
+                    found.append(f"{path.relative_to(SRC)}:{annotation.lineno}")
+    assert found == []

@@ -89,7 +89,7 @@ def test_the_runtime_receives_outputs_not_build_trees(workspace):
 
 def test_the_image_carries_oci_labels_and_the_patch_list(workspace):
     plan = plan_of(workspace)
-    labels = plan.config["labels"]
+    labels = plan.config.labels
     spec = Catalog(workspace).load("demo")
     assert labels["org.opencontainers.image.created"] == read_lock(workspace, spec).created
     assert labels["org.opencontainers.image.title"] == "demo"
@@ -103,7 +103,7 @@ def test_env_values_refer_to_the_base_or_earlier_entries(workspace):
                                 "  PRICE: \"$$5\"\n")
     assert run_cli(["lock", "t"], workspace).returncode == 0
     plan = plan_of(workspace, "t")
-    assert dict(plan.config["env"]) == {"A": "/opt", "PATH": "/opt/bin:/bin", "PRICE": "$5"}
+    assert dict(plan.config.env) == {"A": "/opt", "PATH": "/opt/bin:/bin", "PRICE": "$5"}
 
 
 def test_an_env_value_naming_an_unknown_variable_is_refused_at_its_line(workspace):

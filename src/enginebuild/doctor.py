@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from enginebuild.errors import EngineBuildError
+from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     from enginebuild.workspace import Workspace
@@ -66,7 +67,7 @@ def buildkit() -> Check:
     return Check("BuildKit", "ok", detect_builder().describe())
 
 
-def engine() -> tuple[Check, dict[str, Any]]:
+def engine() -> tuple[Check, JsonDoc]:
     from enginebuild.oci.engine import Engine
     from enginebuild.settings import settings
 
@@ -278,7 +279,7 @@ def _builder_checks(ws: Workspace, values: list[str], targets: set[str]) -> list
         return [Check("builders", "FAIL", exc.message, exc.hint or "")]
 
 
-def as_json(checks: list[Check]) -> dict[str, Any]:
+def as_json(checks: list[Check]) -> JsonDoc:
     return {"ok": not any(c.failed for c in checks), "checks": [asdict(c) for c in checks]}
 
 

@@ -11,7 +11,6 @@ import hashlib
 import json
 import tarfile
 from dataclasses import dataclass
-from typing import Any
 
 from enginebuild.errors import BuildFailed, EngineBuildError
 from enginebuild.io.store import Store
@@ -21,16 +20,17 @@ from enginebuild.oci.engine import Engine
 from enginebuild.oci.image import ImageConfig, Layer, piped, write_docker_archive
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.plan.envs import CHAIN_REPO
-from enginebuild.plan.model import EnvNode, LayerNode, Run
+from enginebuild.plan.model import EnvNode, ImageSettings, LayerNode, Run
+from enginebuild.wire import JsonDoc
 
 
 @dataclass(frozen=True)
 class Base:
-    config: dict[str, Any]  # the base's image config, exactly as published
+    config: JsonDoc  # the base's image config, exactly as published
     layers: tuple[Layer, ...]
 
     @property
-    def history(self) -> list[dict[str, Any]]:
+    def history(self) -> list[JsonDoc]:
         return list(self.config.get("history") or [])
 
 
@@ -49,7 +49,7 @@ def layer_blobs(store: Store, node: LayerNode) -> list[tuple[str, int]] | None:
     return [(str(sha), int(size)) for sha, size in record["layers"]]
 
 
-def put_layer_blobs(store: Store, node: LayerNode, blobs: list[tuple[str, int]], extra: dict[str, Any]) -> None:
+def put_layer_blobs(store: Store, node: LayerNode, blobs: list[tuple[str, int]], extra: JsonDoc) -> None:
     store.put_record("layers", record_key(node), {"layers": [list(b) for b in blobs], "name": node.name, **extra})
 
 
@@ -92,7 +92,7 @@ class Assembler:
             raise BuildFailed(f"cannot pull the base {ref}: {exc.message}",
                               hint=f"check access to {registry} (`docker login {registry}`)") from None
 
-    def _learn(self, ref: str) -> dict[str, Any]:
+    def _learn(self, ref: str) -> JsonDoc:
         """The base's config and layer sizes, from one streamed `docker save`."""
         sizes: dict[str, tuple[str, int]] = {}
         configs: dict[str, bytes] = {}
@@ -155,7 +155,7 @@ class Assembler:
             count += len(layer_blobs(self.store, node) or [])
         return count
 
-    def config_for(self, env: EnvNode, settings: dict[str, Any] | None = None) -> ImageConfig:
+    def config_for(self, env: EnvNode, settings: ImageSettings | None = None) -> ImageConfig:
         base = self.base(env.base)
         body = dict(base.config.get("config") or {})
         arch = env.platform.split("/")[1]
@@ -193,25 +193,25 @@ class Assembler:
         return image_id
 
 
-def apply_settings(config: ImageConfig, settings: dict[str, Any]) -> None:
+def apply_settings(config: ImageConfig, settings: ImageSettings) -> None:
     """The image's own settings over the base's, with Dockerfile semantics (a new ENTRYPOINT
     resets the base's CMD)."""
-    if settings.get("entrypoint") is not None:
-        config.entrypoint = list(settings["entrypoint"])
-        config.cmd = list(settings["cmd"]) if settings.get("cmd") is not None else None
-    elif settings.get("cmd") is not None:
-        config.cmd = list(settings["cmd"])
-    if settings.get("workdir"):
-        config.workdir = settings["workdir"]
-    if settings.get("user"):
-        config.user = settings["user"]
-    config.labels.update(settings.get("labels") or {})
-    config.exposed = sorted(set(config.exposed) | {f"{p}/tcp" for p in settings.get("expose") or ()})
-    if settings.get("stopsignal"):
-        config.stopsignal = settings["stopsignal"]
-    if settings.get("shell"):
-        config.shell = list(settings["shell"])
-    check = settings.get("healthcheck")
+    if settings.entrypoint is not None:
+        config.entrypoint = list(settings.entrypoint)
+        config.cmd = list(settings.cmd) if settings.cmd is not None else None
+    elif settings.cmd is not None:
+        config.cmd = list(settings.cmd)
+    if settings.workdir:
+        config.workdir = settings.workdir
+    if settings.user:
+        config.user = settings.user
+    config.labels.update(settings.labels)
+    config.exposed = sorted(set(config.exposed) | {f"{p}/tcp" for p in settings.expose})
+    if settings.stopsignal:
+        config.stopsignal = settings.stopsignal
+    if settings.shell:
+        config.shell = list(settings.shell)
+    check = settings.healthcheck
     if check is not None:
         config.healthcheck = {"Test": list(check.test)}
         for field, name in (("interval", "Interval"), ("timeout", "Timeout"), ("start_period", "StartPeriod")):

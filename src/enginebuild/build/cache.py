@@ -24,6 +24,7 @@ from enginebuild.oci.image import OCI_LAYER_TAR, canonical, manifest
 from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.oci.registry import RegistryClient, sha256_digest
 from enginebuild.plan.model import ComponentNode, LayerNode
+from enginebuild.wire import JsonDoc
 
 CONFIG_TYPE = "application/vnd.enginebuild.cache.v1+json"
 WHEEL_TYPE = "application/vnd.enginebuild.wheel"
@@ -64,7 +65,7 @@ class LayerCache:
         return self.push_enabled and not self.has(key)
 
     # -- reading -------------------------------------------------------------------------------
-    def fetch_entry(self, key: str, kind: str, store: Store) -> dict[str, Any] | None:
+    def fetch_entry(self, key: str, kind: str, store: Store) -> JsonDoc | None:
         if not self.has(key):
             return None
         _, _, body = self.client.manifest(self._ref(key))
@@ -103,7 +104,7 @@ class LayerCache:
         return True
 
     # -- writing -------------------------------------------------------------------------------
-    def push_entry(self, key: str, kind: str, record: dict[str, Any], blobs: list[tuple[str, int, str]],
+    def push_entry(self, key: str, kind: str, record: JsonDoc, blobs: list[tuple[str, int, str]],
               store: Store) -> None:
         if not self.push_enabled:
             return

@@ -15,6 +15,7 @@ from enginebuild.io.store import Store, make_blob
 from enginebuild.io.tars import TarWriter, clean_name
 from enginebuild.oci.engine import Engine
 from enginebuild.spec.model import Outputs
+from enginebuild.wire import JsonDoc
 
 
 @dataclass(frozen=True)
@@ -26,12 +27,12 @@ class OutputRecord:
     name: str = ""  # the component's, once built
     seconds: float = 0.0  # how long its build took
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         return {"sha256": self.sha256, "size": self.size, "files": self.files,
                 "wheels": [list(w) for w in self.wheels], "name": self.name, "seconds": self.seconds}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> OutputRecord:
+    def from_json(cls, data: JsonDoc) -> OutputRecord:
         return cls(str(data["sha256"]), int(data["size"]), int(data["files"]),
                    tuple((str(f), str(s), int(n)) for f, s, n in data.get("wheels") or ()),
                    str(data.get("name") or ""), float(data.get("seconds") or 0.0))

@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from enginebuild.build.assemble import Assembler
 from enginebuild.build.executor import Executor, final_config
@@ -35,6 +34,7 @@ from enginebuild.oci.image import Layer
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.model import ImagePlan
+from enginebuild.wire import JsonDoc
 
 SHARED = ("cas", "git")  # verified downloads and mirrors of pinned commits: safe to share
 
@@ -81,7 +81,7 @@ class Reproduction:
         out.append(f"{self.image} ({self.platform}): {verdict}")
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         return {"image": self.image, "platform": self.platform, "against": self.against, "ok": self.ok,
                 "seconds": round(self.seconds, 1), "config": {"expected": self.config_expected,
                                                               "actual": self.config_actual},

@@ -9,6 +9,7 @@ from enginebuild.build.assemble import layer_blobs
 from enginebuild.io.store import Store
 from enginebuild.plan.model import ImagePlan, LayerNode, Run
 from enginebuild.state.history import BuildHistory, changed_inputs
+from enginebuild.wire import JsonDoc
 
 
 def _layer_made(store: Store, node: LayerNode) -> bool:
@@ -16,7 +17,7 @@ def _layer_made(store: Store, node: LayerNode) -> bool:
     return blobs is not None and all(store.intact(sha, node.name) for sha, _ in blobs)
 
 
-def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str, str] | None = None) -> dict[str, Any]:
+def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str, str] | None = None) -> JsonDoc:
     store = Store(home)
     history = BuildHistory(home).read(plan.tag)
     components = []

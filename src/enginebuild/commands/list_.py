@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
+from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
 
@@ -26,7 +26,7 @@ def lock_state(ws: Workspace, name: str) -> str:
     return "not-here" if lock.blocked() else "locked"
 
 
-def rows(ws: Workspace) -> list[dict[str, Any]]:
+def rows(ws: Workspace) -> list[JsonDoc]:
     out = []
     broken = ws.broken()
     for base in ws.catalog.names():

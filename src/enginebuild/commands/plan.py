@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from enginebuild.io.progress import human_bytes
+from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str],
-                   cache: LayerCache | None, builders: list[BuilderSpec] | None = None) -> list[dict[str, Any]]:
+                   cache: LayerCache | None, builders: list[BuilderSpec] | None = None) -> list[JsonDoc]:
     from enginebuild.build.status import describe
     from enginebuild.oci.engine import Engine
     from enginebuild.plan.image import plan_image
@@ -58,7 +59,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
     return out
 
 
-def show_assignment(ws: Workspace, plan: ImagePlan, doc: dict[str, Any], specs: list[BuilderSpec]) -> None:
+def show_assignment(ws: Workspace, plan: ImagePlan, doc: JsonDoc, specs: list[BuilderSpec]) -> None:
     """Which builder would build each component to build (the builders are asked what they are)."""
     from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, connect
     from enginebuild.io.store import Store

@@ -17,12 +17,13 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from enginebuild.errors import FetchError, command
 from enginebuild.io import faults
 from enginebuild.io.files import disk_full, mutex, sweep, temp_path, write_atomic
 from enginebuild.io.progress import Transfer, output
+from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:  # requests is loaded only by what downloads (the fast paths write blobs, never fetch)
     from enginebuild.io.http import Http
@@ -236,7 +237,7 @@ class Store:
     def _record_path(self, kind: str, key: str) -> Path:
         return self.records / kind / f"{key}.json"
 
-    def record(self, kind: str, key: str) -> dict[str, Any] | None:
+    def record(self, kind: str, key: str) -> JsonDoc | None:
         """A record, if present and intact: each carries the sha256 of its own content, so a
         damaged one is named, deleted and treated as absent (what it described is made again)."""
         path = self._record_path(kind, key)
@@ -257,7 +258,7 @@ class Store:
             path.unlink()
         return None
 
-    def put_record(self, kind: str, key: str, record: dict[str, Any]) -> None:
+    def put_record(self, kind: str, key: str, record: JsonDoc) -> None:
         body = {**record, "key": key}
         write_atomic(self._record_path(kind, key),
                      json.dumps({**body, "check": sha256_bytes(_canonical(body))}, sort_keys=True).encode())
@@ -284,7 +285,7 @@ class Store:
         return removed
 
 
-def _canonical(doc: dict[str, Any]) -> bytes:
+def _canonical(doc: JsonDoc) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 

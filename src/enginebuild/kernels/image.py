@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from enginebuild.build.assemble import layer_blobs
 from enginebuild.errors import BuildFailed, UserError, command
@@ -21,6 +20,7 @@ from enginebuild.lock.lockfile import Lock
 from enginebuild.lock.pins import ToolPin
 from enginebuild.plan.model import ImagePlan, LayerNode, OutputTree, Wheel
 from enginebuild.spec.model import ImageSpec
+from enginebuild.wire import JsonDoc
 
 NOT_ENGINE = ("system", "manifest")  # distribution packages and enginebuild's own manifest
 
@@ -38,7 +38,7 @@ class Verdict:
     def ok(self) -> bool:
         return bool(self.files) and all(f.ok for f in self.files)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         return {"image": self.image, "platform": self.platform, "declared": self.declared, "ok": self.ok,
                 "layers": self.layers, "seconds": round(self.seconds, 2), "files": [f.to_json() for f in self.files]}
 

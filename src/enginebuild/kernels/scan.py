@@ -19,12 +19,13 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from enginebuild.core.cudacompat import driver_cuda, library_problem, ptx_loads
 from enginebuild.kernels.archs import Arch, Declared, missing, parse_code
 from enginebuild.kernels.cuobjdump import Cuobjdump, DeviceCode
 from enginebuild.kernels.elf import has_device_code, is_elf
+from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     from enginebuild.io.store import Store
@@ -66,7 +67,7 @@ class FileReport:
     def ok(self) -> bool:
         return (not self.missing and not self.problem) or bool(self.skipped)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         return {"path": self.path, "from": self.where, "sass": [a.sass for a in self.code.sass],
                 "ptx": [a.ptx for a in self.code.ptx],
                 "ptx_isa": {a.ptx: f"{v[0]}.{v[1]}" for a, v in self.code.ptx_isa},
@@ -177,12 +178,12 @@ class Reader:
         return self.pool.submit(read)
 
 
-def code_to_json(code: DeviceCode) -> dict[str, Any]:
+def code_to_json(code: DeviceCode) -> JsonDoc:
     return {"sass": [a.sass for a in code.sass], "ptx": [a.ptx for a in code.ptx],
             "ptx_isa": [[a.ptx, list(v)] for a, v in code.ptx_isa]}
 
 
-def code_from_json(data: dict[str, Any]) -> DeviceCode:
+def code_from_json(data: JsonDoc) -> DeviceCode:
     def arch(name: str) -> Arch:
         parsed = parse_code(name)
         assert parsed is not None

@@ -17,11 +17,12 @@ from enginebuild.kernels.image import tool_of
 from enginebuild.kernels.scan import FileReport, Rules, Skip, code_from_json, code_to_json, judge, scan_wheel
 from enginebuild.lock.lockfile import Lock
 from enginebuild.spec.model import ImageSpec
+from enginebuild.wire import JsonDoc
 
 RECORD = "wheel-device-code-v2"  # v2: family cubins and PTX ISA versions, read from the headers
 
 
-def binary_wheels(lock: Lock) -> list[dict[str, Any]]:
+def binary_wheels(lock: Lock) -> list[JsonDoc]:
     """The runtime's platform wheels (pure-Python ones carry no device code)."""
     out: dict[str, dict[str, Any]] = {}
     for name, entry in sorted(lock.entries.items()):
@@ -34,7 +35,7 @@ def binary_wheels(lock: Lock) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def _device_code(store: Store, fetcher: Fetcher, pkg: dict[str, Any], tool: Cuobjdump,
+def _device_code(store: Store, fetcher: Fetcher, pkg: JsonDoc, tool: Cuobjdump,
                  rules: Rules) -> list[tuple[str, DeviceCode]]:
     sha = str(pkg["sha256"])
     record = store.record(RECORD, sha)

@@ -17,6 +17,7 @@ from enginebuild.errors import Where
 from enginebuild.lock.pins import ImagePin, PythonPin, SystemPin, ToolPin
 from enginebuild.sources import Source
 from enginebuild.spec.model import Environment, ImageSpec
+from enginebuild.wire import JsonDoc
 
 CUOBJDUMP = ("nvidia-cuda-cuobjdump", "13.5.37")
 
@@ -31,7 +32,7 @@ class Input:
     platform: str | None = None
     role: str = ""
 
-    def request(self) -> dict[str, Any]:
+    def request(self) -> JsonDoc:
         if self.kind == "source":
             assert self.source is not None
             body = self.source.request_json()
@@ -65,14 +66,14 @@ class Input:
         return {"requirements": reqs, "indexes": [list(i) for i in p.indexes], "python": p.version,
                 "constraints": list(p.constraints), "platform": self.platform, "base": self.env.base}
 
-    def decode(self, data: dict[str, Any]) -> Any:
+    def decode(self, data: JsonDoc) -> Any:
         if self.kind == "source":
             assert self.source is not None
             return self.source.impl.pin_from_json(data)
         pin_types: dict[str, Any] = {"base": ImagePin, "system": SystemPin, "python": PythonPin, "tool": ToolPin}
         return pin_types[self.kind].from_json(data)
 
-    def encode(self, pin: Any) -> dict[str, Any]:
+    def encode(self, pin: Any) -> JsonDoc:
         if self.kind == "source":
             assert self.source is not None
             return self.source.impl.pin_json(pin)

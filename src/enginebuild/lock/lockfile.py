@@ -18,6 +18,7 @@ from enginebuild.errors import LockError, Where, command
 from enginebuild.io.files import write_atomic
 from enginebuild.lock.inputs import Input, image_inputs
 from enginebuild.spec.model import ImageSpec
+from enginebuild.wire import JsonDoc
 
 FORMAT = 2
 _CHECKS = {
@@ -30,11 +31,11 @@ _CHECKS = {
 
 @dataclass
 class Entry:
-    request: dict[str, Any]
-    resolved: dict[str, Any] | None
+    request: JsonDoc
+    resolved: JsonDoc | None
     unresolved: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         body: dict[str, Any] = {"request": self.request, "resolved": self.resolved}
         if self.unresolved:
             body["unresolved"] = self.unresolved
@@ -53,7 +54,7 @@ class Lock:
                "inputs": {n: e.to_json() for n, e in sorted(self.entries.items())}}
         return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
-    def raw(self, name: str) -> dict[str, Any] | None:
+    def raw(self, name: str) -> JsonDoc | None:
         entry = self.entries.get(name)
         return entry.resolved if entry else None
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from enginebuild.wire import JsonDoc
+
 
 @dataclass(frozen=True)
 class ImagePin:
@@ -29,7 +31,7 @@ class ImagePin:
     def scratch(self) -> bool:
         return self.ref == "scratch"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         body: dict[str, Any] = {"ref": self.ref, "digest": self.digest}
         if self.index_digest:
             body["index_digest"] = self.index_digest
@@ -44,7 +46,7 @@ class ImagePin:
         return body
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ImagePin:
+    def from_json(cls, data: JsonDoc) -> ImagePin:
         dists = data.get("python_dists")
         return cls(str(data["ref"]), data.get("digest"), data.get("index_digest"),
                    tuple((str(k), str(v)) for k, v in data.get("env") or ()),
@@ -63,11 +65,11 @@ class DebPin:
     size: int
     archive: int  # index into SystemPin.archives
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> DebPin:
+    def from_json(cls, data: JsonDoc) -> DebPin:
         return cls(str(data["name"]), str(data["version"]), str(data["arch"]), str(data["filename"]),
                    str(data["sha256"]), int(data["size"]), int(data.get("archive", 0)))
 
@@ -81,12 +83,12 @@ class SystemPin:
     def url(self, deb: DebPin) -> str:
         return f"{self.archives[deb.archive]}/{deb.filename}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         return {"archives": list(self.archives), "signature_verified": list(self.signed),
                 "packages": [p.to_json() for p in self.packages]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SystemPin:
+    def from_json(cls, data: JsonDoc) -> SystemPin:
         archives = tuple(str(a) for a in data["archives"])
         signed = tuple(data.get("signature_verified") or [None] * len(archives))
         return cls(archives, signed, tuple(DebPin.from_json(p) for p in data["packages"]))
@@ -112,11 +114,11 @@ class PyPin:
     requested_by: tuple[str, ...] = ()
     replaces: str = ""  # the version the base ships, which this one replaces
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v not in ("", None, ())}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PyPin:
+    def from_json(cls, data: JsonDoc) -> PyPin:
         return cls(str(data["name"]), str(data.get("version", "")), str(data["origin"]), str(data.get("filename", "")),
                    str(data.get("url", "")), str(data.get("sha256", "")), data.get("size"), str(data.get("index", "")),
                    str(data.get("commit", "")), str(data.get("component", "")),
@@ -133,7 +135,7 @@ class PythonPin:
     def installed(self) -> tuple[PyPin, ...]:
         return tuple(p for p in self.packages if p.origin != "base")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         body: dict[str, Any] = {"packages": [p.to_json() for p in self.packages], "base_digest": self.base_digest}
         if self.note:
             body["note"] = self.note
@@ -142,7 +144,7 @@ class PythonPin:
         return body
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PythonPin:
+    def from_json(cls, data: JsonDoc) -> PythonPin:
         return cls(tuple(PyPin.from_json(p) for p in data["packages"]), data.get("base_digest"),
                    str(data.get("note", "")), tuple((str(c), str(i)) for c, i in data.get("wheel_sources") or ()))
 
@@ -158,10 +160,10 @@ class ToolPin:
     def for_machine(self, machine: str) -> PyPin | None:
         return next((f for m, f in self.files if m == machine), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         return {"name": self.name, "version": self.version, "files": {m: f.to_json() for m, f in self.files}}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ToolPin:
+    def from_json(cls, data: JsonDoc) -> ToolPin:
         return cls(str(data["name"]), str(data["version"]),
                    tuple((m, PyPin.from_json(f)) for m, f in sorted(data["files"].items())))

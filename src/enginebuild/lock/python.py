@@ -29,6 +29,7 @@ from enginebuild.io import proc
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin
 from enginebuild.sources.pyindex import DEFAULT_INDEX
 from enginebuild.spec.model import PyRequirement, Python
+from enginebuild.wire import JsonDoc
 
 MACHINES = {"arm64": "aarch64", "amd64": "x86_64", "ppc64le": "ppc64le", "s390x": "s390x"}
 GLIBC = "2_35"  # Ubuntu 22.04 and later, Debian 12: the bases Spark images use
@@ -136,7 +137,7 @@ def _pyproject(reqs: list[PyRequirement], python: Python) -> str:
 
 
 def _compile(home: Path, folder: Path, python: Python, machine: str, reqs: list[PyRequirement], constraints: list[str],
-             origins: Origins, no_deps: bool) -> dict[str, Any]:
+             origins: Origins, no_deps: bool) -> JsonDoc:
     (folder / "pyproject.toml").write_text(_pyproject(reqs, python))
     (folder / "constraints.txt").write_text("".join(f"{c}\n" for c in constraints))
     args = [uv_binary(), "pip", "compile", "pyproject.toml", "--python-version", python.version,
@@ -163,7 +164,7 @@ def _compile(home: Path, folder: Path, python: Python, machine: str, reqs: list[
     return tomllib.loads((folder / "pylock.toml").read_text())
 
 
-def _choose_wheel(wheels: list[dict[str, Any]], tags: list[Tag]) -> dict[str, Any] | None:
+def _choose_wheel(wheels: list[JsonDoc], tags: list[Tag]) -> JsonDoc | None:
     rank = {tag: i for i, tag in enumerate(tags)}
     best, best_rank = None, None
     for wheel in wheels:
@@ -178,7 +179,7 @@ def _choose_wheel(wheels: list[dict[str, Any]], tags: list[Tag]) -> dict[str, An
     return best
 
 
-def _pins(doc: dict[str, Any], tags: list[Tag], indexes: dict[str, str], requested: dict[str, PyRequirement],
+def _pins(doc: JsonDoc, tags: list[Tag], indexes: dict[str, str], requested: dict[str, PyRequirement],
           base: dict[str, str], platform: str, python: Python) -> list[PyPin]:
     out = []
     for package in doc.get("packages", []):

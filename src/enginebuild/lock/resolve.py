@@ -81,7 +81,7 @@ def _where_of_requirements(spec: ImageSpec, inp: Input) -> dict[str, str]:
     return {r.name: str(r.where) for r in inp.env.python.requirements}
 
 
-def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, Any]) -> Any:
+def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, object]) -> Any:
     if inp.kind == "source":
         assert inp.source is not None
         return inp.source.impl.resolve(inp.source.request, r.context())
@@ -111,12 +111,13 @@ def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, Any
         return PythonPin(pin.packages, None, f"resolved without the distributions of {env.base}, which could not "
                                              "be read here; `lock` resolves it again where the base is reachable",
                          read)
-    return replace(resolve_python(r.home, python, platform, base_pin, _where_of_requirements(spec, inp)),
+    image = base_pin if isinstance(base_pin, ImagePin) else None  # none: FROM scratch
+    return replace(resolve_python(r.home, python, platform, image, _where_of_requirements(spec, inp)),
                    wheel_sources=read)
 
 
 def with_wheel_requirements(r: Resolvers, spec: ImageSpec, python: Python,
-                            done: dict[str, Any]) -> tuple[Python, tuple[tuple[str, str], ...]]:
+                            done: dict[str, object]) -> tuple[Python, tuple[tuple[str, str], ...]]:
     """The requirements with what each component's wheel needs (read from its pinned source)
     in front, and (component, source identity) of each source read."""
     extra: list[PyRequirement] = []
@@ -138,7 +139,7 @@ def with_wheel_requirements(r: Resolvers, spec: ImageSpec, python: Python,
     return replace(python, requirements=(*extra, *python.requirements)), tuple(read)
 
 
-def needs_again(spec: ImageSpec, inp: Input, pin: Any, done: dict[str, Any]) -> bool:
+def needs_again(spec: ImageSpec, inp: Input, pin: Any, done: dict[str, object]) -> bool:
     """A Python closure resolved against another base (or none) than the one locked now, or
     holding what a component's wheel needs, read from another source than the one locked now."""
     if inp.kind != "python" or not isinstance(pin, PythonPin) or inp.env is None:
@@ -185,7 +186,7 @@ def now_utc() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def check_interpreters(spec: ImageSpec, done: dict[str, Any]) -> None:
+def check_interpreters(spec: ImageSpec, done: dict[str, object]) -> None:
     """Each environment's `python.version` against the interpreter it will really have."""
     from enginebuild.lock.python import interpreter_mismatch
 
@@ -204,7 +205,7 @@ def build_lock(r: Resolvers, spec: ImageSpec, previous: Lock | None, *, update: 
                report: Report = lambda name, status, detail: None) -> Lock:
     """Resolve what is new, changed or unresolved (everything with update=True); keep the rest."""
     entries: dict[str, Entry] = {}
-    done: dict[str, Any] = {}
+    done: dict[str, object] = {}
     for inp in image_inputs(spec):
         request = inp.request()
         old = previous.entries.get(inp.name) if previous else None

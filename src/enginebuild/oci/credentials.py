@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
 
 from enginebuild.errors import EngineBuildError
 from enginebuild.io import proc
 from enginebuild.settings import settings
+from enginebuild.wire import JsonDoc
 
 
-def _config() -> dict[str, Any]:
+def _config() -> JsonDoc:
     try:
         data = json.loads((settings().docker_config / "config.json").read_text())
     except (OSError, ValueError):

@@ -20,6 +20,7 @@ from urllib.parse import quote, urlencode
 from enginebuild.errors import EngineBuildError, UserError
 from enginebuild.oci.endpoint import Endpoint, local_endpoint
 from enginebuild.settings import ENGINE_API_VERSION
+from enginebuild.wire import JsonDoc
 
 
 class EngineUnavailable(EngineBuildError):
@@ -89,13 +90,13 @@ class Engine:
         except EngineBuildError:
             return False
 
-    def version(self) -> dict[str, Any]:
+    def version(self) -> JsonDoc:
         return dict(self.call("GET", "/version") or {})
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> JsonDoc:
         return dict(self.call("GET", "/info") or {})
 
-    def inspect(self, ref: str) -> dict[str, Any] | None:
+    def inspect(self, ref: str) -> JsonDoc | None:
         found = self.call("GET", f"/images/{quote(ref, safe='')}/json")
         return dict(found) if found else None
 
@@ -103,7 +104,7 @@ class Engine:
         found = self.inspect(ref)
         return str(found["Id"]) if found else None
 
-    def history(self, ref: str) -> list[dict[str, Any]]:
+    def history(self, ref: str) -> list[JsonDoc]:
         return list(self.call("GET", f"/images/{quote(ref, safe='')}/history") or [])
 
     def tags_of(self, repository: str) -> set[str]:

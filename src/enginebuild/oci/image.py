@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from enginebuild.wire import JsonDoc
+
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
@@ -57,11 +59,11 @@ class ImageConfig:
     exposed: list[str] = field(default_factory=list)
     stopsignal: str | None = None
     shell: list[str] | None = None
-    healthcheck: dict[str, Any] | None = None
-    base_history: list[dict[str, Any]] = field(default_factory=list)
+    healthcheck: JsonDoc | None = None
+    base_history: list[JsonDoc] = field(default_factory=list)
     config_history: list[str] = field(default_factory=list)  # settings without a layer, for `docker history`
 
-    def document(self, layers: list[Layer]) -> dict[str, Any]:
+    def document(self, layers: list[Layer]) -> JsonDoc:
         body: dict[str, Any] = {"Env": self.env, "Labels": self.labels or None}
         if self.entrypoint is not None:
             body["Entrypoint"] = self.entrypoint
@@ -96,7 +98,7 @@ class ImageConfig:
 
 
 def manifest(config_digest: str, config_size: int, layers: list[tuple[str, int, str]],
-             subject: dict[str, Any] | None = None, artifact_type: str | None = None,
+             subject: JsonDoc | None = None, artifact_type: str | None = None,
              annotations: dict[str, str] | None = None, config_type: str = OCI_CONFIG) -> bytes:
     """An OCI image manifest; layers are (digest, size, media type)."""
     doc: dict[str, Any] = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
@@ -111,7 +113,7 @@ def manifest(config_digest: str, config_size: int, layers: list[tuple[str, int, 
     return canonical(doc)
 
 
-def index(manifests: list[dict[str, Any]], annotations: dict[str, str] | None = None) -> bytes:
+def index(manifests: list[JsonDoc], annotations: dict[str, str] | None = None) -> bytes:
     doc: dict[str, Any] = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}
     if annotations:
         doc["annotations"] = annotations

@@ -21,6 +21,7 @@ from enginebuild.io.http import MAX_WAIT_S, RETRY_STATUS, Http, HttpFailure, ret
 from enginebuild.oci.credentials import registry_credentials
 from enginebuild.oci.reference import ImageRef, is_local_registry
 from enginebuild.settings import settings
+from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     import requests
@@ -137,7 +138,7 @@ class RegistryClient:
             raise RegistryError(f"{ref}: the manifest is not JSON") from None
         return actual, media_type, body
 
-    def platform_manifest(self, ref: ImageRef, platform: str) -> tuple[str, dict[str, Any], str | None]:
+    def platform_manifest(self, ref: ImageRef, platform: str) -> tuple[str, JsonDoc, str | None]:
         """(manifest digest, manifest, index digest or None) of `platform` under a tag or digest."""
         digest, media_type, body = self.manifest(ref)
         doc = json.loads(body)
@@ -257,7 +258,7 @@ class RegistryClient:
             raise RegistryError(f"{ref.name}: upload of blob {digest[:19]} failed (HTTP {put.status_code}): "
                                 f"{_error_text(put)}")
 
-    def referrers(self, ref: ImageRef, digest: str) -> dict[str, Any] | None:
+    def referrers(self, ref: ImageRef, digest: str) -> JsonDoc | None:
         """The referrers index of a manifest, or None when the registry has no referrers API."""
         response = self.request(ref, "GET", self._url(ref, "referrers", digest),
                                 headers={"Accept": INDEX_TYPES[0]})

@@ -9,16 +9,17 @@ from __future__ import annotations
 import re
 import tarfile
 from collections.abc import Callable
-from typing import IO, Any, cast
+from typing import IO, cast
 
 from enginebuild.errors import RegistryError
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryClient
+from enginebuild.wire import JsonDoc
 
 Wanted = Callable[[str], bool]
 
 
-def read_files(client: RegistryClient, ref: ImageRef, manifest: dict[str, Any], wanted: Wanted,
+def read_files(client: RegistryClient, ref: ImageRef, manifest: JsonDoc, wanted: Wanted,
                limit: int = 1 << 20) -> dict[str, bytes]:
     found: dict[str, bytes] = {}
     for layer in manifest.get("layers", []):

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 from enginebuild.core.patchfile import PatchFile
 from enginebuild.patches.apply import HunkResult, Text, apply_file
 from enginebuild.sources.trees import SourceTree
+from enginebuild.wire import JsonDoc
 
 APPLIES, UPSTREAM, OBSOLETE, CONFLICTS = "applies", "already-upstream", "obsolete", "conflicts"
 
@@ -40,7 +41,7 @@ class PatchResult:
         """Its changes are in the patched tree (it applies, even if its header calls it obsolete)."""
         return self.conflict is None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         doc: dict[str, Any] = {"name": self.name, "sha256": self.sha256, "subject": self.subject,
                                "status": self.status, "detail": self.detail,
                                "hunks": [{"file": h.file, "hunk": h.index, "header": h.header, "offset": h.offset}

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from enginebuild.wire import JsonDoc
+
 
 @dataclass(frozen=True)
 class EditFile:
@@ -71,7 +73,7 @@ class EditRecord:
         return [la.blob for la in self.layers if la.blob]
 
     # -- serialisers ------------------------------------------------------------------------
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         return {"platform": self.platform, "tag": self.tag, "chain_repo": self.chain_repo, "root": self.root,
                 "epoch": self.epoch, "kernels": self.kernels, "config": self.config,
                 "layers": [[la.diff_id, la.size, la.created_by, la.blob] for la in self.layers],
@@ -80,7 +82,7 @@ class EditRecord:
                 "only_copied": list(self.only_copied)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> EditRecord:
+    def from_json(cls, data: JsonDoc) -> EditRecord:
         return cls(platform=str(data["platform"]), tag=str(data["tag"]), chain_repo=str(data["chain_repo"]),
                    root=str(data["root"]), epoch=int(data["epoch"]), kernels=bool(data["kernels"]),
                    config=str(data["config"]),
@@ -91,7 +93,7 @@ class EditRecord:
                    only_copied=tuple(map(str, data["only_copied"])))
 
 
-def _node_json(node: EditNode) -> dict[str, Any]:
+def _node_json(node: EditNode) -> JsonDoc:
     out: dict[str, Any] = {"name": node.name, "key": node.key, "chain": node.chain, "inputs": node.inputs,
                            "blobs": node.blobs, "run": node.run}
     if node.files is not None:
@@ -100,7 +102,7 @@ def _node_json(node: EditNode) -> dict[str, Any]:
     return out
 
 
-def _node_from_json(data: dict[str, Any]) -> EditNode:
+def _node_from_json(data: JsonDoc) -> EditNode:
     files = None
     if data.get("files") is not None:
         files = tuple(EditFile(str(f["dest"]), int(f["mode"]), bool(f["given"]), str(f["display"]),

@@ -14,7 +14,7 @@ from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin
 from enginebuild.lock.python import interpreter_mismatch
 from enginebuild.plan import keys
 from enginebuild.plan.model import ContextItem, EnvNode, FromBlob, FromData, FromFile, LayerNode, Run, Sysroot, Wheels
-from enginebuild.plan.render import render
+from enginebuild.plan.render import TemplateValues, render
 from enginebuild.plan.wheelgroups import wheel_sets
 from enginebuild.spec.model import Environment, ImageSpec, Step
 
@@ -98,7 +98,7 @@ class EnvPlanner:
         pin: ImagePin = self.pins.get(f"{role}.base@{self.platform}")
         return pin
 
-    def run_layer(self, parent: EnvNode, layers: list[LayerNode], what: str, commands: list[dict[str, Any]],
+    def run_layer(self, parent: EnvNode, layers: list[LayerNode], what: str, commands: list[TemplateValues],
                   context: tuple[ContextItem, ...], secrets: tuple[str, ...], env: tuple[tuple[str, str], ...],
                   kind: str = "run", inputs: dict[str, str] | None = None) -> LayerNode:
         prefix = EnvNode(parent.role, parent.platform, parent.base, tuple(layers), parent.root, parent.env)

@@ -25,6 +25,7 @@ from enginebuild.plan.model import (
     EnvNode,
     Files,
     ImagePlan,
+    ImageSettings,
     LayerNode,
     OutputTree,
     OverlayFiles,
@@ -32,6 +33,7 @@ from enginebuild.plan.model import (
 )
 from enginebuild.spec.model import FileGroup, ImageSpec
 from enginebuild.spec.reader import ENV_REF
+from enginebuild.wire import JsonDoc
 
 MANIFEST_PATH = "/opt/enginebuild/manifest.json"
 MAX_FILE_LAYERS = 32  # file groups beyond this share the last layer
@@ -46,7 +48,7 @@ class Options:
     strict: bool = True
     source_date_epoch: int | None = None  # SOURCE_DATE_EPOCH, as the caller read it (the plan reads no environment)
 
-    def memo(self) -> dict[str, Any]:
+    def memo(self) -> JsonDoc:
         return {"build_args": self.build_args, "on": self.on, "only": sorted(self.only)}
 
 
@@ -106,7 +108,7 @@ def adds_no_layer(spec: ImageSpec) -> bool:
                 or spec.install or spec.overlays or spec.steps or spec.files)
 
 
-def labels_of(spec: ImageSpec, lock: Lock, manifest: dict[str, Any], pins: Pins, on: str | None,
+def labels_of(spec: ImageSpec, lock: Lock, manifest: JsonDoc, pins: Pins, on: str | None,
               in_label: bool = False, created: str = "") -> dict[str, str]:
     revision = source_url = ""
     for comp in [spec.component(n) for n in spec.install] + list(spec.components):
@@ -136,7 +138,7 @@ def labels_of(spec: ImageSpec, lock: Lock, manifest: dict[str, Any], pins: Pins,
     return {k: v for k, v in sorted(labels.items()) if v or k in dict(spec.labels)}
 
 
-def manifest_of(spec: ImageSpec, lock: Lock, platform: str) -> dict[str, Any]:
+def manifest_of(spec: ImageSpec, lock: Lock, platform: str) -> JsonDoc:
     patches = [{"name": p.name, "sha256": p.patch.sha256, "applies_to": owner} for owner, p in spec.all_patches]
     inputs = {n: e.resolved for n, e in sorted(lock.entries.items()) if "@" not in n or n.endswith("@" + platform)}
     return {"enginebuild-manifest": 2, "image": spec.name, "platform": platform, "created": lock.created,
@@ -251,11 +253,10 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         layers += _file_layers(spec.files, layers[-1].chain if layers else runtime.root, epoch)
     labels = labels_of(spec, lock, manifest, pins, options.on, in_label,
                        keys.created_of(lock.created, options.source_date_epoch))
-    config = {"env": run_env, "entrypoint": spec.entrypoint, "cmd": spec.cmd, "workdir": spec.workdir,
-              "user": spec.user, "labels": labels, "expose": list(spec.expose), "stopsignal": spec.stopsignal,
-              "shell": spec.shell, "healthcheck": spec.healthcheck,
-              "env_note": "the base is not pinned: its variables ($NAME) are shown as written, `lock` reads their "
-                          "values from its config" if unknown and any("$" in v for _, v in run_env) else ""}
+    config = ImageSettings(
+        run_env, spec.entrypoint, spec.cmd, spec.workdir, spec.user, labels, spec.expose, spec.stopsignal, spec.shell,
+        spec.healthcheck, "the base is not pinned: its variables ($NAME) are shown as written, `lock` reads their "
+                          "values from its config" if unknown and any("$" in v for _, v in run_env) else "")
     arch = platform.split("/")[1]
     image = spec.name.split(":")[0]
     flavour = spec.name.partition(":")[2] or "latest"

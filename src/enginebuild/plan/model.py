@@ -13,7 +13,8 @@ from typing import Any
 
 from enginebuild.lock.pins import DebPin, ImagePin, PyPin
 from enginebuild.sources import Source
-from enginebuild.spec.model import FileEntry, Outputs, PatchRef
+from enginebuild.spec.model import FileEntry, Healthcheck, Outputs, PatchRef
+from enginebuild.wire import JsonDoc
 
 # -- where the bytes of a build-context item come from ------------------------------------
 
@@ -210,6 +211,24 @@ class ComponentNode:
 
 
 @dataclass(frozen=True)
+class ImageSettings:
+    """The image's own settings, laid over its base's (Dockerfile semantics: a new entrypoint
+    resets the base's cmd)."""
+
+    env: tuple[tuple[str, str], ...]
+    entrypoint: tuple[str, ...] | None
+    cmd: tuple[str, ...] | None
+    workdir: str | None
+    user: str | None
+    labels: dict[str, str]
+    expose: tuple[int, ...]
+    stopsignal: str | None
+    shell: tuple[str, ...] | None
+    healthcheck: Healthcheck | None
+    env_note: str = ""  # what a reader of the rendered Dockerfile should know about the variables
+
+
+@dataclass(frozen=True)
 class ImagePlan:
     image: str
     platform: str
@@ -217,8 +236,8 @@ class ImagePlan:
     epoch: int
     components: tuple[ComponentNode, ...]
     runtime: EnvNode
-    config: dict[str, Any]  # the image settings (env, entrypoint, labels, ...), without the base's
-    manifest: dict[str, Any]
+    config: ImageSettings  # the image's own settings, without the base's
+    manifest: JsonDoc  # the manifest document the image carries
     tags: tuple[str, ...]  # local tags: platform-qualified first
     cuda_archs: tuple[str, ...] = ()
     stand_in: str | None = None

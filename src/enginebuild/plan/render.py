@@ -14,6 +14,7 @@ import jinja2
 from enginebuild.plan.quote import FILTERS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+TemplateValues = dict[str, Any]  # what a template is rendered with (named values for its placeholders)
 
 
 @lru_cache(maxsize=1)

@@ -7,10 +7,10 @@ from typing import Any
 
 from enginebuild.plan.envs import CHAIN_REPO
 from enginebuild.plan.model import Data, Files, ImagePlan, LayerNode, OutputTree, OverlayFiles, Run, Sysroot, Wheel, Wheels
-from enginebuild.plan.render import render
+from enginebuild.plan.render import TemplateValues, render
 
 
-def _healthcheck(check: Any) -> dict[str, Any] | None:
+def _healthcheck(check: Any) -> TemplateValues | None:
     if check is None:
         return None
     options = ""
@@ -58,11 +58,11 @@ def tail_folder(node: LayerNode, index: int) -> str:
     return f"files/{index:02d}-{node.key[:12]}"
 
 
-def settings_values(plan: ImagePlan) -> dict[str, Any]:
+def settings_values(plan: ImagePlan) -> TemplateValues:
     c = plan.config
-    return {"env": list(c["env"]), "env_note": c.get("env_note", ""), "labels": sorted(c["labels"].items()), "expose": c["expose"],
-            "workdir": c["workdir"], "user": c["user"], "shell": c["shell"], "stopsignal": c["stopsignal"],
-            "healthcheck": _healthcheck(c["healthcheck"]), "entrypoint": c["entrypoint"], "cmd": c["cmd"]}
+    return {"env": list(c.env), "env_note": c.env_note, "labels": sorted(c.labels.items()), "expose": list(c.expose),
+            "workdir": c.workdir, "user": c.user, "shell": c.shell, "stopsignal": c.stopsignal,
+            "healthcheck": _healthcheck(c.healthcheck), "entrypoint": c.entrypoint, "cmd": c.cmd}
 
 
 def runtime_dockerfile(plan: ImagePlan) -> str:

@@ -9,29 +9,29 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from enginebuild import __version__
 from enginebuild.lock.lockfile import Lock
 from enginebuild.spec.model import ImageSpec
+from enginebuild.wire import JsonDoc
 
 STATEMENT = "https://in-toto.io/Statement/v1"
 PREDICATE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://enginebuild.dev/buildtypes/image/v1"
 
 
-def _file(root: Path, rel: str) -> dict[str, Any]:
+def _file(root: Path, rel: str) -> JsonDoc:
     return {"uri": rel, "digest": {"sha256": hashlib.sha256((root / rel).read_bytes()).hexdigest()}}
 
 
-def pin_digest(pin: dict[str, Any]) -> str:
+def pin_digest(pin: JsonDoc) -> str:
     """The sha256 of a resolved pin as the lockfile holds it (canonical JSON)."""
     from enginebuild.plan import keys
 
     return keys.sha(keys.canonical(pin))
 
 
-def dependencies(lock: Lock, lockfile: str) -> list[dict[str, Any]]:
+def dependencies(lock: Lock, lockfile: str) -> list[JsonDoc]:
     """One descriptor per input of the lock. A package set (system packages, a Python closure of
     hundreds of distributions) is named by the digest of its pin, which lists each package's
     sha256; the SBOM attached beside lists them one by one. The statement stays a few KB, and
@@ -53,7 +53,7 @@ def dependencies(lock: Lock, lockfile: str) -> list[dict[str, Any]]:
     return out
 
 
-def builder_id() -> tuple[str, dict[str, Any]]:
+def builder_id() -> tuple[str, JsonDoc]:
     server, repo, run = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
     if server and repo and run:
         workflow = os.environ.get("GITHUB_WORKFLOW_REF", "")

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from enginebuild.errors import LockError
 from enginebuild.io.files import write_atomic
+from enginebuild.wire import JsonDoc
 
 
 def record_path(root: Path, lock_name: str) -> Path:
     return root / "lockfiles" / f"{lock_name}.pushes.json"
 
 
-def read_records(root: Path, lock_name: str) -> list[dict[str, Any]]:
+def read_records(root: Path, lock_name: str) -> list[JsonDoc]:
     path = record_path(root, lock_name)
     try:
         doc = json.loads(path.read_text())
@@ -32,7 +32,7 @@ def read_records(root: Path, lock_name: str) -> list[dict[str, Any]]:
     return list(doc["pushes"])
 
 
-def add_record(root: Path, image: str, lock_name: str, record: dict[str, Any]) -> None:
+def add_record(root: Path, image: str, lock_name: str, record: JsonDoc) -> None:
     pushes = [p for p in read_records(root, lock_name)
               if not (p.get("repository") == record["repository"] and p.get("tag") == record["tag"])]
     pushes.append(record)

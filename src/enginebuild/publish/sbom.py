@@ -11,6 +11,7 @@ from typing import Any
 from enginebuild import __version__
 from enginebuild.lock.lockfile import Lock
 from enginebuild.spec.model import ImageSpec
+from enginebuild.wire import JsonDoc
 
 
 def _hash(value: str) -> Any:
@@ -37,7 +38,7 @@ def _component(ref: str, name: str, version: str, kind: str, purl: str | None = 
     return component
 
 
-def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, dict[str, Any]]) -> list[Any]:
+def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, JsonDoc]) -> list[Any]:
     out = []
     for name, entry in sorted(lock.entries.items()):
         pin = entry.resolved
@@ -81,7 +82,7 @@ def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, dict[str, Any]
     return out
 
 
-def sbom_key(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, dict[str, Any]]) -> str:
+def sbom_key(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, JsonDoc]) -> str:
     """Everything the SBOM says: the same inputs, the same document."""
     from enginebuild.plan import keys
 
@@ -92,7 +93,7 @@ def sbom_key(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, di
                                    for c in spec.components if c.name in outputs])
 
 
-def make_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, dict[str, Any]],
+def make_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, JsonDoc],
               store: Any = None) -> bytes:
     """The SBOM of an image made of these inputs, written once per set of inputs (kept in the store).
     It does not name the image's digest: the referrer manifest that attaches it does (its
@@ -108,7 +109,7 @@ def make_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, d
     return document
 
 
-def write_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, dict[str, Any]],
+def write_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, JsonDoc],
                key: str | None = None) -> bytes:
     """The document; `key`: its sbom_key when the caller has it already."""
     import datetime as dt

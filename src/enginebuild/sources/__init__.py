@@ -11,6 +11,7 @@ from typing import Any
 
 from enginebuild.errors import Where
 from enginebuild.sources.base import Kind
+from enginebuild.wire import JsonDoc
 
 
 @lru_cache(maxsize=1)
@@ -44,7 +45,7 @@ class Source:
     def pinned_by_lock(self) -> bool:
         return self.impl.request_json(self.request) is not None
 
-    def request_json(self) -> dict[str, Any] | None:
+    def request_json(self) -> JsonDoc | None:
         body = self.impl.request_json(self.request)
         return None if body is None else {"kind": self.kind, **body}
 

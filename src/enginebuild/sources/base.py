@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from enginebuild.errors import Where
 from enginebuild.io.http import Http
 from enginebuild.io.store import Blob, Store
+from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     from enginebuild.core.schema import Schema
@@ -47,18 +48,18 @@ class Kind(Protocol):
     schema: Schema
     doc: str  # one line for docs/spec.md
 
-    def request(self, node: dict[str, Any], place: Place, default_name: str) -> Any:
+    def request(self, node: JsonDoc, place: Place, default_name: str) -> Any:
         """The typed request of a validated spec node (checked: paths exist and stay inside)."""
 
-    def request_json(self, request: Any) -> dict[str, Any] | None:
+    def request_json(self, request: Any) -> JsonDoc | None:
         """What the lock records as the request (None: nothing to pin, such as a folder)."""
 
     def resolve(self, request: Any, ctx: Context) -> Any:
         """The pin of a request: a full commit, an sdist's file and sha256, ..."""
 
-    def pin_json(self, pin: Any) -> dict[str, Any]: ...
+    def pin_json(self, pin: Any) -> JsonDoc: ...
 
-    def pin_from_json(self, data: dict[str, Any]) -> Any: ...
+    def pin_from_json(self, data: JsonDoc) -> Any: ...
 
     def identity(self, request: Any, pin: Any, only: Callable[[str], bool] | None = None) -> str:
         """A digest that changes exactly when the source's bytes may: part of every key using it.

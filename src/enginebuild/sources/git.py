@@ -27,6 +27,7 @@ from enginebuild.io.store import Blob, make_blob, sha256_bytes
 from enginebuild.io.tars import TarWriter, clean_name, walk_folder
 from enginebuild.sources.base import Context, Place
 from enginebuild.sources.trees import GitTree, SourceTree
+from enginebuild.wire import JsonDoc
 
 MAX_SUBMODULE_DEPTH = 4
 
@@ -122,12 +123,12 @@ class GitKind:
         exclusive=(("ref", "commit"),), need_one_of=("ref", "commit"), required=("url",),
         doc="{url, ref} or {url, commit}")
 
-    def request(self, node: dict[str, Any], place: Place, default_name: str) -> GitRequest:
+    def request(self, node: JsonDoc, place: Place, default_name: str) -> GitRequest:
         return GitRequest(str(node["url"]), str(node.get("ref") or node.get("commit")),
                           bool(node.get("submodules", False)), bool(node.get("metadata", False)),
                           node.get("version"))
 
-    def request_json(self, request: GitRequest) -> dict[str, Any]:
+    def request_json(self, request: GitRequest) -> JsonDoc:
         body: dict[str, Any] = {"url": request.url, "ref": request.ref}
         if request.submodules:
             body["submodules"] = True
@@ -138,13 +139,13 @@ class GitKind:
         subs = _submodules(ctx.home, request.url, commit) if request.submodules else ()
         return GitPin(request.url, commit, subs)
 
-    def pin_json(self, pin: GitPin) -> dict[str, Any]:
+    def pin_json(self, pin: GitPin) -> JsonDoc:
         body: dict[str, Any] = {"url": pin.url, "commit": pin.commit}
         if pin.submodules:
             body["submodules"] = [{"path": s.path, "url": s.url, "commit": s.commit} for s in pin.submodules]
         return body
 
-    def pin_from_json(self, data: dict[str, Any]) -> GitPin:
+    def pin_from_json(self, data: JsonDoc) -> GitPin:
         subs = tuple(Submodule(str(s["path"]), str(s["url"]), str(s["commit"])) for s in data.get("submodules") or [])
         return GitPin(str(data["url"]), str(data["commit"]), subs)
 

@@ -14,6 +14,7 @@ from enginebuild.io.store import Blob
 from enginebuild.io.tars import walk_folder
 from enginebuild.sources.base import Context, Place
 from enginebuild.sources.trees import DirTree, SourceTree, folder_to_tree
+from enginebuild.wire import JsonDoc
 
 
 def _rel(value: str) -> str | None:
@@ -69,10 +70,10 @@ class PathKind:
     def resolve(self, request: PathRequest, ctx: Context) -> None:
         return None
 
-    def pin_json(self, pin: Any) -> dict[str, Any]:
+    def pin_json(self, pin: Any) -> JsonDoc:
         return {}
 
-    def pin_from_json(self, data: dict[str, Any]) -> None:
+    def pin_from_json(self, data: JsonDoc) -> None:
         return None
 
     def identity(self, request: PathRequest, pin: Any, only: Callable[[str], bool] | None = None) -> str:

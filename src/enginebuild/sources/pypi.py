@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -17,6 +16,7 @@ from enginebuild.io.unpack import parse_size, size_problem
 from enginebuild.sources.base import Context, Place
 from enginebuild.sources.pyindex import DEFAULT_INDEX, find_file, newest_version, project_files, version_of_file
 from enginebuild.sources.trees import ArchiveTree, SourceTree, archive_to_tree
+from enginebuild.wire import JsonDoc
 
 
 def _version(value: str) -> str | None:
@@ -75,13 +75,13 @@ class PypiKind:
                                                      "at least 1 GiB)")},
                     required=("version",), doc="{name, version, index, max-unpacked}")
 
-    def request(self, node: dict[str, Any], place: Place, default_name: str) -> PypiRequest:
+    def request(self, node: JsonDoc, place: Place, default_name: str) -> PypiRequest:
         limit = node.get("max-unpacked")
         return PypiRequest(str(node.get("name") or default_name), str(node["version"]),
                            str(node.get("index") or DEFAULT_INDEX).rstrip("/"),
                            parse_size(limit) if limit is not None else None)
 
-    def request_json(self, request: PypiRequest) -> dict[str, Any]:
+    def request_json(self, request: PypiRequest) -> JsonDoc:
         body = {"name": request.name, "version": request.version}
         if request.index != DEFAULT_INDEX:
             body["index"] = request.index
@@ -99,10 +99,10 @@ class PypiKind:
         raise ResolveError(f"{request.index} has no source distribution of {request.name}=={request.version}",
                            hint=f"recent releases: {', '.join(known)}" if known else None)
 
-    def pin_json(self, pin: PypiPin) -> dict[str, Any]:
+    def pin_json(self, pin: PypiPin) -> JsonDoc:
         return asdict(pin)
 
-    def pin_from_json(self, data: dict[str, Any]) -> PypiPin:
+    def pin_from_json(self, data: JsonDoc) -> PypiPin:
         return PypiPin(str(data["name"]), str(data["version"]), str(data["filename"]), str(data["url"]),
                        str(data["sha256"]), data.get("size"), str(data.get("index") or DEFAULT_INDEX))
 

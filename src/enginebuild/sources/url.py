@@ -17,6 +17,7 @@ from enginebuild.io.tars import TarWriter
 from enginebuild.io.unpack import parse_size, size_problem
 from enginebuild.sources.base import Context, Place
 from enginebuild.sources.trees import ArchiveTree, SourceTree, archive_to_tree
+from enginebuild.wire import JsonDoc
 
 ARCHIVES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 
@@ -58,13 +59,13 @@ class UrlKind:
                                                      "at least 1 GiB)")},
                     required=("url",), doc="{url, sha256, unpack, max-unpacked}")
 
-    def request(self, node: dict[str, Any], place: Place, default_name: str) -> UrlRequest:
+    def request(self, node: JsonDoc, place: Place, default_name: str) -> UrlRequest:
         url = str(node["url"])
         unpack = bool(node.get("unpack", url.endswith(ARCHIVES)))
         limit = node.get("max-unpacked")
         return UrlRequest(url, node.get("sha256"), unpack, parse_size(limit) if limit is not None else None)
 
-    def request_json(self, request: UrlRequest) -> dict[str, Any]:
+    def request_json(self, request: UrlRequest) -> JsonDoc:
         body: dict[str, Any] = {"url": request.url, "unpack": request.unpack}
         if request.sha256:
             body["sha256"] = request.sha256
@@ -80,10 +81,10 @@ class UrlKind:
         blob = ctx.store.put_bytes(response.content, request.filename)
         return UrlPin(request.url, blob.sha256, blob.size)
 
-    def pin_json(self, pin: UrlPin) -> dict[str, Any]:
+    def pin_json(self, pin: UrlPin) -> JsonDoc:
         return {"url": pin.url, "sha256": pin.sha256, "size": pin.size}
 
-    def pin_from_json(self, data: dict[str, Any]) -> UrlPin:
+    def pin_from_json(self, data: JsonDoc) -> UrlPin:
         return UrlPin(str(data["url"]), str(data["sha256"]), int(data.get("size") or 0))
 
     def identity(self, request: UrlRequest, pin: UrlPin, only: Callable[[str], bool] | None = None) -> str:

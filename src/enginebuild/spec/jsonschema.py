@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from enginebuild.spec import fields
+from enginebuild.wire import JsonDoc
 
 SCHEMA_ID = "https://enginebuild.invalid/schema/image.json"
 
 
-def image_json_schema() -> dict[str, Any]:
+def image_json_schema() -> JsonDoc:
     """A spec that `extends` another may leave out anything its parent gives (a component's
     `build`, a required key at any depth), so the schema is the relaxed one, and a spec that
     extends nothing must also satisfy the whole one."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from enginebuild.io.files import write_atomic
+from enginebuild.wire import JsonDoc
 
 _LOCK = threading.Lock()
 
@@ -20,7 +21,7 @@ class BuildHistory:
     def _path(self, tag: str) -> Path:
         return self.folder / (tag.replace("/", "_").replace(":", "@") + ".json")
 
-    def read(self, tag: str) -> dict[str, Any]:
+    def read(self, tag: str) -> JsonDoc:
         try:
             data = json.loads(self._path(tag).read_text())
             return data if isinstance(data, dict) else {}
@@ -61,7 +62,7 @@ class BuildHistory:
             write_atomic(self._seconds_path(), json.dumps(data, sort_keys=True).encode())
 
 
-def changed_inputs(inputs: dict[str, str], previous: dict[str, Any] | None) -> list[str]:
+def changed_inputs(inputs: dict[str, str], previous: JsonDoc | None) -> list[str]:
     """Names of the inputs that differ from the node's last build, most telling first."""
     if not previous:
         return ["no earlier build"]

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from enginebuild import __version__
+from enginebuild.wire import JsonDoc
 
 RACY_SECONDS = 2.0
 UNKNOWN = [0, 0, 0, 0]  # the stat recorded for a file written within RACY_SECONDS: never matches
@@ -35,7 +36,7 @@ def _stat(path: str) -> list[int] | None:
     return [st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode]  # a chmod changes a file's mode in the image
 
 
-def memo_key(root: Any, image: str, options: dict[str, Any]) -> str:
+def memo_key(root: Any, image: str, options: JsonDoc) -> str:
     """What the memo is for: this checkout, this image, these options, this enginebuild, and the
     time stamp every layer carries (SOURCE_DATE_EPOCH)."""
     from enginebuild.settings import settings
@@ -54,7 +55,7 @@ class PlanMemo:
         image = json.loads(key)["image"].replace(":", "--")
         return os.path.join(self.folder, f"{image}-{zlib.crc32(key.encode()):08x}.json")
 
-    def read(self, key: str) -> dict[str, Any] | None:
+    def read(self, key: str) -> JsonDoc | None:
         """The memo of `key` as stored: its inputs (path -> stat) and result."""
         try:
             with open(self._file(key)) as handle:
@@ -65,13 +66,13 @@ class PlanMemo:
             return None
         return doc
 
-    def changed(self, doc: dict[str, Any], now: dict[str, list[int] | None] | None = None) -> list[str]:
+    def changed(self, doc: JsonDoc, now: dict[str, list[int] | None] | None = None) -> list[str]:
         """The inputs of a memo whose stat differs now (or in the snapshot `now`)."""
         inputs = doc.get("inputs", {})
         now = self.snapshot(inputs) if now is None else now
         return [path for path, recorded in inputs.items() if now.get(path) != recorded or recorded == UNKNOWN]
 
-    def lookup(self, key: str) -> dict[str, Any] | None:
+    def lookup(self, key: str) -> JsonDoc | None:
         doc = self.read(key)
         if doc is None or self.changed(doc) or self.blobs_changed(doc):
             return None
@@ -91,7 +92,7 @@ class PlanMemo:
             inputs[path] = st  # a file that does not exist is a state too
         return inputs
 
-    def store(self, key: str, inputs: dict[str, list[int] | None], result: dict[str, Any],
+    def store(self, key: str, inputs: dict[str, list[int] | None], result: JsonDoc,
               blobs: Iterable[str] = ()) -> None:
         """`blobs`: the sha256 of every stored layer the image is made of. Their stats are kept too
         (written by enginebuild, never racy): a layer damaged or removed in the store since means
@@ -105,7 +106,7 @@ class PlanMemo:
     def blob_path(self, sha: str) -> str:
         return os.path.join(self.home, "cas", "sha256", sha[:2], sha)
 
-    def blobs_changed(self, doc: dict[str, Any]) -> bool:
+    def blobs_changed(self, doc: JsonDoc) -> bool:
         return any(_stat(self.blob_path(sha)) != stat for sha, stat in (doc.get("blobs") or {}).items())
 
 

@@ -14,6 +14,7 @@ from enginebuild.io.progress import output
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImageSpec
 from enginebuild.usecases.building import BuildRequest, build_platform, platforms_of
+from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
 TAG_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
@@ -33,7 +34,7 @@ def destination(to: str, tags: list[str]) -> tuple[Any, list[str]]:
 
 
 def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: list[str] | None = None,
-               attach: bool = True, plans: list[ImagePlan] | None = None) -> list[dict[str, Any]]:
+               attach: bool = True, plans: list[ImagePlan] | None = None) -> list[JsonDoc]:
     """Push what was built (`plans`, as `image --push` built them; else planned here from the spec
     and lock) by digest, each tag confirmed, the SBOM and provenance attached, a record kept."""
     from enginebuild.build.assemble import Assembler, layer_blobs
