@@ -10,7 +10,7 @@ from typing import Any
 
 from enginebuild import __version__
 from enginebuild.lock.lockfile import Lock
-from enginebuild.spec.model import ImageSpec
+from enginebuild.spec.model import ImageSpec, PatchRef
 from enginebuild.wire import JsonDoc
 
 
@@ -71,9 +71,14 @@ def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, JsonDoc]) -> l
                 props["enginebuild:commit"] = pin["commit"]
             out.append(_component(name, pin.get("url") or pin.get("name") or name, version, "library", pypi,
                                   pin.get("sha256"), pin.get("url"), props))
+    owners: dict[str, list[str]] = {}  # a stack two components share (an engine's parts) lists its patches once
+    patches: dict[str, PatchRef] = {}
     for owner, patch in spec.all_patches:
-        out.append(_component(f"patch/{patch.name}", f"patches/{patch.name}", patch.patch.sha256[:12], "file",
-                              sha256=patch.patch.sha256, props={"enginebuild:applies-to": owner}))
+        owners.setdefault(patch.name, []).append(owner)
+        patches.setdefault(patch.name, patch)
+    for name, patch in patches.items():
+        out.append(_component(f"patch/{name}", f"patches/{name}", patch.patch.sha256[:12], "file",
+                              sha256=patch.patch.sha256, props={"enginebuild:applies-to": ", ".join(owners[name])}))
     for comp in spec.components:
         record = outputs.get(comp.name)
         if record:
