@@ -23,6 +23,8 @@ def imports() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             names = [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else \
                 [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module == "enginebuild":  # from enginebuild import fastedit
+                names = [f"enginebuild.{a.name}" for a in node.names if a.name != "__version__"]
             for name in names:
                 parts = name.split(".")
                 if parts[0] == "enginebuild" and len(parts) > 1 and parts[1] != owner:
@@ -114,3 +116,37 @@ def test_no_signature_or_dataclass_field_takes_an_untyped_dict():
                 if "dict[str, Any]" in ast.unparse(annotation):
                     found.append(f"{path.relative_to(SRC)}:{annotation.lineno}")
     assert found == []
+
+
+def contracts() -> dict[str, set[str]]:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    out = {}
+    for contract in config["contracts"]:
+        assert contract["type"] == "forbidden" and len(contract["source_modules"]) == 1
+        source = contract["source_modules"][0].removeprefix("enginebuild.")
+        out[source] = {m.removeprefix("enginebuild.") for m in contract["forbidden_modules"]}
+    return out
+
+
+def test_the_import_contracts_are_the_package_table():
+    """pyproject.toml's import-linter contracts forbid each package exactly what the table does
+    not list for it (every other package and top-level module but the bottom)."""
+    table = documented()
+    modules = PACKAGES | {"commands"} | {p.stem for p in SRC.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    expected = {pkg: modules - BOTTOM - table[pkg] - {pkg} for pkg in PACKAGES}
+    assert contracts() == expected
+
+
+def test_import_linter_keeps_every_contract():
+    import os
+    import shutil
+    import subprocess
+
+    tool = shutil.which("lint-imports")
+    assert tool, "lint-imports (import-linter, requirements.txt) is not installed"
+    proc = subprocess.run([tool, "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(SRC.parent)})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert f"Contracts: {len(PACKAGES)} kept, 0 broken." in proc.stdout

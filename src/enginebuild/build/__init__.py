@@ -1,0 +1,1 @@
+"""enginebuild.build: see docs/architecture.md (Packages)."""

@@ -1,0 +1,1 @@
+"""enginebuild.lock: see docs/architecture.md (Packages)."""

@@ -1,0 +1,1 @@
+"""enginebuild.oci: see docs/architecture.md (Packages)."""

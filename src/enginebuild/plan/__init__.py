@@ -1,0 +1,1 @@
+"""enginebuild.plan: see docs/architecture.md (Packages)."""

@@ -1,0 +1,1 @@
+"""enginebuild.spec: see docs/architecture.md (Packages)."""
