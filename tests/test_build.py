@@ -166,6 +166,16 @@ def test_a_patch_to_the_engines_python_part_compiles_nothing(built_demo, workspa
     assert f"model folder (mounted) {marker}" in out
 
 
+def test_the_demos_compiled_part_cannot_read_its_python_part(built_demo, workspace):
+    """`engine` declares engine.c alone: a build script that reads py/ (not declared) fails,
+    naming the file, instead of silently depending on it."""
+    script = workspace / "images/demo/engine/build_engine.sh"
+    script.write_text(script.read_text().replace("set -eu\n", "set -eu\nwc -c py/engine_settings.py\n", 1))
+    proc = run_cli(["image", "demo", "--platform", "linux/amd64"], workspace)
+    assert proc.returncode == 1, proc.stdout
+    assert "py/engine_settings.py" in proc.stderr and "No such file" in proc.stderr, proc.stderr
+
+
 def test_the_image_carries_no_source_tree_or_build_directory_of_any_component(built_demo):
     names = []
     save = subprocess.run(["docker", "save", "enginebuild/demo:latest"], capture_output=True, check=True)
