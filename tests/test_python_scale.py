@@ -5,6 +5,7 @@ nothing of the old one left. Real parts: wheels served by a local PEP 503 index 
 uv, Debian's python3, the Docker engine and a registry."""
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import uuid
@@ -224,3 +225,73 @@ def test_a_component_wheel_brings_its_dependencies_and_metadata_the_lock_lacks_f
         assert "requires-from" in proc.stderr
     finally:
         docker("rmi", "-f", tag, check=False)
+
+
+def _layer_members(tag: str, suffix: str) -> int:
+    """How many layers of the saved image hold a file whose path ends with `suffix`."""
+    import io
+    import subprocess
+    import tarfile
+
+    saved = subprocess.run(["docker", "save", tag], capture_output=True, check=True).stdout
+    count = 0
+    with tarfile.open(fileobj=io.BytesIO(saved)) as image:
+        for member in image:
+            if not member.isfile() or not (member.name.endswith("layer.tar") or "blobs/" in member.name):
+                continue
+            data = image.extractfile(member).read()
+            try:
+                with tarfile.open(fileobj=io.BytesIO(data)) as layer:
+                    count += sum(1 for m in layer if m.isfile() and m.name.endswith(suffix))
+            except tarfile.TarError:
+                continue  # a config or manifest blob
+    return count
+
+
+@pytest.mark.parametrize("ranges", [True, False], ids=["range-requests", "server-ignoring-range"])
+def test_distributions_installing_the_same_files_share_a_layer_that_holds_them_once(
+        workspace, tmp_path, ranges, pypi_reachable, debian_reachable, docker_engine):
+    index = Index(tmp_path / "index", ranges=ranges)
+    folder = tmp_path / "wheels"
+    blob_a, blob_b = random.Random(1).randbytes(2 * 2**20), random.Random(2).randbytes(2 * 2**20)
+    # a and b install the same 2 MiB file (other bytes in each); c shares only an empty __init__.py
+    index.add("eb-share-a", make_wheel(folder, "eb-share-a", "1.0", files={
+        "eb_shared/__init__.py": "", "eb_shared/blob.bin": blob_a, "eb_share_a.py": ""}))
+    index.add("eb-share-b", make_wheel(folder, "eb-share-b", "1.0", files={
+        "eb_shared/blob.bin": blob_b, "eb_share_b.py": ""}))
+    index.add("eb-share-c", make_wheel(folder, "eb-share-c", "1.0", files={
+        "eb_shared/__init__.py": "", "eb_share_c.py": ""}))
+    try:
+        write_image(workspace, "share", scale_spec(index.url, {"eb-share-a": "1.0", "eb-share-b": "1.0",
+                                                                "eb-share-c": "1.0"}))
+        proc = run_cli(["lock", "share"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        assert (index.ranged > 0) is ranges  # the file lists were read by range when the server allows it
+        lock = json.loads((workspace / "lockfiles/share.lock").read_text())
+        pins = {p["name"]: p for p in lock["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"]}
+        assert pins["eb-share-a"]["shares"] == ["eb-share-b"] and pins["eb-share-b"]["shares"] == ["eb-share-a"]
+        assert "shares" not in pins["eb-share-c"]
+        if not ranges:
+            return  # the rest does not depend on how the lists were read
+        python_layers = [row["name"] for row in plan_doc(workspace, "share")["layers"]
+                         if row["name"].startswith("python ")]
+        together = [name for name in python_layers if "eb-share-a 1.0" in name]
+        assert len(together) == 1 and "eb-share-b 1.0" in together[0]
+        tag = "enginebuild/share:latest"
+        try:
+            proc = run_cli(["image", "share"], workspace)
+            assert proc.returncode == 0, proc.stderr
+            assert _layer_members(tag, "eb_shared/blob.bin") == 1  # once in the image, not once per distribution
+            code = ("import eb_shared, hashlib, os\n"
+                    "print(hashlib.sha256(open(os.path.join(os.path.dirname(eb_shared.__file__), 'blob.bin'),"
+                    " 'rb').read()).hexdigest())")
+            out = docker("run", "--rm", tag, "-c", code, check=False)
+            assert out.returncode == 0, out.stderr
+            # the later of the two by name wins, as a requirements file installed in order leaves it
+            assert out.stdout.strip() == hashlib.sha256(blob_b).hexdigest()
+            check = docker("run", "--rm", tag, "-m", "pip", "check", check=False)
+            assert check.returncode == 0, check.stdout + check.stderr
+        finally:
+            docker("rmi", "-f", tag, check=False)
+    finally:
+        index.stop()

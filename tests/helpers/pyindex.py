@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import re
 import threading
 import zipfile
 from functools import partial
@@ -40,15 +41,35 @@ def make_wheel(folder: Path, name: str, version: str, requires: tuple = (), file
 
 
 class Index:
-    """Serves FOLDER/files/* and a simple API at /simple/<project>/ (HTML, PEP 503)."""
+    """Serves FOLDER/files/* and a simple API at /simple/<project>/ (HTML, PEP 503). With
+    `ranges`, a GET with `Range: bytes=A-B` gets those bytes (206), as PyPI's file host answers;
+    without, the whole file (200), as a server that ignores Range does. `ranged` counts the 206s."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, ranges: bool = True):
         self.folder = folder
         (folder / "files").mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        self.ranged = 0
+        index = self
+
         class Quiet(SimpleHTTPRequestHandler):
             def log_message(self, *args: object) -> None:
                 pass
+
+            def do_GET(self) -> None:
+                wanted = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
+                path = Path(self.translate_path(self.path))
+                if not (ranges and wanted and path.is_file()):
+                    super().do_GET()
+                    return
+                data = path.read_bytes()
+                start, end = int(wanted.group(1)), min(int(wanted.group(2)), len(data) - 1)
+                index.ranged += 1
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+                self.send_header("Content-Length", str(end - start + 1))
+                self.end_headers()
+                self.wfile.write(data[start:end + 1])
 
         handler = partial(Quiet, directory=str(folder))
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)

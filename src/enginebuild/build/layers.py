@@ -17,7 +17,7 @@ from enginebuild.build.debfile import write_sysroot
 from enginebuild.build.filelayer import FileItem, files_blob
 from enginebuild.build.normalize import normalize_layer
 from enginebuild.build.outputs import OutputRecord
-from enginebuild.build.wheels import install_wheel, record_paths, removals, unmet_requirements, whiteout
+from enginebuild.build.wheels import install_wheel, install_wheels, record_paths, removals, unmet_requirements, whiteout
 from enginebuild.errors import BuildFailed, command
 from enginebuild.io.files import temp_path
 from enginebuild.io.store import Blob, Store, make_blob
@@ -87,11 +87,9 @@ class LayerMaker:
             install_wheel(wheel, filename, payload.site_packages, payload.interpreter, writer)
 
     def _wheels(self, payload: Wheels, writer: TarWriter) -> None:
-        written: set[str] = set()
-        for pin in payload.pins:
-            wheel, filename = (self.store.verified(pin.sha256, pin.filename), pin.filename) if pin.sha256 \
-                else self._built_wheel(pin)
-            written |= install_wheel(wheel, filename, payload.site_packages, payload.interpreter, writer)
+        wheels = [(self.store.verified(pin.sha256, pin.filename), pin.filename) if pin.sha256 else self._built_wheel(pin)
+                  for pin in payload.pins]
+        written = install_wheels(wheels, payload.site_packages, payload.interpreter, writer)
         for folder, record in self._base_records(payload) if payload.removes else []:
             for gone in removals(record_paths(record, folder), folder, payload.site_packages, written):
                 whiteout(writer, gone)

@@ -11,6 +11,8 @@ import shutil
 import tempfile
 import warnings
 import zipfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from installer import install
@@ -18,7 +20,7 @@ from installer.destinations import SchemeDictionaryDestination
 from installer.sources import WheelFile
 
 from enginebuild.errors import BuildFailed
-from enginebuild.io.tars import TarWriter, walk_folder, write_folder
+from enginebuild.io.tars import FolderEntry, TarWriter, walk_folder, write_folder
 from enginebuild.io.unpack import Budget
 
 
@@ -30,31 +32,49 @@ def scheme(site_packages: str) -> dict[str, str]:
             "data": prefix, "headers": f"{prefix}/include/{version}"}
 
 
-def install_wheel(wheel: Path, filename: str, site_packages: str, interpreter: str, writer: TarWriter) -> set[str]:
-    """Install the wheel stored at `wheel` (named `filename`, which the installer reads tags from);
-    returns the paths it wrote (no leading /)."""
+@contextmanager
+def staged(wheel: Path, filename: str, site_packages: str, interpreter: str) -> Iterator[list[FolderEntry]]:
+    """The files pip would write for the wheel stored at `wheel` (named `filename`, which the
+    installer reads tags from), installed into a folder that lives as long as the context."""
     with zipfile.ZipFile(wheel) as zipped:  # what its members declare, before anything is written
         Budget(filename, wheel.stat().st_size).take(sum(i.file_size for i in zipped.infolist()))
     stage = Path(tempfile.mkdtemp(prefix="enginebuild-wheel-"))
     named = Path(tempfile.mkdtemp(prefix="enginebuild-wheel-name-")) / filename
     named.symlink_to(wheel)
-    wheel = named
     try:
         paths = {k: str(stage / v.lstrip("/")) for k, v in scheme(site_packages).items()}
         destination = SchemeDictionaryDestination(paths, interpreter=interpreter, script_kind="posix",
                                                   bytecode_optimization_levels=())
         try:
-            with WheelFile.open(wheel) as source, warnings.catch_warnings():
+            with WheelFile.open(named) as source, warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # "Skip installing ...__pycache__": as pip does
                 install(source, destination, additional_metadata={"INSTALLER": b"enginebuild\n"})
         except Exception as exc:  # installer raises plain exceptions for bad wheels
-            raise BuildFailed(f"cannot install {wheel.name}: {exc}") from None
-        entries = list(walk_folder(stage))
-        write_folder(writer, stage, entries=entries)
-        return {e.rel for e in entries}
+            raise BuildFailed(f"cannot install {filename}: {exc}") from None
+        yield list(walk_folder(stage))
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(named.parent, ignore_errors=True)
+
+
+def install_wheel(wheel: Path, filename: str, site_packages: str, interpreter: str, writer: TarWriter) -> set[str]:
+    """Install one wheel into the layer; returns the paths it wrote (no leading /)."""
+    return install_wheels([(wheel, filename)], site_packages, interpreter, writer)
+
+
+def install_wheels(wheels: list[tuple[Path, str]], site_packages: str, interpreter: str, writer: TarWriter) -> set[str]:
+    """Install wheels into one layer in order, each path written once: a file that a later wheel
+    installs too is written from the later one, as installing them one after the other leaves it."""
+    with ExitStack() as stack:
+        staged_entries = [stack.enter_context(staged(w, f, site_packages, interpreter)) for w, f in wheels]
+        later: set[str] = set()
+        kept: list[list[FolderEntry]] = []
+        for entries in reversed(staged_entries):
+            kept.append([e for e in entries if e.kind == "dir" or e.rel not in later])
+            later |= {e.rel for e in entries if e.kind != "dir"}
+        for entries in reversed(kept):
+            write_folder(writer, Path("/"), entries=entries)
+        return {e.rel for entries in staged_entries for e in entries}
 
 
 def record_paths(record: bytes, folder: str) -> set[str]:

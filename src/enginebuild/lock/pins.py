@@ -113,6 +113,7 @@ class PyPin:
     component: str = ""
     requested_by: tuple[str, ...] = ()
     replaces: str = ""  # the version the base ships, which this one replaces
+    shares: tuple[str, ...] = ()  # distributions of the closure that install the same files (lock/wheelfiles.py)
 
     def to_json(self) -> JsonDoc:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v not in ("", None, ())}
@@ -122,7 +123,8 @@ class PyPin:
         return cls(str(data["name"]), str(data.get("version", "")), str(data["origin"]), str(data.get("filename", "")),
                    str(data.get("url", "")), str(data.get("sha256", "")), data.get("size"), str(data.get("index", "")),
                    str(data.get("commit", "")), str(data.get("component", "")),
-                   tuple(data.get("requested_by") or ()), str(data.get("replaces", "")))
+                   tuple(data.get("requested_by") or ()), str(data.get("replaces", "")),
+                   tuple(str(n) for n in data.get("shares") or ()))
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from enginebuild.errors import ResolveError, ToolMissing, UserError
 from enginebuild.io import proc
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin
+from enginebuild.lock.wheelfiles import with_shares
 from enginebuild.sources.pyindex import DEFAULT_INDEX
 from enginebuild.spec.model import PyRequirement, Python
 from enginebuild.wire import JsonDoc
@@ -273,7 +274,7 @@ def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | N
         for pin in _pins(doc, tags, indexes, by_name, base_dists, platform, python):
             pins.setdefault(pin.name, pin)
     check_same_release(pins, origins)
-    pins = {name: with_size(pin) for name, pin in pins.items()}
+    pins = with_shares({name: with_size(pin) for name, pin in pins.items()})
     for r in components:
         pins[r.name] = PyPin(r.name, "", "component", component=r.component or "")
     note = "" if read or base is None else (f"resolved without the distributions of {base.ref}, which could not be "

@@ -39,14 +39,41 @@ def group_of(name: str) -> int:
     return int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % GROUPS
 
 
+def units(pins: tuple[PyPin, ...] | list[PyPin]) -> list[tuple[PyPin, ...]]:
+    """The closure in units that must share a layer: a distribution alone, or those that install
+    the same files (the lock's `shares`, followed transitively), each unit sorted by name."""
+    by_name = {p.name: p for p in pins}
+    seen: set[str] = set()
+    out = []
+    for pin in sorted(pins, key=lambda p: p.name):
+        if pin.name in seen:
+            continue
+        unit, todo = set(), [pin.name]
+        while todo:
+            name = todo.pop()
+            if name in unit or name not in by_name:
+                continue
+            unit.add(name)
+            todo += by_name[name].shares
+        seen |= unit
+        out.append(tuple(by_name[n] for n in sorted(unit)))
+    return out
+
+
 def wheel_sets(pins: tuple[PyPin, ...] | list[PyPin]) -> list[WheelSet]:
-    """The layers of a closure, big distributions first (by name), then the groups in order."""
-    big = sorted((p for p in pins if (p.size or 0) >= BIG), key=lambda p: (-(p.size or 0), p.name))[:MAX_OWN]
-    own = {p.name for p in big}
+    """The layers of a closure, big units first (by name), then the groups in order. A unit is a
+    distribution, or the distributions that install the same files: in one layer, each such
+    file is written once (by the unit's last member by name, as a later layer would win)."""
+    def size(unit: tuple[PyPin, ...]) -> int:
+        return sum(p.size or 0 for p in unit)
+
+    all_units = units(pins)
+    big = sorted((u for u in all_units if size(u) >= BIG), key=lambda u: (-size(u), u[0].name))[:MAX_OWN]
+    own = {u[0].name for u in big}
     groups: dict[int, list[PyPin]] = {}
-    for pin in pins:
-        if pin.name not in own:
-            groups.setdefault(group_of(pin.name), []).append(pin)
-    out = [WheelSet(None, (p,)) for p in sorted(big, key=lambda p: p.name)]
+    for unit in all_units:
+        if unit[0].name not in own:
+            groups.setdefault(group_of(unit[0].name), []).extend(unit)
+    out = [WheelSet(None, u) for u in sorted(big, key=lambda u: u[0].name)]
     out += [WheelSet(g, tuple(sorted(groups[g], key=lambda p: p.name))) for g in sorted(groups)]
     return out

@@ -1,0 +1,149 @@
+"""Which distributions of a closure write the same files, read at lock time without downloading
+their wheels.
+
+A wheel is a zip: its central directory, at the end of the file, names every member with its
+size and CRC. It is read with HTTP range requests (a few KiB of a 900 MiB wheel); a server
+that ignores `Range` sends the whole file, which is read as it comes. Two distributions
+*share* when the files both would install (dist-info excepted) add up to SHARED_MIN bytes or
+more: `cuda-python` and `cuda-bindings` ship the same 67 MiB of extensions, and one layer
+per distribution would keep both copies where pip keeps one. A namespace package's empty
+`__init__.py`, which many NVIDIA wheels share, is far below that and keeps them apart. The
+plan puts distributions that share into one layer, where each path is written once.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import IO
+
+from enginebuild.io.http import Http, HttpFailure
+from enginebuild.io.progress import output
+from enginebuild.lock.pins import PyPin
+
+SHARED_MIN = 2**20  # bytes of shared files that make two distributions share a layer
+READERS = 8         # wheels whose file lists are read at once
+SCHEMES = {"purelib": "site", "platlib": "site", "scripts": "scripts", "data": "data"}
+
+
+class _Ranged(io.RawIOBase):
+    """A remote file read by HTTP range requests, seekable, as zipfile needs."""
+
+    def __init__(self, http: Http, url: str, size: int):
+        self.http, self.url, self.size, self.pos = http, url, size, 0
+        self.whole: IO[bytes] | None = None  # the server ignored Range: the file as it came
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self.pos = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence] + offset
+        return self.pos
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        end = min(self.size, self.pos + len(buffer))
+        if end <= self.pos:
+            return 0
+        if self.whole is not None:
+            self.whole.seek(self.pos)
+            data = self.whole.read(end - self.pos)
+        else:
+            data = self._fetch(self.pos, end)
+        buffer[:len(data)] = data
+        self.pos += len(data)
+        return len(data)
+
+    def _fetch(self, start: int, end: int) -> bytes:
+        response = self.http.request("GET", self.url, headers={"Range": f"bytes={start}-{end - 1}"}, stream=True)
+        with response:
+            if response.status_code == 206:
+                return bytes(response.content)
+            if response.status_code != 200:
+                raise HttpFailure(f"GET {self.url}: HTTP {response.status_code}", "status", response)
+            whole = tempfile.TemporaryFile()
+            for chunk in response.iter_content(2**20):
+                whole.write(chunk)
+        self.whole = whole
+        whole.seek(start)
+        return whole.read(end - start)
+
+    def close(self) -> None:
+        if self.whole is not None:
+            self.whole.close()
+        super().close()
+
+
+def installed_paths(names: Iterable[zipfile.ZipInfo]) -> dict[str, int]:
+    """Where each member of a wheel is installed (relative to its scheme) and its size; the
+    distribution's own metadata and headers (per distribution) left out."""
+    out: dict[str, int] = {}
+    for info in names:
+        name = info.filename
+        if name.endswith("/"):
+            continue
+        top, _, rest = name.partition("/")
+        if top.endswith(".dist-info"):
+            continue
+        if top.endswith(".data"):
+            scheme, _, rest = rest.partition("/")
+            if scheme not in SCHEMES:
+                continue
+            out[f"{SCHEMES[scheme]}/{rest}"] = info.file_size
+        else:
+            out[f"site/{name}"] = info.file_size
+    return out
+
+
+def wheel_files(http: Http, pin: PyPin) -> dict[str, int] | None:
+    """The files `pin`'s wheel installs, or None when it cannot be read here."""
+    if not pin.url.startswith(("http://", "https://")) or not pin.size or not pin.filename.endswith(".whl"):
+        return None
+    raw = _Ranged(http, pin.url, pin.size)
+    try:
+        with zipfile.ZipFile(io.BufferedReader(raw, 2**16)) as zipped:
+            return installed_paths(zipped.infolist())
+    except (HttpFailure, zipfile.BadZipFile, OSError) as exc:
+        output().say(f"  python {pin.name} {pin.version}: its file list could not be read ({exc}); "
+                     "its layer is not shared with distributions writing the same files")
+        return None
+    finally:
+        raw.close()
+
+
+def sharing(files: dict[str, dict[str, int]]) -> dict[str, tuple[str, ...]]:
+    """For each distribution, the others whose shared files add up to SHARED_MIN bytes or more."""
+    by_path: dict[str, list[str]] = {}
+    for name, paths in files.items():
+        for path in paths:
+            by_path.setdefault(path, []).append(name)
+    shared: dict[tuple[str, str], int] = {}
+    for path, names in by_path.items():
+        for i, a in enumerate(sorted(names)):
+            for b in sorted(names)[i + 1:]:
+                shared[(a, b)] = shared.get((a, b), 0) + max(files[a][path], files[b][path])
+    out: dict[str, set[str]] = {}
+    for (a, b), size in shared.items():
+        if size >= SHARED_MIN:
+            out.setdefault(a, set()).add(b)
+            out.setdefault(b, set()).add(a)
+    return {name: tuple(sorted(others)) for name, others in out.items()}
+
+
+def with_shares(pins: dict[str, PyPin]) -> dict[str, PyPin]:
+    """The pins, each naming the distributions of the closure it shares files with."""
+    http = Http(attempts=3)
+    readable = [p for p in pins.values() if p.origin in ("index", "url")]
+    with ThreadPoolExecutor(READERS) as pool:
+        lists = dict(zip([p.name for p in readable], pool.map(lambda p: wheel_files(http, p), readable), strict=True))
+    shares = sharing({name: paths for name, paths in lists.items() if paths})
+    return {name: replace(pin, shares=shares.get(name, ())) for name, pin in pins.items()}
