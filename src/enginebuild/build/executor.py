@@ -21,7 +21,7 @@ from enginebuild.build.assemble import Assembler, layer_blobs, put_layer_blobs, 
 from enginebuild.build.buildkit import Builder, run_build
 from enginebuild.build.cache import LayerCache
 from enginebuild.build.compilercache import CompilerCaches
-from enginebuild.build.fetch import Fetcher, component_downloads, git_wheels, layer_downloads
+from enginebuild.build.fetch import Fetcher, Prefetch, component_downloads, git_wheels, layer_downloads
 from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
 from enginebuild.build.materialize import Materializer
 from enginebuild.build.outputs import OutputRecord, export_outputs
@@ -125,29 +125,37 @@ class Executor:
     def make_chain(self, env: EnvNode, plan: ImagePlan, site: Site | None = None) -> None:
         """Make every layer of an environment that is not made yet, in order (commands run on `site`)."""
         site = site or self.local
-        for index, node in enumerate(env.layers):
-            if self.made(node):
-                self.outcome.reused += 1
-                if isinstance(node.payload, Run):
-                    self.reused.append(node)
-                continue
-            parent = env.prefix(env.layers[index - 1].chain) if index else env.prefix(env.root)
-            if isinstance(node.payload, Run):
-                if self.cache is not None and self.cache.pull_layer(node, self.store):
-                    self.outcome.pulled.append(node.name)
+        made = [self.made(node) for node in env.layers]
+        ahead = [d for node, done in zip(env.layers, made, strict=True)
+                 if not done and not isinstance(node.payload, Run) for d in layer_downloads(node)]
+        with Prefetch(self.fetcher, ahead) as prefetch:
+            for index, node in enumerate(env.layers):
+                if made[index]:
+                    self.outcome.reused += 1
+                    if isinstance(node.payload, Run):
+                        self.reused.append(node)
                     continue
-                self.run_layer(parent, node, plan, site)
-                if self.cache is not None:
-                    self.cache.push_layer(node, self.store)
-            else:
-                self.fetcher.all(layer_downloads(node))
-                image = self.load_chain(parent, site) if isinstance(node.payload, OverlayFiles) else None
-                maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs)
-                blobs = maker.make(node, image)
-                self.remade.add(record_key(node))
-                self.outcome.written.append(node.name)
-                if isinstance(node.payload, OverlayFiles):
-                    output().say(f"  {node.name}: patched on the host ({human_bytes(sum(s for _, s in blobs))})")
+                self.make_layer(env, index, plan, site, prefetch)
+
+    def make_layer(self, env: EnvNode, index: int, plan: ImagePlan, site: Site, prefetch: Prefetch) -> None:
+        node = env.layers[index]
+        parent = env.prefix(env.layers[index - 1].chain) if index else env.prefix(env.root)
+        if isinstance(node.payload, Run):
+            if self.cache is not None and self.cache.pull_layer(node, self.store):
+                self.outcome.pulled.append(node.name)
+                return
+            self.run_layer(parent, node, plan, site)
+            if self.cache is not None:
+                self.cache.push_layer(node, self.store)
+        else:
+            prefetch.wait(layer_downloads(node))
+            image = self.load_chain(parent, site) if isinstance(node.payload, OverlayFiles) else None
+            maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs)
+            blobs = maker.make(node, image)
+            self.remade.add(record_key(node))
+            self.outcome.written.append(node.name)
+            if isinstance(node.payload, OverlayFiles):
+                output().say(f"  {node.name}: patched on the host ({human_bytes(sum(s for _, s in blobs))})")
 
     def load_chain(self, env: EnvNode, site: Site | None = None) -> str:
         """The environment as an image in a builder's engine (to build on or read from); returns its reference."""

@@ -11,7 +11,9 @@ import io
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +37,8 @@ from enginebuild.plan.model import (
 )
 from enginebuild.sources.pyindex import find_file
 
+AHEAD = 4  # downloads at once: several streams fill a link one stream leaves idle
+
 
 @dataclass
 class Download:
@@ -53,22 +57,25 @@ class Fetcher:
     http: Http = field(default_factory=Http)
     fetched: list[str] = field(default_factory=list)
     cached: int = 0
+    counting: threading.Lock = field(default_factory=threading.Lock)
 
-    def download(self, d: Download) -> Path:
+    def download(self, d: Download, cancelled: Callable[[], bool] | None = None) -> Path:
         if self.store.check(d.sha256, d.what):
-            self.cached += 1
+            with self.counting:
+                self.cached += 1
             return self.store.path(d.sha256)
         alternatives = (lambda: find_file(self.http, d.index, d.project, d.filename, d.sha256)) if d.index else None
-        path = self.store.fetch(self.http, list(d.urls), d.sha256, d.what, d.size, alternatives=alternatives)
-        self.fetched.append(d.what)
+        path = self.store.fetch(self.http, list(d.urls), d.sha256, d.what, d.size, alternatives=alternatives,
+                                cancelled=cancelled)
+        with self.counting:
+            self.fetched.append(d.what)
         return path
 
     def all(self, downloads: Iterable[Download]) -> None:
-        seen = set()
-        for d in downloads:
-            if d.sha256 not in seen:
-                seen.add(d.sha256)
-                self.download(d)
+        """Every one of `downloads` in the store, AHEAD at a time."""
+        wanted = list(downloads)
+        with Prefetch(self, wanted) as ahead:
+            ahead.wait(wanted)
 
     def git_wheel(self, home: Path, pin: PyPin) -> None:
         """A wheel of a Python package pinned to a git commit, built on the host with uv."""
@@ -95,6 +102,41 @@ class Fetcher:
             self.store.put_record("built-wheels", key, {"sha256": blob.sha256, "filename": wheels[0].name})
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+class Prefetch:
+    """Downloads started ahead of the steps that need them, AHEAD at a time, in the order the
+    steps come: an environment's wheels arrive while its earlier layers are being written.
+    `wait` returns once a step's files are in the store (fetching any not started ahead);
+    leaving the context cancels what has not finished (a download stops at its next block,
+    nothing partial kept) and re-raises nothing of it."""
+
+    def __init__(self, fetcher: Fetcher, downloads: Iterable[Download], workers: int = AHEAD):
+        self.fetcher = fetcher
+        self.stop = threading.Event()
+        self.futures: dict[str, Future[Path]] = {}
+        self.pool: ThreadPoolExecutor | None = None
+        for d in downloads:
+            if d.sha256 in self.futures:
+                continue
+            self.pool = self.pool or ThreadPoolExecutor(workers, thread_name_prefix="enginebuild-fetch")
+            self.futures[d.sha256] = self.pool.submit(fetcher.download, d, self.stop.is_set)
+
+    def wait(self, downloads: Iterable[Download]) -> None:
+        for d in downloads:
+            future = self.futures.get(d.sha256)
+            if future is None:
+                self.fetcher.download(d)
+            else:
+                future.result()
+
+    def __enter__(self) -> Prefetch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.stop.set()
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def layer_downloads(layer: LayerNode) -> list[Download]:

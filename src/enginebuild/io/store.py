@@ -169,9 +169,11 @@ class Store:
         return Blob(digest, len(data))
 
     def fetch(self, http: Http, urls: list[str], sha256: str, what: str, size: int | None = None,
-              alternatives: Callable[[], list[str]] | None = None) -> Path:
+              alternatives: Callable[[], list[str]] | None = None,
+              cancelled: Callable[[], bool] | None = None) -> Path:
         """The pinned file, from the store if intact, else downloaded (trying each URL, then the
-        `alternatives`, such as the same file looked up by name on its index) and verified."""
+        `alternatives`, such as the same file looked up by name on its index) and verified.
+        `cancelled`: asked between blocks; when it says so, the download stops, nothing kept."""
         if self.check(sha256, what):
             return self.path(sha256)
         target = self.path(sha256)
@@ -188,7 +190,7 @@ class Store:
                         continue
                     tried.add(url)
                     try:
-                        self._download(http, url, sha256, what, size, target)
+                        self._download(http, url, sha256, what, size, target, cancelled)
                         return target
                     except BadBlob:
                         raise
@@ -197,7 +199,8 @@ class Store:
             raise FetchError("; ".join(problems) or f"{what}: no URL to fetch it from",
                              hint="check network access to its source; the pin (name and sha256) stays as locked")
 
-    def _download(self, http: Http, url: str, sha256: str, what: str, size: int | None, target: Path) -> None:
+    def _download(self, http: Http, url: str, sha256: str, what: str, size: int | None, target: Path,
+                  cancelled: Callable[[], bool] | None = None) -> None:
         from enginebuild.io.http import HttpFailure
 
         tmp = temp_path(target.parent, sha256[:12])
@@ -211,6 +214,8 @@ class Store:
                     with open(tmp, "xb") as handle:
                         sink = HashingWriter(handle)
                         for block in response.iter_content(NET_CHUNK):
+                            if cancelled is not None and cancelled():
+                                raise FetchError(f"{what}: download cancelled")
                             sink.write(block)
                             progress.advance(len(block))
                         handle.flush()
