@@ -239,6 +239,8 @@ def main() -> int:
     parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,q",
                         help="figures to measure; o (vLLM at real scale: about 15 GB of disk, 30 min) only when named")
     parser.add_argument("--pair-units", type=int, default=40, help="kernel units per component for (h)")
+    parser.add_argument("--scale-builds-only", action="store_true",
+                        help="with o: only the build rows (o0-o4, o1), not push, reproduce or verify")
     parser.add_argument("--registry", default="127.0.0.1:5000")
     parser.add_argument("--registry-root", default="/tmp/enginebuild-registry/data",
                         help="the registry's storage folder (o counts the bytes a push adds there)")
@@ -287,7 +289,8 @@ def main() -> int:
             serving.bench_llamacpp(ws, env, rows)
         if "o" in only:
             root = Path(args.registry_root)
-            scale.bench_scale(ws, env, rows, args.registry, root if root.is_dir() else None)
+            scale.bench_scale(ws, env, rows, args.registry, root if root.is_dir() else None,
+                              builds_only=args.scale_builds_only)
         if "e" in only:
             from patchcheck import bench as bench_patches
             rows += bench_patches(home)

@@ -111,9 +111,12 @@ def _docker_push(ref: str) -> None:
     run([DOCKER, "rmi", ref])  # the tag only
 
 
-def bench_scale(ws: Path, env: dict, rows: list, registry: str, registry_root: Path | None) -> None:
+def bench_scale(ws: Path, env: dict, rows: list, registry: str, registry_root: Path | None,
+                builds_only: bool = False) -> None:
     """Appends each row to `rows` as soon as it is measured. `registry_root`: the registry's
-    storage folder, to count the bytes a push adds (None: bytes are not measured)."""
+    storage folder, to count the bytes a push adds (None: bytes are not measured).
+    `builds_only`: o0 to o4 and o1 (the builds and the images they make), no push, reproduce
+    or verify (about a third of the time)."""
     home = Path(tempfile.mkdtemp(prefix="eb-bench-scale-home-"))
     cold_env = {**env, "ENGINEBUILD_HOME": str(home)}
     hand = Path(tempfile.mkdtemp(prefix="eb-bench-scale-")) / "ctx"
@@ -148,6 +151,8 @@ def bench_scale(ws: Path, env: dict, rows: list, registry: str, registry_root: P
         rows.append(Row("o1. vLLM image cold build, store warm", ours, baseline, "s",
                         "python BUILD.py image vllm-pypi (every download in the store, no layer written yet)",
                         "docker build --no-cache, pip's download cache (a BuildKit cache mount) warm"))
+        if builds_only:
+            return
         cold_env = {**env, "ENGINEBUILD_HOME": str(warm)}
         seconds, sent = _pushed(size, lambda: run(eb(ws, "push", IMAGE, *AMD64, "--to", repo), cwd=ws, env=cold_env))
         hand_seconds, hand_sent = _pushed(size, lambda: _docker_push(f"{repo}-hand:1"))
