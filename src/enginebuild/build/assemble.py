@@ -11,8 +11,10 @@ import hashlib
 import json
 import tarfile
 from dataclasses import dataclass
+from typing import IO, cast
 
 from enginebuild.errors import BuildFailed, EngineBuildError
+from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.lock.pins import ImagePin
 from enginebuild.oci.credentials import registry_credentials
@@ -187,8 +189,13 @@ class Assembler:
         all_tags = tags + [f"{CHAIN_REPO}:{env.tip}"]
         if self.engine.image_id(all_tags[0]) == image_id and all(self.engine.image_id(t) == image_id for t in all_tags):
             return image_id
-        with piped(lambda sink: write_docker_archive(sink, data, layers, present, self.store.path, all_tags)) as body:
-            self.engine.load(body)
+        total = sum(layer.size for layer in layers[present:])
+        with Work(output(), "loading into the engine") as work:
+            def counted(sink: IO[bytes]) -> None:
+                write_docker_archive(cast(IO[bytes], Counted(sink, work, total)), data, layers, present, self.store.path, all_tags)
+
+            with piped(counted) as body:
+                self.engine.load(body)
         known.add(env.tip)
         return image_id
 
@@ -227,3 +234,18 @@ def duration_ns(text: str) -> int:
         if text.endswith(suffix):
             return int(text[: -len(suffix)]) * units[suffix]
     return int(text)
+
+
+class Counted:
+    """A sink that says on `work`'s line how much of `total` went through it."""
+
+    def __init__(self, sink: IO[bytes], work: Work, total: int):
+        self.sink, self.work, self.total, self.sent = sink, work, total, 0
+
+    def write(self, data: bytes) -> int:
+        self.sent += len(data)
+        self.work.detail = f"{human_bytes(self.sent)} of {human_bytes(self.total)}"
+        return self.sink.write(data)
+
+    def flush(self) -> None:
+        self.sink.flush()

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import platform as host
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,12 +30,13 @@ from enginebuild.build.outputs import OutputRecord, export_outputs
 from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, capable, connect
 from enginebuild.errors import BuilderLost, BuildFailed, UserError
 from enginebuild.io import proc
+from enginebuild.io.background import Background
 from enginebuild.io.http import Http
-from enginebuild.io.progress import human_bytes, output
+from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine, EngineUnavailable
 from enginebuild.plan.envs import CHAIN_REPO, parent_ref
-from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode, OverlayFiles, Run
+from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode, OverlayFiles, Run, Wheels
 from enginebuild.sources.base import Context
 from enginebuild.state.history import BuildHistory
 
@@ -64,6 +67,42 @@ def local_tags(plan: ImagePlan, platforms: tuple[str, ...]) -> list[str]:
     if plan.platform == plain_for or plan.stand_in:
         tags.append(plan.tags[1])
     return tags
+
+
+def stands_alone(node: LayerNode) -> bool:
+    """A layer enginebuild writes from its own inputs only (not from the chain below it)."""
+    payload = node.payload
+    return not isinstance(payload, (Run, OverlayFiles)) and not (isinstance(payload, Wheels) and payload.removes)
+
+
+class LayerBoard:
+    """What a chain's `Work` line says: how many layers are done, which are being made."""
+
+    def __init__(self, work: Work, total: int):
+        self.work, self.total, self.done = work, total, 0
+        self.active: dict[str, None] = {}
+        self.lock = threading.Lock()
+
+    def running(self, name: str, make: Callable[..., None], *args: Any) -> None:
+        with self.lock:
+            self.active[name] = None
+            self.show()
+        try:
+            make(*args)
+        finally:
+            with self.lock:
+                self.done += 1
+                self.active.pop(name, None)
+                self.show()
+
+    def show(self) -> None:
+        self.work.detail = f"{self.done} of {self.total} made; making {', '.join(self.active)}"[:150]
+
+
+def done_future() -> Future[None]:
+    future: Future[None] = Future()
+    future.set_result(None)
+    return future
 
 
 class Executor:
@@ -123,19 +162,43 @@ class Executor:
 
     # -- chains ---------------------------------------------------------------------------
     def make_chain(self, env: EnvNode, plan: ImagePlan, site: Site | None = None) -> None:
-        """Make every layer of an environment that is not made yet, in order (commands run on `site`)."""
+        """Make every layer of an environment that is not made yet, in order (commands run on `site`).
+        Layers enginebuild writes that read nothing of the chain below them are written `jobs` at
+        a time (their bytes depend only on their inputs); a command layer, an overlay patch or a
+        replacement of base files waits for everything below it."""
         site = site or self.local
         made = [self.made(node) for node in env.layers]
         ahead = [d for node, done in zip(env.layers, made, strict=True)
                  if not done and not isinstance(node.payload, Run) for d in layer_downloads(node)]
-        with Prefetch(self.fetcher, ahead) as prefetch:
-            for index, node in enumerate(env.layers):
-                if made[index]:
-                    self.outcome.reused += 1
-                    if isinstance(node.payload, Run):
-                        self.reused.append(node)
-                    continue
-                self.make_layer(env, index, plan, site, prefetch)
+        writing: list[tuple[LayerNode, Future[None]]] = []
+        writers = Background(self.jobs, "enginebuild-layer")
+        try:
+            with Prefetch(self.fetcher, ahead) as prefetch, Work(output(), f"[{plan.platform}] layers") as work:
+                board = LayerBoard(work, made.count(False))
+                for index, node in enumerate(env.layers):
+                    if made[index]:
+                        self.outcome.reused += 1
+                        if isinstance(node.payload, Run):
+                            self.reused.append(node)
+                        continue
+                    step = functools.partial(board.running, node.name, self.write_layer, env, index, plan, site,
+                                             prefetch)
+                    if stands_alone(node):
+                        writing.append((node, writers.submit(step)))
+                        continue
+                    self.written(writing)
+                    board.running(node.name, self.make_layer, env, index, plan, site, prefetch)
+                self.written(writing)
+        finally:
+            writers.cancel()
+
+    def written(self, writing: list[tuple[LayerNode, Future[None]]]) -> None:
+        """Wait for the layers being written; recorded in chain order (the first failure raised)."""
+        for node, future in writing:
+            future.result()
+            self.remade.add(record_key(node))
+            self.outcome.written.append(node.name)
+        writing.clear()
 
     def make_layer(self, env: EnvNode, index: int, plan: ImagePlan, site: Site, prefetch: Prefetch) -> None:
         node = env.layers[index]
@@ -148,14 +211,18 @@ class Executor:
             if self.cache is not None:
                 self.cache.push_layer(node, self.store)
         else:
-            prefetch.wait(layer_downloads(node))
-            image = self.load_chain(parent, site) if isinstance(node.payload, OverlayFiles) else None
-            maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs)
-            blobs = maker.make(node, image)
-            self.remade.add(record_key(node))
-            self.outcome.written.append(node.name)
-            if isinstance(node.payload, OverlayFiles):
-                output().say(f"  {node.name}: patched on the host ({human_bytes(sum(s for _, s in blobs))})")
+            self.write_layer(env, index, plan, site, prefetch)
+            self.written([(node, done_future())])
+
+    def write_layer(self, env: EnvNode, index: int, plan: ImagePlan, site: Site, prefetch: Prefetch) -> None:
+        node = env.layers[index]
+        parent = env.prefix(env.layers[index - 1].chain) if index else env.prefix(env.root)
+        prefetch.wait(layer_downloads(node))
+        image = self.load_chain(parent, site) if isinstance(node.payload, OverlayFiles) else None
+        maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs)
+        blobs = maker.make(node, image)
+        if isinstance(node.payload, OverlayFiles):
+            output().say(f"  {node.name}: patched on the host ({human_bytes(sum(s for _, s in blobs))})")
 
     def load_chain(self, env: EnvNode, site: Site | None = None) -> str:
         """The environment as an image in a builder's engine (to build on or read from); returns its reference."""

@@ -7,18 +7,20 @@ wheel here, on the host (a pure-Python wheel; anything else belongs in a compone
 
 from __future__ import annotations
 
+import functools
 import io
 import shutil
 import tarfile
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from enginebuild.errors import BuildFailed
 from enginebuild.io import proc
+from enginebuild.io.background import Background
 from enginebuild.io.git import Mirror, git
 from enginebuild.io.http import Http
 from enginebuild.io.store import Store
@@ -107,20 +109,18 @@ class Fetcher:
 class Prefetch:
     """Downloads started ahead of the steps that need them, AHEAD at a time, in the order the
     steps come: an environment's wheels arrive while its earlier layers are being written.
-    `wait` returns once a step's files are in the store (fetching any not started ahead);
-    leaving the context cancels what has not finished (a download stops at its next block,
-    nothing partial kept) and re-raises nothing of it."""
+    `wait` returns once a step's files are in the store (fetching any not started ahead).
+    Leaving the context after an error or a signal does not wait: downloads in flight stop at
+    their next block (nothing partial kept), those not started never start."""
 
     def __init__(self, fetcher: Fetcher, downloads: Iterable[Download], workers: int = AHEAD):
         self.fetcher = fetcher
-        self.stop = threading.Event()
+        self.background = Background(workers, "enginebuild-fetch")
         self.futures: dict[str, Future[Path]] = {}
-        self.pool: ThreadPoolExecutor | None = None
         for d in downloads:
-            if d.sha256 in self.futures:
-                continue
-            self.pool = self.pool or ThreadPoolExecutor(workers, thread_name_prefix="enginebuild-fetch")
-            self.futures[d.sha256] = self.pool.submit(fetcher.download, d, self.stop.is_set)
+            if d.sha256 not in self.futures:
+                self.futures[d.sha256] = self.background.submit(
+                    functools.partial(fetcher.download, d, self.background.cancelled.is_set))
 
     def wait(self, downloads: Iterable[Download]) -> None:
         for d in downloads:
@@ -134,9 +134,7 @@ class Prefetch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.pool is not None:
-            self.stop.set()
-            self.pool.shutdown(wait=True, cancel_futures=True)
+        self.background.cancel()
 
 
 def layer_downloads(layer: LayerNode) -> list[Download]:

@@ -197,6 +197,38 @@ class BuildLine:
         self.out.release(self)
 
 
+class Work:
+    """Long work that prints nothing of its own (layers being written, an image being loaded),
+    kept visible by a timer: on a terminal a live line; elsewhere a plain line every
+    ENGINEBUILD_PROGRESS_EVERY seconds (none for work that ends sooner). `detail` says where it is."""
+
+    def __init__(self, out: Output, label: str):
+        self.out, self.label, self.detail = out, label, ""
+        self.start = self.last = out.clock()
+        self._stop = threading.Event()
+        self._timer = threading.Thread(target=self._run, daemon=True)
+
+    def line(self) -> str:
+        text = f"  {self.label} {human_seconds(self.out.clock() - self.start)}"
+        return f"{text}  | {self.detail}" if self.detail else text
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25 if self.out.live else min(1.0, plain_every())):
+            now = self.out.clock()
+            if now - self.last >= (0.25 if self.out.live else plain_every()):
+                self.last = now
+                self.out.status(self.line(), self)
+
+    def __enter__(self) -> Work:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._timer.join()
+        self.out.release(self)
+
+
 _OUTPUT: Output | None = None
 
 
