@@ -40,6 +40,7 @@ from enginebuild.plan.model import (
 from enginebuild.sources.pyindex import find_file
 
 AHEAD = 4  # downloads at once: several streams fill a link one stream leaves idle
+STOP_WAIT_S = 10.0  # how long downloads in flight get to stop and remove their partial files
 
 
 @dataclass
@@ -110,8 +111,9 @@ class Prefetch:
     """Downloads started ahead of the steps that need them, AHEAD at a time, in the order the
     steps come: an environment's wheels arrive while its earlier layers are being written.
     `wait` returns once a step's files are in the store (fetching any not started ahead).
-    Leaving the context after an error or a signal does not wait: downloads in flight stop at
-    their next block (nothing partial kept), those not started never start."""
+    Leaving the context after an error or a signal: those not started never start, those in
+    flight stop at their next block and remove their partial files (waited for, STOP_WAIT_S at
+    most)."""
 
     def __init__(self, fetcher: Fetcher, downloads: Iterable[Download], workers: int = AHEAD):
         self.fetcher = fetcher
@@ -134,7 +136,7 @@ class Prefetch:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.background.cancel()
+        self.background.cancel(wait_s=STOP_WAIT_S)
 
 
 def layer_downloads(layer: LayerNode) -> list[Download]:
