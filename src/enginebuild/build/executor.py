@@ -99,12 +99,6 @@ class LayerBoard:
         self.work.detail = f"{self.done} of {self.total} made; making {', '.join(self.active)}"[:150]
 
 
-def done_future() -> Future[None]:
-    future: Future[None] = Future()
-    future.set_result(None)
-    return future
-
-
 class Executor:
     def __init__(self, home: Path, *, engine: Engine | None = None, http: Http | None = None,
                  builder_name: str | None = None, verbose: bool = False, cache: LayerCache | None = None,
@@ -168,6 +162,10 @@ class Executor:
         replacement of base files waits for everything below it."""
         site = site or self.local
         made = [self.made(node) for node in env.layers]
+        self.outcome.reused += made.count(True)
+        self.reused += [node for node, done in zip(env.layers, made, strict=True) if done and isinstance(node.payload, Run)]
+        if all(made):
+            return  # no thread started for a chain that is already made
         ahead = [d for node, done in zip(env.layers, made, strict=True)
                  if not done and not isinstance(node.payload, Run) for d in layer_downloads(node)]
         writing: list[tuple[LayerNode, Future[None]]] = []
@@ -177,14 +175,10 @@ class Executor:
                 board = LayerBoard(work, made.count(False))
                 for index, node in enumerate(env.layers):
                     if made[index]:
-                        self.outcome.reused += 1
-                        if isinstance(node.payload, Run):
-                            self.reused.append(node)
                         continue
-                    step = functools.partial(board.running, node.name, self.write_layer, env, index, plan, site,
-                                             prefetch)
                     if stands_alone(node):
-                        writing.append((node, writers.submit(step)))
+                        writing.append((node, writers.submit(functools.partial(
+                            board.running, node.name, self.write_layer, env, index, plan, site, prefetch))))
                         continue
                     self.written(writing)
                     board.running(node.name, self.make_layer, env, index, plan, site, prefetch)
@@ -196,9 +190,12 @@ class Executor:
         """Wait for the layers being written; recorded in chain order (the first failure raised)."""
         for node, future in writing:
             future.result()
-            self.remade.add(record_key(node))
-            self.outcome.written.append(node.name)
+            self.record_written(node)
         writing.clear()
+
+    def record_written(self, node: LayerNode) -> None:
+        self.remade.add(record_key(node))
+        self.outcome.written.append(node.name)
 
     def make_layer(self, env: EnvNode, index: int, plan: ImagePlan, site: Site, prefetch: Prefetch) -> None:
         node = env.layers[index]
@@ -212,7 +209,7 @@ class Executor:
                 self.cache.push_layer(node, self.store)
         else:
             self.write_layer(env, index, plan, site, prefetch)
-            self.written([(node, done_future())])
+            self.record_written(node)
 
     def write_layer(self, env: EnvNode, index: int, plan: ImagePlan, site: Site, prefetch: Prefetch) -> None:
         node = env.layers[index]
