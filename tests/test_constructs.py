@@ -10,6 +10,8 @@ that gets it wrong (refused with a clear error at file:line, exit 2, nothing wri
 12. only the components the runtime installs or needs are built
 13. image --output: the runtime's filesystem or a component's outputs to a folder
 14. named environments shared by components (and the runtime's own)
+15. label-only images                         16. init: true
+17. editable installs: the tree kept where the image has it, with its editable wheel
 """
 from __future__ import annotations
 
@@ -690,3 +692,86 @@ def test_init_runs_tini_as_pid_1_so_a_launcher_that_ignores_sigterm_stops(ws, do
     assert entrypoint == ["/usr/bin/tini-static", "--", "/bin/sh", "-c", "exec sleep 1000"]
     # sleep as PID 1 ignores SIGTERM: killed after the grace time; under tini it ends on the signal
     assert codes == {"no-init": 137, "with-init": 143}, codes
+
+
+# -- 17. editable installs (`pip install -e .`) ----------------------------------------------------------
+
+EDITABLE = """base: scratch
+platform: linux/amd64
+system:
+  install: extract
+  packages: [busybox-static, python3]
+  run: [["/bin/busybox", "--install", "-s", "/bin"], "mkdir -p /tmp && chmod 1777 /tmp"]
+python:
+  version: "3.11"
+  requirements:
+    - {requirement: edpkg, component: edpkg}
+    - pip==25.3
+builder:
+  base: scratch
+  system:
+    install: extract
+    packages: [busybox-static, python3]
+    run: [["/bin/busybox", "--install", "-s", "/bin"]]
+  python:
+    version: "3.11"
+    requirements: ["setuptools==80.9.0"]
+components:
+  edpkg:
+    source: {path: edpkg}
+    build: {script: build.sh}
+    outputs: {editable: /app/edpkg}
+entrypoint: ["/usr/bin/python3"]
+"""
+EDITABLE_FILES = {
+    "edpkg/pyproject.toml": '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+                            '[project]\nname = "edpkg"\nversion = "1.0"\ndependencies = ["six>=1.16"]\n\n'
+                            '[tool.setuptools]\npackages = ["edpkg"]\n',
+    "edpkg/edpkg/__init__.py": "import six\nWHERE = 'tree'\n",
+    # what the recipe does before `pip install -e .`: here, a file generated in the tree
+    "build.sh": "#!/bin/sh\nset -e\necho \"GENERATED = '$(pwd)'\" > edpkg/generated.py\n",
+}
+
+
+@pytest.mark.docker
+def test_an_editable_component_keeps_its_tree_in_the_image_and_imports_from_it(ws, docker_engine, pypi_reachable,
+                                                                            debian_reachable):
+    write_image(ws, "ed", EDITABLE, EDITABLE_FILES)
+    proc = run_cli(["lock", "ed"], ws)
+    assert proc.returncode == 0, proc.stderr
+    pins = {p["name"]: p for p in json.loads((ws / "lockfiles/ed.lock").read_text())
+            ["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"]}
+    assert pins["edpkg"]["origin"] == "component" and "six" in pins  # its needs, from pyproject.toml
+    plan = run_cli(["plan", "ed"], ws)
+    assert plan.returncode == 0 and "tree of edpkg (editable, /app/edpkg)" in plan.stdout, plan.stdout + plan.stderr
+    tag = "enginebuild/ed:latest"
+    try:
+        proc = run_cli(["image", "ed"], ws)
+        assert proc.returncode == 0, proc.stderr
+        code = ("import edpkg, edpkg.generated, json, importlib.metadata as m\n"
+                "print(edpkg.__file__, edpkg.generated.GENERATED, edpkg.WHERE)\n"
+                "print(json.loads(m.distribution('edpkg').read_text('direct_url.json')))")
+        out = docker("run", "--rm", tag, "-c", code, check=False)
+        assert out.returncode == 0, out.stderr
+        where, direct = out.stdout.strip().splitlines()
+        assert where == "/app/edpkg/edpkg/__init__.py /app/edpkg tree"  # built where the image keeps it
+        assert direct == "{'dir_info': {'editable': True}, 'url': 'file:///app/edpkg'}"
+        # what an editable install is for: an edit of the tree is what the next import sees
+        edited = docker("run", "--rm", "--entrypoint", "/bin/sh", tag, "-c",
+                        "sed -i s/tree/edited/ /app/edpkg/edpkg/__init__.py && "
+                        "python3 -c 'import edpkg; print(edpkg.WHERE)' && python3 -m pip list -e", check=False)
+        assert edited.returncode == 0, edited.stderr
+        assert edited.stdout.splitlines()[0] == "edited" and re.search(r"edpkg\s+1\.0\s+/app/edpkg", edited.stdout)
+        check = docker("run", "--rm", tag, "-m", "pip", "check", check=False)
+        assert check.returncode == 0 and "No broken requirements found" in check.stdout, check.stdout + check.stderr
+    finally:
+        docker("rmi", "-f", tag, check=False)
+
+
+def test_an_editable_output_without_a_source_or_named_by_install_is_refused(ws):
+    write_image(ws, "t", EDITABLE.replace("    source: {path: edpkg}\n", ""), EDITABLE_FILES)
+    refused(ws, ["render", "t", "--unpinned"], "outputs: {editable",
+            "components.edpkg.outputs.editable: an editable install keeps the component's source tree: it has no")
+    write_image(ws, "t", EDITABLE + "install: [edpkg]\n", EDITABLE_FILES)
+    refused(ws, ["render", "t", "--unpinned"], "install: [edpkg]",
+            r"install\[0\]: component edpkg is an editable install: the Python requirement naming it installs it")

@@ -188,6 +188,14 @@ def test_the_rendered_dockerfiles_say_what_the_spec_says(name, rendered):
         assert len(carried) == (2 if comp["build"].get("cache") else 0), carried
         assert all(folder in " ".join(carried) for folder in comp["build"].get("cache", []))
         steps = [s for s in steps if s not in carried]
+        editable = [s for s in steps if "target=/opt/enginebuild/editable_wheel.py" in s]
+        if "editable" in comp["outputs"]:  # built where the image keeps the tree, then its editable wheel
+            tree = comp["outputs"]["editable"]
+            assert f"\nADD source.tar {tree}/\nWORKDIR {tree}\n" in text
+            assert len(editable) == 1 and steps[-1] == editable[0]
+            assert f"COPY --from=component:{comp_name} {tree} /" in runtime
+        assert editable == [] or "editable" in comp["outputs"]
+        steps = [s for s in steps if s not in editable]
         assert [step_command(s) for s in steps] == [expected_step(s) for s in comp.get("steps", [])]
 
 

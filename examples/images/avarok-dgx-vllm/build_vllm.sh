@@ -1,6 +1,6 @@
 #!/bin/bash
-# The vLLM wheel against the builder's PyTorch (use_existing_torch.py drops torch from its
-# requirement files), as `pip install -e .` would compile it.
+# Before the tree is rewritten and compiled: drop torch from vLLM's requirement files so that
+# the builder's PyTorch is used (the recipe's `python3 use_existing_torch.py`). enginebuild then
+# runs the steps and builds the editable wheel, which compiles the kernels in /app/vllm.
 set -euo pipefail
 python3 use_existing_torch.py
-pip wheel --no-build-isolation --no-deps -w "$ENGINEBUILD_OUTPUTS" .

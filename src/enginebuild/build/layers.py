@@ -84,7 +84,7 @@ class LayerMaker:
                                   f"not resolve: {'; '.join(unmet)}",
                                   hint="its source states other needs than the wheel: point `requires-from` at the "
                                        f"files its build reads, then `{command()} lock {self.image}`")
-            install_wheel(wheel, filename, payload.site_packages, payload.interpreter, writer)
+            install_wheel(wheel, filename, payload.site_packages, payload.interpreter, writer, payload.editable)
 
     def _wheels(self, payload: Wheels, writer: TarWriter) -> None:
         wheels = [(self.store.verified(pin.sha256, pin.filename), pin.filename) if pin.sha256 else self._built_wheel(pin)

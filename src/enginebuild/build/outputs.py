@@ -14,6 +14,7 @@ from enginebuild.io.files import temp_path
 from enginebuild.io.store import Store, make_blob
 from enginebuild.io.tars import TarWriter, clean_name
 from enginebuild.oci.engine import Engine
+from enginebuild.plan.components import EDITABLE_WHEELS
 from enginebuild.spec.model import Outputs
 from enginebuild.wire import JsonDoc
 
@@ -41,9 +42,22 @@ class OutputRecord:
 def _rename(outputs: Outputs, path: str, name: str) -> str:
     """An archive entry (its first part is the base name of `path`) as stored in the output tar."""
     rel = name.split("/", 1)[1] if "/" in name else ""
-    if outputs.kind == "paths":
+    if outputs.at_own_paths:
         return clean_name(posixpath.join(path, rel)) if rel else clean_name(path)
     return rel
+
+
+def _store_wheels(tar: tarfile.TarFile, store: Store, folder: str = "") -> list[tuple[str, str, int]]:
+    """The `.whl` files directly in `folder` of an archive, each into the store."""
+    wheels = []
+    for member in tar:
+        name = clean_name(member.name)
+        if member.isreg() and name.startswith(folder) and name.endswith(".whl") and "/" not in name[len(folder):]:
+            handle = tar.extractfile(member)
+            assert handle is not None
+            blob = store.put_bytes(handle.read(), name[len(folder):])
+            wheels.append((name[len(folder):], blob.sha256, blob.size))
+    return wheels
 
 
 def export_outputs(engine: Engine, image: str, component: str, outputs: Outputs, store: Store, mtime: int) -> OutputRecord:
@@ -51,6 +65,7 @@ def export_outputs(engine: Engine, image: str, component: str, outputs: Outputs,
     folder.mkdir(parents=True)
     raw = folder / "raw.tar"
     count = 0
+    wheels: list[tuple[str, str, int]] = []
     try:
         with engine.container(image) as container, tarfile.open(raw, "w", format=tarfile.PAX_FORMAT) as out:
             for path in outputs.paths:
@@ -68,17 +83,17 @@ def export_outputs(engine: Engine, image: str, component: str, outputs: Outputs,
                                 member.linkname = _rename(outputs, path, clean_name(member.linkname))
                             out.addfile(member, tar.extractfile(member) if member.isreg() else None)
                             count += 1
-        wheels = []
+            if outputs.kind == "editable":  # the tree is the output; its editable wheel is kept beside it
+                with engine.archive(container, EDITABLE_WHEELS) as stream:
+                    if stream is not None:
+                        with tarfile.open(fileobj=stream, mode="r|") as tar:
+                            wheels = _store_wheels(tar, store, "editable-wheel/")
         if outputs.kind == "wheels":
             with tarfile.open(raw, "r:") as tar:
-                for member in tar.getmembers():
-                    if member.isreg() and member.name.endswith(".whl") and "/" not in member.name:
-                        handle = tar.extractfile(member)
-                        assert handle is not None
-                        blob = store.put_bytes(handle.read(), member.name)
-                        wheels.append((member.name, blob.sha256, blob.size))
-            if not wheels:
-                raise BuildFailed(f"component {component} produced no wheel in {outputs.paths[0]}")
+                wheels = _store_wheels(tar, store)
+        if outputs.kind in ("wheels", "editable") and not wheels:
+            where = outputs.paths[0] if outputs.kind == "wheels" else f"the editable build of {outputs.paths[0]}"
+            raise BuildFailed(f"component {component} produced no wheel in {where}")
         from enginebuild.build.normalize import normalize_layer
 
         def write(sink: Any) -> None:

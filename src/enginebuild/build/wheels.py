@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import posixpath
 import shutil
 import tempfile
@@ -33,9 +34,11 @@ def scheme(site_packages: str) -> dict[str, str]:
 
 
 @contextmanager
-def staged(wheel: Path, filename: str, site_packages: str, interpreter: str) -> Iterator[list[FolderEntry]]:
+def staged(wheel: Path, filename: str, site_packages: str, interpreter: str,
+           editable: str = "") -> Iterator[list[FolderEntry]]:
     """The files pip would write for the wheel stored at `wheel` (named `filename`, which the
-    installer reads tags from), installed into a folder that lives as long as the context."""
+    installer reads tags from), installed into a folder that lives as long as the context; for
+    an editable wheel of the tree at `editable`, its direct_url.json saying so."""
     with zipfile.ZipFile(wheel) as zipped:  # what its members declare, before anything is written
         Budget(filename, wheel.stat().st_size).take(sum(i.file_size for i in zipped.infolist()))
     stage = Path(tempfile.mkdtemp(prefix="enginebuild-wheel-"))
@@ -48,7 +51,7 @@ def staged(wheel: Path, filename: str, site_packages: str, interpreter: str) -> 
         try:
             with WheelFile.open(named) as source, warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # "Skip installing ...__pycache__": as pip does
-                install(source, destination, additional_metadata={"INSTALLER": b"enginebuild\n"})
+                install(source, destination, additional_metadata=_metadata(editable))
         except Exception as exc:  # installer raises plain exceptions for bad wheels
             raise BuildFailed(f"cannot install {filename}: {exc}") from None
         yield list(walk_folder(stage))
@@ -57,9 +60,20 @@ def staged(wheel: Path, filename: str, site_packages: str, interpreter: str) -> 
         shutil.rmtree(named.parent, ignore_errors=True)
 
 
-def install_wheel(wheel: Path, filename: str, site_packages: str, interpreter: str, writer: TarWriter) -> set[str]:
+def _metadata(editable: str) -> dict[str, bytes]:
+    extra = {"INSTALLER": b"enginebuild\n"}
+    if editable:  # PEP 610: how pip (`pip list -e`) knows an editable install and its tree
+        extra["direct_url.json"] = json.dumps({"dir_info": {"editable": True}, "url": f"file://{editable}"},
+                                              sort_keys=True).encode()
+    return extra
+
+
+def install_wheel(wheel: Path, filename: str, site_packages: str, interpreter: str, writer: TarWriter,
+                  editable: str = "") -> set[str]:
     """Install one wheel into the layer; returns the paths it wrote (no leading /)."""
-    return install_wheels([(wheel, filename)], site_packages, interpreter, writer)
+    with staged(wheel, filename, site_packages, interpreter, editable) as entries:
+        write_folder(writer, Path("/"), entries=entries)
+        return {e.rel for e in entries}
 
 
 def install_wheels(wheels: list[tuple[Path, str]], site_packages: str, interpreter: str, writer: TarWriter) -> set[str]:

@@ -14,7 +14,7 @@ from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.plan import keys
 from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent_ref, script_run
 from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, FromData, FromFile, FromOutput, FromSource
-from enginebuild.plan.render import render
+from enginebuild.plan.render import TEMPLATES, render
 from enginebuild.sources import Source
 from enginebuild.sources.trees import declared_matcher
 from enginebuild.spec.model import Component, PatchRef
@@ -24,6 +24,9 @@ DEPS = "/opt/enginebuild/deps"
 CACHE_IN = "/opt/enginebuild/compiler-cache-in"  # a seed of each build.cache folder, from an earlier build
 CACHE_OUT = "/opt/enginebuild/compiler-cache-out"  # each build.cache folder after the build, to be carried
 CACHE_MAX_KB = 4 << 20  # a folder larger than this (4 GiB) is not carried
+SRC = "/opt/enginebuild/src"  # where the source is built, unless the tree is kept (an editable output)
+EDITABLE_WHEELS = "/opt/enginebuild/editable-wheel"  # the editable wheel of a kept tree
+EDITABLE_HOOK = TEMPLATES / "editable_wheel.py"
 
 
 def cache_scripts(folders: tuple[str, ...]) -> tuple[str, str]:
@@ -124,6 +127,12 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
                                        FromFile(f.src), f.mode, label=f.display))
         steps.append({"run": run, "mounts": mounts(step.cache, step.secrets, tuple(binds))})
     outputs = ",".join(comp.outputs.paths)
+    editable: list[str] = []
+    if comp.outputs.kind == "editable":  # the tree is built where the image keeps it, then its editable wheel
+        python = comp.builder.python
+        editable = [python.interpreter if python else "python3", "/opt/enginebuild/editable_wheel.py", EDITABLE_WHEELS]
+        hook = EDITABLE_HOOK.read_bytes()
+        context.append(ContextItem("editable_wheel.py", keys.sha(hook), FromData(hook), label="editable wheel hook"))
     caches = comp.build.cache
     restore, save = cache_scripts(caches) if caches else ("", "")
     if caches:  # the seeds are added when the build runs; this keeps the folder in every context
@@ -133,7 +142,8 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
                         sources=[e.name for e in comp.sources], deps=list(comp.needs),
                         mounts=mounts(comp.build.cache, comp.build.secrets), steps=steps,
                         cache_restore=restore, cache_save=save, cache_mounts=mounts(caches),
-                        seed_mounts=mounts(caches, binds=(("compiler-cache", CACHE_IN),)))
+                        seed_mounts=mounts(caches, binds=(("compiler-cache", CACHE_IN),)),
+                        workdir=comp.outputs.paths[0].rstrip("/") if editable else SRC, editable=editable)
     secrets = tuple(dict.fromkeys(comp.build.secrets + tuple(s for step in comp.steps for s in step.secrets)))
     items = tuple(sorted(context, key=lambda c: c.arcname))
     key = keys.key_of("component", name=comp.name, platform=planner.platform, builder=builder.tip,

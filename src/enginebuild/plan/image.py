@@ -200,15 +200,23 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         for pin in pypin.installed():
             if pin.origin == "component":
                 comp_key = components[pin.component].key
+                node = components[pin.component]
+                editable = node.outputs.paths[0] if node.outputs.kind == "editable" else ""
+                if editable:  # its tree first, where the editable wheel points
+                    add("output", f"tree of {pin.component} (editable, {node.outputs.paths[0]})",
+                        keys.key_of("output", component=comp_key, outputs=["editable", list(node.outputs.paths)],
+                                    epoch=epoch),
+                        OutputTree(pin.component, comp_key, node.outputs), {f"component {pin.component}": comp_key})
                 req = next(r for r in python.requirements if r.component == pin.component and r.name == pin.name)
                 closure = tuple((p.name, p.version) for p in pypin.packages if p.origin != "component") \
                     if req.deps else None
                 key = keys.key_of("component-wheels", component=comp_key, site=python.site_packages,
-                                  interpreter=python.interpreter, epoch=epoch,
+                                  interpreter=python.interpreter, epoch=epoch, **({"editable": editable} if editable
+                                                                                 else {}),
                                   **({"checked_against": keys.sha(keys.canonical(closure))} if closure else {}))
                 add("output", f"python {pin.name} (built by component {pin.component})", key,
                     Wheel(pin, python.site_packages, python.interpreter, comp_key, closure,
-                          marker_environment(python.version, platform)),
+                          marker_environment(python.version, platform), editable),
                     {f"component {pin.component}": comp_key})
     if "components" in only:
         for name in spec.install:

@@ -101,6 +101,7 @@ class Wheel:
     component_key: str = ""  # for a wheel a component of this image builds
     closure: tuple[tuple[str, str], ...] | None = None  # what the lock holds, which the wheel's needs must match
     target: tuple[tuple[str, str], ...] = ()  # the marker environment its needs are read for
+    editable: str = ""  # the tree an editable wheel points at (recorded in direct_url.json, as pip does)
 
 
 @dataclass(frozen=True)

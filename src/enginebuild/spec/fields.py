@@ -262,9 +262,11 @@ def component_schema() -> Record:
     outputs = Record({
         "wheels": ABS, "prefix": ABS, "to": ABS,
         "paths": ListOf(ABS, unique=True, max_items=256),
-    }, exclusive=(("wheels", "prefix", "paths"),), need_one_of=("wheels", "prefix", "paths"),
-        doc="{wheels} | {prefix, to} | {paths}",
-        description="what the component keeps: a folder of wheels, a prefix copied to `to`, or paths")
+        "editable": ABS,
+    }, exclusive=(("wheels", "prefix", "paths", "editable"),), need_one_of=("wheels", "prefix", "paths", "editable"),
+        doc="{wheels} | {prefix, to} | {paths} | {editable}",
+        description="what the component keeps: a folder of wheels, a prefix copied to `to`, paths, or its "
+                    "source tree at a path with an editable install of it (`pip install -e`)")
     build = Record({"script": REL, "args": ARGS, "cache": ListOf(ABS, unique=True), "secrets": SECRETS},
                    required=("script",), doc="{script, args, cache, secrets}")
     extra_source = Record({"source": source_schema(), "env": Str(pattern=ENV_NAME, what="a variable name")},

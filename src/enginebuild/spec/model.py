@@ -127,9 +127,14 @@ class Build:
 
 @dataclass(frozen=True)
 class Outputs:
-    kind: str  # wheels | prefix | paths
-    paths: tuple[str, ...]  # the folder (wheels, prefix) or the listed paths
+    kind: str  # wheels | prefix | paths | editable
+    paths: tuple[str, ...]  # the folder (wheels, prefix), the listed paths, or the kept tree (editable)
     to: str = "/"  # where a prefix lands in the runtime
+
+    @property
+    def at_own_paths(self) -> bool:
+        """Whether each path lands where it is in the build (paths, and an editable tree)."""
+        return self.kind in ("paths", "editable")
 
 
 @dataclass(frozen=True)

@@ -348,6 +348,12 @@ class Reader:
             outputs = m.Outputs("wheels", (out_node["wheels"],))
         elif "prefix" in out_node:
             outputs = m.Outputs("prefix", (out_node["prefix"],), out_node.get("to", "/"))
+        elif "editable" in out_node:
+            outputs = m.Outputs("editable", (out_node["editable"],))
+            if not node.get("source"):
+                raise SpecError(self.where(f"{path}.outputs.editable"), f"{path}.outputs.editable",
+                                "an editable install keeps the component's source tree: it has no `source`",
+                                hint="give the component the source it installs (git, pypi, path or url)")
         else:
             outputs = m.Outputs("paths", tuple(out_node["paths"]))
         extra = []
@@ -451,13 +457,19 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
     for i, cname in enumerate(install):
         if cname not in names:
             raise SpecError(r.where("install"), f"install[{i}]", f"no component named {cname!r}")
+        if next(c for c in components if c.name == cname).outputs.kind == "editable":
+            raise SpecError(r.where("install"), f"install[{i}]",
+                            f"component {cname} is an editable install: the Python requirement naming it installs it "
+                            "(its tree and its editable wheel)",
+                            hint=f"drop it from install and require it: python.requirements: "
+                                 f"[{{requirement: NAME, component: {cname}}}]")
     if runtime.python:
         for i, req in enumerate(runtime.python.requirements):
             if req.component and req.component not in names:
                 raise SpecError(req.where, f"python.requirements[{i}].component", f"no component named {req.component!r}")
             if req.component:
                 comp = next(c for c in components if c.name == req.component)
-                if comp.outputs.kind != "wheels":
+                if comp.outputs.kind not in ("wheels", "editable"):
                     raise SpecError(req.where, f"python.requirements[{i}].component",
                                     f"component {req.component} produces {comp.outputs.kind}, not wheels")
     overlays = []

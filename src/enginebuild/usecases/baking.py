@@ -191,13 +191,13 @@ def relocate(line: str, items: list[ContextItem] | tuple[ContextItem, ...], wher
 
 def copy_from(comp: ComponentNode, dest: str) -> list[str]:
     """A component's outputs as another component reads them (as `ADD deps/NAME.tar` gives them)."""
-    if comp.outputs.kind == "paths":
+    if comp.outputs.at_own_paths:
         return [f"COPY --from=component-{comp.name} {p} {dest}{p}" for p in comp.outputs.paths]
     return [f"COPY --from=component-{comp.name} {p.rstrip('/')}/ {dest}/" for p in comp.outputs.paths]
 
 
 def copy_into_runtime(comp: ComponentNode, outputs: Outputs) -> list[str]:
-    if outputs.kind == "paths":
+    if outputs.at_own_paths:
         return [f"COPY --from=component-{comp.name} {p} {p}" for p in outputs.paths]
     return [f"COPY --from=component-{comp.name} {p.rstrip('/')}/ {outputs.to}" for p in outputs.paths]
 
