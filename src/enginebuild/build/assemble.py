@@ -7,6 +7,7 @@ of each of its layers, read from one streamed `docker save`, then recorded in th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import tarfile
@@ -175,14 +176,17 @@ class Assembler:
             apply_settings(config, settings)
         return config
 
-    def load(self, env: EnvNode, config: ImageConfig, tags: list[str], known: set[str]) -> str:
-        """Load the chain as an image with these tags (and its chain tag); returns its image ID."""
+    def load(self, env: EnvNode, config: ImageConfig, tags: list[str], known: set[str], quiet: bool = False) -> str:
+        """Load the chain as an image with these tags (and its chain tag); returns its image ID.
+        A stored layer is sent as it is when its file is as it was found whole (the engine hashes
+        what it receives against the config's diff IDs and refuses a mismatch); otherwise re-hashed."""
         layers = self.layers(env)
         present = self.present(env, known)
         for layer in layers[present:]:
             if layer.blob is None:
                 raise BuildFailed("a base layer is missing from the engine; pull the base again")
-            self.store.verified(layer.blob, layer.created_by)
+            if not self.store.intact(layer.blob, layer.created_by):
+                self.store.verified(layer.blob, layer.created_by)
         data = config.render(layers)
         self.rendered = (data, layers)  # what the image is made of, for the plan memo's file-edit path
         image_id = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -190,9 +194,12 @@ class Assembler:
         if self.engine.image_id(all_tags[0]) == image_id and all(self.engine.image_id(t) == image_id for t in all_tags):
             return image_id
         total = sum(layer.size for layer in layers[present:])
-        with Work(output(), "loading into the engine") as work:
+        shown: contextlib.AbstractContextManager[Work | None] = \
+            contextlib.nullcontext() if quiet else Work(output(), "loading into the engine")
+        with shown as work:
             def counted(sink: IO[bytes]) -> None:
-                write_docker_archive(cast(IO[bytes], Counted(sink, work, total)), data, layers, present, self.store.path, all_tags)
+                out = cast(IO[bytes], Counted(sink, work, total)) if work is not None else sink
+                write_docker_archive(out, data, layers, present, self.store.path, all_tags)
 
             with piped(counted) as body:
                 self.engine.load(body)

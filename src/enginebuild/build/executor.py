@@ -27,6 +27,7 @@ from enginebuild.build.fetch import Fetcher, Prefetch, component_downloads, git_
 from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
 from enginebuild.build.materialize import Materializer
 from enginebuild.build.outputs import OutputRecord, export_outputs
+from enginebuild.build.preload import Preloader
 from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, capable, connect
 from enginebuild.errors import BuilderLost, BuildFailed, UserError
 from enginebuild.io import proc
@@ -155,11 +156,12 @@ class Executor:
         return blobs is not None and all(self.store.intact(sha, node.name) for sha, _ in blobs)
 
     # -- chains ---------------------------------------------------------------------------
-    def make_chain(self, env: EnvNode, plan: ImagePlan, site: Site | None = None) -> None:
+    def make_chain(self, env: EnvNode, plan: ImagePlan, site: Site | None = None, preload: bool = False) -> None:
         """Make every layer of an environment that is not made yet, in order (commands run on `site`).
         Layers enginebuild writes that read nothing of the chain below them are written `jobs` at
         a time (their bytes depend only on their inputs); a command layer, an overlay patch or a
-        replacement of base files waits for everything below it."""
+        replacement of base files waits for everything below it. With `preload`, the prefixes made
+        so far are loaded into the engine while the rest are written (build/preload.py)."""
         site = site or self.local
         made = [self.made(node) for node in env.layers]
         self.outcome.reused += made.count(True)
@@ -168,8 +170,10 @@ class Executor:
             return  # no thread started for a chain that is already made
         ahead = [d for node, done in zip(env.layers, made, strict=True)
                  if not done and not isinstance(node.payload, Run) for d in layer_downloads(node)]
-        writing: list[tuple[LayerNode, Future[None]]] = []
+        writing: list[tuple[int, Future[None]]] = []
         writers = Background(self.jobs, "enginebuild-layer")
+        loader = Preloader(site, env, self.scanner, f"image {plan.image} ({plan.platform})") \
+            if preload and not site.remote else None
         try:
             with Prefetch(self.fetcher, ahead) as prefetch, Work(output(), f"[{plan.platform}] layers") as work:
                 board = LayerBoard(work, made.count(False))
@@ -177,20 +181,29 @@ class Executor:
                     if made[index]:
                         continue
                     if stands_alone(node):
-                        writing.append((node, writers.submit(functools.partial(
+                        writing.append((index, writers.submit(functools.partial(
                             board.running, node.name, self.write_layer, env, index, plan, site, prefetch))))
                         continue
-                    self.written(writing)
+                    self.written(env, writing, loader)
                     board.running(node.name, self.make_layer, env, index, plan, site, prefetch)
-                self.written(writing)
+                    if loader:
+                        loader.offer(index)
+                self.written(env, writing, loader)
+            if loader:
+                loader.finish()
         finally:
             writers.cancel()
+            if loader:
+                loader.cancel()
 
-    def written(self, writing: list[tuple[LayerNode, Future[None]]]) -> None:
-        """Wait for the layers being written; recorded in chain order (the first failure raised)."""
-        for node, future in writing:
+    def written(self, env: EnvNode, writing: list[tuple[int, Future[None]]], loader: Preloader | None) -> None:
+        """Wait for the layers being written; recorded in chain order (the first failure raised),
+        each prefix offered to the loader as it is complete."""
+        for index, future in writing:
             future.result()
-            self.record_written(node)
+            self.record_written(env.layers[index])
+            if loader:
+                loader.offer(index)
         writing.clear()
 
     def record_written(self, node: LayerNode) -> None:
@@ -428,7 +441,7 @@ class Executor:
         self.components(plan)
         for pin in git_wheels(plan.runtime):
             self.fetcher.git_wheel(self.home, pin)
-        self.make_chain(plan.runtime, plan)
+        self.make_chain(plan.runtime, plan, preload=True)
         config = final_config(self.assembler, plan)
         if self.scanner is not None:  # every layer, before anything is tagged
             self.scanner.check_layers([(la.blob, la.created_by) for la in self.assembler.layers(plan.runtime)

@@ -150,6 +150,8 @@ class Store:
             target = self.path(writer.hexdigest())
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, target)
+            st = target.stat()  # hashed as it was written: found whole until its file changes
+            self.put_record("whole", writer.hexdigest(), {"stat": [st.st_size, st.st_mtime_ns, st.st_ino]})
         except OSError as exc:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)

@@ -1,0 +1,76 @@
+"""Loading a chain into the engine while its later layers are still being written.
+
+Each time the layers made so far form a longer prefix of the chain, that prefix is loaded as a
+chain image (`enginebuild/chain:<tip>`), one load at a time, each sending only the layers the
+engine lacks; the final load of the image then sends only what came after the last prefix. The
+engine registering gigabytes of layers (a real vLLM closure) thus overlaps the writing of the
+next ones instead of following all of them. A prefix is searched for the spec's secrets before
+it is loaded, as the whole image is before it is tagged.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from enginebuild.io.background import Background
+from enginebuild.plan.envs import CHAIN_REPO
+
+if TYPE_CHECKING:
+    from enginebuild.build.secretscan import Scanner
+    from enginebuild.build.sites import Site
+    from enginebuild.plan.model import EnvNode
+
+
+class Preloader:
+    def __init__(self, site: Site, env: EnvNode, scanner: Scanner | None, what: str):
+        self.site, self.env, self.scanner, self.what = site, env, scanner, what
+        self.lock = threading.Lock()
+        self.pending: EnvNode | None = None  # the longest made prefix not yet handed to a load
+        self.active = False  # a drain is running (or about to)
+        self.drains: list[Future[None]] = []
+        self.background = Background(1, "enginebuild-preload")
+        self.loads = 0
+
+    def offer(self, index: int) -> None:
+        """Layers 0..index of the chain are made and recorded."""
+        with self.lock:
+            self.pending = self.env.prefix(self.env.layers[index].chain)
+            if not self.active:
+                self.active = True
+                self.drains.append(self.background.submit(self._drain))
+
+    def _drain(self) -> None:
+        while True:
+            with self.lock:
+                target, self.pending = self.pending, None
+                if target is None:
+                    self.active = False
+                    return
+            try:
+                self._load(target)
+            except BaseException:
+                with self.lock:
+                    self.active = False
+                raise
+
+    def _load(self, target: EnvNode) -> None:
+        site = self.site
+        with site.chain_lock:
+            if site.assembler.holds(target, site.known):
+                return
+            if self.scanner is not None:
+                self.scanner.check_layers([(la.blob, la.created_by) for la in site.assembler.layers(target)
+                                           if la.blob], self.what)
+            site.assembler.load(target, site.assembler.config_for(target), [], site.known, quiet=True)
+            site.loaded.append(f"{CHAIN_REPO}:{target.tip}")
+            self.loads += 1
+
+    def finish(self) -> None:
+        """Wait for the loads under way; the first failure is raised."""
+        for drain in list(self.drains):
+            drain.result()
+
+    def cancel(self, wait_s: float = 0.0) -> None:
+        self.background.cancel(wait_s)
