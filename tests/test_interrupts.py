@@ -127,6 +127,11 @@ def test_the_start_up_sweep_removes_what_killed_runs_left_and_nothing_else(works
     folder.mkdir()
     (folder / "HF_TOKEN").write_text("hf_x")
     stale.append(folder)
+    if Path("/dev/shm").is_dir():  # a wheel a killed run was unpacking in memory
+        unpacking = Path("/dev/shm") / f".enginebuild-wheel.{dead}.0123abcd.d"
+        (unpacking / "torch").mkdir(parents=True)
+        (unpacking / "torch" / "__init__.py").write_bytes(b"x" * 1000)
+        stale.append(unpacking)
     keep = eb_home / "tmp" / "notes.txt"  # not a temporary of ours
     keep.write_text("kept")
     proc = run_cli(["fetch", "demo", "--platform", "linux/amd64"], workspace)

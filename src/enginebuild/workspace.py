@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from enginebuild.errors import UserError
-from enginebuild.io.files import mutex, sweep
+from enginebuild.io.files import MEMORY_TMP, mutex, sweep
 from enginebuild.io.progress import output
 from enginebuild.settings import settings
 
@@ -121,3 +121,4 @@ class Workspace:
 
         Store(self.home).sweep()
         sweep(Path(tempfile.gettempdir()))
+        sweep(MEMORY_TMP)  # wheels a killed run was unpacking in memory

@@ -52,6 +52,7 @@ class Outcome:
     written: list[str] = field(default_factory=list)  # layers enginebuild wrote
     pulled: list[str] = field(default_factory=list)  # from the registry cache
     reused: int = 0
+    preloaded: int = 0  # layers of the runtime loaded into the engine while its later ones were written
     image_id: str = ""
     builder_called: bool = False
     seconds: dict[str, float] = field(default_factory=dict)
@@ -191,6 +192,7 @@ class Executor:
                 self.written(env, writing, loader)
             if loader:
                 loader.finish()
+                self.outcome.preloaded = loader.upto
         finally:
             writers.cancel()
             if loader:

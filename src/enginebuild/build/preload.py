@@ -31,7 +31,7 @@ class Preloader:
         self.active = False  # a drain is running (or about to)
         self.drains: list[Future[None]] = []
         self.background = Background(1, "enginebuild-preload")
-        self.loads = 0
+        self.upto = 0  # how many of the chain's layers the loads so far took into the engine
 
     def offer(self, index: int) -> None:
         """Layers 0..index of the chain are made and recorded."""
@@ -65,7 +65,7 @@ class Preloader:
                                            if la.blob], self.what)
             site.assembler.load(target, site.assembler.config_for(target), [], site.known, quiet=True)
             site.loaded.append(f"{CHAIN_REPO}:{target.tip}")
-            self.loads += 1
+            self.upto = max(self.upto, len(target.layers))
 
     def finish(self) -> None:
         """Wait for the loads under way; the first failure is raised."""

@@ -175,7 +175,8 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         if commands:
             done.append(f"ran {len(commands)} command layer(s)")
         if outcome.written:
-            done.append(f"wrote {len(outcome.written)} layer(s)")
+            early = f" ({outcome.preloaded} loaded into the engine before the image)" if outcome.preloaded else ""
+            done.append(f"wrote {len(outcome.written)} layer(s){early}")
         if outcome.pulled:
             done.append(f"pulled {len(outcome.pulled)} from the cache")
         what = ", ".join(done) if done else "nothing to build"
