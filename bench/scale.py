@@ -84,10 +84,15 @@ def _chain_tags() -> list[str]:
     return run([DOCKER, "image", "ls", "enginebuild/chain", "--format", "{{.Tag}}"]).stdout.split()
 
 
+HAND_IDS: list[str] = []  # each hand-written image built (a later build leaves the earlier one untagged)
+
+
 def _hand_build(context: Path, *extra: str) -> float:
     start = time.perf_counter()
     run([DOCKER, "build", "-q", "-t", HAND, *extra, str(context)], env={"DOCKER_BUILDKIT": "1"})
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    HAND_IDS.append(run([DOCKER, "image", "inspect", HAND, "--format", "{{.Id}}"]).stdout.strip())
+    return seconds
 
 
 def _image_facts(ref: str) -> tuple[int, int]:
@@ -209,3 +214,7 @@ def bench_scale(ws: Path, env: dict, rows: list, registry: str, registry_root: P
         for refs in (made[i:i + 50] for i in range(0, len(made), 50)):
             run([DOCKER, "rmi", "-f", *refs], check=False)
         run([DOCKER, "rmi", "-f", f"enginebuild/{IMAGE}:latest", f"enginebuild/{IMAGE}:latest-amd64"], check=False)
+        if HAND_IDS:
+            run([DOCKER, "rmi", "-f", *HAND_IDS], check=False)
+        # our images these builds left untagged (the image of an earlier row, when a later one took its tag)
+        run([DOCKER, "image", "prune", "-f", "--filter", f"label=org.opencontainers.image.title={IMAGE}"], check=False)

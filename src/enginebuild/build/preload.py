@@ -58,8 +58,8 @@ class Preloader:
     def _load(self, target: EnvNode) -> None:
         site = self.site
         with site.chain_lock:
-            if site.assembler.holds(target, site.known):
-                return
+            if any(node.chain in site.known for node in self.env.layers[len(target.layers) - 1:]):
+                return  # the engine has this prefix or a longer one (a chain image of an earlier build)
             if self.scanner is not None:
                 self.scanner.check_layers([(la.blob, la.created_by) for la in site.assembler.layers(target)
                                            if la.blob], self.what)

@@ -1,5 +1,6 @@
 """Work done beside the main thread (downloads ahead, layers written at once) that never holds
-up an exit for long: each task runs on a daemon thread, at most `slots` at a time. When the
+up an exit for long: tasks run on daemon threads, at most `slots` at a time, started in the
+order they were submitted (downloads in the order the layers need them). When the
 build stops (an error, Ctrl-C, SIGTERM) the caller calls `cancel(wait_s)`: tasks not started
 never start, and those in progress get `wait_s` seconds to end (a download stops at its next
 block and removes its partial file); the process then exits without waiting further (a
@@ -10,39 +11,57 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
 class Background:
+    """Tasks run on at most `slots` daemon threads, started in the order they were submitted."""
+
     def __init__(self, slots: int, name: str):
-        self.slots = threading.BoundedSemaphore(max(1, slots))
+        self.slots = max(1, slots)
         self.name = name
         self.cancelled = threading.Event()
         self.threads: list[threading.Thread] = []
+        self.lock = threading.Lock()
+        self.queue: deque[tuple[Future[Any], Callable[[], Any]]] = deque()
+        self.working = 0  # workers taking tasks from the queue
 
     def submit(self, task: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
-
-        def run() -> None:
-            with self.slots:
-                if self.cancelled.is_set() or not future.set_running_or_notify_cancel():
-                    return
-                try:
-                    future.set_result(task())
-                except BaseException as exc:  # handed to whoever waits on the future
-                    future.set_exception(exc)
-
-        thread = threading.Thread(target=run, name=self.name, daemon=True)
-        self.threads.append(thread)
-        thread.start()
+        with self.lock:
+            self.queue.append((future, task))
+            if self.working < self.slots:
+                self.working += 1
+                thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+                self.threads.append(thread)
+                thread.start()
         return future
+
+    def _work(self) -> None:
+        while True:
+            with self.lock:
+                if not self.queue or self.cancelled.is_set():
+                    self.working -= 1
+                    return
+                future, task = self.queue.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(task())
+            except BaseException as exc:  # handed to whoever waits on the future
+                future.set_exception(exc)
 
     def cancel(self, wait_s: float = 0.0) -> None:
         self.cancelled.set()
+        with self.lock:
+            for future, _ in self.queue:  # never started
+                future.cancel()
+            self.queue.clear()
         deadline = time.monotonic() + wait_s
         for thread in self.threads:
             thread.join(max(0.0, deadline - time.monotonic()))
