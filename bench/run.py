@@ -246,6 +246,7 @@ def main() -> int:
                         help="the registry's storage folder (o counts the bytes a push adds there)")
     args = parser.parse_args()
     only = set(args.only.split(","))
+    own_home = not os.environ.get("ENGINEBUILD_HOME")
     home = Path(os.environ.get("ENGINEBUILD_HOME") or tempfile.mkdtemp(prefix="eb-bench-home-"))
     env = {"ENGINEBUILD_HOME": str(home)}
     ws = scratch_workspace("suite")
@@ -299,6 +300,8 @@ def main() -> int:
     finally:
         shutil.rmtree(ws, ignore_errors=True)
         shutil.rmtree(rendered, ignore_errors=True)
+        if own_home:
+            shutil.rmtree(home, ignore_errors=True)
     print_table(rows)
     return 0
 

@@ -58,3 +58,9 @@ def filesystem(ref: str) -> dict:
         return entries
     finally:
         docker("rm", container)
+
+
+def assert_pip_check_clean(ref: str, *entrypoint: str) -> None:
+    """`python3 -m pip check` in the image finds nothing broken (`entrypoint`: how to reach python3)."""
+    check = docker("run", "--rm", *entrypoint, ref, "-m", "pip", "check", check=False)
+    assert check.returncode == 0 and "No broken requirements found" in check.stdout, check.stdout + check.stderr
