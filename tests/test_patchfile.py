@@ -33,6 +33,17 @@ def test_a_well_formed_patch_parses_with_its_header_and_hunks():
     assert file_patch.hunks[0].old_lines == ["a", "b", "c"] and file_patch.hunks[0].new_lines == ["a", "B", "c"]
 
 
+@pytest.mark.parametrize("fixed_in,expected", [
+    ("commit 5723463658", {"commit": "5723463658"}),  # an abbreviated commit may be all digits
+    ("0.22.0 (commit 1234567890)", {"version": "0.22.0", "commit": "1234567890"}),
+    ("5723463658", {"version": "5723463658"}),  # digits alone, not said to be a commit: a version
+    ("fixed in v1.3", {"version": "1.3"}),
+])
+def test_fixed_in_reads_what_follows_commit_as_a_commit(fixed_in, expected):
+    patch = parse_patch("vllm/0001-x.patch", (HEADER.replace("0.22.0, commit c628a93a64", fixed_in) + DIFF).encode())
+    assert patch.fixed_in == expected
+
+
 def test_a_patch_without_a_header_is_refused():
     assert error(DIFF) == ("patches/vllm/0001-x.patch: no header: a patch starts with Subject:, Description: "
                            "and Upstream: lines, then ---")

@@ -94,11 +94,15 @@ class PatchFile:
         out: dict[str, str] = {}
         if not text or text.lower() in ("none", "-", "n/a"):
             return out
+        said = ""  # the word before a token ("commit 5723463658" is a commit, all digits or not)
         for token in re.split(r"[\s,;()]+", text):
             token = token.strip()
             if not token or token.lower() in ("commit", "version", "in"):
+                said = token.lower() or said
                 continue
-            if _HEX.fullmatch(token) and not re.fullmatch(r"\d+", token):
+            commit = said == "commit" or not re.fullmatch(r"\d+", token)
+            said = ""
+            if _HEX.fullmatch(token) and commit:
                 out.setdefault("commit", token)
             elif re.fullmatch(r"v?\d+(?:\.\d+)*(?:[a-z0-9.+-]*)", token):
                 out.setdefault("version", token.lstrip("v"))
