@@ -62,6 +62,11 @@ def test_the_layers_made_first_are_in_the_engine_while_the_last_is_still_being_w
     assert "wrote 3 layer(s) (3 loaded into the engine before the image)" in out, out
     image = json.loads(docker("image", "inspect", f"enginebuild/{name}:latest").stdout)[0]
     assert image["RootFS"]["Layers"][:2] == chain_images()[loaded[0]]  # the image is built on them
+    # the chain image of all three, which the image's own load took the chain tag from, is gone:
+    # left untagged it would keep the layers after the image is removed
+    untagged = docker("images", "--filter", "dangling=true", "--format", "{{.ID}}").stdout.split()
+    for found in json.loads(docker("image", "inspect", *untagged).stdout) if untagged else []:
+        assert found["RootFS"].get("Layers") != image["RootFS"]["Layers"], found["Id"]
     saved = docker("create", f"enginebuild/{name}:latest", "x").stdout.strip()
     try:
         for file, text in texts.items():

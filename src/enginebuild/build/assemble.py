@@ -193,6 +193,7 @@ class Assembler:
         all_tags = tags + [f"{CHAIN_REPO}:{env.tip}"]
         if self.engine.image_id(all_tags[0]) == image_id and all(self.engine.image_id(t) == image_id for t in all_tags):
             return image_id
+        chain_before = self.engine.image_id(all_tags[-1])  # a chain image this load takes the tag of
         total = sum(layer.size for layer in layers[present:])
         shown: contextlib.AbstractContextManager[Work | None] = \
             contextlib.nullcontext() if quiet else Work(output(), "loading into the engine")
@@ -203,6 +204,10 @@ class Assembler:
 
             with piped(counted) as body:
                 self.engine.load(body)
+        if chain_before and chain_before != image_id:
+            # left untagged, it would keep every layer of the chain after the image is removed; the
+            # engine keeps it if anything else still names or uses it
+            self.engine.remove(chain_before)
         known.add(env.tip)
         return image_id
 
