@@ -77,11 +77,11 @@ def staged(wheel: Path, filename: str, site_packages: str, interpreter: str,
         Budget(filename, wheel.stat().st_size).take(unpacked)
     in_memory = MEMORY.take(unpacked)
     stage = temp_path(MEMORY.folder if in_memory else Path(tempfile.gettempdir()), "enginebuild-wheel", "d")
-    stage.mkdir()
     named = temp_path(stage.parent, "enginebuild-wheel-name", "d") / filename
-    named.parent.mkdir()
-    named.symlink_to(wheel)
-    try:
+    try:  # from here on the folders and the memory taken are given back, whatever happens
+        stage.mkdir()
+        named.parent.mkdir()
+        named.symlink_to(wheel)
         paths = {k: str(stage / v.lstrip("/")) for k, v in scheme(site_packages).items()}
         destination = SchemeDictionaryDestination(paths, interpreter=interpreter, script_kind="posix",
                                                   bytecode_optimization_levels=())
