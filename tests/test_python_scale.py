@@ -251,41 +251,46 @@ def test_distributions_installing_the_same_files_share_a_layer_that_holds_them_o
     index = Index(tmp_path / "index", ranges=ranges)
     folder = tmp_path / "wheels"
     blob_a, blob_b = random.Random(1).randbytes(2 * 2**20), random.Random(2).randbytes(2 * 2**20)
-    # a and b install the same 2 MiB file (other bytes in each); c shares only an empty __init__.py
+    # a and b install the same 2 MiB path (other bytes in each); c installs only an empty
+    # __init__.py alike; d and e each a small module of the same path and their own bytes
     index.add("eb-share-a", make_wheel(folder, "eb-share-a", "1.0", files={
         "eb_shared/__init__.py": "", "eb_shared/blob.bin": blob_a, "eb_share_a.py": ""}))
     index.add("eb-share-b", make_wheel(folder, "eb-share-b", "1.0", files={
         "eb_shared/blob.bin": blob_b, "eb_share_b.py": ""}))
     index.add("eb-share-c", make_wheel(folder, "eb-share-c", "1.0", files={
         "eb_shared/__init__.py": "", "eb_share_c.py": ""}))
+    index.add("eb-share-d", make_wheel(folder, "eb-share-d", "1.0", files={"eb_backend.py": "WHO = 'd'\n"}))
+    index.add("eb-share-e", make_wheel(folder, "eb-share-e", "1.0", files={"eb_backend.py": "WHO = 'e'\n"}))
     try:
-        write_image(workspace, "share", scale_spec(index.url, {"eb-share-a": "1.0", "eb-share-b": "1.0",
-                                                                "eb-share-c": "1.0"}))
+        write_image(workspace, "share", scale_spec(index.url, {f"eb-share-{x}": "1.0" for x in "abcde"}))
         proc = run_cli(["lock", "share"], workspace)
         assert proc.returncode == 0, proc.stderr
         assert (index.ranged > 0) is ranges  # the file lists were read by range when the server allows it
         lock = json.loads((workspace / "lockfiles/share.lock").read_text())
         pins = {p["name"]: p for p in lock["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"]}
         assert pins["eb-share-a"]["shares"] == ["eb-share-b"] and pins["eb-share-b"]["shares"] == ["eb-share-a"]
+        assert pins["eb-share-d"]["shares"] == ["eb-share-e"]  # 11 bytes, but not the same ones
         assert "shares" not in pins["eb-share-c"]
         if not ranges:
             return  # the rest does not depend on how the lists were read
         python_layers = [row["name"] for row in plan_doc(workspace, "share")["layers"]
                          if row["name"].startswith("python ")]
-        together = [name for name in python_layers if "eb-share-a 1.0" in name]
-        assert len(together) == 1 and "eb-share-b 1.0" in together[0]
+        for first, second in (("eb-share-a", "eb-share-b"), ("eb-share-d", "eb-share-e")):
+            together = [name for name in python_layers if f"{first} 1.0" in name]
+            assert len(together) == 1 and f"{second} 1.0" in together[0]
         tag = "enginebuild/share:latest"
         try:
             proc = run_cli(["image", "share"], workspace)
             assert proc.returncode == 0, proc.stderr
             assert _layer_members(tag, "eb_shared/blob.bin") == 1  # once in the image, not once per distribution
-            code = ("import eb_shared, hashlib, os\n"
+            code = ("import eb_shared, eb_backend, hashlib, os\n"
                     "print(hashlib.sha256(open(os.path.join(os.path.dirname(eb_shared.__file__), 'blob.bin'),"
-                    " 'rb').read()).hexdigest())")
+                    " 'rb').read()).hexdigest(), eb_backend.WHO)")
             out = docker("run", "--rm", tag, "-c", code, check=False)
             assert out.returncode == 0, out.stderr
-            # the later of the two by name wins, as a requirements file installed in order leaves it
-            assert out.stdout.strip() == hashlib.sha256(blob_b).hexdigest()
+            # what `pip install --no-deps -r` of the closure leaves: it installs in descending
+            # name order, so the first by name is written last
+            assert out.stdout.split() == [hashlib.sha256(blob_a).hexdigest(), "d"]
             check = docker("run", "--rm", tag, "-m", "pip", "check", check=False)
             assert check.returncode == 0, check.stdout + check.stderr
         finally:

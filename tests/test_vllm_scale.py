@@ -51,6 +51,17 @@ def test_the_vllm_image_builds_imports_and_its_closure_is_consistent(tmp_path, d
         lock = json.loads((ROOT / f"lockfiles/{IMAGE}.lock").read_text())
         versions = {p["name"]: p["version"] for p in lock["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"]}
         assert out.stdout.split()[-2:] == [versions["vllm"], versions["torch"]]
+        # the CLI builds its whole parser, which needs a platform, before it prints its version:
+        # with no GPU here, vLLM is told to take the CPU's
+        out = docker("run", "--rm", "-e", "VLLM_TARGET_DEVICE=cpu", "--entrypoint", "vllm", tag, "--version",
+                     check=False)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stdout.strip().splitlines()[-1] == versions["vllm"]
+        # of the two distributions that install cuda/bindings/, the one pip leaves: cuda-bindings
+        # (torch asks for it), not cuda-python 12.6's older extensions
+        code = "import cuda.bindings; print(cuda.bindings.__version__)"
+        out = docker("run", "--rm", "--entrypoint", "python3", tag, "-c", code, check=False)
+        assert out.stdout.strip() == versions["cuda-bindings"], out.stderr[-3000:]
         assert_pip_check_clean(tag, "--entrypoint", "python3")
         verify = run_cli(["verify", IMAGE, "--platform", "linux/amd64", "--json"], ROOT,
                          env={"ENGINEBUILD_HOME": str(home)})

@@ -1,9 +1,10 @@
 # vllm-pypi (linux/amd64) as a careful recipe writes it: the same pinned requirements with
 # their hashes, installed by pip over the same base (system.tar: the runtime's Debian system
 # layers, exported from enginebuild's chain image), pip run from its own wheel (Debian's
-# python3 has none), the launch scripts copied last. ca.pem is the build machine's CA bundle
-# (the PyPI it reaches may sit behind a TLS-inspecting proxy). The benchmark builds it with the docker
-# CLI and BuildKit beside enginebuild.
+# python3 has none; `--ignore-installed`, or the pip it runs from would count as the closure's
+# pip already installed and the image would lack it), the launch scripts copied last. ca.pem
+# is the build machine's CA bundle (the PyPI it reaches may sit behind a TLS-inspecting proxy).
+# The benchmark builds it with the docker CLI and BuildKit beside enginebuild.
 FROM scratch
 ADD system.tar /
 ARG SALT=0
@@ -12,7 +13,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=bind,source=pip.whl,target=/tmp/pip.whl \
     --mount=type=bind,source=ca.pem,target=/tmp/ca.pem \
     echo "build $SALT" \
-    && python3 /tmp/pip.whl/pip install --cert /tmp/ca.pem --break-system-packages --no-deps --require-hashes --no-compile \
+    && python3 /tmp/pip.whl/pip install --cert /tmp/ca.pem --break-system-packages --no-deps --require-hashes --no-compile --ignore-installed \
        -r /tmp/requirements.txt
 COPY launch_vllm.sh /opt/enginebuild/bin/launch_server.sh
 COPY launch_vllm_ar.sh /opt/enginebuild/bin/launch_server_ar.sh

@@ -4,11 +4,14 @@ their wheels.
 A wheel is a zip: its central directory, at the end of the file, names every member with its
 size and CRC. It is read with HTTP range requests (a few KiB of a 900 MiB wheel); a server
 that ignores `Range` sends the whole file, which is read as it comes. Two distributions
-*share* when the files both would install (dist-info excepted) add up to SHARED_MIN bytes or
-more: `cuda-python` and `cuda-bindings` ship the same 67 MiB of extensions, and one layer
-per distribution would keep both copies where pip keeps one. A namespace package's empty
-`__init__.py`, which many NVIDIA wheels share, is far below that and keeps them apart. The
-plan puts distributions that share into one layer, where each path is written once.
+*share* when they would install a same path (dist-info excepted) with other bytes (size or
+CRC), however small, or when the paths both would install add up to SHARED_MIN bytes or more.
+`cuda-python` 12.6 and `cuda-bindings` 13.5 install 67 MiB under the same paths, other
+bytes: which copy is left depends on the order of installation, and one layer per
+distribution would keep both. `flashinfer-python` and `torch-c-dlpack-ext` each install a
+top-level `build_backend.py` of their own. A namespace package's empty `__init__.py`, which
+many NVIDIA wheels install alike, keeps them apart. The plan puts distributions that share
+into one layer, where each path is written once, in pip's order (plan/wheelgroups.py).
 """
 
 from __future__ import annotations
@@ -83,10 +86,10 @@ class _Ranged(io.RawIOBase):
         super().close()
 
 
-def installed_paths(names: Iterable[zipfile.ZipInfo]) -> dict[str, int]:
-    """Where each member of a wheel is installed (relative to its scheme) and its size; the
-    distribution's own metadata and headers (per distribution) left out."""
-    out: dict[str, int] = {}
+def installed_paths(names: Iterable[zipfile.ZipInfo]) -> dict[str, tuple[int, int]]:
+    """Where each member of a wheel is installed (relative to its scheme), with its size and CRC;
+    the distribution's own metadata and headers (per distribution) left out."""
+    out: dict[str, tuple[int, int]] = {}
     for info in names:
         name = info.filename
         if name.endswith("/"):
@@ -98,13 +101,13 @@ def installed_paths(names: Iterable[zipfile.ZipInfo]) -> dict[str, int]:
             scheme, _, rest = rest.partition("/")
             if scheme not in SCHEMES:
                 continue
-            out[f"{SCHEMES[scheme]}/{rest}"] = info.file_size
+            out[f"{SCHEMES[scheme]}/{rest}"] = (info.file_size, info.CRC)
         else:
-            out[f"site/{name}"] = info.file_size
+            out[f"site/{name}"] = (info.file_size, info.CRC)
     return out
 
 
-def wheel_files(http: Http, pin: PyPin) -> dict[str, int] | None:
+def wheel_files(http: Http, pin: PyPin) -> dict[str, tuple[int, int]] | None:
     """The files `pin`'s wheel installs, or None when it cannot be read here."""
     if not pin.url.startswith(("http://", "https://")) or not pin.size or not pin.filename.endswith(".whl"):
         return None
@@ -120,8 +123,9 @@ def wheel_files(http: Http, pin: PyPin) -> dict[str, int] | None:
         raw.close()
 
 
-def sharing(files: dict[str, dict[str, int]]) -> dict[str, tuple[str, ...]]:
-    """For each distribution, the others whose shared files add up to SHARED_MIN bytes or more."""
+def sharing(files: dict[str, dict[str, tuple[int, int]]]) -> dict[str, tuple[str, ...]]:
+    """For each distribution, the others that install a same path with other bytes, or paths
+    adding up to SHARED_MIN bytes or more."""
     by_path: dict[str, list[str]] = {}
     for name, paths in files.items():
         for path in paths:
@@ -130,7 +134,9 @@ def sharing(files: dict[str, dict[str, int]]) -> dict[str, tuple[str, ...]]:
     for path, names in by_path.items():
         for i, a in enumerate(sorted(names)):
             for b in sorted(names)[i + 1:]:
-                shared[(a, b)] = shared.get((a, b), 0) + max(files[a][path], files[b][path])
+                differ = files[a][path] != files[b][path]
+                size = SHARED_MIN if differ else files[a][path][0]
+                shared[(a, b)] = shared.get((a, b), 0) + size
     out: dict[str, set[str]] = {}
     for (a, b), size in shared.items():
         if size >= SHARED_MIN:

@@ -31,7 +31,7 @@ class WheelSet:
     @property
     def name(self) -> str:
         members = ", ".join(f"{p.name} {p.version}" + (f" (replaces the base's {p.replaces})" if p.replaces else "")
-                            for p in self.pins)
+                            for p in sorted(self.pins, key=lambda p: p.name))
         return f"python {members}" if self.group is None else f"python group {self.group:02d}: {members}"
 
 
@@ -39,9 +39,17 @@ def group_of(name: str) -> int:
     return int(hashlib.sha256(name.encode()).hexdigest()[:8], 16) % GROUPS
 
 
+def pip_order(pins: tuple[PyPin, ...] | list[PyPin]) -> tuple[PyPin, ...]:
+    """Pins in the order pip installs a pinned closure (`pip install --no-deps --require-hashes
+    -r`): it sorts by depth in the dependency graph, then by name, and installs the greatest
+    first; without dependencies every depth is the same, so by name, descending. Of two that
+    write the same path, the first by name is installed last: its file is what stays."""
+    return tuple(sorted(pins, key=lambda p: p.name, reverse=True))
+
+
 def units(pins: tuple[PyPin, ...] | list[PyPin]) -> list[tuple[PyPin, ...]]:
     """The closure in units that must share a layer: a distribution alone, or those that install
-    the same files (the lock's `shares`, followed transitively), each unit sorted by name."""
+    the same paths (the lock's `shares`, followed transitively), each unit in pip's order."""
     by_name = {p.name: p for p in pins}
     seen: set[str] = set()
     out = []
@@ -56,24 +64,28 @@ def units(pins: tuple[PyPin, ...] | list[PyPin]) -> list[tuple[PyPin, ...]]:
             unit.add(name)
             todo += by_name[name].shares
         seen |= unit
-        out.append(tuple(by_name[n] for n in sorted(unit)))
+        out.append(pip_order([by_name[n] for n in unit]))
     return out
+
+
+def _first(unit: tuple[PyPin, ...]) -> str:
+    return min(p.name for p in unit)
 
 
 def wheel_sets(pins: tuple[PyPin, ...] | list[PyPin]) -> list[WheelSet]:
     """The layers of a closure, big units first (by name), then the groups in order. A unit is a
-    distribution, or the distributions that install the same files: in one layer, each such
-    file is written once (by the unit's last member by name, as a later layer would win)."""
+    distribution, or the distributions that install the same paths: in one layer, installed in
+    pip's order, each such path is written once, from the one pip installs last."""
     def size(unit: tuple[PyPin, ...]) -> int:
         return sum(p.size or 0 for p in unit)
 
     all_units = units(pins)
-    big = sorted((u for u in all_units if size(u) >= BIG), key=lambda u: (-size(u), u[0].name))[:MAX_OWN]
-    own = {u[0].name for u in big}
+    big = sorted((u for u in all_units if size(u) >= BIG), key=lambda u: (-size(u), _first(u)))[:MAX_OWN]
+    own = {_first(u) for u in big}
     groups: dict[int, list[PyPin]] = {}
     for unit in all_units:
-        if unit[0].name not in own:
-            groups.setdefault(group_of(unit[0].name), []).extend(unit)
-    out = [WheelSet(None, u) for u in sorted(big, key=lambda u: u[0].name)]
-    out += [WheelSet(g, tuple(sorted(groups[g], key=lambda p: p.name))) for g in sorted(groups)]
+        if _first(unit) not in own:
+            groups.setdefault(group_of(_first(unit)), []).extend(unit)
+    out = [WheelSet(None, u) for u in sorted(big, key=_first)]
+    out += [WheelSet(g, pip_order(groups[g])) for g in sorted(groups)]
     return out
