@@ -290,7 +290,7 @@ def main() -> int:
             serving.bench_llamacpp(ws, env, rows)
         if "o" in only:
             root = Path(args.registry_root)
-            scale.bench_scale(ws, env, rows, args.registry, root if root.is_dir() else None,
+            scale.bench_scale(ws, env, rows, args.registry, root if args.registry_root else None,
                               builds_only=args.scale_builds_only)
         if "e" in only:
             from patchcheck import bench as bench_patches

@@ -116,7 +116,16 @@ def _image_facts(ref: str) -> tuple[int, int]:
 
 
 def _registry_bytes(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.rglob("data") if p.is_file())
+    """Bytes of the registry's blobs and manifests (0 before its first write made the folder)."""
+    return sum(p.stat().st_size for p in root.rglob("data") if p.is_file()) if root.is_dir() else 0
+
+
+def _drop_hand_snapshots() -> None:
+    """BuildKit keeps each hand-written build's 9.5 GB install step as a snapshot after its image
+    is gone: the ones no later row reuses go (pip's cache mount stays), or the run fills a
+    70 GB disk before o7."""
+    run([DOCKER, "rmi", "-f", HAND], check=False)
+    run([DOCKER, "builder", "prune", "-af", "--filter", "type=regular"], check=False)
 
 
 def _pushed(measure, push) -> tuple[float, int, int]:
@@ -142,7 +151,7 @@ def bench_scale(ws: Path, env: dict, rows: list, registry: str, registry_root: P
     """Appends each row to `rows` as soon as it is measured. `registry_root`: the registry's
     storage folder, to count the bytes a push adds (None: bytes are not measured).
     `builds_only`: o0 to o4 and o1 (the builds and the images they make), no push, reproduce
-    or verify (about a third of the time)."""
+    or verify (about a third of the time). The whole run needs about 45 GB of free disk."""
     home = Path(tempfile.mkdtemp(prefix="eb-bench-scale-home-"))
     cold_env = {**env, "ENGINEBUILD_HOME": str(home)}
     hand = Path(tempfile.mkdtemp(prefix="eb-bench-scale-")) / "ctx"
@@ -178,8 +187,9 @@ def bench_scale(ws: Path, env: dict, rows: list, registry: str, registry_root: P
         shutil.rmtree(home, ignore_errors=True)
         run([DOCKER, "rmi", "-f", f"enginebuild/{IMAGE}:latest"], check=False)
         ours, _ = _timed_build(ws, {**env, "ENGINEBUILD_HOME": str(warm)})
-        run([DOCKER, "rmi", "-f", HAND], check=False)  # 9.5 GB: the next builds make their own
+        _drop_hand_snapshots()  # o0's: the next builds make their own
         _hand_build(hand, "--build-arg", f"SALT=warm-{salt}")  # fills pip's cache mount
+        _drop_hand_snapshots()
         baseline = _hand_build(hand, "--no-cache", "--build-arg", f"SALT=warm2-{salt}")
         rows.append(Row("o1. vLLM image cold build, store warm", ours, baseline, "s",
                         "python BUILD.py image vllm-pypi (every download in the store, no layer written yet)",
