@@ -131,15 +131,16 @@ def sharing(files: dict[str, dict[str, tuple[int, int]]]) -> dict[str, tuple[str
         for path in paths:
             by_path.setdefault(path, []).append(name)
     shared: dict[tuple[str, str], int] = {}
+    differ: set[tuple[str, str]] = set()
     for path, names in by_path.items():
         for i, a in enumerate(sorted(names)):
             for b in sorted(names)[i + 1:]:
-                differ = files[a][path] != files[b][path]
-                size = SHARED_MIN if differ else files[a][path][0]
-                shared[(a, b)] = shared.get((a, b), 0) + size
+                if files[a][path] != files[b][path]:
+                    differ.add((a, b))
+                shared[(a, b)] = shared.get((a, b), 0) + max(files[a][path][0], files[b][path][0])
     out: dict[str, set[str]] = {}
     for (a, b), size in shared.items():
-        if size >= SHARED_MIN:
+        if size >= SHARED_MIN or (a, b) in differ:
             out.setdefault(a, set()).add(b)
             out.setdefault(b, set()).add(a)
     return {name: tuple(sorted(others)) for name, others in out.items()}
