@@ -8,13 +8,16 @@ from __future__ import annotations
 import os
 import shutil
 import tarfile
+import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from enginebuild.build.layers import json_layers
 from enginebuild.build.outputs import OutputRecord
-from enginebuild.errors import BuildFailed, UserError
+from enginebuild.errors import UserError
 from enginebuild.io.files import temp_path
 from enginebuild.io.store import Store
+from enginebuild.io.layertree import LayerTree
 from enginebuild.io.tars import clean_name
 from enginebuild.oci.engine import Engine
 
@@ -36,28 +39,17 @@ def parse_outputs(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
             raise UserError("--output DIR (the runtime's filesystem): given twice")
         else:
             runtime = target
-    for target in ([runtime] if runtime else []) + list(components.values()):
+    targets = ([runtime] if runtime else []) + list(components.values())
+    for target in targets:
+        if target.is_symlink():
+            raise UserError(f"--output {target}: is a symbolic link (to {os.readlink(target)})",
+                            hint="name the folder itself: enginebuild writes a new folder, never through a link")
+        if sum(os.path.abspath(t) == os.path.abspath(target) for t in targets) > 1:
+            raise UserError(f"--output {target}: named twice (each output needs a folder of its own)")
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise UserError(f"--output {target}: exists and is not an empty folder",
                             hint="name a new folder (nothing already there is overwritten)")
     return runtime, components
-
-
-def _safe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """The entries a folder can hold: no devices or fifos; no entry written outside the folder,
-    through a symbolic link already written, or hard-linked to a file outside it. Symbolic links
-    are kept as written (an image's `/bin/sh -> /bin/busybox` names a path of the image)."""
-    if member.isdev() or member.isfifo():
-        return None
-    root = os.path.realpath(dest)
-    if member.islnk():
-        target = os.path.realpath(os.path.join(root, clean_name(member.linkname)))
-        if not target.startswith(root + os.sep):
-            raise BuildFailed(f"--output: {member.name} is a hard link to {member.linkname}, outside the folder")
-    try:
-        return tarfile.tar_filter(member, root)  # refuses names that resolve outside the folder
-    except tarfile.FilterError as exc:
-        raise BuildFailed(f"--output: {member.name}: {exc}") from None
 
 
 def _write(target: Path, fill: Any) -> Path:
@@ -75,22 +67,39 @@ def _write(target: Path, fill: Any) -> Path:
     return target
 
 
-def _untar(stream: IO[bytes], folder: Path) -> None:
-    with tarfile.open(fileobj=stream, mode="r|") as tar:
+def _layers_of_saved(engine: Engine, image: str, folder: Path) -> list[Path]:
+    """The image's layer tars, bottom first, from one streamed `docker save` (each kept in
+    `folder` until manifest.json, the archive's last entry, tells their order)."""
+    kept: dict[str, Path] = {}
+    order: list[str] = []
+    with engine.save(image) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
         for member in tar:
-            member.name = clean_name(member.name)
-            if not member.name or member.name == ".":
-                continue
-            kept = _safe(member, str(folder))
-            if kept is not None:
-                tar.extract(kept, folder, filter="fully_trusted")  # checked by _safe, one entry at a time
+            if member.isreg() and member.name.endswith("/layer.tar"):
+                handle = tar.extractfile(member)
+                assert handle is not None
+                kept[member.name] = folder / f"{len(kept)}.tar"
+                with open(kept[member.name], "wb") as out:
+                    shutil.copyfileobj(handle, out, 1 << 20)
+            elif member.name == "manifest.json":
+                handle = tar.extractfile(member)
+                assert handle is not None
+                order = json_layers(handle.read())
+    return [kept[name] for name in order]
 
 
 def export_runtime(engine: Engine, image: str, target: Path) -> Path:
+    """The image's own filesystem: its layers stacked (never a container's, which adds
+    /.dockerenv, /etc/hosts and mount points)."""
     def fill(folder: Path) -> None:
-        with engine.container(image) as container, engine.archive(container, "/") as stream:
-            assert stream is not None
-            _untar(stream, folder)
+        spool = Path(tempfile.mkdtemp(prefix=".layers-", dir=folder.parent))
+        try:
+            tree = LayerTree(folder)
+            for layer in _layers_of_saved(engine, image, spool):
+                tree.add(layer)
+                layer.unlink()
+            tree.finish()
+        finally:
+            shutil.rmtree(spool, ignore_errors=True)
     return _write(target, fill)
 
 
@@ -104,6 +113,7 @@ def export_component(store: Store, record: OutputRecord, kind: str, to: str, tar
             return
         root = folder / clean_name(to) if kind == "prefix" and clean_name(to) else folder
         root.mkdir(parents=True, exist_ok=True)
-        with open(store.verified(record.sha256, "outputs"), "rb") as handle:
-            _untar(handle, root)
+        tree = LayerTree(root)
+        tree.add(store.verified(record.sha256, "outputs"))
+        tree.finish()
     return _write(target, fill)

@@ -40,28 +40,30 @@ def normalize_layer(source: Path, writer: TarWriter) -> Normalized:
     with tarfile.open(source, "r:") as tar:
         members = []
         gone = []
+        left: dict[str, tarfile.TarInfo] = {}  # dropped files, by name: a hard link may still name one
         for member in tar.getmembers():
             name = clean_name(member.name)
             if not name:
                 continue
             if dropped(name) and name not in _KEEP_DIRS:
                 gone.append(name)
+                left[name] = member
                 continue
             member.name = name
             members.append(member)
         members.sort(key=lambda m: m.name)
         names = {m.name for m in members}
-        # a hard link must follow the file it names: the first of a group in sorted order carries the data
+        # a hard link must follow the file it names: the first of a group in sorted order carries the data;
+        # a link to a file dropped here (a build's /tmp) carries that file's data itself
         groups: dict[str, list[tarfile.TarInfo]] = {}
         for m in members:
             if m.islnk():
                 groups.setdefault(clean_name(m.linkname), []).append(m)
         carrier: dict[str, str] = {}
         for target, links in groups.items():
-            if target in names:
-                first = min([target] + [m.name for m in links])
-                carrier[target] = first
-        by_name = {m.name: m for m in members}
+            if target in names or (target in left and left[target].isreg()):
+                carrier[target] = min(([target] if target in names else []) + [m.name for m in links])
+        by_name = {**left, **{m.name: m for m in members}}
         for m in members:
             if m.islnk():
                 target = clean_name(m.linkname)
