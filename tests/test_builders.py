@@ -239,5 +239,24 @@ def test_a_builder_over_tcp_with_tls_from_a_docker_context(workspace, engines, t
         plain = run_cli(["image", "two", "--builder", f"near={engines[0].host}", "--builder",
                          f"bare=tcp://127.0.0.1:{port}"], workspace, env={"ENGINEBUILD_HOME": str(tmp_path / "h2")})
         assert plain.returncode == 0 and f"builder bare (tcp://127.0.0.1:{port}): unreachable" in plain.stderr
+        # a tcp:// address with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH: TLS for every call, as docker makes them
+        tls_env = {"ENGINEBUILD_HOME": str(tmp_path / "h3"), "DOCKER_TLS_VERIFY": "1", "DOCKER_CERT_PATH": str(client)}
+        doctor = run_cli(["doctor", "--json", "--builder", f"viaenv=tcp://127.0.0.1:{port}"], workspace, env=tls_env)
+        check = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "builder viaenv")
+        assert check["status"] == "ok" and f"tcp://127.0.0.1:{port} with TLS" in check["detail"], check
+        write(workspace, f"over env tls {time.time_ns()}")
+        viaenv = run_cli(["image", "two", "--builder", f"viaenv=tcp://127.0.0.1:{port}"], workspace, env=tls_env)
+        assert viaenv.returncode == 0, viaenv.stderr
+        assert "unreachable" not in viaenv.stderr
+        assert f"on builder viaenv (tcp://127.0.0.1:{port} with TLS)" in viaenv.stderr, viaenv.stderr
+        # a context with the CA alone (Docker accepts it): no client certificate sent, the engine refuses, named
+        made = subprocess.run(["docker", "context", "create", "ca-only", "--docker",
+                               f"host=tcp://127.0.0.1:{port},ca={client / 'ca.pem'}"],
+                              env={**os.environ, "DOCKER_CONFIG": str(config)}, capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        ca_only = run_cli(["image", "two", "--builder", f"near={engines[0].host}", "--builder", "ca-only"],
+                          workspace, env=env)
+        assert ca_only.returncode == 0 and "builder ca-only (context ca-only" in ca_only.stderr, ca_only.stderr
+        assert "unreachable" in ca_only.stderr
     finally:
         secured.stop()

@@ -10,14 +10,13 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from enginebuild.build.layers import json_layers
 from enginebuild.build.outputs import OutputRecord
 from enginebuild.errors import UserError
-from enginebuild.io.files import temp_path
-from enginebuild.io.store import Store
+from enginebuild.io.files import write_folder
 from enginebuild.io.layertree import LayerTree
+from enginebuild.io.store import Store
 from enginebuild.io.tars import clean_name
 from enginebuild.oci.engine import Engine
 
@@ -50,21 +49,6 @@ def parse_outputs(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
             raise UserError(f"--output {target}: exists and is not an empty folder",
                             hint="name a new folder (nothing already there is overwritten)")
     return runtime, components
-
-
-def _write(target: Path, fill: Any) -> Path:
-    target = target.resolve()
-    stage = temp_path(target.parent, target.name, "d")
-    stage.mkdir(parents=True)
-    try:
-        fill(stage)
-        if target.exists():
-            target.rmdir()  # empty, checked before the build
-        stage.rename(target)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
-    return target
 
 
 def _layers_of_saved(engine: Engine, image: str, folder: Path) -> list[Path]:
@@ -100,7 +84,7 @@ def export_runtime(engine: Engine, image: str, target: Path) -> Path:
             tree.finish()
         finally:
             shutil.rmtree(spool, ignore_errors=True)
-    return _write(target, fill)
+    return write_folder(target, fill)
 
 
 def export_component(store: Store, record: OutputRecord, kind: str, to: str, target: Path) -> Path:
@@ -116,4 +100,4 @@ def export_component(store: Store, record: OutputRecord, kind: str, to: str, tar
         tree = LayerTree(root)
         tree.add(store.verified(record.sha256, "outputs"))
         tree.finish()
-    return _write(target, fill)
+    return write_folder(target, fill)

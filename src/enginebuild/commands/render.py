@@ -42,6 +42,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out, --bake)")
     if args.out and args.bake:
         raise UserError("give --out or --bake, not both")
+    for flag, value in (("--out", args.out), ("--bake", args.bake)):
+        if value and (Path(value).is_symlink() or (Path(value).exists() and not Path(value).is_dir())):
+            raise UserError(f"render {flag} {value}: is not a folder", hint="name a folder to write into")
     if not args.unpinned and not ws.overrides:  # as `image` does: what the lock lacks is locked first
         from enginebuild.usecases.building import lock_first
 

@@ -159,3 +159,26 @@ def opener(path: Path) -> Callable[[], IO[bytes]]:
         return path.open("rb")
 
     return open_binary
+
+
+def write_folder(target: Path, fill: Callable[[Path], None]) -> Path:
+    """A folder written whole or not at all: `fill` writes a staging folder beside `target`, which
+    then takes its place (what was at `target`, a folder the caller allowed to be replaced, is
+    removed only after). Returns the folder's resolved path."""
+    target = Path(os.path.abspath(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stage = temp_path(target.parent, target.name, "d")
+    stage.mkdir()
+    old = temp_path(target.parent, target.name + "-old", "d")
+    try:
+        fill(stage)
+        if target.exists():
+            target.rename(old)
+        stage.rename(target)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        if old.exists() and not target.exists():
+            old.rename(target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    return target

@@ -71,8 +71,15 @@ def ssh_command(host: str) -> list[str]:
 
 
 def _tls_context(folder: Path) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(folder / "ca.pem"))
-    context.load_cert_chain(str(folder / "cert.pem"), str(folder / "key.pem"))
+    """The engine verified with the folder's ca.pem; a client certificate sent when there is one
+    (cert.pem and key.pem), as the docker CLI does."""
+    try:
+        context = ssl.create_default_context(cafile=str(folder / "ca.pem"))
+        if (folder / "cert.pem").is_file() or (folder / "key.pem").is_file():
+            context.load_cert_chain(str(folder / "cert.pem"), str(folder / "key.pem"))
+    except (OSError, ssl.SSLError) as exc:
+        raise UserError(f"TLS files in {folder}: cannot be read ({exc})",
+                        hint="the folder needs ca.pem, and cert.pem with key.pem for a client certificate") from None
     return context
 
 
@@ -118,8 +125,24 @@ def parse_endpoint(text: str, where: str = "--builder") -> Endpoint:
         scheme = text.split("://", 1)[0]
         if scheme not in SCHEMES:
             raise UserError(f"{where} {text!r}: a Docker engine is unix://, tcp:// or ssh:// (or a context's name)")
-        return Endpoint(text)
+        _check_address(text, where)
+        # as the docker CLI does: DOCKER_TLS_VERIFY (with DOCKER_CERT_PATH) holds for every tcp:// engine
+        return Endpoint(text, settings().docker_cert_path if scheme == "tcp" else None)
     return read_context(text, where)
+
+
+def _check_address(text: str, where: str) -> None:
+    """An address whose host and port can be used, else a UserError naming it."""
+    try:
+        parsed = urlparse(text)
+        port = parsed.port
+    except ValueError as exc:
+        raise UserError(f"{where} {text!r}: not a usable address ({exc})",
+                        hint="write it as tcp://HOST:PORT, ssh://[USER@]HOST[:PORT] or unix:///PATH") from None
+    if parsed.scheme in ("tcp", "ssh") and not parsed.hostname:
+        raise UserError(f"{where} {text!r}: names no host", hint="write it as tcp://HOST:PORT or ssh://[USER@]HOST")
+    if port == 0:
+        raise UserError(f"{where} {text!r}: port 0 is not a port")
 
 
 def read_context(name: str, where: str = "--builder") -> Endpoint:
@@ -137,6 +160,8 @@ def read_context(name: str, where: str = "--builder") -> Endpoint:
                              "an address (unix://, tcp://, ssh://)") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"{where} {name!r}: cannot read the Docker context at {meta}: {exc}") from None
+    if "://" in host:
+        _check_address(host, f"{where} {name!r}: its host")
     tls = root / "tls" / ident / "docker"
     if docker.get("SkipTLSVerify"):
         raise UserError(f"{where} {name!r}: the context skips TLS verification; enginebuild does not",

@@ -30,6 +30,7 @@ from enginebuild.build.assemble import layer_blobs
 from enginebuild.build.executor import Executor
 from enginebuild.build.materialize import Materializer
 from enginebuild.errors import UserError, command
+from enginebuild.io.files import write_folder
 from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, ImagePlan, LayerNode, OutputTree, Run
 from enginebuild.plan.quote import dockerfile_string
 from enginebuild.plan.render import render
@@ -43,21 +44,28 @@ CACHE_SEED = "/opt/enginebuild/compiler-cache-"  # enginebuild's compiler-cache 
 
 
 def write_bake(ws: Workspace, plans: list[ImagePlan], folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    targets = []
+    """The bake folder, written whole into a new folder that then takes `folder`'s place: `folder`
+    must be absent, empty, or an earlier bake (its docker-bake.hcl), never a folder of other files."""
+    check_bake_folder(folder)
+
+    def fill(stage: Path) -> None:
+        for plan in plans:
+            Stages(ws, plan, fresh(stage / plan.platform.replace("/", "-"))).write()
+        names = [(plan.platform.replace("/", "-"), plan) for plan in plans]
+        (stage / "docker-bake.hcl").write_text(bake_file(names))
+
+    done = write_folder(folder, fill)
     for plan in plans:
-        name = plan.platform.replace("/", "-")
-        Stages(ws, plan, fresh(folder / name)).write()
-        targets.append((name, plan))
-        print(folder / name)
-    write_atomic_text(folder / "docker-bake.hcl", bake_file(targets))
-    print(folder / "docker-bake.hcl")
+        print(done / plan.platform.replace("/", "-"))
+    print(done / "docker-bake.hcl")
 
 
-def write_atomic_text(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    os.replace(partial, path)
+def check_bake_folder(folder: Path) -> None:
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise UserError(f"render --bake {folder}: is not a folder", hint="name a new folder")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / "docker-bake.hcl").is_file():
+        raise UserError(f"render --bake {folder}: holds files that are not an earlier bake (no docker-bake.hcl)",
+                        hint="name a new or empty folder: its files would be replaced")
 
 
 class Stages:
@@ -146,7 +154,8 @@ class Stages:
                                 "upgrade over the base); a Dockerfile's ADD cannot delete files",
                                 hint="build this image with enginebuild, or require what the base has")
             name = f"layers/{node.key[:12]}-{i}.tar"
-            link_or_copy(Path(source), self.root / name)
+            if not (self.root / name).exists():  # a layer the builder and the runtime share is written once
+                shutil.copyfile(source, self.root / name)  # a copy: the store's blob is never the folder's file
             lines.append(f"ADD {name} /")
         return lines
 
@@ -205,13 +214,6 @@ def copy_into_runtime(comp: ComponentNode, outputs: Outputs) -> list[str]:
 def deletes_files(tar_path: str | Path) -> bool:
     with tarfile.open(tar_path) as tar:
         return any(os.path.basename(m.name.rstrip("/")).startswith(".wh.") for m in tar)
-
-
-def link_or_copy(source: Path, dest: Path) -> None:
-    try:
-        os.link(source, dest)
-    except OSError:
-        shutil.copyfile(source, dest)
 
 
 def hcl(value: str) -> str:
