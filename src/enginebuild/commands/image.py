@@ -175,7 +175,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                 close = difflib.get_close_matches(comp, [c.name for c in spec.components], n=1)
                 raise UserError(f"--output {comp}=…: {spec.name} has no component {comp!r}",
                                 hint=f"did you mean {close[0]!r}?" if close else None)
-    from enginebuild.usecases.building import BuildRequest, build_components, build_image, lock_first
+    from enginebuild.usecases.building import BuildRequest, build_components, build_image, builders_of, lock_first
+
+    builders_of(ws, list(args.builder))  # every builder's address read before any work: a bad one is named
 
     options = ws.plan_options(build_args=build_args, on=on, only=only)
     request = BuildRequest(platform=list(args.platform), builder=list(args.builder), buildx_builder=args.buildx_builder,

@@ -350,6 +350,10 @@ class Reader:
             outputs = m.Outputs("prefix", (out_node["prefix"],), out_node.get("to", "/"))
         elif "editable" in out_node:
             outputs = m.Outputs("editable", (out_node["editable"],))
+            problem = editable_problem(out_node["editable"])
+            if problem:
+                raise SpecError(self.where(f"{path}.outputs.editable"), f"{path}.outputs.editable", problem,
+                                hint="keep the tree in a folder of its own, such as /app/NAME or /opt/NAME")
             if not node.get("source"):
                 raise SpecError(self.where(f"{path}.outputs.editable"), f"{path}.outputs.editable",
                                 "an editable install keeps the component's source tree: it has no `source`",
@@ -543,4 +547,21 @@ def driver_branch(r: Reader, value: Any) -> int | None:
                         f"driver branch {branch} is not one enginebuild knows the CUDA version of",
                         hint=f"known: {known}")
     return branch
+
+
+EDITABLE_ROOTS = ("/app", "/opt", "/srv", "/workspace", "/home", "/root", "/src", "/usr/local/src")
+
+
+def editable_problem(folder: str) -> str | None:
+    """Why an editable tree may not live at `folder`: it must be a folder of its own under one of
+    EDITABLE_ROOTS (never /, /tmp that layer clean-up empties, a system folder or enginebuild's own)."""
+    import posixpath
+
+    clean = posixpath.normpath(folder)
+    if clean == "/opt/enginebuild" or clean.startswith("/opt/enginebuild/"):
+        return f"{folder} is enginebuild's own folder in the image"
+    if not any(clean.startswith(root + "/") for root in EDITABLE_ROOTS):
+        return (f"{folder} is not a folder of its own under {', '.join(EDITABLE_ROOTS)} (the tree replaces the "
+                "folder's contents; /, /tmp and system folders are never one)")
+    return None
 

@@ -1,0 +1,57 @@
+"""Bad values on the command line and in specs that once ended in a traceback or were taken
+silently: each is refused with exit 2, naming the value, before anything is built."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import run_cli
+from helpers.specs import BUSYBOX_BUILDER, write_image
+
+NO_DOCKER = {"ENGINEBUILD_DOCKER": "/bin/false", "DOCKER_HOST": "unix:///nonexistent.sock"}
+COMPONENT = BUSYBOX_BUILDER + """components:
+  e:
+    source: {path: src}
+    build: {script: build.sh}
+    outputs: {paths: [/x]}
+install: [e]
+"""
+
+
+@pytest.fixture
+def ws(tmp_path):
+    root = tmp_path / "repo"
+    (root / "lockfiles").mkdir(parents=True)
+    write_image(root, "t", COMPONENT, {"src/a": "a\n", "build.sh": "#!/bin/sh\necho built > /x\n"})
+    return root
+
+
+@pytest.mark.parametrize("address", ["ssh://h:99999", "ssh://h:abc", "tcp://h:99999", "tcp://[::1", "tcp://:2375"])
+@pytest.mark.parametrize("verb", [["image", "t"], ["doctor"]])
+def test_a_builder_address_that_cannot_be_used_is_refused_naming_it(ws, address, verb):
+    proc = run_cli([*verb, "--builder", address], ws, env=NO_DOCKER)
+    assert "Traceback" not in proc.stderr
+    if verb == ["doctor"]:  # doctor reports it as a failed check, and exits 1
+        assert proc.returncode == 1 and address in proc.stdout, proc.stdout + proc.stderr
+    else:
+        assert proc.returncode == 2, proc.stderr
+        assert f"--builder {address!r}: " in proc.stderr, proc.stderr
+
+
+def test_one_folder_for_two_outputs_is_refused(ws, tmp_path):
+    folder = tmp_path / "out"
+    proc = run_cli(["image", "t", "--output", str(folder), "--output", f"e={folder}"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2 and f"--output {folder}: named twice" in proc.stderr, proc.stderr
+    assert not folder.exists()
+
+
+@pytest.mark.parametrize("folder", ["/", "/tmp", "/tmp/tree", "/usr/lib/x", "/opt/enginebuild/src", "/app"])
+def test_an_editable_tree_outside_a_folder_of_its_own_is_refused(ws, folder):
+    spec = COMPONENT.replace("outputs: {paths: [/x]}", f"outputs: {{editable: {folder}}}").replace(
+        "install: [e]", "python:\n  version: '3.11'\n  requirements: [{requirement: e, component: e}]")
+    write_image(ws, "t", spec)
+    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2, proc.stderr
+    assert re.search(r"images/t/image\.yaml:\d+: components\.e\.outputs\.editable: ", proc.stderr), proc.stderr
+    assert f"{folder} is" in proc.stderr
