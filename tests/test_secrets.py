@@ -15,7 +15,7 @@ import pytest
 
 from conftest import need, run_cli
 from helpers import report
-from helpers.docker import docker
+from helpers.docker import docker, read_file
 from helpers.registry import start_htpasswd_registry
 from helpers.specs import write_image
 
@@ -293,3 +293,63 @@ def test_a_killed_build_leaves_no_file_holding_the_secret(workspace, docker_engi
                     scan(str(path), path.read_bytes(), SENTINEL)
             except OSError:
                 continue
+
+
+# -- a secret as a name, in the config, or carried by a cache into an image that does not declare it --------
+
+NAMED = {
+    "file name": 'mkdir -p /opt/probe && touch "/opt/probe/$(cat /run/secrets/HF_TOKEN)"',
+    "folder name": 'mkdir -p "/opt/probe/$(cat /run/secrets/HF_TOKEN)/x"',
+    "symlink target": 'mkdir -p /opt/probe && ln -s "/srv/$(cat /run/secrets/HF_TOKEN)" /opt/probe/link',
+}
+
+
+@pytest.mark.parametrize("how", sorted(NAMED))
+def test_a_secret_written_as_a_name_or_a_link_target_is_refused(how, workspace, docker_engine, debian_reachable):
+    name = f"named-{uuid.uuid4().hex[:6]}"
+    script = "#!/bin/sh\nset -eu\n" + NAMED[how] + "\n"
+    write_image(workspace, name, spec(uuid.uuid4().hex), {"build.sh": script, "src/x": "x\n"})
+    assert run_cli(["lock", name], workspace).returncode == 0
+    proc = run_cli(["image", name], workspace, env={"HF_TOKEN": SENTINEL})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "component probe wrote a secret into its layers: HF_TOKEN in /opt/probe/" in proc.stderr, proc.stderr
+    assert ("(its link target)" if how == "symlink target" else "[redacted]") in proc.stderr
+    scan("the refusal", proc.stderr, SENTINEL)
+    assert docker("image", "inspect", f"enginebuild/{name}:latest", check=False).returncode != 0
+
+
+@pytest.mark.parametrize("where", ["labels[leak]", "env.LEAK"])
+def test_a_secret_in_a_label_or_env_value_is_refused_before_anything_is_tagged(where, workspace, docker_engine,
+                                                                              debian_reachable):
+    name = f"config-{uuid.uuid4().hex[:6]}"
+    write_image(workspace, name, spec(uuid.uuid4().hex), {"build.sh": PLAIN, "src/x": "x\n"})
+    assert run_cli(["lock", name], workspace).returncode == 0
+    plain = "correct-horse-battery-" + uuid.uuid4().hex[:8]  # a secret no token-shape lint would spot
+    proc = run_cli(["image", name, "--set", f"{where}=v-{plain}"], workspace, env={"HF_TOKEN": plain})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    key = "Labels.leak" if where.startswith("labels") else "Env["
+    assert "the image's config holds a secret's value: HF_TOKEN in config." + key in proc.stderr, proc.stderr
+    scan("the refusal", proc.stdout + proc.stderr, plain)
+    assert docker("image", "inspect", f"enginebuild/{name}:latest", check=False).returncode != 0
+
+
+def test_a_cache_mount_never_carries_a_secret_into_an_image_that_does_not_declare_it(workspace, docker_engine,
+                                                                                     debian_reachable):
+    stash = f"/root/.cache/shared-{uuid.uuid4().hex[:8]}"
+    writer, reader = f"writer-{uuid.uuid4().hex[:6]}", f"reader-{uuid.uuid4().hex[:6]}"
+    leaves = "\n".join(["steps:", "  - name: stash", "    secrets: [HF_TOKEN]", f"    cache: [{stash}]",
+                        f"    run: cp /run/secrets/HF_TOKEN {stash}/token"])
+    takes = "\n".join(["steps:", "  - name: take", f"    cache: [{stash}]",
+                       f"    run: mkdir -p /opt/app && (cat {stash}/token || echo none) > /opt/app/config"])
+    write_image(workspace, writer, steps_spec(uuid.uuid4().hex, leaves), {"build.sh": PLAIN, "src/x": "x\n"})
+    reader_spec = spec(uuid.uuid4().hex).replace(", secrets: [HF_TOKEN]", "") + "\n" + takes
+    write_image(workspace, reader, reader_spec, {"build.sh": PLAIN, "src/x": "x\n"})
+    for image in (writer, reader):
+        assert run_cli(["lock", image], workspace).returncode == 0
+    first = run_cli(["image", writer], workspace, env={"HF_TOKEN": SENTINEL})
+    assert first.returncode == 0, first.stderr  # the cache holds it; the writer's layers do not
+    second = run_cli(["image", reader], workspace)
+    assert second.returncode == 0, second.stderr
+    assert read_file(f"enginebuild/{reader}:latest", "/opt/app/config") == b"none\n"  # not the writer's cache
+    for image in (writer, reader):
+        docker("image", "rm", f"enginebuild/{image}:latest", check=False)

@@ -447,7 +447,9 @@ class Executor:
             self.fetcher.git_wheel(self.home, pin)
         self.make_chain(plan.runtime, plan, preload=True)
         config = final_config(self.assembler, plan)
-        if self.scanner is not None:  # every layer, before anything is tagged
+        if self.scanner is not None:  # every layer and the config, before anything is tagged
+            self.scanner.check_config(config.document(self.assembler.layers(plan.runtime)),
+                                      f"image {plan.image} ({plan.platform})")
             self.scanner.check_layers([(la.blob, la.created_by) for la in self.assembler.layers(plan.runtime)
                                        if la.blob], f"image {plan.image} ({plan.platform})")
         tags = local_tags(plan, platforms)

@@ -65,10 +65,7 @@ RULES_ID = hashlib.sha256(repr([(r.name, r.path, r.content.pattern, r.refuse) fo
 
 def secret_names(spec: ImageSpec) -> list[str]:
     """Every secret the spec declares, whichever step or component declares it."""
-    names = [s for c in spec.components for s in c.build.secrets]
-    names += [s for c in spec.components for step in c.steps for s in step.secrets]
-    names += [s for step in spec.steps for s in step.secrets]
-    return list(dict.fromkeys(names))
+    return list(spec.secret_names)
 
 
 def secret_values(names: Iterable[str]) -> dict[str, str]:
@@ -148,6 +145,20 @@ class Scanner:
     def check_files(self, tars: Iterable[Path], secrets: dict[str, str], what: str) -> None:
         self.judge(self.scan_tars(tars, secrets), what)
 
+    def check_config(self, doc: object, what: str) -> None:
+        """The image's config (labels, env, entrypoint, history …) holds no declared secret's value:
+        a `--set labels[x]=…` or env default that carries one is refused, naming the key."""
+        values = self.values() if self.declared else {}
+        needles = {e: name for name, value in values.items() if len(value) >= 6 for e in encodings(value)}
+        found = sorted({(needles[n], where.lstrip(".")) for where, text in _strings(doc, "")
+                        for n in needles if n in text.encode("utf-8", "surrogateescape")})
+        if found:
+            named = "; ".join(f"{name} in {where}" for name, where in found[:5])
+            raise SecretLeak(f"{what}: the image's config holds a secret's value: {named}; nothing was tagged, "
+                             "recorded or pushed",
+                             hint="a secret is read at build time from /run/secrets/NAME; labels and env are "
+                                  "public parts of the image")
+
     # -- stored layers: what each was searched for --------------------------------------------
     def _salted(self, name: str, value: str) -> str:
         return hashlib.sha256(_salt(self.store) + f"{name}\0{value}".encode()).hexdigest()
@@ -217,3 +228,17 @@ def _salt(store: Store) -> bytes:
         record = {"salt": random.token_hex(32)}
         store.put_record("secret-checked", "salt", record)
     return bytes.fromhex(str(record["salt"]))
+
+
+def _strings(doc: object, where: str) -> Iterable[tuple[str, str]]:
+    """Every string of a JSON document with its path (`config.Labels.x`, `config.Env[2]`), keys included."""
+    if isinstance(doc, str):
+        yield where, doc
+    elif isinstance(doc, dict):
+        for key, value in doc.items():
+            yield f"{where} (a key)", str(key)
+            yield from _strings(value, f"{where}.{key}")
+    elif isinstance(doc, (list, tuple)):
+        for i, value in enumerate(doc):
+            yield from _strings(value, f"{where}[{i}]")
+

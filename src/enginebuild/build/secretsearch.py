@@ -101,6 +101,24 @@ class Search:
             pass  # looks packed but is not (or is damaged): its plain bytes were searched
         return found
 
+    def names(self, member: tarfile.TarInfo) -> list[Finding]:
+        """A secret's value in an entry's own name (a file or folder named after it) or a link's
+        target; the path reported has the value replaced by `[redacted]`."""
+        raw_name = member.name.encode("utf-8", "surrogateescape")
+        raw_link = member.linkname.encode("utf-8", "surrogateescape")
+        found: dict[str, Finding] = {}
+        for needle, name in self.needles.items():
+            if name in found or (needle not in raw_name and needle not in raw_link):
+                continue
+            shown = self._redacted(raw_name)
+            found[name] = Finding(name, shown + (" (its name)" if needle in raw_name else " (its link target)"), True)
+        return list(found.values())
+
+    def _redacted(self, raw: bytes) -> str:
+        for needle in sorted(self.needles, key=len, reverse=True):
+            raw = raw.replace(needle, b"[redacted]")
+        return raw.decode("utf-8", "replace")
+
     def _inside(self, kind: str, handle: IO[bytes], path: str, depth: int) -> list[Finding]:
         found: list[Finding] = []
         if kind == "zip":
@@ -154,6 +172,7 @@ def search_tar(tar_path: Any, needles: dict[bytes, str], rules: list[Rule]) -> l
     findings: list[Finding] = []
     with tarfile.open(tar_path, "r:") as tar:
         for member in tar:
+            findings += search.names(member)
             if not member.isreg() or member.size == 0:
                 continue
             handle = tar.extractfile(member)

@@ -125,7 +125,7 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
             assert f.src is not None
             context.append(ContextItem(f"step-files/{step.name}/{f.dest}", keys.sha(read_recipe_file(f.src)),
                                        FromFile(f.src), f.mode, label=f.display))
-        steps.append({"run": run, "mounts": mounts(step.cache, step.secrets, tuple(binds))})
+        steps.append({"run": run, "mounts": mounts(step.cache, step.secrets, tuple(binds), planner.spec.secret_names)})
     outputs = ",".join(comp.outputs.paths)
     editable: list[str] = []
     if comp.outputs.kind == "editable":  # the tree is built where the image keeps it, then its editable wheel
@@ -140,9 +140,10 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     dockerfile = render("component.Dockerfile", name=comp.name, platform=planner.platform, parent=parent_ref(builder),
                         epoch=planner.epoch, outputs=outputs, env=env, source=comp.source is not None,
                         sources=[e.name for e in comp.sources], deps=list(comp.needs),
-                        mounts=mounts(comp.build.cache, comp.build.secrets), steps=steps,
-                        cache_restore=restore, cache_save=save, cache_mounts=mounts(caches),
-                        seed_mounts=mounts(caches, binds=(("compiler-cache", CACHE_IN),)),
+                        mounts=mounts(comp.build.cache, comp.build.secrets, sealed=planner.spec.secret_names),
+                        steps=steps, cache_restore=restore, cache_save=save,
+                        cache_mounts=mounts(caches, sealed=planner.spec.secret_names),
+                        seed_mounts=mounts(caches, binds=(("compiler-cache", CACHE_IN),), sealed=planner.spec.secret_names),
                         workdir=comp.outputs.paths[0].rstrip("/") if editable else SRC, editable=editable)
     secrets = tuple(dict.fromkeys(comp.build.secrets + tuple(s for step in comp.steps for s in step.secrets)))
     items = tuple(sorted(context, key=lambda c: c.arcname))

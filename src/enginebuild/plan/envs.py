@@ -59,9 +59,15 @@ def placeholder(inp: Input) -> Any:
     return None
 
 
-def mounts(cache: tuple[str, ...] = (), secrets: tuple[str, ...] = (), binds: tuple[tuple[str, str], ...] = ()) -> str:
+def mounts(cache: tuple[str, ...] = (), secrets: tuple[str, ...] = (), binds: tuple[tuple[str, str], ...] = (),
+           sealed: tuple[str, ...] = ()) -> str:
+    """`sealed`: the secrets the image declares. Its cache mounts are its own, apart from those of
+    images that declare other secrets or none: a secret one image's step leaves in a cache never
+    reaches an image whose layers are not searched for it."""
     out = "".join(f" --mount=type=bind,source={src},target={dst}" for src, dst in binds)
-    out += "".join(f" --mount=type=cache,target={d}" for d in cache)
+    seal = f"#secrets={'+'.join(sorted(sealed))}" if sealed else ""
+    out += "".join(f" --mount=type=cache,id={d}{seal},target={d}" if seal else f" --mount=type=cache,target={d}"
+                   for d in cache)
     out += "".join(f" --mount=type=secret,id={s}" for s in secrets)
     return out
 
@@ -191,7 +197,8 @@ class EnvPlanner:
             run, item = script_run(step.run, shell, "step-script")
             context += (item,)
             binds.append(("step-script", SCRIPT))
-        command = {"run": run, "mounts": mounts(cache=step.cache, secrets=step.secrets, binds=tuple(binds))}
+        command = {"run": run, "mounts": mounts(cache=step.cache, secrets=step.secrets, binds=tuple(binds),
+                                                sealed=self.spec.secret_names)}
         inputs = {"step": keys.sha(keys.canonical(command)), **{item.label: item.digest for item in context}}
         return self.run_layer(parent, layers, f"step {step.name}", [command], context, step.secrets, run_env,
                               "step", inputs)

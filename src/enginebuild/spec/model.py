@@ -267,6 +267,14 @@ class ImageSpec:
         return next(c for c in self.components if c.name == name)
 
     @property
+    def secret_names(self) -> tuple[str, ...]:
+        """Every secret the spec declares, whichever step or component declares it."""
+        names = [s for c in self.components for s in c.build.secrets]
+        names += [s for c in self.components for step in c.steps for s in step.secrets]
+        names += [s for step in self.steps for s in step.secrets]
+        return tuple(dict.fromkeys(names))
+
+    @property
     def all_patches(self) -> tuple[tuple[str, PatchRef], ...]:
         out = [(c.name, p) for c in self.components for p in c.patches]
         out += [(o.name, p) for o in self.overlays for p in o.patches]
