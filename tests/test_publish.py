@@ -58,9 +58,11 @@ def test_a_push_attaches_an_sbom_and_a_provenance_found_through_the_fallback_tag
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator
 
-    assert run_cli(["image", "demo", *AMD64], workspace).returncode == 0
+    per_build = ["--set", "labels[release]=rc1"]  # a per-build value: the provenance says it
+    assert run_cli(["image", "demo", *AMD64, *per_build], workspace).returncode == 0
     repository = f"enginebuild-test/attached-{uuid.uuid4().hex[:8]}"
-    proc = run_cli(["push", "demo", *AMD64, "--to", f"{registry.host}/{repository}", "--tag", "v1"], workspace)
+    proc = run_cli(["push", "demo", *AMD64, *per_build, "--to", f"{registry.host}/{repository}", "--tag", "v1"],
+                   workspace)
     assert proc.returncode == 0, proc.stderr
     digest = proc.stdout.strip().rsplit("@", 1)[1]
     record = json.loads((workspace / "lockfiles/demo.pushes.json").read_text())["pushes"][0]
@@ -84,6 +86,7 @@ def test_a_push_attaches_an_sbom_and_a_provenance_found_through_the_fallback_tag
     jsonschema.Draft202012Validator(json.loads((SCHEMAS / "slsa-provenance-v1.statement.json").read_text()),
                                     format_checker=jsonschema.FormatChecker()).validate(provenance)
     assert provenance["subject"][0]["digest"]["sha256"] == digest.split(":")[1]
+    assert provenance["predicate"]["buildDefinition"]["externalParameters"]["set"] == ["labels[release]=rc1"]
 
     pins = lock_pins(workspace)
     assert len(pins) > 20  # debs, wheels, the nvcc wheels, the cuobjdump tool

@@ -12,6 +12,7 @@ from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX, OCI_MANIFEST, canonical
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import sha256_digest
+from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -64,7 +65,7 @@ def update_fallback_index(pusher: Any, subject_digest: str, referrers: list[tupl
 
 
 def attach_documents(pusher: Pusher, root: Path, spec: ImageSpec, lock: Lock, plans: list[ImagePlan],
-                     digest: str) -> dict[str, str]:
+                     digest: str, parameters: JsonDoc | None = None) -> dict[str, str]:
     """Push the SBOM and the provenance of the image (or index) `digest` as its referrers."""
     from enginebuild.io.store import Store
     from enginebuild.publish.provenance import make_provenance
@@ -81,7 +82,7 @@ def attach_documents(pusher: Pusher, root: Path, spec: ImageSpec, lock: Lock, pl
     else:
         platforms = {plans[0].platform: digest}
     documents = ((make_sbom(spec, lock, target.name, outputs, store), SBOM_TYPE),
-                 (make_provenance(root, spec, lock, target.name, digest, platforms), PROVENANCE_TYPE))
+                 (make_provenance(root, spec, lock, target.name, digest, platforms, parameters or {}), PROVENANCE_TYPE))
     referrers = []
     for document, kind in documents:
         ref_digest, size = attach(pusher, digest, media_type, len(body), document, kind)

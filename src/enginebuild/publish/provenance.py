@@ -62,7 +62,8 @@ def builder_id() -> tuple[str, JsonDoc]:
 
 
 def make_provenance(root: Path, spec: ImageSpec, lock: Lock, repository: str, subject_digest: str,
-                    platforms: dict[str, str]) -> bytes:
+                    platforms: dict[str, str], parameters: JsonDoc | None = None) -> bytes:
+    """`parameters`: the per-build values (--set, --build-arg, --on, --stages), in externalParameters."""
     builder, metadata = builder_id()
     files = [_file(root, f"images/{name}/image.yaml") for name in spec.chain]
     files.append(_file(root, f"lockfiles/{spec.lock_name}.lock"))
@@ -77,7 +78,8 @@ def make_provenance(root: Path, spec: ImageSpec, lock: Lock, repository: str, su
             "buildDefinition": {
                 "buildType": BUILD_TYPE,
                 "externalParameters": {"image": spec.name, "spec": f"images/{spec.chain[0]}/image.yaml",
-                                       "lock": f"lockfiles/{spec.lock_name}.lock", "platforms": sorted(platforms)},
+                                       "lock": f"lockfiles/{spec.lock_name}.lock", "platforms": sorted(platforms),
+                                       **(parameters or {})},
                 "internalParameters": {"enginebuild": __version__},
                 "resolvedDependencies": files + dependencies(lock, f"lockfiles/{spec.lock_name}.lock"),
             },

@@ -197,7 +197,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     if request.push and request.to:
         from enginebuild.usecases.pushing import push_image
 
-        push_image(ws, name, request.to, request.tag, platforms, plans=built)
+        push_image(ws, name, request.to, request.tag, platforms, plans=built, options=options)
     return built
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from enginebuild.errors import BuildFailed, UserError, command
 from enginebuild.io import faults
 from enginebuild.io.progress import output
+from enginebuild.plan.image import LAYER_KINDS, Options
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImageSpec
 from enginebuild.usecases.building import BuildRequest, build_platform, platforms_of
@@ -34,7 +35,8 @@ def destination(to: str, tags: list[str]) -> tuple[Any, list[str]]:
 
 
 def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: list[str] | None = None,
-               attach: bool = True, plans: list[ImagePlan] | None = None) -> list[JsonDoc]:
+               attach: bool = True, plans: list[ImagePlan] | None = None,
+               options: Options | None = None) -> list[JsonDoc]:
     """Push what was built (`plans`, as `image --push` built them; else planned here from the spec
     and lock) by digest, each tag confirmed, the SBOM and provenance attached, a record kept."""
     from enginebuild.build.assemble import Assembler, layer_blobs
@@ -51,8 +53,9 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
     target, tags = destination(to, tags)
     spec = ws.spec(name)
     lock = ws.lock(spec)
+    options = options or ws.plan_options()
     if plans is None:
-        plans = [plan_image(spec, lock, p, ws.plan_options()) for p in platforms_of(spec, list(platforms or []))]
+        plans = [plan_image(spec, lock, p, options) for p in platforms_of(spec, list(platforms or []))]
     store = Store(ws.home)
     for plan in plans:
         missing = [n.name for n in plan.runtime.layers if layer_blobs(store, n) is None]
@@ -90,7 +93,8 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                 from enginebuild.publish.attach import attach_documents
 
                 assert lock is not None  # the plans were made from it
-                attached = attach_documents(pusher, ws.root, spec, lock, plans, digest)
+                attached = attach_documents(pusher, ws.root, spec, lock, plans, digest,
+                                            build_parameters(ws.overrides, options))
             record = {"repository": target.name, "tag": tag, "digest": digest,
                       "platforms": {p: d for d, _, p in manifests},
                       "pushed_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
@@ -109,3 +113,19 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
 def remake(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> None:
     """Build `plan` again as `image` would (only what is missing or damaged is made)."""
     build_platform(ws, spec, plan, BuildRequest(), None, tuple(spec.platforms))
+
+
+def build_parameters(overrides: tuple[str, ...], options: Options) -> JsonDoc:
+    """The per-build values the image was built with, for its provenance: every `--set`, every
+    `--build-arg`, the stand-in base of `--on` and the layer kinds of `--stages`."""
+    out: JsonDoc = {}
+    if overrides:
+        out["set"] = list(overrides)
+    if options.build_args:
+        out["buildArgs"] = dict(sorted(options.build_args.items()))
+    if options.on:
+        out["on"] = options.on
+    if options.only != frozenset(LAYER_KINDS):
+        out["stages"] = sorted(options.only)
+    return out
+
