@@ -17,6 +17,7 @@ into one layer, where each path is written once, in pip's order (plan/wheelgroup
 from __future__ import annotations
 
 import io
+import struct
 import tempfile
 import zipfile
 from collections.abc import Iterable
@@ -30,6 +31,8 @@ from enginebuild.lock.pins import PyPin
 
 SHARED_MIN = 2**20  # bytes of shared files that make two distributions share a layer
 READERS = 8         # wheels whose file lists are read at once
+MAX_ENTRIES = 200_000          # members of one wheel's central directory (torch's has about 13 000)
+MAX_DIRECTORY = 64 << 20       # bytes of one wheel's central directory
 SCHEMES = {"purelib": "site", "platlib": "site", "scripts": "scripts", "data": "data"}
 
 
@@ -70,12 +73,20 @@ class _Ranged(io.RawIOBase):
         response = self.http.request("GET", self.url, headers={"Range": f"bytes={start}-{end - 1}"}, stream=True)
         with response:
             if response.status_code == 206:
+                total = response.headers.get("Content-Range", "").rpartition("/")[2]
+                if total.isdigit() and int(total) != self.size:  # the file served is not the one the lock sized
+                    raise HttpFailure(f"GET {self.url}: the file is {total} bytes, not the {self.size} recorded",
+                                      "size", response)
                 return bytes(response.content)
             if response.status_code != 200:
                 raise HttpFailure(f"GET {self.url}: HTTP {response.status_code}", "status", response)
             whole = tempfile.TemporaryFile()
             for chunk in response.iter_content(2**20):
                 whole.write(chunk)
+                if whole.tell() > self.size:  # never more than the file's size is read
+                    whole.close()
+                    raise HttpFailure(f"GET {self.url}: the server sent more than the file's {self.size} bytes",
+                                      "size", response)
         self.whole = whole
         whole.seek(start)
         return whole.read(end - start)
@@ -113,7 +124,9 @@ def wheel_files(http: Http, pin: PyPin) -> dict[str, tuple[int, int]] | None:
         return None
     raw = _Ranged(http, pin.url, pin.size)
     try:
-        with zipfile.ZipFile(io.BufferedReader(raw, 2**16)) as zipped:
+        reader = io.BufferedReader(raw, 2**16)
+        check_directory(reader, pin.size)
+        with zipfile.ZipFile(reader) as zipped:
             return installed_paths(zipped.infolist())
     except (HttpFailure, zipfile.BadZipFile, OSError) as exc:
         output().say(f"  python {pin.name} {pin.version}: its file list could not be read ({exc}); "
@@ -121,6 +134,28 @@ def wheel_files(http: Http, pin: PyPin) -> dict[str, tuple[int, int]] | None:
         return None
     finally:
         raw.close()
+
+
+def check_directory(handle: IO[bytes], size: int) -> None:
+    """The zip's end record read first: a central directory of more than MAX_ENTRIES members or
+    MAX_DIRECTORY bytes is refused before zipfile reads it (memory stays bounded)."""
+    tail = min(size, 22 + 65535)
+    handle.seek(size - tail)
+    data = handle.read(tail)
+    at = data.rfind(b"PK\x05\x06")
+    if at < 0 or len(data) < at + 22:
+        raise zipfile.BadZipFile("no end of central directory record")
+    entries, directory = struct.unpack("<HI", data[at + 10:at + 16])
+    if data[at - 20:at - 16] == b"PK\x06\x07":  # zip64: the record it points at has the real figures
+        handle.seek(struct.unpack("<Q", data[at - 12:at - 4])[0])
+        record = handle.read(56)
+        if record[:4] != b"PK\x06\x06" or len(record) < 56:
+            raise zipfile.BadZipFile("a damaged zip64 end record")
+        entries, directory = struct.unpack("<QQ", record[32:48])
+    if entries > MAX_ENTRIES or directory > MAX_DIRECTORY:
+        raise zipfile.BadZipFile(f"its central directory lists {entries} members in {directory} bytes, more than "
+                                 f"{MAX_ENTRIES} members or {MAX_DIRECTORY >> 20} MiB are read")
+    handle.seek(0)
 
 
 def sharing(files: dict[str, dict[str, tuple[int, int]]]) -> dict[str, tuple[str, ...]]:
