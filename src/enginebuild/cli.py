@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import sys
 import traceback
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, EngineBuildError
 from enginebuild.io.files import disk_full
+
+if TYPE_CHECKING:
+    from enginebuild.workspace import Workspace
 
 VERBS = {
     "list": ("list_", "list the images of the catalogue"),
@@ -86,6 +90,19 @@ def main(argv: list[str], root: str = ".") -> int:
     from enginebuild.workspace import Workspace
 
     workspace = Workspace(Path(root).resolve(), tuple(args.overrides))
+    code = EXIT_FAILED
+    try:
+        code = _dispatch(args, workspace)
+        return code
+    finally:
+        if code != 0:  # stopped by an error or a signal: a worker stopped mid-write leaves its partial file
+            with contextlib.suppress(Exception):
+                workspace.sweep(own=True)
+
+
+def _dispatch(args: argparse.Namespace, workspace: Workspace) -> int:
+    from enginebuild.io import interrupt
+
     try:
         return int(args.run(args, workspace) or 0)
     except EngineBuildError as exc:

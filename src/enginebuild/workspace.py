@@ -113,12 +113,13 @@ class Workspace:
             sweep(self.root / "lockfiles")
             yield
 
-    def sweep(self) -> None:
-        """Remove what killed runs left behind (partial downloads, contexts, temporaries)."""
+    def sweep(self, own: bool = False) -> None:
+        """Remove what killed runs left behind (partial downloads, contexts, temporaries); with
+        `own`, what this process leaves as it stops on an error or a signal."""
         import tempfile
 
         from enginebuild.io.store import Store
 
-        Store(self.home).sweep()
-        sweep(Path(tempfile.gettempdir()))
-        sweep(MEMORY_TMP)  # wheels a killed run was unpacking in memory
+        Store(self.home).sweep(own)
+        sweep(Path(tempfile.gettempdir()), own=own)
+        sweep(MEMORY_TMP, own=own)  # wheels a run was unpacking in memory

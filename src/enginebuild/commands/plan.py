@@ -85,6 +85,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
     if not args.images and not args.all:
         raise UserError("name an image, or --all")
+    ws.sweep()  # what killed runs left (partial blobs, staging folders), as every verb that reads the store
     names = ws.select(args.images) if args.images else ws.buildable()
     if not ws.overrides:  # as `image` does: what the spec asks for and the lock lacks is locked first
         from enginebuild.usecases.building import lock_first

@@ -62,8 +62,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def sweep(folder: Path, *, recursive: bool = False) -> int:
-    """Remove temporaries whose owning process is gone; returns how many."""
+def sweep(folder: Path, *, recursive: bool = False, own: bool = False) -> int:
+    """Remove temporaries whose owning process is gone (with `own`, this process's too: it is
+    leaving, and a worker thread stopped mid-write cannot remove its own); returns how many."""
     folder = Path(folder)
     if not folder.is_dir():
         return 0
@@ -71,7 +72,7 @@ def sweep(folder: Path, *, recursive: bool = False) -> int:
     candidates = folder.rglob(".*") if recursive else folder.glob(".*")
     for path in list(candidates):
         match = _OWNED.search(path.name)
-        if not match or _alive(int(match.group("pid"))):
+        if not match or (_alive(int(match.group("pid"))) and not (own and int(match.group("pid")) == os.getpid())):
             continue
         with contextlib.suppress(OSError):
             if path.is_dir() and not path.is_symlink():

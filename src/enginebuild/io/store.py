@@ -280,15 +280,16 @@ class Store:
         self.put_record(kind, key, {"sha256": blob.sha256, "size": blob.size, "what": what})
         return blob
 
-    def sweep(self) -> int:
-        """Remove what killed runs left: partial downloads and ingests, temporary records."""
-        removed = sweep(self.root) + sweep(self.home / "tmp")
+    def sweep(self, own: bool = False) -> int:
+        """Remove what killed runs left: partial downloads and ingests, temporary records (with
+        `own`, this process's as well: see io/files.sweep)."""
+        removed = sweep(self.root, own=own) + sweep(self.home / "tmp", own=own)
         if self.root.is_dir():
             for sub in self.root.iterdir():
-                removed += sweep(sub)
+                removed += sweep(sub, own=own)
         if self.records.is_dir():
             for sub in self.records.iterdir():
-                removed += sweep(sub)
+                removed += sweep(sub, own=own)
         return removed
 
 
