@@ -55,3 +55,23 @@ def test_an_editable_tree_outside_a_folder_of_its_own_is_refused(ws, folder):
     assert proc.returncode == 2, proc.stderr
     assert re.search(r"images/t/image\.yaml:\d+: components\.e\.outputs\.editable: ", proc.stderr), proc.stderr
     assert f"{folder} is" in proc.stderr
+
+
+@pytest.mark.network
+def test_the_only_builder_unreachable_is_named(ws):
+    proc = run_cli(["image", "t", "--builder", "far=tcp://127.0.0.1:9"], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    assert proc.returncode == 1, proc.stderr
+    assert "error: builder far (tcp://127.0.0.1:9) is unreachable: " in proc.stderr, proc.stderr
+
+
+def test_a_step_file_given_through_a_link_is_mounted_under_the_name_the_spec_gives(ws):
+    folder = ws / "images" / "t"
+    (folder / "tools").mkdir()
+    (folder / "tools" / "fix-arch-list-v2.sh").write_text("#!/bin/sh\necho fixed\n")
+    (folder / "fix.sh").symlink_to("tools/fix-arch-list-v2.sh")
+    spec = (folder / "image.yaml").read_text() + "steps:\n  - name: fix\n    files: [fix.sh]\n    run: sh /opt/enginebuild/step/fix.sh\n"
+    (folder / "image.yaml").write_text(spec)
+    proc = run_cli(["render", "t", "--unpinned"], ws, env=NO_DOCKER)
+    assert proc.returncode == 0, proc.stderr
+    assert "source=step-files/fix.sh,target=/opt/enginebuild/step/fix.sh" in proc.stdout, proc.stdout
+    assert "fix-arch-list-v2.sh" not in proc.stdout

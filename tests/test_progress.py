@@ -186,3 +186,17 @@ def test_on_a_terminal_two_builds_at_once_have_a_line_each_and_what_is_said_stay
     engine.close()
     assert screen(stream.getvalue()) == ["  downloading a.deb: 2.5 MB in 0.1s",
                                          "  [linux/amd64] component kernels: built in 4.0s"]
+
+
+def test_doctor_warns_of_a_gone_registry_that_only_an_old_push_record_names(workspace, docker_engine):
+    record = {"pushes": [{"repository": "127.0.0.1:9/enginebuild/gone", "tag": "v1", "digest": "sha256:" + "0" * 64,
+                          "platforms": {}, "pushed_at": "2026-01-01T00:00:00Z"}]}
+    (workspace / "lockfiles/demo.pushes.json").write_text(json.dumps(record))
+    env = {"ENGINEBUILD_HTTP_BACKOFF": "0"}
+    proc = run_cli(["doctor", "--json"], workspace, env=env)
+    checks = rows(proc)
+    gone = checks["registry 127.0.0.1:9"]
+    assert gone["status"] == "warn" and "an earlier push's target" in gone["detail"], gone
+    assert proc.returncode == (0 if all(c["status"] != "FAIL" for c in checks.values()) else 1)
+    asked = run_cli(["doctor", "--json", "--registry", "127.0.0.1:9/enginebuild/gone"], workspace, env=env)
+    assert rows(asked)["registry 127.0.0.1:9"]["status"] == "FAIL" and asked.returncode == 1  # asked about: it counts

@@ -129,8 +129,10 @@ def connect(specs: list[BuilderSpec], store: Store, *, local: Site, fresh: bool 
             platforms = spec.platforms or native_platforms(engine)
             sites.append(Site(spec, engine, platforms, store, fresh=fresh))
         except EngineBuildError as exc:
-            if len(specs) == 1:
-                raise
+            if len(specs) == 1:  # the only builder: the build cannot go on, named
+                raise EngineBuildError(f"builder {spec.name} ({spec.endpoint.describe()}) is unreachable: {exc.message}",
+                                hint="start its engine (`docker -H ADDRESS version` tells), or name another "
+                                     "with --builder") from None
             output().say(f"  builder {spec.name} ({spec.endpoint.describe()}): unreachable ({exc.message}); skipped")
     if not sites:
         raise UserError("no builder answers: " + ", ".join(f"{s.name} ({s.endpoint.describe()})" for s in specs),

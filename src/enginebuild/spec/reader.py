@@ -309,8 +309,9 @@ class Reader:
                     if isinstance(item, YMap) and isinstance(item.get("files"), YList):
                         self.wheres[f"{path}[{i}].files[{j}]"] = item["files"].at(j)
                     real, display = self.local_file(rel, f"{path}[{i}].files[{j}]")
-                    files.append(m.FileEntry(real.name, image_mode(real.stat().st_mode), display,
-                                             src=real))
+                    # mounted under the name the spec gives it, even when that name is a link to another file
+                    files.append(m.FileEntry(str(rel).rstrip("/").rsplit("/", 1)[-1], image_mode(real.stat().st_mode),
+                                             display, src=real))
                 names = [f.dest for f in files]
                 if len(set(names)) != len(names):
                     raise SpecError(self.where(f"{path}[{i}].files"), f"{path}[{i}].files",
