@@ -75,9 +75,14 @@ def test_symlinks_are_refused():
                            "patches may only write regular files")
 
 
-def test_binary_patches_are_refused():
-    text = HEADER + "diff --git a/x.bin b/x.bin\nGIT binary patch\nliteral 1\n"
-    assert "binary patches are not supported" in error(text)
+def test_a_binary_change_without_its_data_or_with_damaged_data_is_refused_naming_it():
+    without = HEADER + "diff --git a/x.bin b/x.bin\nindex 1111111..2222222 100644\nBinary files a/x.bin and b/x.bin differ\n"
+    assert "a binary file's change without its data" in error(without) and "git diff --binary" in error(without)
+    damaged = HEADER + "diff --git a/x.bin b/x.bin\nGIT binary patch\nliteral 1\nHcmZ?d00001\n\n"
+    assert "patches/vllm/0001-x.patch:8: the binary patch is damaged: " in error(damaged)
+    short_index = HEADER + ("diff --git a/x.bin b/x.bin\nindex f76dd23..bdc955b 100644\nGIT binary patch\nliteral 2\n"
+                            "JcmZQz1ONa700IC2\n\nliteral 1\nIcmZPo000310RR91\n\n")
+    assert "needs the full index line" in error(short_index)
 
 
 def test_a_hunk_shorter_than_its_header_is_refused_with_its_line():
@@ -95,9 +100,20 @@ def test_a_malformed_hunk_header_is_refused():
     assert "malformed hunk header" in error(HEADER + DIFF.replace("@@ -1,3 +1,3 @@", "@@ -1,3 @@"))
 
 
-def test_renames_are_refused():
+def test_paths_that_differ_without_rename_or_copy_lines_are_refused():
     text = HEADER + DIFF.replace("+++ b/pkg/mod.py", "+++ b/pkg/other.py")
-    assert "renames are not supported" in error(text)
+    assert "the section's paths differ (pkg/mod.py -> pkg/other.py) without rename or copy lines" in error(text)
+
+
+def test_renames_and_copies_are_read_with_or_without_changes_the_similarity_ignored():
+    pure = "diff --git a/old.py b/new.py\nsimilarity index 100%\nrename from old.py\nrename to new.py\n"
+    (moved,) = parse_patch("vllm/0001-x.patch", (HEADER + pure).encode()).files
+    assert (moved.old_path, moved.new_path, moved.hunks, moved.copy, moved.moves) == ("old.py", "new.py", (), False, True)
+    changed = ("diff --git a/pkg/mod.py b/pkg/new.py\nsimilarity index 60%\ncopy from pkg/mod.py\ncopy to pkg/new.py\n"
+               + DIFF.split("\n", 1)[1].replace("+++ b/pkg/mod.py", "+++ b/pkg/new.py"))
+    (copied,) = parse_patch("vllm/0001-x.patch", (HEADER + changed).encode()).files
+    assert (copied.old_path, copied.new_path, copied.copy, len(copied.hunks)) == ("pkg/mod.py", "pkg/new.py", True, 1)
+    assert copied.reversed().old_path == "pkg/new.py" and copied.reversed().copy  # as git -R: a copy back
 
 
 def test_a_patch_that_is_not_utf8_is_refused():
@@ -118,9 +134,17 @@ def test_what_git_accepts_is_read_a_mode_change_alone_a_file_twice_and_bytes_of_
     assert latin1.files[0].hunks[0].old_lines[1].encode("utf-8", "surrogateescape") == b"caf\xe9"
 
 
-def test_what_stays_refused_is_named_quoted_and_non_utf8_paths():
-    quoted = DIFF.replace("--- a/pkg/mod.py", '--- "a/pkg/m\\303\\266d.py"')
-    assert "quoted path" in error(HEADER + quoted)
+def test_quoted_paths_are_decoded_as_git_quotes_them_and_non_utf8_names_stay_refused():
+    quoted = DIFF.replace("--- a/pkg/mod.py", '--- "a/pkg/m\\303\\266d.py"').replace(
+        "+++ b/pkg/mod.py", '+++ "b/pkg/m\\303\\266d.py"').replace("diff --git a/pkg/mod.py b/pkg/mod.py",
+                                                                   'diff --git "a/pkg/m\\303\\266d.py" "b/pkg/m\\303\\266d.py"')
+    (change,) = parse_patch("vllm/0001-x.patch", (HEADER + quoted).encode()).files
+    assert change.path == "pkg/m\u00f6d.py"
+    spaced = 'diff --git "a/with tab\\there.py" "b/with tab\\there.py"\nnew file mode 100644\n'
+    assert "is not allowed" in error(HEADER + spaced)  # a control character in a name: never a path here
     with pytest.raises(PatchError) as info:
         parse_patch("vllm/0001-x.patch", HEADER.encode() + DIFF.replace("mod.py", "m\xf6d.py").encode("latin-1"))
     assert "a path that is not UTF-8" in info.value.message
+    with pytest.raises(PatchError) as info:
+        parse_patch("vllm/0001-x.patch", (HEADER + DIFF.replace("--- a/pkg/mod.py", '--- "a/pkg/m\\377.py"')).encode())
+    assert "a path that is not UTF-8 (quoted or not)" in info.value.message

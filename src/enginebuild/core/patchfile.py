@@ -17,6 +17,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from enginebuild.core.gitbinary import BinaryPatchError, Fragment, read_fragment
 from enginebuild.errors import UserError
 from enginebuild.io.files import image_mode
 
@@ -60,20 +61,44 @@ class Hunk:
 
 
 @dataclass(frozen=True)
+class BinaryChange:
+    """A git binary patch: the forward fragment, the reverse one (git writes both), and the blob
+    ids of the file before and after (`index OLD..NEW`), which git checks."""
+
+    forward: Fragment
+    reverse: Fragment | None
+    old_id: str
+    new_id: str
+
+    def reversed(self) -> BinaryChange:
+        if self.reverse is None:
+            raise ValueError("no reverse fragment")
+        return BinaryChange(self.reverse, self.forward, self.new_id, self.old_id)
+
+
+@dataclass(frozen=True)
 class FilePatch:
     old_path: str | None  # None: the patch creates the file
     new_path: str | None  # None: the patch deletes the file
     hunks: tuple[Hunk, ...]
     new_mode: int | None = None  # the mode the file gets ("new file mode" or "new mode"); None: unchanged
     old_mode: int | None = None  # "old mode": what the file had, where the patch changes it
+    copy: bool = False  # old_path is copied to new_path (and kept); old != new without it: a rename
+    binary: BinaryChange | None = None  # a git binary patch instead of hunks
 
     @property
     def path(self) -> str:
         return self.new_path or self.old_path or ""
 
+    @property
+    def moves(self) -> bool:
+        """A rename or copy: the change is read from old_path and written at new_path."""
+        return bool(self.old_path and self.new_path and self.old_path != self.new_path)
+
     def reversed(self) -> FilePatch:
         return FilePatch(self.new_path, self.old_path, tuple(h.reversed() for h in self.hunks), self.old_mode,
-                         self.new_mode)
+                         self.new_mode, self.copy,  # a copy reversed is a copy back, which git refuses as well
+                         self.binary.reversed() if self.binary and self.binary.reverse else self.binary)
 
 
 @dataclass(frozen=True)
@@ -125,12 +150,45 @@ def _fail(name: str, line: int | None, message: str) -> PatchError:
     return PatchError(f"{where}: {message}")
 
 
-def _clean_path(name: str, line: int, raw: str, strip: str) -> str | None:
-    raw = raw.split("\t", 1)[0].strip()
+_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def unquote(name: str, line: int, raw: str) -> tuple[str, str]:
+    """Git's C-style quoted name at the start of `raw` (`"a/caf\\303\\251.txt"`): the name, its
+    bytes read as UTF-8 (others kept byte for byte), and what follows it."""
+    out = bytearray()
+    i = 1
+    while i < len(raw):
+        c = raw[i]
+        if c == '"':
+            return out.decode("utf-8", "surrogateescape"), raw[i + 1:]
+        if c == "\\" and i + 1 < len(raw):
+            nxt = raw[i + 1]
+            if nxt in _ESCAPES:
+                out.append(_ESCAPES[nxt])
+                i += 2
+                continue
+            if re.fullmatch(r"[0-3][0-7]{2}", raw[i + 1:i + 4]):
+                out.append(int(raw[i + 1:i + 4], 8))
+                i += 4
+                continue
+            raise _fail(name, line, f"quoted path {raw!r}: unknown escape \\{nxt}")
+        out += c.encode("utf-8", "surrogateescape")
+        i += 1
+    raise _fail(name, line, f"quoted path {raw!r} has no closing quote")
+
+
+def _clean_path(name: str, line: int, raw: str, strip: str, *, decoded: bool = False) -> str | None:
+    """A path of the tree from a name as the patch writes it (quoted or not; on ---/+++ lines a tab
+    may follow it), or from a name already `decoded`; None for /dev/null."""
+    if decoded:
+        pass
+    elif raw.startswith('"'):
+        raw, _ = unquote(name, line, raw)
+    else:
+        raw = raw.split("\t", 1)[0].rstrip()
     if raw == "/dev/null":
         return None
-    if raw.startswith('"'):
-        raise _fail(name, line, f"quoted path {raw} is not supported")
     if raw.startswith("/"):
         raise _fail(name, line, f"absolute path {raw!r}: patches must name paths inside the tree")
     if not raw.startswith(strip):
@@ -142,7 +200,8 @@ def _clean_path(name: str, line: int, raw: str, strip: str) -> str | None:
     if ".git" in parts or any(ord(c) < 32 or c == "\\" for c in path):
         raise _fail(name, line, f"path {raw!r} is not allowed")
     if any("\udc80" <= c <= "\udcff" for c in path):
-        raise _fail(name, line, "a path that is not UTF-8; file names must be UTF-8 (their contents may be anything)")
+        raise _fail(name, line, "a path that is not UTF-8 (quoted or not); file names must be UTF-8 (their "
+                                "contents may be anything)")
     return path
 
 
@@ -184,10 +243,32 @@ def parse_patch(name: str, data: bytes) -> PatchFile:
     return PatchFile(name=name, sha256=hashlib.sha256(data).hexdigest(), header=header, files=tuple(files))
 
 
+def _git_line_paths(name: str, line_no: int, line: str) -> tuple[str, str] | None:
+    """The two names of a `diff --git A B` line (quoted or not), or None when it is ambiguous."""
+    rest = line[len("diff --git "):]
+    if rest.startswith('"'):
+        first, rest = unquote(name, line_no, rest)
+        rest = rest.lstrip(" ")
+        second = unquote(name, line_no, rest)[0] if rest.startswith('"') else rest
+        return first, second
+    if rest.endswith('"'):
+        at = rest.rfind(' "')
+        return (rest[:at], unquote(name, line_no, rest[at + 1:])[0]) if at > 0 else None
+    # unquoted: "a/NAME b/NAME" (the same name on both sides, as git writes a section without ---/+++)
+    half = (len(rest) - 1) // 2
+    if len(rest) % 2 == 1 and rest[half] == " " and rest[:half][2:] == rest[half + 1:][2:]:
+        return rest[:half], rest[half + 1:]
+    return None
+
+
 def _parse_file(name: str, lines: list[str], i: int) -> tuple[int, FilePatch]:
     start = i
     created = deleted = False
     mode = old_mode = None
+    moved: dict[str, str | None] = {}  # rename/copy from and to
+    copy = False
+    index = ("", "")
+    binary: BinaryChange | None = None
     if lines[i].startswith("diff --git "):
         i += 1
         while i < len(lines) and not lines[i].startswith("--- ") and not lines[i].startswith("diff --git "):
@@ -200,28 +281,47 @@ def _parse_file(name: str, lines: list[str], i: int) -> tuple[int, FilePatch]:
             deleted |= meta.startswith("deleted file mode ")
             if re.match(r"(new file mode|new mode|old mode|deleted file mode) 120000", meta):
                 raise _fail(name, i + 1, "the patch creates or changes a symlink; patches may only write regular files")
-            if meta.startswith(("rename from", "rename to", "copy from", "copy to", "similarity index")):
-                raise _fail(name, i + 1, "renames and copies are not supported; write them as delete and create")
-            if meta.startswith(("GIT binary patch", "Binary files")):
-                raise _fail(name, i + 1, "binary patches are not supported")
+            found = re.match(r"(rename|copy) (from|to) (.*)", meta)
+            if found:  # the similarity index is ignored, as git ignores it
+                copy |= found.group(1) == "copy"
+                written = found.group(3)  # the whole rest of the line (git quotes a name it cannot write plainly)
+                plain = unquote(name, i + 1, written)[0] if written.startswith('"') else written
+                moved[found.group(2)] = _clean_path(name, i + 1, plain, "", decoded=True)
+            index_line = re.fullmatch(r"index ([0-9a-f]+)\.\.([0-9a-f]+)(?: [0-7]+)?", meta)
+            if index_line:
+                index = (index_line.group(1), index_line.group(2))
+            if meta.startswith("Binary files "):
+                raise _fail(name, i + 1, "a binary file's change without its data (\"Binary files ... differ\"): make "
+                                         "the patch with `git diff --binary` (or format-patch, which includes it)")
+            if meta == "GIT binary patch":
+                i, binary = _parse_binary(name, lines, i + 1, index)
+                continue
             i += 1
         if i >= len(lines) or lines[i].startswith("diff --git "):
-            # git writes an empty file's creation or deletion, and a mode change alone, without ---/+++ lines
-            match = re.fullmatch(r"diff --git a/(\S+) b/(\S+)", lines[start])
-            if not (created or deleted or mode is not None):
+            # git writes an empty file's creation or deletion, a mode change alone, a rename or copy
+            # without changes and a binary patch without ---/+++ lines
+            if moved:
+                old, new = moved.get("from"), moved.get("to")
+                if not old or not new:
+                    raise _fail(name, start + 1, "a rename or copy needs both its from and to lines")
+                return i, FilePatch(old, new, (), mode, old_mode, copy=copy, binary=binary)
+            if not (created or deleted or mode is not None or binary is not None):
                 raise _fail(name, start + 1, "a file section without ---/+++ lines, a new file or a mode change")
-            if not match or match.group(1) != match.group(2):
+            both = _git_line_paths(name, start + 1, lines[start])
+            if not both:
                 raise _fail(name, start + 1, "cannot read the path of a section without ---/+++ lines")
-            path = _clean_path(name, start + 1, "b/" + match.group(2), "b/")
-            return i, FilePatch(None if created else path, None if deleted else path, (), mode, old_mode)
+            path = _clean_path(name, start + 1, both[1], "b/", decoded=True)
+            return i, FilePatch(None if created else path, None if deleted else path, (), mode, old_mode,
+                                binary=binary)
     if not lines[i].startswith("--- ") or i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
         raise _fail(name, i + 1, "expected '--- a/PATH' followed by '+++ b/PATH'")
     old = _clean_path(name, i + 1, lines[i][4:], "a/")
     new = _clean_path(name, i + 2, lines[i + 1][4:], "b/")
     if old is None and new is None:
         raise _fail(name, i + 1, "both sides are /dev/null")
-    if old and new and old != new:
-        raise _fail(name, i + 1, f"renames are not supported ({old} -> {new})")
+    if old and new and old != new and (moved.get("from"), moved.get("to")) != (old, new):
+        raise _fail(name, i + 1, f"the section's paths differ ({old} -> {new}) without rename or copy lines "
+                                 "naming them")
     i += 2
     hunks = []
     while i < len(lines) and lines[i].startswith("@@"):
@@ -231,7 +331,34 @@ def _parse_file(name: str, lines: list[str], i: int) -> tuple[int, FilePatch]:
         raise _fail(name, i + 1, f"no hunk for {new or old}")
     if i < len(lines) and not lines[i].startswith("diff --git ") and not lines[i].startswith("--- "):
         raise _fail(name, i + 1, f"unexpected line after the last hunk: {lines[i][:60]!r}")
-    return i, FilePatch(old, new, tuple(hunks), mode, old_mode)
+    return i, FilePatch(old, new, tuple(hunks), mode, old_mode, copy=copy)
+
+
+def _parse_binary(name: str, lines: list[str], i: int, index: tuple[str, str]) -> tuple[int, BinaryChange]:
+    """The forward and reverse fragments after `GIT binary patch`, each `literal N`/`delta N`,
+    its data lines, then a blank line."""
+    fragments: list[Fragment] = []
+    while i < len(lines) and len(fragments) < 2:
+        head = re.fullmatch(r"(literal|delta) (\d+)", lines[i])
+        if not head:
+            break
+        first = i
+        i += 1
+        data = []
+        while i < len(lines) and lines[i]:
+            data.append(lines[i])
+            i += 1
+        try:
+            fragments.append(read_fragment(head.group(1), int(head.group(2)), data))
+        except BinaryPatchError as exc:
+            raise _fail(name, first + 1, f"the binary patch is damaged: {exc}") from None
+        i += 1  # the blank line after the data
+    if not fragments:
+        raise _fail(name, i + 1, "GIT binary patch without a literal or delta fragment")
+    if not all(re.fullmatch(r"[0-9a-f]{40}", h) for h in index):
+        raise _fail(name, i, "a binary patch needs the full index line (40-hex ids), as git apply does: make it "
+                             "with `git diff --binary --full-index` or format-patch")
+    return i, BinaryChange(fragments[0], fragments[1] if len(fragments) > 1 else None, index[0], index[1])
 
 
 def _parse_hunk(name: str, lines: list[str], i: int) -> tuple[int, Hunk]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from enginebuild.core.gitbinary import BinaryPatchError, blob_id
 from enginebuild.core.patchfile import FilePatch, Hunk
 
 
@@ -219,3 +220,36 @@ def apply_file(path: str, text: Text | None, file_patch: FilePatch) -> tuple[Tex
             results[-1].problem = "the file is not empty after removing the patch's lines"
         return None, results
     return current, results
+
+
+def apply_binary(path: str, data: bytes | None, file_patch: FilePatch) -> tuple[bytes | None, list[HunkResult]]:
+    """A git binary patch, as git applies one: the file before must have the blob id the index
+    line names (or be absent, for a new file), and the result the new one."""
+    change = file_patch.binary
+    assert change is not None
+    result = HunkResult(path, 1, "(binary)")
+    creating = file_patch.old_path is None
+    if creating and data is not None:
+        result.problem = "the file already exists"
+        return None, [result]
+    if not creating and data is None:
+        result.problem = "the file does not exist"
+        return None, [result]
+    before = data or b""
+    if not creating and blob_id(before) != change.old_id:
+        result.problem = (f"the binary patch applies to the file with blob id {change.old_id[:12]}; this one is "
+                          f"{blob_id(before)[:12]}")
+        return None, [result]
+    if file_patch.new_path is None:
+        result.offset = 0
+        return None, [result]
+    try:
+        after = change.forward.apply(before)
+    except BinaryPatchError as exc:
+        result.problem = f"the binary patch does not apply: {exc}"
+        return None, [result]
+    if blob_id(after) != change.new_id:
+        result.problem = f"the binary patch makes blob {blob_id(after)[:12]}, not the {change.new_id[:12]} it names"
+        return None, [result]
+    result.offset = 0
+    return after, [result]

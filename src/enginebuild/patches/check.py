@@ -14,8 +14,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from enginebuild.core.patchfile import PatchFile
-from enginebuild.patches.apply import HunkResult, Text, apply_file
+from enginebuild.core.patchfile import FilePatch, PatchFile
+from enginebuild.patches.apply import HunkResult, Text, apply_binary, apply_file
 from enginebuild.sources.trees import SourceTree
 from enginebuild.wire import JsonDoc
 
@@ -82,52 +82,74 @@ def fixed_upstream(patch: PatchFile, tree: SourceTree) -> str | None:
     return None
 
 
-def _apply_patch(patch: PatchFile, overlay: dict[str, bytes | None],
-                 tree: SourceTree) -> tuple[bool, list[HunkResult], dict[str, bytes | None]]:
-    """(all applied?, hunk results, new contents by path) against the overlay of earlier patches."""
+def _apply_patch(patch: PatchFile, overlay: dict[str, bytes | None], modes: dict[str, int], tree: SourceTree
+                 ) -> tuple[bool, list[HunkResult], dict[str, bytes | None], dict[str, int]]:
+    """(all applied?, hunk results, new contents by path, modes it sets) against the overlay of
+    earlier patches (and the modes they set)."""
     results: list[HunkResult] = []
     updated: dict[str, bytes | None] = {}
+    new_modes: dict[str, int] = {}
+
+    def now(path: str) -> bytes | None:  # a file may have two sections, or be renamed and then changed
+        return updated[path] if path in updated else overlay.get(path)
+
     for file_patch in patch.files:
-        path = file_patch.path
-        link = tree.symlink_on_path(path)
-        if link:
-            header = file_patch.hunks[0].header if file_patch.hunks else "(empty file)"
-            return False, results + [HunkResult(path, 1, header,
-                                                problem=f"writes through a symlink in the source ({link})")], {}
-        current = updated[path] if path in updated else overlay[path]  # a file may have two sections
-        text = Text.parse(current) if current is not None else None
-        new_text, hunk_results = apply_file(path, text, file_patch)
+        header = file_patch.hunks[0].header if file_patch.hunks else "(empty file)"
+        for path in dict.fromkeys(p for p in (file_patch.old_path, file_patch.new_path) if p):
+            link = tree.symlink_on_path(path)
+            if link:
+                return False, results + [HunkResult(path, 1, header, problem=f"writes through a symlink in the "
+                                                                              f"source ({link})")], {}, {}
+        path, source = file_patch.path, file_patch.old_path or file_patch.path
+        if file_patch.moves and now(file_patch.path) is not None:
+            what = "copy" if file_patch.copy else "rename"
+            return False, results + [HunkResult(path, 1, header, problem=f"the {what} of {source} would overwrite "
+                                                                          f"{path}, which exists (git refuses it too)")
+                                     ], {}, {}
+        data = now(source)
+        if file_patch.binary is not None:
+            written, hunk_results = apply_binary(path, data, file_patch)
+        else:
+            new_text, hunk_results = apply_file(path, Text.parse(data) if data is not None else None, file_patch)
+            written = new_text.dump() if new_text is not None else None
         results += hunk_results
         if not all(h.applied for h in hunk_results):
-            return False, results, {}
-        updated[path] = new_text.dump() if new_text is not None else None
-    return True, results, updated
+            return False, results, {}, {}
+        updated[path] = written
+        if file_patch.moves and not file_patch.copy:
+            updated[source] = None
+        mode = _mode_after(file_patch, modes | new_modes, tree)
+        if mode is not None:
+            new_modes[path] = mode
+    return True, results, updated, new_modes
 
 
-def patch_modes(patch: PatchFile) -> dict[str, int]:
-    """The modes a patch sets: a created file's ("new file mode", 0644 by default) and an
-    existing file's "new mode"."""
-    out: dict[str, int] = {}
-    for f in patch.files:
-        if f.old_path is None:
-            out[f.path] = f.new_mode or 0o644
-        elif f.new_mode is not None and f.new_path is not None:
-            out[f.path] = f.new_mode
-    return out
+def _mode_after(f: FilePatch, modes: dict[str, int], tree: SourceTree) -> int | None:
+    """The mode a section leaves its file with, where it sets one: a created file's ("new file
+    mode", 0644 by default), a "new mode", and a renamed or copied file's (its source's)."""
+    if f.new_path is None:
+        return None
+    if f.old_path is None:
+        return f.new_mode or 0o644
+    if f.new_mode is not None:
+        return f.new_mode
+    if f.moves:
+        return modes[f.old_path] if f.old_path in modes else tree.mode(f.old_path)
+    return None
 
 
 def check_stack(patches: list[PatchFile], tree: SourceTree) -> StackOutcome:
-    paths = sorted({f.path for p in patches for f in p.files})
+    paths = sorted({p for patch in patches for f in patch.files for p in (f.old_path, f.new_path) if p})
     overlay = tree.read_many(paths)
     modes: dict[str, int] = {}
     out = []
     for patch in patches:
-        applied, hunks, updated = _apply_patch(patch, overlay, tree)
+        applied, hunks, updated, set_modes = _apply_patch(patch, overlay, modes, tree)
         fixed = fixed_upstream(patch, tree)
         result = PatchResult(patch.name, patch.sha256, patch.subject, APPLIES, hunks=hunks)
         if applied:
             overlay.update(updated)
-            modes.update(patch_modes(patch))
+            modes.update(set_modes)
             if fixed:
                 result.status, result.detail = OBSOLETE, f"{fixed}; it still applies, but drop it from the stack"
             else:
@@ -137,7 +159,7 @@ def check_stack(patches: list[PatchFile], tree: SourceTree) -> StackOutcome:
                                  f"{len(hunks)} hunk(s), offsets " + ", ".join(f"{o:+d}" for o in offsets))
         else:
             result.conflict = next(h for h in hunks if not h.applied)
-            reverse_ok, _, _ = _apply_patch(patch.reversed(), overlay, tree)
+            reverse_ok = _apply_patch(patch.reversed(), overlay, modes, tree)[0]
             if reverse_ok:
                 result.status, result.detail = UPSTREAM, "the source already has this change; drop the patch"
             elif fixed:
