@@ -42,11 +42,66 @@ def replace(lines: list[str], index: int, new: list[str], count: int = 1) -> lis
 
 def case(name: str, why: str, base: dict, change: dict, target: dict | None = None, context: int = 3,
          modes: dict | None = None, change_modes: dict | None = None, target_modes: dict | None = None,
-         patch: str | None = None) -> dict:
-    """base/change/target map a path to its text (None: absent). target defaults to base."""
+         patch: str | None = None, diff: tuple[str, ...] = ("--no-renames",)) -> dict:
+    """base/change/target map a path to its text (None: absent). target defaults to base. `diff`:
+    how git diff writes the patch (renames and copies found with -M/-C, binary data with --binary)."""
     return {"name": name, "why": why, "base": base, "change": change, "target": base if target is None else target,
             "context": context, "modes": modes or {}, "change_modes": change_modes or {},
-            "target_modes": target_modes if target_modes is not None else (modes or {}), "patch": patch}
+            "target_modes": target_modes if target_modes is not None else (modes or {}), "patch": patch,
+            "diff": list(diff)}
+
+
+BLOB = "".join(chr((i * 37 + i // 7) % 256) for i in range(4096))  # bytes with NULs: git calls the file binary
+SMALL_BLOB = "\x00\x01\x02binary\x00"
+RENAME = ("-M",)
+COPY = ("-C", "--find-copies-harder")
+BINARY = ("--binary", "--no-renames")
+
+
+def moves_and_binaries() -> list[dict]:
+    """Renames and copies (as format-patch -M/-C writes them), git binary patches (literal and
+    delta), and names git quotes."""
+    f, g = "src/mod.py", "src/moved.py"
+    base = {f: body(LINES)}
+    edited = body(replace(LINES, 14, ["line 15 changed"]))
+    return [
+        case("rename-pure", "a file moved, unchanged (similarity 100%)", base, {g: body(LINES)}, diff=RENAME),
+        case("rename-with-change", "a file moved and edited", base, {g: edited}, diff=RENAME),
+        case("rename-with-change-offset", "moved and edited; upstream added lines above the hunk", base, {g: edited},
+             {f: body(["up 1", "up 2"] + LINES)}, diff=RENAME),
+        case("rename-source-changed", "moved and edited; upstream changed the hunk's context", base, {g: edited},
+             {f: body(replace(LINES, 13, ["line 14 upstream"]))}, diff=RENAME),
+        case("rename-onto-existing", "the rename's target exists upstream: git refuses", base, {g: edited},
+             {**base, g: body(["theirs"])}, diff=RENAME),
+        case("rename-source-missing", "the file to move is gone upstream", {**base, "keep.py": body(["k"])},
+             {g: edited, "keep.py": body(["k"])}, {"keep.py": body(["k"])}, diff=RENAME),
+        case("rename-with-mode", "moved, edited and made executable", base, {g: edited}, change_modes={g: 0o755},
+             diff=RENAME),
+        case("rename-keeps-mode", "an executable moved keeps its mode", base, {g: body(LINES)}, modes={f: 0o755},
+             change_modes={g: 0o755}, diff=RENAME),
+        case("copy-with-change", "a file copied and the copy edited", base, {f: body(LINES), g: edited}, diff=COPY),
+        case("copy-pure", "a file copied unchanged", base, {f: body(LINES), g: body(LINES)}, diff=COPY),
+        case("copy-onto-existing", "the copy's target exists upstream", base, {f: body(LINES), g: edited},
+             {**base, g: body(["theirs"])}, diff=COPY),
+        case("binary-new", "a new binary file (literal)", base, {**base, "data/w.bin": SMALL_BLOB}, diff=BINARY),
+        case("binary-new-exists", "a new binary file that upstream has added", base,
+             {**base, "data/w.bin": SMALL_BLOB}, {**base, "data/w.bin": "\x00theirs"}, diff=BINARY),
+        case("binary-delta", "a binary file changed in a few bytes (a delta)", {"data/w.bin": BLOB},
+             {"data/w.bin": BLOB[:2000] + "\x00CHANGED\x00" + BLOB[2009:]}, diff=BINARY),
+        case("binary-literal", "a small binary file rewritten (a literal)", {"data/w.bin": SMALL_BLOB},
+             {"data/w.bin": "\x00\xff\xfe other"}, diff=BINARY),
+        case("binary-deleted", "a binary file removed", {**base, "data/w.bin": BLOB}, base, diff=BINARY),
+        case("binary-preimage-differs", "the binary file changed upstream: its blob id differs",
+             {"data/w.bin": BLOB}, {"data/w.bin": BLOB[:2000] + "\x00CHANGED\x00" + BLOB[2009:]},
+             {"data/w.bin": BLOB[:100] + "\x00upstream" + BLOB[109:]}, diff=BINARY),
+        case("binary-without-data", "\"Binary files differ\" without --binary: nothing to apply",
+             {"data/w.bin": BLOB}, {"data/w.bin": BLOB[:2000] + "\x00CHANGED\x00" + BLOB[2009:]}),
+        case("quoted-utf8-path", "a name git quotes (not ASCII)", {"src/caf\u00e9.py": body(LINES)},
+             {"src/caf\u00e9.py": edited}),
+        case("quoted-new-file", "a new file with a space and accents in its name", base,
+             {**base, "docs/na\u00efve notes.md": body(["# notes"])}),
+        case("quoted-rename", "a rename to a quoted name", base, {"src/m\u00f6d.py": edited}, diff=RENAME),
+    ]
 
 
 def cases() -> list[dict]:
@@ -165,7 +220,7 @@ def cases() -> list[dict]:
         case("same-file-twice", "two sections for one file apply one after the other", base, edit,
              patch=None),
     ]
-    return out
+    return out + moves_and_binaries()
 
 
 def run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[bytes]:
@@ -206,7 +261,7 @@ def make_patch(spec: dict, scratch: Path) -> str:
             (repo / path).unlink()
     write_tree(repo, spec["change"], {**spec["modes"], **spec["change_modes"]})
     run(["git", "add", "-A"], repo)
-    diff = run(["git", "diff", "--cached", "--no-color", "--no-renames", f"-U{spec['context']}"], repo).stdout
+    diff = run(["git", "diff", "--cached", "--no-color", *spec["diff"], f"-U{spec['context']}"], repo).stdout
     return diff.decode("latin-1")
 
 

@@ -7,11 +7,12 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import pytest
 
 from conftest import ROOT, need
-from enginebuild.core.patchfile import parse_patch
+from enginebuild.core.patchfile import PatchError, parse_patch
 from enginebuild.patches.check import check_stack
 from enginebuild.sources.trees import DirTree
 from helpers import report
@@ -28,6 +29,14 @@ def tree_of(files: dict) -> dict:
     return {p: (base64.b64decode(f["b64"]), f["mode"]) for p, f in files.items()}
 
 
+@dataclass
+class Refused:
+    """A patch the reader refuses, as a result that did not apply."""
+    detail: str
+    applied: bool = False
+    status: str = "refused"
+
+
 def apply_case(case: dict, tmp_path):
     root = tmp_path / "tree"
     for path, (data, mode) in tree_of(case["files"]).items():
@@ -36,7 +45,10 @@ def apply_case(case: dict, tmp_path):
         full.write_bytes(data)
         full.chmod(int(mode, 8))
     root.mkdir(exist_ok=True)
-    patch = parse_patch("corpus/case.patch", HEADER.encode() + case["patch"].encode("latin-1"))
+    try:
+        patch = parse_patch("corpus/case.patch", HEADER.encode() + case["patch"].encode("latin-1"))
+    except PatchError as exc:  # refused as it is read (a binary change without its data): applies nothing
+        return Refused(exc.message), tree_of(case["files"])
     tree = DirTree(root, case["name"])
     outcome = check_stack([patch], tree)
     result = outcome.results[0]
