@@ -69,7 +69,8 @@ def test_a_step_file_given_through_a_link_is_mounted_under_the_name_the_spec_giv
     (folder / "tools").mkdir()
     (folder / "tools" / "fix-arch-list-v2.sh").write_text("#!/bin/sh\necho fixed\n")
     (folder / "fix.sh").symlink_to("tools/fix-arch-list-v2.sh")
-    spec = (folder / "image.yaml").read_text() + "steps:\n  - name: fix\n    files: [fix.sh]\n    run: sh /opt/enginebuild/step/fix.sh\n"
+    spec = (folder / "image.yaml").read_text() + ("steps:\n  - name: fix\n    files: [fix.sh]\n"
+                                                  "    run: sh /opt/enginebuild/step/fix.sh\n")
     (folder / "image.yaml").write_text(spec)
     proc = run_cli(["render", "t", "--unpinned"], ws, env=NO_DOCKER)
     assert proc.returncode == 0, proc.stderr

@@ -278,3 +278,68 @@ def test_a_crlf_conflict_shows_the_carriage_returns(workspace, git_available, tm
     proc = run_cli(["patches", "check", "c"], workspace)
     assert proc.returncode == 1
     assert "        | two\\r" in proc.stdout and "        | two\n" in proc.stdout
+
+
+@pytest.mark.network
+def test_a_rename_with_a_change_of_a_real_vllm_file_applies_as_git_applies_it(vllm_image, eb_home, tmp_path,
+                                                                             git_available):
+    """A patch written by `git diff -M` that moves one of vLLM 0.21.0's model files and edits it,
+    as a backport across a release that moved the file would: `patches check` against the real
+    sdist says it applies, and the applier's tree is git apply's, byte for byte and mode."""
+    import subprocess
+    import tarfile
+
+    from enginebuild.core.patchfile import parse_patch
+    from enginebuild.io.store import Store
+    from enginebuild.patches.check import check_stack
+    from enginebuild.sources.trees import DirTree
+
+    assert run_cli(["patches", "check", "v"], vllm_image).returncode == 0  # the sdist is in the store now
+    lock = json.loads((vllm_image / "lockfiles/v.lock").read_text())
+    pin = next(e["resolved"] for k, e in lock["inputs"].items() if k.startswith("components.vllm"))
+    path, moved = "vllm/model_executor/models/qwen3_next.py", "vllm/model_executor/models/qwen3_next_model.py"
+    with tarfile.open(Store(eb_home).path(pin["sha256"])) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/" + path))
+        original = tar.extractfile(member).read()
+
+    def git(*args, cwd):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                              capture_output=True).stdout
+
+    made = tmp_path / "made"
+    (made / path).parent.mkdir(parents=True)
+    (made / path).write_bytes(original)
+    git("init", "-q", cwd=made)
+    git("add", "-A", cwd=made)
+    git("commit", "-qm", "0.21.0", cwd=made)
+    git("mv", path, moved, cwd=made)
+    lines = original.split(b"\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(b"class "))
+    lines.insert(at, b"# moved here by a backport")
+    (made / moved).write_bytes(b"\n".join(lines))
+    git("add", "-A", cwd=made)
+    diff = git("diff", "--cached", "-M", cwd=made).decode()
+    assert "rename from " + path in diff and "rename to " + moved in diff
+    header = "Subject: move the model file\nDescription: a backport's move\nUpstream: not forwarded: a test\n---\n"
+    write_patch(vllm_image, "vllm/0003-move-model-file.patch", header + diff)
+    spec = vllm_image / "images/v/image.yaml"
+    spec.write_text(spec.read_text().replace("vllm/0002-qwen3-next-supports-eagle3.patch",
+                                             "vllm/0002-qwen3-next-supports-eagle3.patch\n"
+                                             "      - vllm/0003-move-model-file.patch"))
+    proc = run_cli(["patches", "check", "v", "--json"], vllm_image)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    statuses = {p["name"]: p["status"] for p in json.loads(proc.stdout)[0]["patches"]}
+    assert statuses["vllm/0003-move-model-file.patch"] == "applies", statuses
+
+    theirs = tmp_path / "git-apply"  # the real file, patched by git apply alone
+    (theirs / path).parent.mkdir(parents=True)
+    (theirs / path).write_bytes(original)
+    (tmp_path / "p.diff").write_text(diff)
+    git("apply", str(tmp_path / "p.diff"), cwd=theirs)
+    ours = tmp_path / "ours"
+    (ours / path).parent.mkdir(parents=True)
+    (ours / path).write_bytes(original)
+    outcome = check_stack([parse_patch("vllm/0003.patch", (header + diff).encode())], DirTree(ours, "0.21.0 file"))
+    assert outcome.ok
+    assert outcome.files == {path: None, moved: (theirs / moved).read_bytes()} and not (theirs / path).exists()
+    assert outcome.modes[moved] == 0o644

@@ -9,7 +9,9 @@
     ...
 
 Loading lints it: a missing header, a path that is absolute or leaves the tree, a
-symlink, a binary or rename patch, or a malformed hunk is an error naming the file.
+symlink, a binary change without its data, or a malformed hunk is an error naming the file.
+Renames and copies, git binary patches (core/gitbinary.py) and git's quoted names are read
+as git writes them.
 """
 from __future__ import annotations
 
