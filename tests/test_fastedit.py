@@ -304,3 +304,23 @@ def test_enginebuild_yaml_tags_are_given_by_every_build_and_kept_by_the_no_op(ws
     (ws / "enginebuild.yaml").write_text('tags: ["recipes/fixed:dev"]\n')
     bad = run_cli(["image", name], ws)
     assert bad.returncode == 2 and "enginebuild.yaml:1: tags[0]" in bad.stderr and "{image}" in bad.stderr, bad.stderr
+
+
+def test_a_t_tag_stays_on_the_image_it_named_when_later_builds_go_without_it(ws, docker_engine):
+    """`docker build -t` tags once: a release tag never follows a later build, no-op, file edit or full."""
+    name = (ws / "name").read_text()
+    release = f"mine/{name}:rel"
+    tagged = run_cli(["image", name, "-t", release], ws)
+    assert tagged.returncode == 0, tagged.stderr
+    first = inspect(release)["Id"]
+    again = image(ws)  # a no-op without -t reports and checks the image's own tags only
+    assert release not in again and f"-> {ref(ws)}" in again
+    (folder(ws) / "run.sh").write_text("#!/bin/sh\nexec serve --port 9000\n")
+    edited = image(ws)  # the file-edit path
+    assert FAST in edited and release not in edited
+    assert inspect(release)["Id"] == first != inspect(ref(ws))["Id"]
+    (folder(ws) / "image.yaml").write_text(SPEC.replace("fast-edit", "full-way"))
+    full = image(ws)  # the full path
+    assert FAST not in full and release not in full
+    assert inspect(release)["Id"] == first != inspect(ref(ws))["Id"]
+    docker("rmi", release, check=False)

@@ -184,7 +184,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                            verbose=args.verbose, jobs=args.jobs, cache=args.cache, no_cache=args.no_registry_cache or args.no_cache,
                            rebuild=args.no_cache,
                            cache_readonly=args.cache_readonly, outputs=outputs, component=list(args.component),
-                           push=args.push, to=args.to, tag=list(args.push_tag), local_tags=tag_names)
+                           push=args.push, to=args.to, tag=list(args.push_tag), local_tags=tag_names,
+                           tags_follow=not args.local_tags)
     ws.sweep()
     if not on and not ws.overrides:  # a --set value is never written to a lock: the plan refuses it as before
         lock_first(ws, names, args.locked or args.frozen)

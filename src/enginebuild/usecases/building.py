@@ -44,6 +44,7 @@ class BuildRequest:
     to: str | None = None
     tag: list[str] = field(default_factory=list)  # tags to push
     local_tags: list[str] = field(default_factory=list)  # -t NAME[:TAG] (`{image}`: the image's name)
+    tags_follow: bool = False  # the local tags are enginebuild.yaml's defaults: later builds move them too
 
 
 ATTEMPTS = 3
@@ -155,6 +156,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         check_stacks_first(ws, plan)
         outcome = build_platform(ws, spec, plan, request, cache, listed)
         tags = local_tags(plan, listed)
+        remembered = tags  # what a later no-op or file edit checks and moves: never a -t of this run alone
         if request.local_tags and len(tags) > 1:  # -t names the image the plain tag names
             from enginebuild.oci.engine import Engine
 
@@ -162,9 +164,11 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             for repository, tag in named:
                 Engine().tag(outcome.image_id, repository, tag)
             output().say("  tagged " + ", ".join(f"{r}:{t}" for r, t in named))
-            tags = tags + [f"{r}:{t}" for r, t in named]  # the no-op path checks these too
+            tags = tags + [f"{r}:{t}" for r, t in named]
+            if request.tags_follow:  # enginebuild.yaml's tags follow every build, as documented
+                remembered = tags
         edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
-        results.append({"tags": tags, "id": outcome.image_id, "edit": edit.to_json()})
+        results.append({"tags": remembered, "id": outcome.image_id, "edit": edit.to_json()})
         elapsed = time.monotonic() - start
         done = []
         order = {f"component {c.name}": i for i, c in enumerate(plan.components)}
