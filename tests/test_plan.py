@@ -135,3 +135,28 @@ def test_render_unpinned_works_without_a_lockfile(workspace):
     locked = run_cli(["render", "demo", "--locked"], workspace)  # without --unpinned it would lock first
     assert locked.returncode == 1 and "the lock would change" in locked.stderr, locked.stderr
     assert not (workspace / "lockfiles/demo.lock").exists()
+
+
+def test_plan_never_writes_the_lock_it_says_what_lock_would_change(workspace):
+    """A verb that sounds read-only changes no committed state: a platform dropped from the spec
+    and a package added show as what `lock` would change; the lockfile keeps every byte."""
+    spec = workspace / "images/demo/image.yaml"
+    spec.write_text(spec.read_text().replace("platforms: [linux/amd64, linux/arm64]", "platforms: [linux/amd64]"))
+    before = (workspace / "lockfiles/demo.lock").read_bytes()
+    proc = run_cli(["plan", "demo"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "`python BUILD.py lock demo` would change the lock: " in proc.stderr
+    assert "runtime.system@linux/arm64: in the lock but no longer in the spec" in proc.stderr
+    assert "(plan writes nothing)" in proc.stderr and "not buildable" not in proc.stdout  # the rest is pinned
+    assert (workspace / "lockfiles/demo.lock").read_bytes() == before
+    locked = run_cli(["plan", "demo", "--locked"], workspace)
+    assert locked.returncode == 1 and "the lock would change" in locked.stderr
+    listed = run_cli(["list"], workspace)
+    assert listed.returncode == 0 and (workspace / "lockfiles/demo.lock").read_bytes() == before
+    without = workspace / "images/demo/image.yaml"
+    (workspace / "lockfiles/demo.lock").unlink()  # no lock at all: every input shown unpinned, none written
+    proc = run_cli(["plan", "demo", "--json"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)["images"][0]
+    assert not doc["buildable"] and "runtime.system@linux/amd64" in doc["unresolved"]
+    assert not (workspace / "lockfiles/demo.lock").exists() and without.exists()

@@ -1,5 +1,5 @@
-"""Show, per platform, every component and runtime layer of an image (locking first what the
-spec asks for and the lock lacks, as `image` does): its key, whether it
+"""Show, per platform, every component and runtime layer of an image (never writing the lock:
+what `lock` would change is said, and planned as not pinned yet): its key, whether it
 exists, is written by enginebuild, is built by BuildKit or comes from the cache, and for
 what must be made, which input changed since its last build."""
 
@@ -16,6 +16,7 @@ from enginebuild.workspace import Workspace
 if TYPE_CHECKING:
     from enginebuild.build.cache import LayerCache
     from enginebuild.build.sites import BuilderSpec
+    from enginebuild.lock.lockfile import Lock
     from enginebuild.plan.model import ImagePlan
 
 
@@ -35,16 +36,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_builder_arguments(parser)
 
 
+def as_it_would_be(ws: Workspace, name: str, locked: bool) -> tuple[Lock, list[str]]:
+    """The lock as the plan reads it, never written: the committed one less the inputs whose
+    entries no longer match the spec (shown as what `lock` would change, and planned as not
+    pinned); with --locked/--frozen such a difference is an error, as `image` makes it."""
+    from enginebuild.errors import LockWouldChange, command
+    from enginebuild.io.progress import output
+    from enginebuild.lock.inputs import image_inputs
+    from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
+
+    spec = ws.spec(name)
+    lock = ws.lock(spec)
+    stale = stale_inputs(spec, lock)
+    if not stale:
+        assert lock is not None
+        return lock, []
+    said = "; ".join(f"{inp}: {why}" for inp, why in stale)
+    if locked:
+        raise LockWouldChange(f"{input_where(spec, stale[0][0])}: {name}: the lock would change: {said}",
+                              hint=f"run `{command()} lock {name}` and commit lockfiles/{spec.lock_name}.lock")
+    output().say(f"  {name}: `{command()} lock {name}` would change the lock: {said} (plan writes nothing)")
+    gone = {inp for inp, _ in stale} if lock is not None else {inp.name for inp in image_inputs(spec)}
+    kept = {n: e for n, e in (lock.entries if lock else {}).items() if n not in gone}
+    wanted = {inp.name for inp in image_inputs(spec)}  # an entry the spec no longer asks for blocks nothing
+    return Lock(spec.name, lock.created if lock else "1970-01-01T00:00:01Z", kept), sorted(gone & wanted)
+
+
 def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str],
-                   cache: LayerCache | None, builders: list[BuilderSpec] | None = None) -> list[JsonDoc]:
+                   cache: LayerCache | None, builders: list[BuilderSpec] | None = None,
+                   planned: tuple[Lock, list[str]] | None = None) -> list[JsonDoc]:
+    """`planned`: the lock to plan with and the inputs it leaves unpinned (see as_it_would_be)."""
     from enginebuild.build.status import describe
     from enginebuild.oci.engine import Engine
     from enginebuild.plan.image import plan_image
     from enginebuild.usecases.building import platforms_of
 
     spec = ws.spec(name)
-    lock = ws.lock(spec)
-    unresolved = sorted(lock.blocked()) if lock else []
+    lock, stale = planned if planned else (ws.lock(spec), [])
+    unresolved = sorted(set(lock.blocked()) | set(stale)) if lock else []
     out = []
     engine = Engine()
     for platform in platforms_of(spec, platforms):
@@ -87,10 +116,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         raise UserError("name an image, or --all")
     ws.sweep()  # what killed runs left (partial blobs, staging folders), as every verb that reads the store
     names = ws.select(args.images) if args.images else ws.buildable()
-    if not ws.overrides:  # as `image` does: what the spec asks for and the lock lacks is locked first
-        from enginebuild.usecases.building import lock_first
-
-        lock_first(ws, names, args.locked or args.frozen)
+    locks = {} if ws.overrides else {name: as_it_would_be(ws, name, args.locked or args.frozen) for name in names}
     cache = cache_from_settings(ws.root, args.cache, args.no_registry_cache, True)
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
     from enginebuild.spec.repo_settings import load_repo_settings
@@ -98,7 +124,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
     named = args.builder or load_repo_settings(ws.root).builders
     builders = builders_of(ws, args.builder) if named else None
-    docs = [doc for name in names for doc in describe_image(ws, name, build_args, args.platform, cache, builders)]
+    docs = [doc for name in names for doc in describe_image(ws, name, build_args, args.platform, cache, builders,
+                                                             locks.get(name))]
     if args.json:
         print(json.dumps({"images": docs}, indent=2))
         return 0
