@@ -109,7 +109,7 @@ def adds_no_layer(spec: ImageSpec) -> bool:
 
 
 def labels_of(spec: ImageSpec, lock: Lock, manifest: JsonDoc, pins: Pins, on: str | None,
-              in_label: bool = False, created: str = "") -> dict[str, str]:
+              in_label: bool, created: str) -> dict[str, str]:
     revision = source_url = ""
     for comp in [spec.component(n) for n in spec.install] + list(spec.components):
         if comp.source and comp.source.pinned_by_lock:
@@ -123,7 +123,7 @@ def labels_of(spec: ImageSpec, lock: Lock, manifest: JsonDoc, pins: Pins, on: st
     labels = {k: v for k, v in labels.items() if v}
     labels.update(dict(spec.labels))
     labels.update({
-        "org.opencontainers.image.created": created or lock.created,
+        "org.opencontainers.image.created": created,
         # each patch once, though components sharing a stack each list it in the manifest
         "org.enginebuild.patches": ",".join(dict.fromkeys(f"{p['name']}@sha256:{p['sha256']}"
                                                           for p in manifest["patches"])),
@@ -138,10 +138,10 @@ def labels_of(spec: ImageSpec, lock: Lock, manifest: JsonDoc, pins: Pins, on: st
     return {k: v for k, v in sorted(labels.items()) if v or k in dict(spec.labels)}
 
 
-def manifest_of(spec: ImageSpec, lock: Lock, platform: str) -> JsonDoc:
+def manifest_of(spec: ImageSpec, lock: Lock, platform: str, created: str) -> JsonDoc:
     patches = [{"name": p.name, "sha256": p.patch.sha256, "applies_to": owner} for owner, p in spec.all_patches]
     inputs = {n: e.resolved for n, e in sorted(lock.entries.items()) if "@" not in n or n.endswith("@" + platform)}
-    return {"enginebuild-manifest": 2, "image": spec.name, "platform": platform, "created": lock.created,
+    return {"enginebuild-manifest": 2, "image": spec.name, "platform": platform, "created": created,
             "inputs": inputs, "patches": patches,
             "components": [c.name for c in spec.components], "installed": list(spec.install)}
 
@@ -249,7 +249,8 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     used = _used_components(spec, components)
     unused = tuple(name for name in components if name not in used)
     components = {name: node for name, node in components.items() if name in used}
-    manifest = manifest_of(spec, lock, platform)
+    created = keys.created_of(options.source_date_epoch)
+    manifest = manifest_of(spec, lock, platform, created)
     # an image that adds no layer of its own (labels, env, entrypoint over a base) keeps the
     # base's layers as they are: its manifest goes into a label, as `manifest: label` asks
     in_label = spec.manifest == "label" or adds_no_layer(spec)
@@ -259,8 +260,7 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
             Data(MANIFEST_PATH, data), {"manifest": keys.sha(data)})
     if "files" in only:
         layers += _file_layers(spec.files, layers[-1].chain if layers else runtime.root, epoch)
-    labels = labels_of(spec, lock, manifest, pins, options.on, in_label,
-                       keys.created_of(lock.created, options.source_date_epoch))
+    labels = labels_of(spec, lock, manifest, pins, options.on, in_label, created)
     config = ImageSettings(
         run_env, spec.entrypoint, spec.cmd, spec.workdir, spec.user, labels, spec.expose, spec.stopsignal, spec.shell,
         spec.healthcheck, "the base is not pinned: its variables ($NAME) are shown as written, `lock` reads their "
@@ -272,7 +272,6 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         flavour = f"on-{options.on.rsplit(':', 1)[-1][:12]}"
     tags = (f"enginebuild/{image}:{flavour}-{arch}", f"enginebuild/{image}:{flavour}")
     final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
-    created = keys.created_of(lock.created, options.source_date_epoch)
     return ImagePlan(spec.name, platform, created, epoch, tuple(components.values()), final,
                      config, manifest, tags, spec.cuda_archs, options.on, unused)
 

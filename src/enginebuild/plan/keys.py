@@ -37,9 +37,8 @@ def epoch(source_date_epoch: int | None) -> int:
     return DEFAULT_EPOCH if source_date_epoch is None else source_date_epoch
 
 
-def created_of(lock_created: str, source_date_epoch: int | None) -> str:
-    """The image's `created`: SOURCE_DATE_EPOCH when given, else the lock's."""
-    value = source_date_epoch
-    if value is None:
-        return lock_created
+def created_of(source_date_epoch: int | None) -> str:
+    """The image's `created` (config, label, manifest): SOURCE_DATE_EPOCH when given, else the
+    epoch its files carry. Never when the lock was written: the same pins give the same image."""
+    value = epoch(source_date_epoch)
     return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
