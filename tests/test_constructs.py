@@ -267,6 +267,34 @@ def test_env_naming_a_variable_nothing_defines_is_refused(ws):
     assert "Docker would put the empty string there" in error and "${LD_LIBRARY_PATH:-} for Docker's" in error
 
 
+def test_an_env_edit_runs_no_command_and_build_env_is_what_commands_see(ws, docker_engine, debian_reachable):
+    """`env` is the image's, set after its commands (a launcher's PORT is no input of an apt-style
+    command); `build-env` is what the commands see, ENV before RUN. Both end in the config."""
+    spec = BUSYBOX_RUNTIME + dedent("""\
+        build-env: {TOOL_HOME: /opt/tool}
+        env: {PORT: "8000", TOOL_BIN: "$TOOL_HOME/bin"}
+        steps:
+          - name: record
+            run: mkdir -p /opt/seen && echo "tool=$TOOL_HOME port=${PORT:-unset}" > /opt/seen/env
+        """)
+    write_image(ws, "t", spec)
+    assert run_cli(["lock", "t"], ws).returncode == 0
+    first = run_cli(["image", "t"], ws)
+    assert first.returncode == 0, first.stderr
+    assert read_file("enginebuild/t:latest", "/opt/seen/env") == b"tool=/opt/tool port=unset\n"
+    write_image(ws, "t", spec.replace('PORT: "8000"', 'PORT: "8001"'))
+    second = run_cli(["image", "t"], ws)
+    assert second.returncode == 0, second.stderr
+    assert "command layer" not in second.stdout, second.stdout  # nothing ran: the config alone changed
+    env = dict(e.split("=", 1) for e in json.loads(docker("image", "inspect", "enginebuild/t:latest").stdout)[0]
+               ["Config"]["Env"])
+    assert (env["PORT"], env["TOOL_HOME"], env["TOOL_BIN"]) == ("8001", "/opt/tool", "/opt/tool/bin")
+    write_image(ws, "t", spec.replace("/opt/tool}", "/opt/tool2}"))
+    third = run_cli(["image", "t"], ws)
+    assert third.returncode == 0 and "ran 2 command layer(s)" in third.stdout, third.stdout  # build-env: their input
+    assert read_file("enginebuild/t:latest", "/opt/seen/env") == b"tool=/opt/tool2 port=unset\n"
+
+
 # -- 6. several apt archives, a flat one with its own key --------------------------------------------
 
 def gpg(home: Path, *args: str, stdin: bytes | None = None) -> bytes:

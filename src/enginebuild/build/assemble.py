@@ -215,6 +215,10 @@ class Assembler:
 def apply_settings(config: ImageConfig, settings: ImageSettings) -> None:
     """The image's own settings over the base's, with Dockerfile semantics (a new ENTRYPOINT
     resets the base's CMD)."""
+    if settings.env:  # the image's variables, after the chain's (which its commands saw)
+        merged = dict(item.split("=", 1) for item in config.env if "=" in item)
+        merged.update(dict(settings.env))
+        config.env = [f"{k}={v}" for k, v in merged.items()]
     if settings.entrypoint is not None:
         config.entrypoint = list(settings.entrypoint)
         config.cmd = list(settings.cmd) if settings.cmd is not None else None

@@ -124,7 +124,9 @@ class EnvPlanner:
                     parts: frozenset[str] = frozenset({"system", "python"}),
                     run_env: tuple[tuple[str, str], ...] = ()) -> EnvNode:
         base = self.base(role, env, on)
-        root = keys.key_of("base", ref=base.digest if base else "scratch", platform=self.platform)
+        # the variables the chain's commands see are part of every chain image's identity (its config)
+        root = keys.key_of("base", ref=base.digest if base else "scratch", platform=self.platform,
+                           **({"env": [list(p) for p in run_env]} if run_env else {}))
         node = EnvNode(role, self.platform, base, (), root, run_env)
         layers: list[LayerNode] = []
         system = env.system

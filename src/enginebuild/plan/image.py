@@ -71,13 +71,14 @@ def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:
     return lock
 
 
-def resolve_env(spec: ImageSpec, base_env: tuple[tuple[str, str], ...] | None) -> list[tuple[str, str]]:
-    """The spec's env with `$NAME`/`${NAME}`/`${NAME:-default}` replaced by the base's or earlier
-    values. `base_env` None: the base is not pinned (an unpinned render), so a name it might
-    define stays a reference, as written."""
+def resolve_env(spec: ImageSpec, base_env: tuple[tuple[str, str], ...] | None,
+                pairs: tuple[tuple[str, str], ...] | None = None, key: str = "env") -> list[tuple[str, str]]:
+    """The spec's env (or `pairs`, read at `key`) with `$NAME`/`${NAME}`/`${NAME:-default}`
+    replaced by the base's or earlier values. `base_env` None: the base is not pinned (an
+    unpinned render), so a name it might define stays a reference, as written."""
     known = dict(base_env or ())
     out = []
-    for name, value in spec.env:
+    for name, value in spec.env if pairs is None else pairs:
         def replace(match: Any, name: str = name) -> str:
             if match.group("dollar"):
                 return "$"
@@ -88,7 +89,7 @@ def resolve_env(spec: ImageSpec, base_env: tuple[tuple[str, str], ...] | None) -
                 return str(match.group(0))
             if match.group("default") is not None:
                 return str(match.group("default"))
-            raise SpecError(spec.where(f"env.{name}"), f"env.{name}",
+            raise SpecError(spec.where(f"{key}.{name}"), f"{key}.{name}",
                             f"refers to ${var}, which neither the base image nor an earlier env entry defines "
                             "(Docker would put the empty string there; enginebuild refuses, so that a misspelt "
                             "name is not dropped silently)",
@@ -185,7 +186,12 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                                                    comp.cuda_archs or spec.cuda_archs)
     base_pin = planner.base("runtime", spec.runtime, options.on)
     unknown = base_pin is not None and base_pin.digest is None and not base_pin.scratch
-    run_env = tuple(resolve_env(spec, None if unknown else base_pin.env if base_pin else ()))
+    # the commands see the base's variables and build-env; env comes after them (a launcher's PORT
+    # is no input of an apt command): the image's config holds all three
+    base_env = None if unknown else base_pin.env if base_pin else ()
+    run_env = tuple(resolve_env(spec, base_env, spec.build_env, "build-env"))
+    own = resolve_env(spec, None if base_env is None else (*base_env, *run_env), spec.env)
+    image_env = tuple({**dict(run_env), **dict(own)}.items())
     runtime = planner.environment("runtime", spec.runtime, on=options.on, parts=only, run_env=run_env)
     layers = list(runtime.layers)
 
@@ -262,16 +268,16 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         layers += _file_layers(spec.files, layers[-1].chain if layers else runtime.root, epoch)
     labels = labels_of(spec, lock, manifest, pins, options.on, in_label, created)
     config = ImageSettings(
-        run_env, spec.entrypoint, spec.cmd, spec.workdir, spec.user, labels, spec.expose, spec.stopsignal, spec.shell,
+        image_env, spec.entrypoint, spec.cmd, spec.workdir, spec.user, labels, spec.expose, spec.stopsignal, spec.shell,
         spec.healthcheck, "the base is not pinned: its variables ($NAME) are shown as written, `lock` reads their "
-                          "values from its config" if unknown and any("$" in v for _, v in run_env) else "")
+                          "values from its config" if unknown and any("$" in v for _, v in image_env) else "")
     arch = platform.split("/")[1]
     image = spec.name.split(":")[0]
     flavour = spec.name.partition(":")[2] or "latest"
     if options.on:
         flavour = f"on-{options.on.rsplit(':', 1)[-1][:12]}"
     tags = (f"enginebuild/{image}:{flavour}-{arch}", f"enginebuild/{image}:{flavour}")
-    final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
+    final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)  # config: image_env
     return ImagePlan(spec.name, platform, created, epoch, tuple(components.values()), final,
                      config, manifest, tags, spec.cuda_archs, options.on, unused)
 

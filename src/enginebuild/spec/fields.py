@@ -332,7 +332,12 @@ def image_schema() -> Record:
                           description="patches applied to what the base already ships"),
         "steps": STEPS,
         "files": FILES,
-        "env": MapOf(SCALAR_TEXT, key_pattern=ENV_NAME, key_what="a variable name", nullable=True),
+        "env": MapOf(SCALAR_TEXT, key_pattern=ENV_NAME, key_what="a variable name", nullable=True,
+                     description="the image's variables, set after its commands: a change rewrites the config "
+                                 "and runs nothing"),
+        "build-env": MapOf(SCALAR_TEXT, key_pattern=ENV_NAME, key_what="a variable name", nullable=True,
+                           description="variables the runtime's commands (system.run, steps) see, as ENV before "
+                                       "RUN: part of their keys; the image keeps them too"),
         "workdir": ABS,
         "user": Str(pattern=r"[a-z0-9_][a-z0-9_.-]{0,31}(?::[a-z0-9_][a-z0-9_.-]{0,31})?|[0-9]{1,10}(?::[0-9]{1,10})?",
                     what="a user[:group]"),

@@ -45,6 +45,7 @@ def _check_secrets(spec: ImageSpec, pairs: Iterable[tuple[str, str]], prefix: st
 
 def _bare_arch(spec: ImageSpec) -> None:
     places: list[tuple[str, str]] = [(f"env.{k}", v) for k, v in spec.env if k in ARCH_KEYS]
+    places += [(f"build-env.{k}", v) for k, v in spec.build_env if k in ARCH_KEYS]
     for comp in spec.components:
         places += [(f"components.{comp.name}.build.args.{k}", v) for k, v in comp.build.args if k in ARCH_KEYS]
         places += [(f"components.{comp.name}.cuda-archs", a) for a in comp.cuda_archs]
@@ -77,6 +78,7 @@ def lint_spec(spec: ImageSpec) -> list[str]:
             warnings.append(f"{spec.where(key)}: warning: DFlash is non-causal and is meant to run with "
                             f"ATTENTION_BACKEND=flash_attn (got {backend or 'the default'!r})")
     _check_secrets(spec, spec.env, "env")
+    _check_secrets(spec, spec.build_env, "build-env")
     for comp in spec.components:
         _check_secrets(spec, comp.build.args, f"components.{comp.name}.build.args")
     _check_secrets(spec, spec.labels, "labels")

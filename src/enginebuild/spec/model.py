@@ -248,6 +248,7 @@ class ImageSpec:
     variants: tuple[str, ...]
     cuda_verify: CudaVerify = CudaVerify()
     manifest: str = "layer"  # where the manifest of pins goes: a layer, or a label
+    build_env: tuple[tuple[str, str], ...] = ()  # variables the runtime's commands see (and the image keeps)
     wheres: dict[str, Where] = field(default_factory=dict, compare=False, hash=False)
 
     def where(self, key: str) -> Where:

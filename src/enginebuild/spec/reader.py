@@ -426,12 +426,12 @@ def topo_order(found: dict[str, m.Component], reader: Reader) -> list[str]:
     return order
 
 
-def check_env_references(reader: Reader, env: tuple[tuple[str, str], ...]) -> None:
+def check_env_references(reader: Reader, env: tuple[tuple[str, str], ...], where: str = "env") -> None:
     for key, value in env:
         try:
             env_references(value)
         except ValueError as exc:
-            raise SpecError(reader.where(f"env.{key}"), f"env.{key}", str(exc)) from None
+            raise SpecError(reader.where(f"{where}.{key}"), f"{where}.{key}", str(exc)) from None
 
 
 def _healthcheck(node: Any) -> m.Healthcheck | None:
@@ -489,6 +489,8 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
     platforms = tuple(r.get(tree, "platforms", "", ()) or ()) or (r.get(tree, "platform", "", m.DEFAULT_PLATFORM),)
     env = r.pairs(r.get(tree, "env", ""), "env")
     check_env_references(r, env)
+    build_env = r.pairs(r.get(tree, "build-env", ""), "build-env")
+    check_env_references(r, build_env, "build-env")
     entrypoint, cmd, shell = r.get(tree, "entrypoint", ""), r.get(tree, "cmd", ""), r.get(tree, "shell", "")
     model = r.get(tree, "model", "", {}) or {}
     scan = r.get(tree, "secret-scan", "", {}) or {}
@@ -515,7 +517,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         cuda_verify=m.CudaVerify(bool(cuda_verify.get("jit", False)),
                                  tuple(m.CudaSkip(k["path"], k["why"]) for k in cuda_verify.get("skip", ())),
                                  driver_branch(r, cuda_verify.get("driver"))),
-        manifest=r.get(tree, "manifest", "", "layer"),
+        manifest=r.get(tree, "manifest", "", "layer"), build_env=build_env,
     )
 
 
