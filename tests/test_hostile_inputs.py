@@ -76,3 +76,11 @@ def test_a_step_file_given_through_a_link_is_mounted_under_the_name_the_spec_giv
     assert proc.returncode == 0, proc.stderr
     assert "source=step-files/fix.sh,target=/opt/enginebuild/step/fix.sh" in proc.stdout, proc.stdout
     assert "fix-arch-list-v2.sh" not in proc.stdout
+
+
+def test_python_without_its_version_is_refused_naming_the_key(ws):
+    write_image(ws, "t", "base: scratch\nplatform: linux/amd64\npython:\n  requirements: [six==1.16.0]\n")
+    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2, proc.stderr
+    assert "images/t/image.yaml:3: python.version: required: the Python version of the image's interpreter" \
+        in proc.stderr, proc.stderr

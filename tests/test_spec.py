@@ -55,7 +55,7 @@ def test_a_far_fetched_suggestion_is_not_made(workspace):
     write_image(workspace, "u", MINIMAL + "zzzz: 1\n")
     with pytest.raises(SpecError) as info:
         load(workspace, "u")
-    assert info.value.hint.startswith("known keys here: abstract, base, builder")
+    assert info.value.hint.startswith("known keys here: abstract, base, build-env, builder")
 
 
 def test_a_dockerfile_instruction_used_as_a_key_says_what_to_use(workspace):

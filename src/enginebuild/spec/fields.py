@@ -239,7 +239,9 @@ def python_schema() -> Record:
         "indexes": MapOf(Str(test=_url, what="an index URL (PEP 503 simple API)"), key_pattern=NAME,
                          key_what="an index name", description="named indexes; a requirement naming one is "
                                                                "resolved only there"),
-        "version": Str(pattern=r"3\.[0-9]{1,2}", what="a Python version such as '3.12'"),
+        "version": Str(pattern=r"3\.[0-9]{1,2}", what="a Python version such as '3.12'",
+                       description="required: the version of the image's Python interpreter (the base's or the "
+                                   "system packages'), which every wheel is chosen for"),
         "site-packages": ABS,
         "interpreter": ABS,
         "constraints": ListOf(Str(test=_requirement, what="a requirement (PEP 508)"), unique=True),

@@ -226,7 +226,13 @@ class Reader:
     def python(self, node: Any, path: str) -> m.Python | None:
         if node is None:
             return None
-        version = self.get(node, "version", path, "3.12")
+        version = self.get(node, "version", path, None)
+        if not version:  # the interpreter every wheel is chosen for: never guessed
+            raise SpecError(self.where(path), f"{path}.version" if path else "python.version",
+                            "required: the Python version of the image's interpreter (wheels are chosen for it)",
+                            hint="write the base's or the system packages' Python, such as version: \"3.11\" for "
+                                 "Debian 12's python3 or \"3.12\" for Ubuntu 24.04's")
+        version = str(version)
         indexes = self.pairs(self.get(node, "indexes", path), f"{path}.indexes")
         names = {n for n, _ in indexes}
         reqs = []
