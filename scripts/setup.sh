@@ -1,31 +1,52 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian/Ubuntu machine for enginebuild and its tests, idempotently:
-# Debian packages (Docker engine, registry, busybox, shellcheck, git), the pinned Python
-# dependencies, a running Docker engine with BuildKit, and an OCI registry on 127.0.0.1:5000.
+# Sets up a fresh Debian/Ubuntu machine for enginebuild, idempotently, in one of two sizes:
+#
+#   bash scripts/setup.sh demo [--all-platforms]   what building the demo needs: the Docker engine
+#       (docker.io), started, and a virtual environment .venv with requirements.txt; with
+#       --all-platforms also qemu-user-static and binfmt-support (arm64 under emulation)
+#   bash scripts/setup.sh [test]                   everything the test suite needs as well: the CNCF
+#       registry on 127.0.0.1:5000, busybox, shellcheck, git, npm, sshd, apache2-utils, qemu,
+#       a pinned buildx aside, and requirements-test.txt in .venv
+#
+# Python packages go into .venv (ENGINEBUILD_VENV), never into the system's Python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+MODE=${1:-test}
+ALL_PLATFORMS=no
+case "$MODE" in
+    demo) [ "${2:-}" = "--all-platforms" ] && ALL_PLATFORMS=yes ;;
+    test) ALL_PLATFORMS=yes ;;
+    *) echo "setup: unknown mode '$MODE' (demo or test)" >&2; exit 2 ;;
+esac
+
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-PY=${PYTHON:-python3}
+BASE_PY=${ENGINEBUILD_PYTHON:-python3}
+VENV=${ENGINEBUILD_VENV:-.venv}
 
 packages=()
 command -v dockerd >/dev/null || packages+=(docker.io)
-command -v docker-registry >/dev/null || packages+=(docker-registry)
-[ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx httpd || packages+=(busybox-static)
-command -v shellcheck >/dev/null || packages+=(shellcheck)
-command -v git >/dev/null || packages+=(git)
-command -v patch >/dev/null || packages+=(patch)
-command -v curl >/dev/null || packages+=(curl)
-command -v npm >/dev/null || packages+=(npm)
-command -v ip >/dev/null || packages+=(iproute2)
-command -v htpasswd >/dev/null || packages+=(apache2-utils)
-[ -x /usr/sbin/sshd ] || packages+=(openssh-server)
-command -v gpgv >/dev/null || packages+=(gpgv)
-command -v gpg >/dev/null || packages+=(gpg)
-[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || packages+=(debian-archive-keyring)
-[ -x /usr/bin/qemu-aarch64-static ] || packages+=(qemu-user-static)
-command -v update-binfmts >/dev/null || packages+=(binfmt-support)
+"$BASE_PY" -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3-venv)
+if [ "$MODE" = test ]; then
+    command -v docker-registry >/dev/null || packages+=(docker-registry)
+    [ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx httpd || packages+=(busybox-static)
+    command -v shellcheck >/dev/null || packages+=(shellcheck)
+    command -v git >/dev/null || packages+=(git)
+    command -v patch >/dev/null || packages+=(patch)
+    command -v curl >/dev/null || packages+=(curl)
+    command -v npm >/dev/null || packages+=(npm)
+    command -v ip >/dev/null || packages+=(iproute2)
+    command -v htpasswd >/dev/null || packages+=(apache2-utils)
+    [ -x /usr/sbin/sshd ] || packages+=(openssh-server)
+    command -v gpgv >/dev/null || packages+=(gpgv)
+    command -v gpg >/dev/null || packages+=(gpg)
+    [ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || packages+=(debian-archive-keyring)
+fi
+if [ "$ALL_PLATFORMS" = yes ]; then
+    [ -x /usr/bin/qemu-aarch64-static ] || packages+=(qemu-user-static)
+    command -v update-binfmts >/dev/null || packages+=(binfmt-support)
+fi
 if [ ${#packages[@]} -gt 0 ]; then
     echo "setup: installing ${packages[*]}"
     $SUDO apt-get update -qq
@@ -37,6 +58,8 @@ fi
 arm64="no"
 if [ "$(uname -m)" = aarch64 ]; then
     arm64="native"
+elif [ "$ALL_PLATFORMS" = no ]; then
+    arm64="not set up (setup.sh demo --all-platforms)"
 else
     [ -e /proc/sys/fs/binfmt_misc/register ] || $SUDO mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
     if [ -e /proc/sys/fs/binfmt_misc/register ]; then
@@ -45,13 +68,21 @@ else
             arm64="emulated (qemu-aarch64, fix-binary)"
         fi
     fi
-    if [ "$arm64" = no ]; then
+    if [ "$arm64" = no ]; then  # not reached for the demo's own platform
         echo "setup: WARNING: binfmt_misc cannot be used here (not mountable, or qemu-aarch64 not registered with" \
              "flag F): linux/arm64 images cannot be built or run on this machine" >&2
     fi
 fi
 
-"$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -r requirements.txt
+# The pinned Python packages, in a virtual environment of the project's own
+[ -x "$VENV/bin/python" ] || "$BASE_PY" -m venv "$VENV"
+wanted=requirements.txt
+[ "$MODE" = test ] && wanted=requirements-test.txt
+stamp="$VENV/.installed-$(cat requirements.txt "$wanted" | sha256sum | cut -c1-16)-$MODE"
+if [ ! -e "$stamp" ]; then
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$wanted"
+    touch "$stamp"
+fi
 
 # docker buildx, pinned (Debian's package, by sha256), unpacked aside as a standalone command for
 # the tests of `render --bake` only: installed as a CLI plugin it would change how `docker build`
@@ -64,7 +95,7 @@ case "$(dpkg --print-architecture 2>/dev/null || echo none)" in
            buildx_sha=6cf361ab892b55753b728adcbd1a99f0616711df853dba64a5297a4a676d96b0 ;;
     *) buildx_deb="" ;;
 esac
-if [ -n "$buildx_deb" ] && [ ! -x "$BUILDX" ]; then
+if [ "$MODE" = test ] && [ -n "$buildx_deb" ] && [ ! -x "$BUILDX" ]; then
     echo "setup: unpacking $buildx_deb"
     tmp_deb=$(mktemp)
     curl -fsSL -o "$tmp_deb" "http://deb.debian.org/debian/pool/main/d/docker-buildx/$buildx_deb"
@@ -83,6 +114,11 @@ if ! docker version >/dev/null 2>&1; then
         sleep 1
     done
     docker version >/dev/null 2>&1 || { echo "setup: dockerd did not start; see /tmp/enginebuild-dockerd.log" >&2; exit 1; }
+fi
+
+if [ "$MODE" = demo ]; then
+    echo "setup: ready for the demo (docker $(docker version --format '{{.Server.Version}}'), $VENV, arm64: $arm64)"
+    exit 0
 fi
 
 # A local OCI registry for pushes and the registry-backed stage cache.
