@@ -84,3 +84,17 @@ def test_python_without_its_version_is_refused_naming_the_key(ws):
     assert proc.returncode == 2, proc.stderr
     assert "images/t/image.yaml:3: python.version: required: the Python version of the image's interpreter" \
         in proc.stderr, proc.stderr
+
+
+def test_a_launcher_without_its_run_bit_is_refused_before_it_is_built(ws):
+    folder = write_image(ws, "t", "base: scratch\nplatform: linux/amd64\nfiles:\n  /opt/app/run.sh: run.sh\n"
+                                  "entrypoint: [/opt/app/run.sh]\n", {"run.txt": "x"})
+    (folder / "run.sh").write_text("#!/bin/sh\nexec serve\n")
+    (folder / "run.sh").chmod(0o644)
+    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2, proc.stderr
+    assert "images/t/image.yaml:4: files./opt/app/run.sh: images/t/run.sh is the entrypoint's program " \
+           "(/opt/app/run.sh) but is not executable (mode 0644)" in proc.stderr, proc.stderr
+    assert "chmod +x images/t/run.sh" in proc.stderr
+    (folder / "run.sh").chmod(0o755)
+    assert "not executable" not in run_cli(["plan", "t"], ws, env=NO_DOCKER).stderr

@@ -82,9 +82,28 @@ def lint_spec(spec: ImageSpec) -> list[str]:
     for comp in spec.components:
         _check_secrets(spec, comp.build.args, f"components.{comp.name}.build.args")
     _check_secrets(spec, spec.labels, "labels")
+    _check_launcher_mode(spec)
     for field in ("entrypoint", "cmd"):
         for i, arg in enumerate(getattr(spec, field) or ()):
             if SECRET_VALUE.search(arg) or re.search(r"--(?:api-key|hf-token|token)[= ]+\S", arg):
                 raise SpecError(spec.where(field), f"{field}[{i}]", "looks like a secret on the command line; "
                                                                    "pass it at run time instead")
     return warnings
+
+
+def _check_launcher_mode(spec: ImageSpec) -> None:
+    """The program the entrypoint starts (after an init's `--`), when the spec's files write it,
+    must be executable: Docker would only say "permission denied" when the container starts."""
+    argv = list(spec.entrypoint or ())
+    if "--" in argv:
+        argv = argv[argv.index("--") + 1:]
+    if not argv:
+        return
+    for group in spec.files:
+        for entry in group.entries:
+            if entry.dest == argv[0] and not entry.mode & 0o111:
+                raise SpecError(group.where, f"files.{group.key}",
+                                f"{entry.display} is the entrypoint's program ({argv[0]}) but is not executable "
+                                f"(mode {entry.mode:04o}): the container would fail to start",
+                                hint=f"chmod +x {entry.display}, or give it mode: \"0755\"")
+
