@@ -8,7 +8,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 
-VERBS = ["list", "lock", "plan", "render", "fetch", "image", "push", "patches", "verify", "reproduce", "doctor",
+VERBS = ["list", "lock", "plan", "render", "fetch", "image", "push", "patches", "verify", "reproduce", "doctor", "gc",
          "schema"]
 
 

@@ -30,6 +30,7 @@ VERBS = {
     "verify": ("verify", "check the CUDA kernel architectures of an image's binaries"),
     "reproduce": ("reproduce", "rebuild an image from its lock and compare it layer by layer"),
     "doctor": ("doctor", "check this machine for what enginebuild needs"),
+    "gc": ("gc", "remove stored blobs, records and engine tags no image needs (--dry-run shows them)"),
     "schema": ("schema", "print the JSON Schema of image.yaml"),
 }
 
@@ -92,7 +93,10 @@ def main(argv: list[str], root: str = ".") -> int:
     workspace = Workspace(Path(root).resolve(), tuple(args.overrides))
     code = EXIT_FAILED
     try:
-        code = _dispatch(args, workspace)
+        from enginebuild.io.store import Store
+
+        with Store(workspace.home).using(collecting=args.verb == "gc"):  # gc waits for builds, and they for it
+            code = _dispatch(args, workspace)
         return code
     finally:
         if code != 0:  # stopped by an error or a signal: a worker stopped mid-write leaves its partial file

@@ -177,6 +177,15 @@ def registry(repo: str, why: str) -> Check:
                  f"check the repository name and `docker login {ref.registry}`")
 
 
+def store(ws: Workspace) -> Check:
+    from enginebuild.io.progress import human_bytes
+    from enginebuild.usecases.collecting import store_size
+
+    blobs, size = store_size(ws.home)
+    return Check("store", "ok", f"{blobs} blob(s), {human_bytes(size)} at {ws.home} (it grows with every input "
+                                "and layer made; `gc` removes what no image needs)")
+
+
 def _free(path: Path) -> tuple[Path, int]:
     path = Path(path)
     while not path.exists() and path != path.parent:
@@ -258,6 +267,7 @@ def run_checks(ws: Workspace, extra_registries: list[str], builder_values: list[
             check = Check(check.name, "warn", f"{check.detail} (an earlier push's target, named by its record in "
                                               "lockfiles/; nothing needs it to build)", check.fix)
         checks.append(check)
+    checks.append(_run("store", partial(store, ws)))
     largest = largest_image(ws)
     need = max(MIN_FREE, 3 * largest)
     why = f"needs 3x the largest image built here ({largest / GB:.2f} GB), at least" if largest else "needs at least"

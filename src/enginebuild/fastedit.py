@@ -164,8 +164,11 @@ class Replay:
 
 def answer(memo: Any, key: str, name: str, home: Any) -> str | None:
     """Remake the images of `name` if only copied files changed; the line to print, or None."""
+    from enginebuild.io.files import mutex
+
     try:
-        return _answer(memo, key, name, home)
+        with mutex(Path(home) / "gc.lock", "the store (gc)", shared=True):  # as io/store.Store.using
+            return _answer(memo, key, name, home)
     except NotThisWay as why:
         if os.environ.get("ENGINEBUILD_DEBUG"):
             print(f"file-edit path not taken: {why}")

@@ -133,21 +133,23 @@ def _fsync_dir(folder: Path) -> None:
 
 @contextlib.contextmanager
 def mutex(path: Path, what: str, *, quiet: bool = False,
-          say: Callable[[str], None] | None = None) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (a file never deleted); say so when another process holds it."""
+          say: Callable[[str], None] | None = None, shared: bool = False) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (a file never deleted), or with `shared` one that only an
+    exclusive holder excludes; say so when another process holds it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
                 raise
             if not quiet:
                 message = f"waiting for another enginebuild process that holds the lock on {what} ..."
                 (say or (lambda text: print(text, file=sys.stderr, flush=True)))(message)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, kind)
         yield
     finally:
         os.close(fd)

@@ -85,6 +85,12 @@ class Store:
         self.root = self.home / "cas" / "sha256"
         self.records = self.home / "records"
 
+    def using(self, *, collecting: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Every run that may write the store holds this shared; `gc` holds it alone, so that it
+        never removes a blob a running build has written but not recorded yet."""
+        return mutex(self.home / "gc.lock", "the store (gc)" if not collecting else "the store (a build)",
+                     say=output().say, shared=not collecting)
+
     # -- blobs ---------------------------------------------------------------------------
     def path(self, sha256: str) -> Path:
         return self.root / sha256[:2] / sha256

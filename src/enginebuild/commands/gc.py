@@ -1,0 +1,41 @@
+"""Remove what no image needs any more: stored blobs and records, and the engine's
+enginebuild/chain and enginebuild/component tags, that neither the current plans of the
+catalogue's images (every platform) nor the last build of each image reach. `--dry-run` says
+what would go and how many bytes, and removes nothing. Registries are never touched."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from enginebuild.io.progress import human_bytes
+from enginebuild.workspace import Workspace
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    parser.add_argument("--json", action="store_true", help="what was (or would be) removed, as JSON")
+
+
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from enginebuild.io.progress import output
+    from enginebuild.usecases.collecting import collect, find_garbage
+
+    ws.sweep()
+    garbage = find_garbage(ws)  # the store is this run's alone (cli.main holds it for gc)
+    for name in garbage.unplanned:
+        output().say(f"  note: {name} cannot be planned here (its lock?): only its last build keeps its blobs")
+    in_use = [] if args.dry_run else collect(ws, garbage)
+    engine_bytes = sum(size for ref, size in garbage.tags if ref not in in_use)
+    if args.json:
+        print(json.dumps({"dry_run": args.dry_run, "blobs": len(garbage.blobs), "blob_bytes": garbage.blob_bytes,
+                          "records": len(garbage.records), "engine_tags": [t for t, _ in garbage.tags],
+                          "engine_tags_in_use": in_use, "kept_blobs": garbage.kept_blobs,
+                          "kept_bytes": garbage.kept_bytes}, indent=2))
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"store: {verb} {len(garbage.blobs)} blob(s), {human_bytes(garbage.blob_bytes)}, and "
+          f"{len(garbage.records)} record(s); kept {garbage.kept_blobs} blob(s), {human_bytes(garbage.kept_bytes)}")
+    print(f"engine: {verb} {len(garbage.tags) - len(in_use)} enginebuild tag(s) (images up to "
+          f"{human_bytes(engine_bytes)})" + (f"; {len(in_use)} in use by a container, kept" if in_use else ""))
+    return 0

@@ -1,0 +1,157 @@
+"""`gc`: what the store and the engine hold that no image needs any more, found by reachability
+from the plans (as Nix's garbage collector keeps what its roots reach).
+
+The roots are the current plans of every image of the catalogue, for every platform, and the
+last build of each image this machine made (the build history). Every 64-hex digest or key they
+hold is live; a record named by a live key is live, and so is every digest it names (a layer
+record names its blobs, an outputs record its tar and wheels), to a fixed point. A stored blob
+or record that is not live goes; so do the engine's chain and component tags whose keys are not
+live. Nothing a registry holds is touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from enginebuild.errors import EngineBuildError
+from enginebuild.io.store import Store
+from enginebuild.workspace import Workspace
+
+HEX64 = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+ENGINE_REPOS = ("enginebuild/chain", "enginebuild/component")
+
+
+@dataclass
+class Garbage:
+    blobs: list[tuple[Path, int]] = field(default_factory=list)
+    records: list[Path] = field(default_factory=list)
+    tags: list[tuple[str, int]] = field(default_factory=list)  # engine refs and their images' sizes
+    kept_blobs: int = 0
+    kept_bytes: int = 0
+    unplanned: list[str] = field(default_factory=list)  # images that could not be planned (kept by history)
+
+    @property
+    def blob_bytes(self) -> int:
+        return sum(size for _, size in self.blobs)
+
+
+def _strings(value: object) -> Iterable[str]:
+    """Every string inside a plan (dataclasses, tuples, mappings), keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, bytes):
+        return
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _strings(getattr(value, f.name))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for item in value:
+            yield from _strings(item)
+
+
+def roots(ws: Workspace) -> tuple[set[str], list[str]]:
+    """The live digests and keys of every image's plans and of the build history, and the images
+    that could not be planned."""
+    from enginebuild.plan.image import plan_image
+
+    live: set[str] = set()
+    unplanned = []
+    for name in ws.buildable():
+        try:
+            spec = ws.spec(name)
+            lock = ws.lock(spec)
+            for platform in spec.platforms:
+                plan = plan_image(spec, lock, platform, ws.plan_options())
+                live.update(m for text in _strings(plan) for m in HEX64.findall(text))
+        except EngineBuildError:
+            unplanned.append(name)
+    history = Path(ws.home) / "history"
+    for path in history.glob("*.json") if history.is_dir() else ():
+        live.update(HEX64.findall(path.read_text(errors="replace")))
+    return live, unplanned
+
+
+def closure(store: Store, live: set[str]) -> set[str]:
+    """`live` and every digest the records named by a live key name, to a fixed point."""
+    records = {path.stem: path for path in store.records.glob("*/*.json")} if store.records.is_dir() else {}
+    by_key: dict[str, list[Path]] = {}
+    for path in store.records.glob("*/*.json") if store.records.is_dir() else ():
+        by_key.setdefault(path.stem, []).append(path)
+    todo = [k for k in live if k in records]
+    seen: set[str] = set()
+    while todo:
+        key = todo.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        for path in by_key.get(key, ()):
+            for found in HEX64.findall(path.read_text(errors="replace")):
+                if found not in live:
+                    live.add(found)
+                    if found in records:
+                        todo.append(found)
+    return live
+
+
+def find_garbage(ws: Workspace) -> Garbage:
+    from enginebuild.oci.engine import Engine
+
+    store = Store(ws.home)
+    live, unplanned = roots(ws)
+    live = closure(store, live)
+    out = Garbage(unplanned=unplanned)
+    cas = store.root
+    for path in sorted(cas.glob("*/*")) if cas.is_dir() else ():
+        if not HEX64.fullmatch(path.name):
+            continue
+        size = path.stat().st_size
+        if path.name in live:
+            out.kept_blobs += 1
+            out.kept_bytes += size
+        else:
+            out.blobs.append((path, size))
+    for path in sorted(store.records.glob("*/*.json")) if store.records.is_dir() else ():
+        if HEX64.fullmatch(path.stem) and path.stem not in live:
+            out.records.append(path)
+    engine = Engine(timeout=30)
+    if engine.ping():
+        for repo in ENGINE_REPOS:
+            for tag in sorted(engine.tags_of(repo)):
+                if tag not in live:
+                    found = engine.inspect(f"{repo}:{tag}") or {}
+                    out.tags.append((f"{repo}:{tag}", int(found.get("Size") or 0)))
+    return out
+
+
+def collect(ws: Workspace, garbage: Garbage) -> list[str]:
+    """Remove what `find_garbage` found; returns the engine refs that could not be removed (in use)."""
+    from enginebuild.oci.engine import Engine
+
+    for path, _ in garbage.blobs:
+        path.unlink(missing_ok=True)
+        path.with_name(f".{path.name}.lock").unlink(missing_ok=True)  # its fetch's mutex file
+    for path in garbage.records:
+        path.unlink(missing_ok=True)
+    kept = []
+    engine = Engine(timeout=120)
+    for ref, _ in garbage.tags:
+        try:
+            engine.remove(ref)
+        except EngineBuildError:
+            kept.append(ref)
+    return kept
+
+
+def store_size(home: Path) -> tuple[int, int]:
+    """(blobs, bytes) the store holds."""
+    cas = Store(home).root
+    sizes = [p.stat().st_size for p in cas.glob("*/*") if HEX64.fullmatch(p.name)] if cas.is_dir() else []
+    return len(sizes), sum(sizes)

@@ -1,0 +1,73 @@
+"""`gc` removes what no image needs (stored blobs and records, the engine's chain and component
+tags) and keeps what the catalogue's current plans and each image's last build reach: after it,
+the image is still a no-op, and `--dry-run` removes nothing."""
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from conftest import run_cli
+from helpers.docker import docker
+from helpers.specs import BUSYBOX_BUILDER, write_image
+
+pytestmark = [pytest.mark.docker, pytest.mark.network]
+
+SPEC = BUSYBOX_BUILDER + """components:
+  e:
+    source: {path: src}
+    build: {script: build.sh}
+    outputs: {paths: [/opt/e]}
+install: [e]
+files:
+  /opt/app/run.sh: run.sh
+entrypoint: [/opt/app/run.sh]
+"""
+
+
+def chain_tags() -> set[str]:
+    out = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "enginebuild/chain").stdout.split()
+    out += docker("images", "--format", "{{.Repository}}:{{.Tag}}", "enginebuild/component").stdout.split()
+    return set(out)
+
+
+def test_gc_removes_what_no_image_needs_and_the_image_stays_a_no_op(tmp_path, docker_engine, debian_reachable):
+    ws = tmp_path / "repo"
+    (ws / "lockfiles").mkdir(parents=True)
+    name = f"gc-{uuid.uuid4().hex[:6]}"
+    env = {"ENGINEBUILD_HOME": str(tmp_path / "home")}
+    files = {"src/x": "x\n", "build.sh": "#!/bin/sh\nmkdir -p /opt/e && echo MARK > /opt/e/x\n",
+             "run.sh": "#!/bin/sh\necho one\n"}
+    write_image(ws, name, SPEC, files)
+    assert run_cli(["lock", name], ws, env=env).returncode == 0
+    assert run_cli(["image", name], ws, env=env).returncode == 0
+    first_tags = chain_tags()
+    write_image(ws, name, SPEC, {**files, "run.sh": "#!/bin/sh\necho two\n",
+                                 "build.sh": "#!/bin/sh\nmkdir -p /opt/e && echo OTHER > /opt/e/x\n"})
+    rebuilt = run_cli(["image", name], ws, env=env)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    image_id = json.loads(docker("image", "inspect", f"enginebuild/{name}:latest").stdout)[0]["Id"]
+
+    dry = run_cli(["gc", "--dry-run", "--json"], ws, env=env)
+    assert dry.returncode == 0, dry.stderr
+    planned = json.loads(dry.stdout)
+    assert planned["blobs"] >= 2 and planned["blob_bytes"] > 0  # the old launcher's layer, the old outputs
+    assert planned["records"] >= 1
+    stale = set(planned["engine_tags"])
+    assert stale and stale <= first_tags  # the first build's component image and chain tags
+    assert json.loads(run_cli(["gc", "--dry-run", "--json"], ws, env=env).stdout)["blobs"] == planned["blobs"]
+
+    done = run_cli(["gc"], ws, env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"store: removed {planned['blobs']} blob(s)" in done.stdout, done.stdout
+    assert not (stale & chain_tags())
+    after = json.loads(run_cli(["gc", "--dry-run", "--json"], ws, env=env).stdout)
+    assert (after["blobs"], after["records"], after["engine_tags"]) == (0, 0, [])
+    again = run_cli(["image", name], ws, env=env)  # what the image needs was kept
+    assert again.returncode == 0 and "nothing to build" in again.stdout, again.stdout + again.stderr
+    assert json.loads(docker("image", "inspect", f"enginebuild/{name}:latest").stdout)[0]["Id"] == image_id
+    doctor = json.loads(run_cli(["doctor", "--json"], ws, env=env).stdout)
+    store = next(c for c in doctor["checks"] if c["name"] == "store")
+    assert f"{after['kept_blobs']} blob(s)" in store["detail"] and "`gc` removes" in store["detail"]
+    docker("image", "rm", f"enginebuild/{name}:latest", check=False)
