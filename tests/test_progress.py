@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import run_cli
+from helpers.docker import docker
 from helpers.registry import free_port
 from helpers.specs import BUSYBOX_BUILDER, write_image
 
@@ -200,3 +201,28 @@ def test_doctor_warns_of_a_gone_registry_that_only_an_old_push_record_names(work
     assert proc.returncode == (0 if all(c["status"] != "FAIL" for c in checks.values()) else 1)
     asked = run_cli(["doctor", "--json", "--registry", "127.0.0.1:9/enginebuild/gone"], workspace, env=env)
     assert rows(asked)["registry 127.0.0.1:9"]["status"] == "FAIL" and asked.returncode == 1  # asked about: it counts
+
+
+@pytest.mark.docker
+@pytest.mark.network
+def test_plain_progress_shows_every_build_steps_output_saying_whose_it_is(tmp_path, docker_engine, debian_reachable):
+    """As Docker's --progress=plain: the builder's output, each line naming the image, platform and
+    component or layer (two builds' counters never read as one); -q shows none of it."""
+    import uuid
+
+    ws = tmp_path / "repo"
+    (ws / "lockfiles").mkdir(parents=True)
+    name, mark = f"plain-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
+    write_image(ws, name, BUSYBOX_BUILDER + "components:\n  e:\n    source: {path: src}\n    build: {script: build.sh}\n"
+                "    outputs: {paths: [/x]}\ninstall: [e]\n",
+                {"src/a": "a\n", "build.sh": f"#!/bin/sh\necho compiling-{mark}\necho built > /x\n"})
+    assert run_cli(["lock", name], ws).returncode == 0
+    plain = run_cli(["image", name, "--progress=plain"], ws)
+    assert plain.returncode == 0, plain.stderr
+    line = next((x for x in plain.stderr.splitlines() if f"compiling-{mark}" in x), None)
+    assert line is not None, plain.stderr
+    assert line.lstrip().startswith(f"{name} [linux/amd64] component e | ")
+    assert "builder: BuildKit, driven by `" in plain.stderr  # the builder line says what it is
+    quiet = run_cli(["image", name, "--no-cache", "-q"], ws)
+    assert quiet.returncode == 0 and f"compiling-{mark}" not in quiet.stderr + quiet.stdout
+    docker("image", "rm", f"enginebuild/{name}:latest", check=False)

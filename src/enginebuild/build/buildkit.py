@@ -169,8 +169,10 @@ class BuildResult:
 
 def run_build(builder: Builder, *, context: Callable[[IO[bytes]], None], tag: str, platform: str,
               secrets: dict[str, str], log_path: Path, label: str, expected_s: float | None,
-              verbose: bool = False, engine_alive: Callable[[], bool] = lambda: True) -> BuildResult:
-    """Run one BuildKit build; raise BuildFailed with the builder's output on failure."""
+              verbose: bool = False, engine_alive: Callable[[], bool] = lambda: True, image: str = "") -> BuildResult:
+    """Run one BuildKit build; raise BuildFailed with the builder's output on failure. Its output
+    is streamed with -v, and always in plain progress (CI), each line saying whose it is (the
+    image, platform and component or layer)."""
     redact = Redactor(list(secrets.values()))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     context_file = temp_path(settings().home / "tmp", "context")
@@ -199,9 +201,9 @@ def run_build(builder: Builder, *, context: Callable[[IO[bytes]], None], tag: st
                     text = redact(raw.decode("utf-8", "replace").rstrip("\n"))
                     log.write(text + "\n")
                     tail.append(text)
-                    if verbose:
-                        output().say(f"    {text}")
-                    else:
+                    if verbose or not output().live:  # plain: every step's output, as Docker's plain shows it
+                        output().say(f"    {image + ' ' if image else ''}{label} | {text}")
+                    if not verbose:
                         line.feed(text)
                     if not announced and re.match(r"#\d+ \[.*\] RUN", text):
                         announced = True

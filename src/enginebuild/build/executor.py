@@ -270,7 +270,7 @@ class Executor:
         materializer = Materializer(self.ctx(plan.epoch), plan.image)
         result = run_build(self.builder(site), tag=tag, platform=plan.platform,
                            context=lambda out: materializer.write_context(out, payload.dockerfile, payload.context),
-                           secrets=self.secrets(payload.secrets, node.name), label=label,
+                           secrets=self.secrets(payload.secrets, node.name), label=label, image=plan.image,
                            log_path=self.home / "logs" / f"{plan.image.replace(':', '--')}-{node.chain[:12]}.log",
                            expected_s=self.history.seconds(node.name), verbose=self.verbose,
                            engine_alive=site.engine.ping)
@@ -361,7 +361,7 @@ class Executor:
         seeds = self.compiler_caches.seeds(comp) if comp.caches else []
         result = run_build(self.builder(site), tag=tag, platform=plan.platform,
                            context=lambda out: materializer.write_context(out, comp.dockerfile, comp.context, seeds),
-                           secrets=self.secrets(comp.secrets, f"component {comp.name}"), label=label,
+                           secrets=self.secrets(comp.secrets, f"component {comp.name}"), label=label, image=plan.image,
                            log_path=self.home / "logs" / f"{plan.image.replace(':', '--')}-{comp.name}-{comp.key[:12]}.log",
                            expected_s=self.history.seconds(f"component {comp.name}"), verbose=self.verbose,
                            engine_alive=site.engine.ping)

@@ -98,7 +98,8 @@ class Site:
                                                 builder_name=None if self.remote else found.builder_name,
                                                 engine=self.spec.endpoint.describe())
             where = f" on builder {self.name} ({self.spec.endpoint.describe()})" if self.remote else ""
-            output().say(f"  builder: {self._builder.describe()}{where}")
+            output().say(f"  builder: BuildKit, driven by `{self._builder.describe()}`{where} (component builds "
+                         "and command layers run there; enginebuild writes every other layer itself)")
         return self._builder
 
     def alive(self) -> bool:
