@@ -206,6 +206,32 @@ def test_a_failing_step_fails_the_build_with_its_output(ws, docker_engine, debia
     assert docker_engine.image_id("enginebuild/step-fails:latest") is None
 
 
+def test_a_script_of_several_lines_stops_at_its_first_failing_command_naming_the_line(ws, docker_engine,
+                                                                                      debian_reachable):
+    """As GitHub Actions runs `run: |`: a `false` in the middle fails the step (it built with exit 0)."""
+    write_image(ws, "script-fails", """
+        base: scratch
+        platform: linux/amd64
+        system:
+          install: extract
+          packages: [busybox-static]
+          run: [["/bin/busybox", "--install", "-s", "/bin"]]
+        steps:
+          - name: setup
+            run: |
+              echo first line ran
+              false
+              echo never printed > /never
+        """)
+    assert run_cli(["lock", "script-fails"], ws).returncode == 0
+    proc = run_cli(["image", "script-fails"], ws)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "step setup" in proc.stderr and "first line ran" in proc.stderr
+    assert "enginebuild: the script stopped at its line 2 (exit 1)" in proc.stderr, proc.stderr
+    assert "never printed" not in proc.stderr
+    assert docker_engine.image_id("enginebuild/script-fails:latest") is None
+
+
 REWRITE = """
     base: scratch
     platform: linux/amd64

@@ -83,12 +83,23 @@ def parent_ref(env: EnvNode, upto: str | None = None) -> str:
 SCRIPT = "/opt/enginebuild/step-script.sh"  # a step's script of several lines, mounted for its RUN
 
 
+STOP_ON_FAILURE = {  # put before a script's first line, on that line: its line numbers stay the user's
+    "bash": "trap 'echo \"enginebuild: the script stopped at its line $LINENO (exit $?)\" >&2' ERR; "
+            "set -eo pipefail; ",
+    "sh": "trap 'rc=$?; [ $rc -eq 0 ] || echo \"enginebuild: the script stopped${LINENO:+ at its line $LINENO} "
+          "(exit $rc)\" >&2' EXIT; set -e; ",
+}
+
+
 def script_run(script: str, shell: list[str] | None, arcname: str) -> tuple[list[str], ContextItem]:
     """A script of several lines, as a file of the build context run by the image's shell (or
-    /bin/sh): no line of it ever becomes a Dockerfile instruction."""
-    data = script.encode()
+    /bin/sh): no line of it ever becomes a Dockerfile instruction. It stops at its first failing
+    command, as GitHub Actions runs `run: |` (`set -e`, and `pipefail` under bash), and says at
+    which line where the shell can tell (bash, busybox; dash gives the exit status only)."""
+    argv = [*(shell[:-1] if shell and shell[-1] == "-c" else shell or ["/bin/sh"])]
+    data = (STOP_ON_FAILURE["bash" if argv[0].rsplit("/", 1)[-1] == "bash" else "sh"] + script).encode()
     item = ContextItem(arcname, keys.sha(data), FromData(data), 0o755, label="script")
-    return [*(shell[:-1] if shell and shell[-1] == "-c" else shell or ["/bin/sh"]), SCRIPT], item
+    return [*argv, SCRIPT], item
 
 
 class EnvPlanner:
