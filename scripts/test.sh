@@ -1,10 +1,39 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: set up the real parts (scripts/setup.sh: Debian's
 # packages, the engine, the registry, and .venv with requirements-test.txt), then run pytest
-# from .venv. Under CI=true, tests that need Docker, git, a registry or PyPI fail instead of skipping.
+# from .venv: the fast tier first (tests that need no engine, registry or network, run with
+# none reachable, on every CPU with pytest-xdist), then the rest, one at a time. Under CI=true, tests that need Docker, git, a registry or
+# PyPI fail instead of skipping.
+#
+#   bash scripts/test.sh            everything
+#   bash scripts/test.sh --fast     the fast tier alone (no set-up of the engine or registry)
+#   bash scripts/test.sh ARGS...    pytest ARGS (a file, -k, ...), after the full set-up
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh test
+fast_only=no
+if [ "${1:-}" = "--fast" ]; then fast_only=yes; shift; fi
+if [ "$fast_only" = yes ] && [ -x "${ENGINEBUILD_VENV:-.venv}/bin/python" ]; then
+    :  # the fast tier needs the venv only
+else
+    bash scripts/setup.sh test
+fi
 VENV=$(cd "${ENGINEBUILD_VENV:-.venv}" && pwd)
 export PATH="$VENV/bin:$PATH" PYTHON="$VENV/bin/python"
-exec "$VENV/bin/python" -m pytest --durations=15 "$@"
+
+fast_tier() {
+    # nothing outside the process can be reached: a test in this tier that needs it fails
+    DOCKER_HOST=unix:///nonexistent/fast-tier.sock ENGINEBUILD_DOCKER=/nonexistent/docker \
+        HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY=127.0.0.1,localhost \
+        http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 no_proxy=127.0.0.1,localhost \
+        "$VENV/bin/python" -m pytest -m fast -n auto "$@"
+}
+
+if [ "$fast_only" = yes ]; then
+    fast_tier "$@"
+    exit
+fi
+if [ $# -gt 0 ]; then
+    exec "$VENV/bin/python" -m pytest --durations=15 "$@"
+fi
+fast_tier -q
+exec "$VENV/bin/python" -m pytest --durations=15 -m "not fast"

@@ -129,6 +129,24 @@ def git_available():
     return True
 
 
+# The parts outside the process a fixture stands for, and the marker it gives the tests that use
+# it (directly or through other fixtures): a test's tier follows from what it uses, so a test
+# that needs Docker cannot be counted in the fast tier.
+OUTSIDE = {"docker_engine": "docker", "registry": "registry", "token_registry": "registry",
+           "pypi_reachable": "network", "debian_reachable": "network", "small_disk": "docker"}
+SLOW_MARKS = {"docker", "network", "registry"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test gets the markers of the outside parts its fixtures need; one that needs none is
+    `fast` (`scripts/test.sh --fast` runs those alone, with no engine and no network reachable)."""
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & set(OUTSIDE):
+            item.add_marker(getattr(pytest.mark, OUTSIDE[fixture]))
+        if not {m.name for m in item.iter_markers()} & SLOW_MARKS:
+            item.add_marker(pytest.mark.fast)
+
+
 def pytest_terminal_summary(terminalreporter):
     from helpers import report
 

@@ -74,7 +74,7 @@ def www(tmp_path):
 
 # -- 1. files: folders, globs, modes ---------------------------------------------------------------
 
-def test_files_take_folders_and_globs_with_modes_one_layer_per_entry(ws, tmp_path):
+def test_files_take_folders_and_globs_with_modes_one_layer_per_entry(ws, tmp_path, docker_engine):
     write_image(ws, "t", SCRATCH + dedent("""
         files:
           /etc/engine/: conf/
@@ -112,7 +112,7 @@ install: [e]
 COMPONENT_FILES = {"src/a.c": "int a;\n", "build.sh": "#!/bin/sh\necho built > /x\n"}
 
 
-def test_variants_lock_separately_and_a_build_arg_override_never_reaches_the_lock(ws):
+def test_variants_lock_separately_and_a_build_arg_override_never_reaches_the_lock(ws, debian_reachable):
     write_image(ws, "t", COMPONENT + """variants:
   fast: {components: {e: {build: {args: {OPT: "-O3"}}}}}
   debug: {env: {DEBUG: "1"}}
@@ -464,7 +464,7 @@ def test_a_git_source_with_a_malformed_version_is_refused(ws):
 
 # -- 9. URL inputs pinned by sha256 --------------------------------------------------------------------
 
-def test_a_url_file_is_fetched_on_the_host_verified_and_placed(ws, www, tmp_path):
+def test_a_url_file_is_fetched_on_the_host_verified_and_placed(ws, www, tmp_path, docker_engine):
     folder, url = www
     (folder / "tokenizer.json").write_text('{"vocab": {}}\n')
     sha = hashlib.sha256(b'{"vocab": {}}\n').hexdigest()
@@ -568,7 +568,7 @@ def test_set_reaches_a_key_with_dots_in_brackets_and_names_the_brackets_for_the_
 
 # -- 12. components nothing installs or needs ----------------------------------------------------------
 
-def test_only_components_the_runtime_installs_or_needs_are_planned_and_a_leftover_is_named(ws):
+def test_only_components_the_runtime_installs_or_needs_are_planned_and_a_leftover_is_named(ws, debian_reachable):
     write_image(ws, "t", BUSYBOX_BUILDER + """components:
   base-lib:
     source: {path: src}
@@ -664,7 +664,7 @@ install: [b, c]
 """
 
 
-def test_a_named_environment_is_written_once_and_shared_by_the_components_that_name_it(ws):
+def test_a_named_environment_is_written_once_and_shared_by_the_components_that_name_it(ws, debian_reachable):
     write_image(ws, "t", NAMED, COMPONENT_FILES)
     proc = run_cli(["lock", "t"], ws)
     assert proc.returncode == 0, proc.stderr

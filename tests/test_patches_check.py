@@ -240,7 +240,7 @@ def test_an_engine_version_that_is_not_a_release_is_bad_input(vllm_image):
     assert proc.stderr.startswith("error: --engine 0.24:")
 
 
-def test_one_unloadable_stack_does_not_hide_the_others(image, workspace):
+def test_one_unloadable_stack_does_not_hide_the_others(image, workspace, pypi_reachable):
     write_patch(workspace, "engine/0003-broken.patch", "Subject: x\n---\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
     write_image(workspace, "broken", """
         base: scratch

@@ -162,8 +162,10 @@ def screen(written: str) -> list[str]:
     return rows
 
 
-def test_on_a_terminal_two_builds_at_once_have_a_line_each_and_what_is_said_stays_above_them():
+def test_on_a_terminal_two_builds_at_once_have_a_line_each_and_what_is_said_stays_above_them(monkeypatch):
     import io
+
+    monkeypatch.setenv("COLUMNS", "151")  # the terminal's width, whatever runs the test (a worker's pipe)
 
     from enginebuild.io.progress import BuildLine, Output
 

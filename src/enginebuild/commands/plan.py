@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from enginebuild.build.cache import LayerCache
     from enginebuild.build.sites import BuilderSpec
     from enginebuild.lock.lockfile import Lock
+    from enginebuild.oci.engine import Engine
     from enginebuild.plan.model import ImagePlan
 
 
@@ -78,7 +79,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
     engine = Engine()
     for platform in platforms_of(spec, platforms):
         plan = plan_image(spec, lock, platform, ws.plan_options(build_args=build_args, strict=not unresolved))
-        doc = describe(plan, ws.home, cache, {plan.tag: engine.image_id(plan.tag) or ""})
+        doc = describe(plan, ws.home, cache, {plan.tag: image_id(engine, plan.tag)})
         doc["buildable"] = not unresolved
         doc["unresolved"] = unresolved
         doc["unused_components"] = list(plan.unused)
@@ -86,6 +87,16 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
             show_assignment(ws, plan, doc, builders)
         out.append(doc)
     return out
+
+
+def image_id(engine: Engine, tag: str) -> str:
+    """The engine's image for a tag; "" when it has none, or when no engine answers (a plan needs none)."""
+    from enginebuild.oci.engine import EngineUnavailable
+
+    try:
+        return engine.image_id(tag) or ""
+    except EngineUnavailable:
+        return ""
 
 
 def show_assignment(ws: Workspace, plan: ImagePlan, doc: JsonDoc, specs: list[BuilderSpec]) -> None:
