@@ -209,20 +209,14 @@ def test_a_failing_step_fails_the_build_with_its_output(ws, docker_engine, debia
 def test_a_script_of_several_lines_stops_at_its_first_failing_command_naming_the_line(ws, docker_engine,
                                                                                       debian_reachable):
     """As GitHub Actions runs `run: |`: a `false` in the middle fails the step (it built with exit 0)."""
-    write_image(ws, "script-fails", """
-        base: scratch
-        platform: linux/amd64
-        system:
-          install: extract
-          packages: [busybox-static]
-          run: [["/bin/busybox", "--install", "-s", "/bin"]]
+    write_image(ws, "script-fails", BUSYBOX_RUNTIME + dedent("""\
         steps:
           - name: setup
             run: |
               echo first line ran
               false
               echo never printed > /never
-        """)
+        """))
     assert run_cli(["lock", "script-fails"], ws).returncode == 0
     proc = run_cli(["image", "script-fails"], ws)
     assert proc.returncode == 1, proc.stdout + proc.stderr

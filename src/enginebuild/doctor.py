@@ -205,21 +205,14 @@ def largest_image(ws: Workspace) -> int:
     """Bytes of the largest image built here (its layers as recorded in the store)."""
     from enginebuild.build.assemble import layer_blobs
     from enginebuild.io.store import Store
-    from enginebuild.plan.image import plan_image
+    from enginebuild.usecases.collecting import catalogue_plans
 
     store = Store(ws.home)
     largest = 0
-    for name in ws.buildable():
-        try:
-            spec = ws.spec(name)
-            lock = ws.lock(spec)
-            for target in spec.platforms:
-                plan = plan_image(spec, lock, target, ws.plan_options())
-                sizes = [layer_blobs(store, node) for node in plan.runtime.layers]
-                if all(sizes):
-                    largest = max(largest, sum(s for blobs in sizes for _, s in blobs or ()))
-        except EngineBuildError:
-            continue
+    for plan in catalogue_plans(ws)[0]:
+        sizes = [layer_blobs(store, node) for node in plan.runtime.layers]
+        if all(sizes):
+            largest = max(largest, sum(s for blobs in sizes for _, s in blobs or ()))
     return largest
 
 

@@ -16,10 +16,14 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from enginebuild.errors import EngineBuildError
 from enginebuild.io.store import Store
 from enginebuild.workspace import Workspace
+
+if TYPE_CHECKING:
+    from enginebuild.plan.model import ImagePlan
 
 HEX64 = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 ENGINE_REPOS = ("enginebuild/chain", "enginebuild/component")
@@ -57,22 +61,27 @@ def _strings(value: object) -> Iterable[str]:
             yield from _strings(item)
 
 
-def roots(ws: Workspace) -> tuple[set[str], list[str]]:
-    """The live digests and keys of every image's plans and of the build history, and the images
-    that could not be planned."""
+def catalogue_plans(ws: Workspace) -> tuple[list[ImagePlan], list[str]]:
+    """The current plan of every image of the catalogue for each of its platforms, and the
+    images that cannot be planned here (their lock, say)."""
     from enginebuild.plan.image import plan_image
 
-    live: set[str] = set()
-    unplanned = []
+    plans, unplanned = [], []
     for name in ws.buildable():
         try:
             spec = ws.spec(name)
             lock = ws.lock(spec)
-            for platform in spec.platforms:
-                plan = plan_image(spec, lock, platform, ws.plan_options())
-                live.update(m for text in _strings(plan) for m in HEX64.findall(text))
+            plans += [plan_image(spec, lock, platform, ws.plan_options()) for platform in spec.platforms]
         except EngineBuildError:
             unplanned.append(name)
+    return plans, unplanned
+
+
+def roots(ws: Workspace) -> tuple[set[str], list[str]]:
+    """The live digests and keys of every image's plans and of the build history, and the images
+    that could not be planned."""
+    plans, unplanned = catalogue_plans(ws)
+    live = {m for plan in plans for text in _strings(plan) for m in HEX64.findall(text)}
     history = Path(ws.home) / "history"
     for path in history.glob("*.json") if history.is_dir() else ():
         live.update(HEX64.findall(path.read_text(errors="replace")))
