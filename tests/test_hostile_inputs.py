@@ -2,6 +2,7 @@
 silently: each is refused with exit 2, naming the value, before anything is built."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -98,3 +99,27 @@ def test_a_launcher_without_its_run_bit_is_refused_before_it_is_built(ws):
     assert "chmod +x images/t/run.sh" in proc.stderr
     (folder / "run.sh").chmod(0o755)
     assert "not executable" not in run_cli(["plan", "t"], ws, env=NO_DOCKER).stderr
+
+
+def test_messages_that_point_the_right_way(ws):
+    """A misspelt key of ours is named before a Docker word; a base given as a build argument, and
+    a new key with dots given to --set, are told how enginebuild says them."""
+    spec = (ws / "images/t/image.yaml").read_text()
+    (ws / "images/t/image.yaml").write_text(spec + "enviroments:\n  x: {base: scratch}\n")
+    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2 and "hint: did you mean 'environments'?" in proc.stderr, proc.stderr
+    (ws / "images/t/image.yaml").write_text(spec)
+    proc = run_cli(["plan", "t", "--build-arg", "BASE_IMAGE=nvcr.io/nvidia/vllm:26.01-py3"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2 and "--on REF@sha256:" in proc.stderr and "--set base=REF" in proc.stderr
+    proc = run_cli(["plan", "t", "--set", "labels.org.example.release=rc1"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2, proc.stderr
+    assert "'org.example.release' is one key with dots: it is written in brackets" in proc.stderr
+    assert "--set 'labels[org.example.release]=…'" in proc.stderr and "quote it" not in proc.stderr
+
+
+def test_plan_unpinned_plans_from_the_spec_alone(ws):
+    proc = run_cli(["plan", "t", "--unpinned", "--json"], ws, env=NO_DOCKER)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)["images"][0]
+    assert not doc["buildable"] and "builder.system@linux/amd64" in doc["unresolved"]
+    assert not list((ws / "lockfiles").iterdir())  # nothing written

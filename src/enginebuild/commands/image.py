@@ -99,9 +99,12 @@ def parse_build_args(values: list[str], specs: Iterable[Any] = ()) -> dict[str, 
         if specs and name not in known:
             close = difflib.get_close_matches(name, list(known), n=1)
             where = ", ".join(sorted(spec.name for spec in specs))
+            base = re.search(r"BASE|FROM", name.upper()) is not None and not close
             raise UserError(f"--build-arg {name}: no component of {where} has a build argument {name}",
                             hint=f"did you mean {close[0]} ({known[close[0]]})?" if close else
-                            "a component's build.args in the spec names what may be overridden")
+                            "the image's base is its spec's `base`, not a build argument: `--on REF@sha256:…` "
+                            "builds this once on a stand-in base, `--set base=REF` changes it for this build"
+                            if base else "a component's build.args in the spec names what may be overridden")
     return out
 
 

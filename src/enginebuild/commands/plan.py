@@ -30,6 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only this platform (repeatable; default: every platform of the spec)")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override a component build argument")
+    parser.add_argument("--unpinned", action="store_true",
+                        help="plan from the spec alone, every input as requested and none pinned (as render has it)")
     from enginebuild.commands.image import add_builder_arguments, add_cache_arguments, add_locking_arguments
 
     add_locking_arguments(parser, "plan")
@@ -61,6 +63,15 @@ def as_it_would_be(ws: Workspace, name: str, locked: bool) -> tuple[Lock, list[s
     kept = {n: e for n, e in (lock.entries if lock else {}).items() if n not in gone}
     wanted = {inp.name for inp in image_inputs(spec)}  # an entry the spec no longer asks for blocks nothing
     return Lock(spec.name, lock.created if lock else "1970-01-01T00:00:01Z", kept), sorted(gone & wanted)
+
+
+def unpinned(ws: Workspace, name: str) -> tuple[Lock, list[str]]:
+    """No lock at all: every input of the spec planned as requested, none pinned."""
+    from enginebuild.lock.inputs import image_inputs
+    from enginebuild.lock.lockfile import Lock
+
+    spec = ws.spec(name)
+    return Lock(spec.name, "1970-01-01T00:00:01Z"), sorted(inp.name for inp in image_inputs(spec))
 
 
 def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str],
@@ -127,7 +138,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         raise UserError("name an image, or --all")
     ws.sweep()  # what killed runs left (partial blobs, staging folders), as every verb that reads the store
     names = ws.select(args.images) if args.images else ws.buildable()
-    locks = {} if ws.overrides else {name: as_it_would_be(ws, name, args.locked or args.frozen) for name in names}
+    locks = {name: unpinned(ws, name) for name in names} if args.unpinned else \
+        {} if ws.overrides else {name: as_it_would_be(ws, name, args.locked or args.frozen) for name in names}
     cache = cache_from_settings(ws.root, args.cache, args.no_registry_cache, True)
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
     from enginebuild.spec.repo_settings import load_repo_settings

@@ -300,6 +300,13 @@ class Record(Schema):
 
     def _unknown(self, key: str, where: Where | None, path: str) -> SpecError:
         lookalike = difflib.get_close_matches(key.lower(), list(INSTRUCTION_KEYS), n=1, cutoff=0.85)
+        own = difflib.get_close_matches(key, list(self.fields), n=1, cutoff=0.75)
+
+        def ratio(a: str, b: str) -> float:
+            return difflib.SequenceMatcher(None, a, b).ratio()
+
+        if lookalike and own and ratio(key, own[0]) > ratio(key.lower(), lookalike[0]):
+            lookalike = []  # a misspelt key of ours (`enviroments`) before a Docker word (`environment`)
         if lookalike and key not in self.fields and INSTRUCTION_KEYS[lookalike[0]] != key:
             instead = INSTRUCTION_KEYS[lookalike[0]]
             hint = f"use {instead} instead" if instead else f"enginebuild images have no {key!r}"

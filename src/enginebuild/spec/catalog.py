@@ -129,7 +129,10 @@ class Catalog:
             _dotted_key(tree, override)
             tree = merge_trees(tree, parse_override(override), fields.image())
         tree = _strip_nulls(tree)
-        fields.image().check(tree, "", tree.where, partial=bool(tree.get("abstract")))
+        try:
+            fields.image().check(tree, "", tree.where, partial=bool(tree.get("abstract")))
+        except SpecError as exc:
+            raise _new_dotted_key(exc, overrides) or exc from None
         return read_image(self.root, name, tuple(chain), tree, variants)
 
     def _raw(self, name: str) -> YMap:
@@ -188,6 +191,23 @@ def _dotted_key(tree: Any, text: str) -> None:
                                     f"{joined!r}: a key with dots is written in brackets", hint=f"--set {fixed}=…")
             return
         node, done = node[key], [*done, key]
+
+
+def _new_dotted_key(exc: SpecError, overrides: tuple[str, ...]) -> UserError | None:
+    """`--set labels.org.example.x=1` made `labels.org` a mapping where a value goes: the key was
+    meant whole, dots and all; say how to write it (brackets)."""
+    if "got a mapping" not in exc.message:
+        return None
+    for text in overrides:
+        path = text.partition("=")[0]
+        keys = [m.group(1) or m.group(2) for m in _KEY.finditer(path)]
+        for cut in range(1, len(keys)):
+            if ".".join(keys[:cut + 1]) == exc.key:
+                fixed = ".".join(keys[:cut]) + "[" + ".".join(keys[cut:]) + "]"
+                return UserError(f"--set {path}: {'.'.join(keys[:cut])} takes a value at each key, and "
+                                 f"{'.'.join(keys[cut:])!r} is one key with dots: it is written in brackets",
+                                 hint=f"--set '{fixed}=…'")
+    return None
 
 
 def parse_override(text: str) -> YMap:
