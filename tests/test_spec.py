@@ -1,5 +1,6 @@
 """Spec validation: every error names file:line and key path, exits 2, writes nothing."""
 import os
+from textwrap import dedent
 
 import pytest
 
@@ -262,3 +263,21 @@ def test_an_image_folder_linked_from_outside_images_is_refused(workspace, tmp_pa
     write_image(outside, "t", MINIMAL)
     os.symlink(outside / "images" / "t", workspace / "images" / "t")
     assert "symlink" in spec_error(workspace, "t")
+
+
+def test_yaml_anchors_aliases_and_merge_keys_are_taken_as_yaml_defines_them(workspace):
+    """Recipes repeat a base or a set of flags; YAML's own way to say it once is accepted (an
+    expansion past the bound is refused: tests/corpus/specs/06-billion-laughs.yaml)."""
+    write_image(workspace, "t", dedent("""\
+        base: &base scratch
+        platform: linux/amd64
+        build-env: &flags {OMP_NUM_THREADS: "4", TOKENIZERS_PARALLELISM: "false"}
+        builder:
+          base: *base
+        env:
+          <<: *flags
+          TOKENIZERS_PARALLELISM: "true"
+        """))
+    spec = load(workspace, "t")
+    assert spec.builder.base == "scratch" == spec.runtime.base
+    assert dict(spec.env) == {"OMP_NUM_THREADS": "4", "TOKENIZERS_PARALLELISM": "true"}  # its own key wins

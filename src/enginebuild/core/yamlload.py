@@ -1,7 +1,8 @@
 """Strict YAML loading that keeps file:line for every key and value.
 
-Safe loading only; duplicate keys, anchors/aliases, non-standard tags, NUL bytes
-and oversized documents are refused with the place they occur.
+Safe loading only; duplicate keys, non-standard tags, NUL bytes, oversized documents and
+documents whose aliases expand past MAX_VALUES are refused with the place they occur. Anchors,
+aliases and merge keys (`<<: *base`) are taken as YAML defines them.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from enginebuild.errors import SpecError, Where
 
 MAX_BYTES = 1 << 20  # a spec is a page of text; refuse anything that is not
 MAX_DEPTH = 32  # real specs nest five levels; deeper is a mistake or an attack on the parser
+MAX_VALUES = 100_000  # keys, values and items after aliases expand; a real spec has a few hundred
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -42,28 +44,14 @@ def _where(display: str, node: yaml.Node) -> Where:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases; composition below handles the rest."""
+    """SafeLoader with a bound on depth; anchors and aliases are taken (recipes repeat a base or a
+    list of flags), and what they expand to is bounded in _convert (MAX_VALUES)."""
 
     depth = 0
+    values = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # yaml API
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise SpecError(
-                Where(self.name, event.start_mark.line + 1),
-                "",
-                "YAML aliases (*name) are not allowed in specs",
-                hint="use 'extends:' to share definitions",
-            )
         event = self.peek_event()  # type: ignore[no-untyped-call]
-        anchor = getattr(event, "anchor", None)
-        if anchor is not None:
-            raise SpecError(
-                Where(self.name, event.start_mark.line + 1),
-                "",
-                f"YAML anchors (&{anchor}) are not allowed in specs",
-                hint="use 'extends:' to share definitions",
-            )
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
@@ -84,15 +72,28 @@ _SCALAR_TAGS = {
 
 
 def _convert(node: yaml.Node, display: str, loader: _StrictLoader) -> Any:  # noqa: C901
+    loader.values += 1
+    if loader.values > MAX_VALUES:  # aliases of aliases expand exponentially: the bound stops them
+        raise SpecError(_where(display, node), "", f"the document expands to more than {MAX_VALUES} values "
+                                                   "(YAML aliases repeating aliases)")
     if isinstance(node, yaml.MappingNode):
         if node.tag != "tag:yaml.org,2002:map":
             raise SpecError(_where(display, node), "", f"unsupported YAML tag {node.tag!r}")
         out = YMap()
         out.where = _where(display, node)
         out.key_where = {}
+        merged: dict[str, tuple[Any, Where]] = {}  # `<<: *anchor` keys: the mapping's own keys win
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                raise SpecError(_where(display, key_node), "", "YAML merge keys (<<) are not allowed")
+                sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                for source in sources:
+                    value = _convert(source, display, loader)
+                    if not isinstance(value, YMap):
+                        raise SpecError(_where(display, key_node), "", "a YAML merge (<<) takes a mapping or a "
+                                                                       "list of mappings")
+                    for k, v in value.items():
+                        merged.setdefault(k, (v, value.at(k)))
+                continue
             key = _convert(key_node, display, loader)
             if not isinstance(key, str):
                 raise SpecError(_where(display, key_node), "", f"keys must be strings, got {key!r}",
@@ -103,6 +104,9 @@ def _convert(node: yaml.Node, display: str, loader: _StrictLoader) -> Any:  # no
                                 f"duplicate key (first defined at line {first.line})")
             out.key_where[key] = _where(display, key_node)
             out[key] = _convert(value_node, display, loader)
+        for key, (value, where) in merged.items():
+            if key not in out:
+                out[key], out.key_where[key] = value, where
         return out
     if isinstance(node, yaml.SequenceNode):
         if node.tag != "tag:yaml.org,2002:seq":
