@@ -32,7 +32,8 @@ def chain_tags() -> set[str]:
     return set(out)
 
 
-def test_gc_removes_what_no_image_needs_and_the_image_stays_a_no_op(tmp_path, docker_engine, debian_reachable):
+def test_gc_removes_what_no_image_needs_and_the_image_stays_a_no_op(tmp_path, docker_engine, debian_reachable,
+                                                                    registry):
     ws = tmp_path / "repo"
     (ws / "lockfiles").mkdir(parents=True)
     name = f"gc-{uuid.uuid4().hex[:6]}"
@@ -41,11 +42,13 @@ def test_gc_removes_what_no_image_needs_and_the_image_stays_a_no_op(tmp_path, do
              "run.sh": "#!/bin/sh\necho one\n"}
     write_image(ws, name, SPEC, files)
     assert run_cli(["lock", name], ws, env=env).returncode == 0
-    assert run_cli(["image", name], ws, env=env).returncode == 0
+    cache = f"{registry.host}/enginebuild-test/gc-cache-{name}"
+    assert run_cli(["image", name, "--cache", cache], ws, env=env).returncode == 0
     first_tags = chain_tags()
+    first_cached = set(registry_tags(registry.host, cache))
     write_image(ws, name, SPEC, {**files, "run.sh": "#!/bin/sh\necho two\n",
                                  "build.sh": "#!/bin/sh\nmkdir -p /opt/e && echo OTHER > /opt/e/x\n"})
-    rebuilt = run_cli(["image", name], ws, env=env)
+    rebuilt = run_cli(["image", name, "--cache", cache], ws, env=env)
     assert rebuilt.returncode == 0, rebuilt.stderr
     image_id = json.loads(docker("image", "inspect", f"enginebuild/{name}:latest").stdout)[0]["Id"]
 
@@ -70,4 +73,18 @@ def test_gc_removes_what_no_image_needs_and_the_image_stays_a_no_op(tmp_path, do
     doctor = json.loads(run_cli(["doctor", "--json"], ws, env=env).stdout)
     store = next(c for c in doctor["checks"] if c["name"] == "store")
     assert f"{after['kept_blobs']} blob(s)" in store["detail"] and "`gc` removes" in store["detail"]
+    # the registry cache, asked for: the first build's entries go, the current ones stay
+    cached = set(registry_tags(registry.host, cache))
+    stale_entries = json.loads(run_cli(["gc", "--cache", cache, "--dry-run", "--json"], ws, env=env).stdout)
+    assert stale_entries["cache_entries"] and set(stale_entries["cache_entries"]) <= first_cached
+    assert run_cli(["gc", "--cache", cache], ws, env=env).returncode == 0
+    assert set(registry_tags(registry.host, cache)) == cached - set(stale_entries["cache_entries"])
+    assert "nothing to build" in run_cli(["image", name, "--cache", cache], ws, env=env).stdout
     docker("image", "rm", f"enginebuild/{name}:latest", check=False)
+
+
+def registry_tags(host: str, repository: str) -> list[str]:
+    import requests
+
+    answer = requests.get(f"http://{host}/v2/{repository.split('/', 1)[1]}/tags/list", timeout=30)
+    return list(answer.json().get("tags") or []) if answer.status_code == 200 else []

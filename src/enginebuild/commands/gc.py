@@ -1,7 +1,8 @@
 """Remove what no image needs any more: stored blobs and records, and the engine's
 enginebuild/chain and enginebuild/component tags, that neither the current plans of the
 catalogue's images (every platform) nor the last build of each image reach. `--dry-run` says
-what would go and how many bytes, and removes nothing. Registries are never touched."""
+what would go and how many bytes, and removes nothing. With `--cache`, the registry cache's
+entries no image needs are deleted too (a push target is never touched)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from enginebuild.workspace import Workspace
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     parser.add_argument("--json", action="store_true", help="what was (or would be) removed, as JSON")
+    parser.add_argument("--cache", nargs="?", const="", metavar="REGISTRY/REPO",
+                        help="also delete the registry cache's entries no image needs (the configured cache, or "
+                             "this one); a cache others share loses what only their images need")
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
@@ -26,16 +30,33 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     for name in garbage.unplanned:
         output().say(f"  note: {name} cannot be planned here (its lock?): only its last build keeps its blobs")
     in_use = [] if args.dry_run else collect(ws, garbage)
+    cache_tags: list[str] = []
+    if args.cache is not None:
+        from enginebuild.settings import settings
+        from enginebuild.spec.repo_settings import load_repo_settings
+        from enginebuild.usecases.collecting import cache_garbage, collect_cache
+
+        repo = args.cache or settings().cache or load_repo_settings(ws.root).cache_repository
+        if not repo:
+            from enginebuild.errors import UserError
+
+            raise UserError("gc --cache: no registry cache is configured", hint="name one: gc --cache REGISTRY/REPO")
+        cache_tags = cache_garbage(ws, repo)
+        if not args.dry_run:
+            collect_cache(repo, cache_tags)
     engine_bytes = sum(size for ref, size in garbage.tags if ref not in in_use)
     if args.json:
         print(json.dumps({"dry_run": args.dry_run, "blobs": len(garbage.blobs), "blob_bytes": garbage.blob_bytes,
                           "records": len(garbage.records), "engine_tags": [t for t, _ in garbage.tags],
                           "engine_tags_in_use": in_use, "kept_blobs": garbage.kept_blobs,
-                          "kept_bytes": garbage.kept_bytes}, indent=2))
+                          "kept_bytes": garbage.kept_bytes, "cache_entries": cache_tags}, indent=2))
         return 0
     verb = "would remove" if args.dry_run else "removed"
     print(f"store: {verb} {len(garbage.blobs)} blob(s), {human_bytes(garbage.blob_bytes)}, and "
           f"{len(garbage.records)} record(s); kept {garbage.kept_blobs} blob(s), {human_bytes(garbage.kept_bytes)}")
     print(f"engine: {verb} {len(garbage.tags) - len(in_use)} enginebuild tag(s) (images up to "
           f"{human_bytes(engine_bytes)})" + (f"; {len(in_use)} in use by a container, kept" if in_use else ""))
+    if args.cache is not None:
+        print(f"registry cache: {verb} {len(cache_tags)} entr{'y' if len(cache_tags) == 1 else 'ies'} (the "
+              "registry's own garbage collection reclaims their blobs)")
     return 0

@@ -166,6 +166,30 @@ class RegistryClient:
             raise RegistryError(f"HEAD {ref}: {ref.registry} answered HTTP {response.status_code}")
         return response.headers.get("Docker-Content-Digest")
 
+    def tags(self, ref: ImageRef) -> list[str]:
+        """Every tag of the repository (the distribution API's tags/list, followed page by page)."""
+        out: list[str] = []
+        url: str | None = f"{self.base_url(ref.registry)}/v2/{ref.repository}/tags/list?n=1000"
+        while url:
+            response = self.request(ref, "GET", url)
+            if response.status_code == 404:
+                return out
+            if response.status_code != 200:
+                raise RegistryError(f"tags of {ref.name}: {ref.registry} answered HTTP {response.status_code}")
+            out += list(response.json().get("tags") or [])
+            link = response.headers.get("Link", "")
+            url = self.base_url(ref.registry) + link.split(";")[0].strip("<> ") if link.startswith("<") else None
+        return out
+
+    def delete_manifest(self, ref: ImageRef, digest: str) -> None:
+        """DELETE a manifest by digest (its tags go with it); a registry that does not allow
+        deletes (HTTP 405) is named."""
+        response = self.request(ref, "DELETE", self._url(ref, "manifests", digest))
+        if response.status_code not in (200, 202, 404):
+            raise RegistryError(f"{ref.name}@{digest[:19]}: the registry refused the delete (HTTP "
+                                f"{response.status_code}): {_error_text(response)}",
+                                hint="the registry must allow deletes (distribution: storage.delete.enabled)")
+
     def put_manifest(self, ref: ImageRef, reference: str, body: bytes, media_type: str) -> str:
         digest = sha256_digest(body)
         response = self.request(ref, "PUT", self._url(ref, "manifests", reference), body=lambda: body,

@@ -6,7 +6,7 @@ last build of each image this machine made (the build history). Every 64-hex dig
 hold is live; a record named by a live key is live, and so is every digest it names (a layer
 record names its blobs, an outputs record its tar and wheels), to a fixed point. A stored blob
 or record that is not live goes; so do the engine's chain and component tags whose keys are not
-live. Nothing a registry holds is touched.
+live, and, asked for (`gc --cache`), the registry cache's entries whose keys are not live.
 """
 
 from __future__ import annotations
@@ -138,6 +138,33 @@ def find_garbage(ws: Workspace) -> Garbage:
                     found = engine.inspect(f"{repo}:{tag}") or {}
                     out.tags.append((f"{repo}:{tag}", int(found.get("Size") or 0)))
     return out
+
+
+def cache_garbage(ws: Workspace, cache_repo: str) -> list[str]:
+    """The tags of the registry cache (CACHE:KEY entries) whose keys no root reaches."""
+    from enginebuild.build.cache import parse_cache_repo
+    from enginebuild.oci.registry import RegistryClient
+
+    live = closure(Store(ws.home), roots(ws)[0])
+    repo = parse_cache_repo(cache_repo)
+    return sorted(tag for tag in RegistryClient().tags(repo) if HEX64.fullmatch(tag) and tag not in live)
+
+
+def collect_cache(cache_repo: str, tags: list[str]) -> int:
+    """Delete those entries from the cache repository (the registry reclaims their blobs in its own
+    garbage collection); returns how many."""
+    from enginebuild.build.cache import parse_cache_repo
+    from enginebuild.oci.reference import ImageRef
+    from enginebuild.oci.registry import RegistryClient
+
+    repo, client = parse_cache_repo(cache_repo), RegistryClient()
+    done = 0
+    for tag in tags:
+        digest = client.head_digest(ImageRef(repo.registry, repo.repository, tag, None))
+        if digest:
+            client.delete_manifest(repo, digest)
+            done += 1
+    return done
 
 
 def collect(ws: Workspace, garbage: Garbage) -> list[str]:
