@@ -31,6 +31,13 @@ def need(condition: bool, what: str) -> None:
     pytest.skip(what)
 
 
+def need_free_disk(path: Path, gigabytes: float, what: str) -> None:
+    """A real-scale test says first how much disk it needs (and fails under CI=true, skips
+    elsewhere) rather than failing somewhere in the middle of a build on a full disk."""
+    free = shutil.disk_usage(path).free / 1e9
+    need(free >= gigabytes, f"{what} needs {gigabytes:.0f} GB free at {path}; {free:.1f} GB are")
+
+
 @pytest.fixture(scope="session")
 def eb_home(tmp_path_factory) -> Path:
     """One enginebuild home (store, git mirrors, history) for the whole session."""

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, need_free_disk, run_cli
 from helpers.docker import assert_pip_check_clean, docker
 
 pytestmark = [pytest.mark.network]
@@ -37,6 +38,12 @@ def _chain_tags() -> set[str]:
 def test_the_vllm_image_builds_imports_and_its_closure_is_consistent(tmp_path, docker_engine, pypi_reachable,
                                                                      debian_reachable):
     home = tmp_path / "home"  # its own store: 4 GiB of wheels and their layers, removed below
+    # the store holds about 13 GB at its peak (bench o's warm store: wheels and layers) and the engine the
+    # image's 9.5 GB and the load's temporary copy; a run with about 23 GB free on one disk failed mid-build
+    need_free_disk(tmp_path, 14, "the vllm-pypi build's store")
+    root = docker("info", "--format", "{{.DockerRootDir}}").stdout.strip()
+    need_free_disk(Path(root), 30 if Path(root).stat().st_dev == tmp_path.stat().st_dev else 18,
+                   "the vllm-pypi build's store and engine")
     chains = _chain_tags()
     tag = f"enginebuild/{IMAGE}:latest"
     try:
