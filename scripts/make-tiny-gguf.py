@@ -13,7 +13,7 @@ vocabulary as a Hugging Face `tokenizer.json` (a unigram model with byte fallbac
 `transformers.AutoTokenizer`, so benchmark clients count tokens without a download) with its
 `tokenizer_config.json`, and `book.txt`, a generated text for benchmark prompts.
 
-Needs the `gguf` and `numpy` packages (requirements.txt pins them). The same seed gives the
+Needs the `gguf` and `numpy` packages (requirements-test.txt pins them). The same seed gives the
 same bytes.
 """
 from __future__ import annotations
