@@ -201,3 +201,25 @@ def test_submodules_are_pinned_by_the_commit_the_superproject_records(upstream, 
         assert any(n.startswith(".git/refs/tags/v2.0") or n == ".git/packed-refs" for n in names)
 
 
+
+
+def test_a_metadata_checkout_is_clean_to_git_status_and_describe(upstream, tmp_path, workspace, eb_home):
+    """`metadata: true`: the tree as a build receives it is a clean checkout of its tag, as git and
+    setuptools-scm see it (`git describe --tags --dirty --long`, what setuptools-scm runs)."""
+    top = upstream["path"]
+    git(top, "tag", "v1.5")
+    write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\n" + COMPONENT.format(
+        source=f"{{git: {{url: \"{upstream['url']}\", ref: v1.5, metadata: true}}}}"), BUILD)
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    pin = lock_of(workspace, "t").raw("components.e.source")
+    from enginebuild.sources.git import KIND, GitRequest
+
+    blob = KIND.tree_tar(GitRequest(upstream["url"], "v1.5", False, True), KIND.pin_from_json(pin), Context(eb_home))
+    tree = tmp_path / "checkout"
+    with tarfile.open(Store(eb_home).path(blob.sha256)) as tar:
+        tar.extractall(tree, filter="data")
+    assert git(tree, "status", "--porcelain") == ""
+    assert git(tree, "describe", "--tags", "--dirty", "--long").startswith("v1.5-0-g")
+    assert not git(tree, "describe", "--tags", "--dirty").endswith("-dirty")
+    (tree / next(p.name for p in tree.iterdir() if p.is_file())).write_text("edited\n")
+    assert git(tree, "describe", "--tags", "--dirty").endswith("-dirty")  # an edit is still seen

@@ -4,7 +4,8 @@
 `submodules: true` every submodule (recursively) is pinned by the commit the superproject
 records. The tree a build receives is `git archive` of the commit, the submodules at their
 paths, and, with `metadata: true`, a small `.git` (the commit, detached HEAD, the tags that
-point at it) so `git rev-parse HEAD` and setuptools-scm work. `version:` injects a version
+point at it, and an index of its tree) so `git rev-parse HEAD`, `git status`, `git describe
+--dirty` and setuptools-scm see a clean checkout. `version:` injects a version
 instead: builds see SETUPTOOLS_SCM_PRETEND_VERSION (see docs/spec.md, *Sources*).
 """
 
@@ -151,7 +152,8 @@ class GitKind:
 
     def identity(self, request: GitRequest, pin: GitPin, only: Callable[[str], bool] | None = None) -> str:
         subs = ",".join(f"{s.path}@{s.commit}" for s in pin.submodules)
-        return sha256_bytes(f"git {pin.url} {pin.commit} [{subs}] metadata={request.metadata}".encode())
+        meta = "indexed" if request.metadata else False  # "indexed": the .git has an index (a tree made before had none)
+        return sha256_bytes(f"git {pin.url} {pin.commit} [{subs}] metadata={meta}".encode())
 
     def describe(self, request: GitRequest, pin: GitPin | None) -> str:
         return f"git {request.url} @ {pin.commit[:12] if pin else request.ref}"
@@ -207,7 +209,10 @@ class GitKind:
             for tag in tags:
                 if re.fullmatch(r"[A-Za-z0-9._/+-]+", tag):
                     git(["update-ref", f"refs/tags/{tag}", pin.commit], cwd=folder)
-            for name in ("logs", "hooks", "FETCH_HEAD", "description", "info", "index", "ORIG_HEAD"):
+            # an index of the commit's tree (no stat data: git compares contents on first look), so that
+            # `git status`, `git describe --dirty` and setuptools-scm see the unpatched tree as clean
+            git(["read-tree", pin.commit], cwd=folder)
+            for name in ("logs", "hooks", "FETCH_HEAD", "description", "info", "ORIG_HEAD"):
                 target = folder / ".git" / name
                 if target.is_dir():
                     shutil.rmtree(target)
