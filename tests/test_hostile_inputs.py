@@ -123,3 +123,13 @@ def test_plan_unpinned_plans_from_the_spec_alone(ws):
     doc = json.loads(proc.stdout)["images"][0]
     assert not doc["buildable"] and "builder.system@linux/amd64" in doc["unresolved"]
     assert not list((ws / "lockfiles").iterdir())  # nothing written
+
+
+def test_a_build_argument_naming_a_variable_is_refused_saying_nothing_expands(ws):
+    spec = (ws / "images/t/image.yaml").read_text().replace(
+        "build: {script: build.sh}", 'build: {script: build.sh, args: {CFLAGS: "-O2 ${EXTRA_CFLAGS}", PRICE: "$$5"}}')
+    (ws / "images/t/image.yaml").write_text(spec)
+    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2, proc.stderr
+    assert "components.e.build.args.CFLAGS: refers to ${EXTRA_CFLAGS}: a build argument is a literal value" \
+        in proc.stderr, proc.stderr

@@ -343,7 +343,14 @@ class Reader:
                         args=self.pairs(self.get(build_node, "args", f"{path}.build"), f"{path}.build.args"),
                         cache=tuple(self.get(build_node, "cache", f"{path}.build", ()) or ()),
                         secrets=tuple(self.get(build_node, "secrets", f"{path}.build", ()) or ()))
-        for key, _ in build.args:
+        for key, value in build.args:
+            found = ENV_REF.search(str(value))
+            if found and found.group(0) != "$$":
+                raise SpecError(self.where(f"{path}.build.args.{key}"), f"{path}.build.args.{key}",
+                                f"refers to {found.group(0)}: a build argument is a literal value, nothing expands "
+                                "in it (the build script sees the text as written)",
+                                hint="write the value itself, or expand the variable in the build script "
+                                     f"(\"${{{key}}}\" there is the argument; the builder's own variables are set)")
             if key in RESERVED_ARGS or key.startswith("ENGINEBUILD_"):
                 raise SpecError(self.where(f"{path}.build.args.{key}"), f"{path}.build.args.{key}",
                                 f"{key} is set by enginebuild in every component build (reproducible "
