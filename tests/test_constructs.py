@@ -590,6 +590,14 @@ install: [engine]
     assert doc["unused_components"] == ["experiment"]
     plain = run_cli(["plan", "t"], ws).stdout
     assert re.search(r"component experiment .* not built: nothing installs or needs it", plain), plain
+    from enginebuild.lock.lockfile import read_lock
+    from enginebuild.plan.image import Options, plan_image
+    from enginebuild.spec.catalog import Catalog
+
+    spec = Catalog(ws).load("t")
+    manifest = plan_image(spec, read_lock(ws, spec), "linux/amd64", Options()).manifest
+    assert manifest["components"] == ["base-lib", "engine"]  # what is not built is not listed
+    assert not [n for n in manifest["inputs"] if n.startswith("components.experiment.")]
 
 
 # -- 13. image --output ------------------------------------------------------------------------------

@@ -139,12 +139,19 @@ def labels_of(spec: ImageSpec, lock: Lock, manifest: JsonDoc, pins: Pins, on: st
     return {k: v for k, v in sorted(labels.items()) if v or k in dict(spec.labels)}
 
 
-def manifest_of(spec: ImageSpec, lock: Lock, platform: str, created: str) -> JsonDoc:
-    patches = [{"name": p.name, "sha256": p.patch.sha256, "applies_to": owner} for owner, p in spec.all_patches]
-    inputs = {n: e.resolved for n, e in sorted(lock.entries.items()) if "@" not in n or n.endswith("@" + platform)}
+def manifest_of(spec: ImageSpec, lock: Lock, platform: str, created: str, unused: tuple[str, ...] = ()) -> JsonDoc:
+    """The image's manifest of pins: what it was built from, for this platform. A component that
+    nothing installs or needs is not built, so neither it nor its inputs are listed."""
+    def built(name: str) -> bool:
+        return not any(name.startswith(f"components.{u}.") for u in unused)
+
+    patches = [{"name": p.name, "sha256": p.patch.sha256, "applies_to": owner} for owner, p in spec.all_patches
+               if owner not in unused]
+    inputs = {n: e.resolved for n, e in sorted(lock.entries.items())
+              if ("@" not in n or n.endswith("@" + platform)) and built(n)}
     return {"enginebuild-manifest": 2, "image": spec.name, "platform": platform, "created": created,
             "inputs": inputs, "patches": patches,
-            "components": [c.name for c in spec.components], "installed": list(spec.install)}
+            "components": [c.name for c in spec.components if c.name not in unused], "installed": list(spec.install)}
 
 
 def _file_layers(groups: tuple[FileGroup, ...], parent: str, epoch: int) -> list[LayerNode]:
@@ -256,7 +263,7 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     unused = tuple(name for name in components if name not in used)
     components = {name: node for name, node in components.items() if name in used}
     created = keys.created_of(options.source_date_epoch)
-    manifest = manifest_of(spec, lock, platform, created)
+    manifest = manifest_of(spec, lock, platform, created, unused)
     # an image that adds no layer of its own (labels, env, entrypoint over a base) keeps the
     # base's layers as they are: its manifest goes into a label, as `manifest: label` asks
     in_label = spec.manifest == "label" or adds_no_layer(spec)
