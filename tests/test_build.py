@@ -315,3 +315,14 @@ files: {/opt/note.txt: note.txt}
     assert "nothing to build" in run_cli(["image", "again"], workspace).stdout
     plan = run_cli(["plan", "again", "--no-cache"], workspace)  # a build option, not a plan's
     assert plan.returncode == 2 and "unrecognized arguments: --no-cache" in plan.stderr
+
+
+@pytest.mark.parametrize("platform", ["linux/amd64", "linux/arm64"])
+def test_the_demos_cuda_library_loads_in_its_own_image(built_demo, platform):
+    """What we ship must load where it ships: the kernel library nvcc links needs libstdc++ and
+    libgcc_s, which the runtime ships; loaded by the image's own Python (ctypes, the dynamic
+    loader of the image), not read. arm64 runs under qemu here. Without a GPU nothing is called."""
+    tag = "enginebuild/demo:latest" if platform == "linux/amd64" else "enginebuild/demo:latest-arm64"
+    code = "import ctypes; ctypes.CDLL('/opt/enginebuild/lib/libdemo_cuda.so'); print('loaded')"
+    proc = docker("run", "--rm", "--platform", platform, "--entrypoint", "python3", tag, "-c", code, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "loaded", proc.stderr[-2000:]
