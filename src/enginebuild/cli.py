@@ -95,7 +95,12 @@ def main(argv: list[str], root: str = ".") -> int:
     try:
         from enginebuild.io.store import Store
 
-        with Store(workspace.home).using(collecting=args.verb == "gc"):  # gc waits for builds, and they for it
+        with contextlib.ExitStack() as held:
+            try:  # gc waits for builds, and they for it
+                held.enter_context(Store(workspace.home).using(collecting=args.verb == "gc"))
+            except OSError:  # a home this user cannot write: nothing here writes the store either
+                if args.verb == "gc":
+                    raise
             code = _dispatch(args, workspace)
         return code
     finally:
