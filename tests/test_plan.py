@@ -52,7 +52,10 @@ def test_editing_a_components_patch_moves_that_component_what_needs_it_and_the_r
 def test_a_runtime_system_package_moves_no_component(workspace):
     before = keys(plan_of(workspace))
     spec = workspace / "images/demo/image.yaml"
-    spec.write_text(spec.read_text().replace("packages: [busybox-static, python3]", "packages: [busybox-static, python3, jq]"))
+    text = spec.read_text()
+    assert "packages: [busybox-static, python3, libstdc++6]" in text
+    spec.write_text(text.replace("packages: [busybox-static, python3, libstdc++6]",
+                                 "packages: [busybox-static, python3, libstdc++6, jq]"))
     lock = json.loads((workspace / "lockfiles/demo.lock").read_text())
     for arch in ("amd64", "arm64"):
         entry = lock["inputs"][f"runtime.system@linux/{arch}"]
