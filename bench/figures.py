@@ -87,8 +87,8 @@ def bench_edit_kinds(ws: Path, env: dict, hand: Path, docker_build) -> list[Row]
                     "docker build of the hand-written Dockerfile (the engine RUN rebuilds)"))
     # a runtime system package: enginebuild writes one layer; the hand-written image's first layer changes
     spec = ws / "images/demo/image.yaml"
-    spec.write_text(spec.read_text().replace("packages: [busybox-static, python3]",
-                                             "packages: [busybox-static, python3, jq]", 1))
+    spec.write_text(spec.read_text().replace("packages: [busybox-static, python3, libstdc++6]",
+                                             "packages: [busybox-static, python3, libstdc++6, jq]", 1))
     run(eb(ws, "lock", "demo"), cwd=ws, env=env)
     start = time.perf_counter()
     run(eb(ws, "image", "demo", *AMD64), cwd=ws, env=env)

@@ -89,8 +89,10 @@ def test_a_script_edit_writes_one_layer_and_starts_no_builder(built_demo, worksp
 
 def test_a_runtime_system_package_builds_no_component(built_demo, workspace):
     spec = workspace / "images/demo/image.yaml"
-    spec.write_text(spec.read_text().replace("packages: [busybox-static, python3]",
-                                             "packages: [busybox-static, python3, jq]"))
+    text = spec.read_text()
+    assert "packages: [busybox-static, python3, libstdc++6]" in text
+    spec.write_text(text.replace("packages: [busybox-static, python3, libstdc++6]",
+                                 "packages: [busybox-static, python3, libstdc++6, jq]"))
     assert run_cli(["lock", "demo"], workspace).returncode == 0
     assert same_for_all(plan_json(workspace), "components_to_build") == []
     proc = build(workspace)
