@@ -65,8 +65,9 @@ def test_values_with_line_breaks_never_reach_a_dockerfile(workspace):
 def test_hostile_values_stay_literal_and_no_canary_runs(workspace, docker_engine, debian_reachable):
     env = {k: v for k, v in HOSTILE.items() if k != "INSTRUCTION"}
     args = dict(env)
-    written = {k: v.replace("$", "$$") for k, v in env.items()}  # in env, a literal dollar is written $$
-    write_image(workspace, "inj", spec_text(written, HOSTILE_LABELS, args), {"build.sh": BUILD_SCRIPT, "src/x": "x\n"})
+    written = {k: v.replace("$", "$$") for k, v in env.items()}  # in env and build.args, a literal dollar is $$
+    write_image(workspace, "inj", spec_text(written, HOSTILE_LABELS, written), {"build.sh": BUILD_SCRIPT,
+                                                                                 "src/x": "x\n"})
     assert run_cli(["lock", "inj"], workspace).returncode == 0
     rendered = run_cli(["render", "inj"], workspace)
     assert rendered.returncode == 0, rendered.stderr

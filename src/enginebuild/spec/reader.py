@@ -330,6 +330,22 @@ class Reader:
             raise SpecError(self.where(path), path, f"two steps are named {dup!r}")
         return tuple(out)
 
+    def literal_arg(self, path: str, key: str, value: Any) -> Any:
+        """A build argument is a literal: nothing expands in it, so `$NAME` is refused rather than
+        passed on as text; `$$` writes a dollar, as in env."""
+        if not isinstance(value, str):
+            return value
+
+        def one(found: re.Match[str]) -> str:
+            if found.group("dollar"):
+                return "$"
+            raise SpecError(self.where(f"{path}.build.args.{key}"), f"{path}.build.args.{key}",
+                            f"refers to {found.group(0)}: a build argument is a literal value, nothing expands in it",
+                            hint="write the value itself ($$ for a dollar), or expand the variable in the build "
+                                 f"script (\"${{{key}}}\" there is the argument; the builder's own variables are set)")
+
+        return ENV_REF.sub(one, value)
+
     def component(self, name: str, node: YMap, path: str, builder: m.Environment) -> m.Component:
         build_node = self.get(node, "build", path)
         script, display = self.local_file(self.get(build_node, "script", f"{path}.build"), f"{path}.build.script")
@@ -343,14 +359,8 @@ class Reader:
                         args=self.pairs(self.get(build_node, "args", f"{path}.build"), f"{path}.build.args"),
                         cache=tuple(self.get(build_node, "cache", f"{path}.build", ()) or ()),
                         secrets=tuple(self.get(build_node, "secrets", f"{path}.build", ()) or ()))
-        for key, value in build.args:
-            found = ENV_REF.search(str(value))
-            if found and found.group(0) != "$$":
-                raise SpecError(self.where(f"{path}.build.args.{key}"), f"{path}.build.args.{key}",
-                                f"refers to {found.group(0)}: a build argument is a literal value, nothing expands "
-                                "in it (the build script sees the text as written)",
-                                hint="write the value itself, or expand the variable in the build script "
-                                     f"(\"${{{key}}}\" there is the argument; the builder's own variables are set)")
+        build = dataclasses.replace(build, args=tuple((k, self.literal_arg(path, k, v)) for k, v in build.args))
+        for key, _ in build.args:
             if key in RESERVED_ARGS or key.startswith("ENGINEBUILD_"):
                 raise SpecError(self.where(f"{path}.build.args.{key}"), f"{path}.build.args.{key}",
                                 f"{key} is set by enginebuild in every component build (reproducible "
