@@ -154,17 +154,20 @@ def locked_then_edited(workspace) -> dict:
     return before
 
 
-def test_plan_and_render_lock_what_the_spec_added_and_refuse_with_locked(workspace, debian_reachable,
-                                                                          pypi_reachable):
+def test_render_locks_what_the_spec_added_plan_only_says_it_and_both_refuse_with_locked(workspace, debian_reachable,
+                                                                                         pypi_reachable):
     before = locked_then_edited(workspace)
     for verb in (["plan", "t"], ["render", "t"]):
         proc = run_cli([*verb, "--locked"], workspace)
         assert proc.returncode == 1 and "runtime.system@linux/amd64: packages changed" in proc.stderr, proc.stderr
         assert json.loads((workspace / "lockfiles/t.lock").read_text()) == before
-    proc = run_cli(["plan", "t", "--json"], workspace)
+    proc = run_cli(["plan", "t", "--json"], workspace)  # plan never writes: it says what lock would change
     assert proc.returncode == 0, proc.stderr
-    assert "t: locked runtime.system@linux/amd64 into lockfiles/t.lock" in proc.stderr
+    assert "`python BUILD.py lock t` would change the lock: runtime.system@linux/amd64: packages changed" in proc.stderr
     assert json.loads(proc.stdout)["images"][0]["image"].startswith("t")  # stdout is the plan alone
+    assert json.loads((workspace / "lockfiles/t.lock").read_text()) == before
+    proc = run_cli(["render", "t"], workspace)
+    assert proc.returncode == 0 and "t: locked runtime.system@linux/amd64 into lockfiles/t.lock" in proc.stderr
     after = json.loads((workspace / "lockfiles/t.lock").read_text())
     assert after["inputs"]["runtime.python@linux/amd64"] == before["inputs"]["runtime.python@linux/amd64"]
     assert "jq" in [p["name"] for p in after["inputs"]["runtime.system@linux/amd64"]["resolved"]["packages"]]
