@@ -164,10 +164,10 @@ class Replay:
 
 def answer(memo: Any, key: str, name: str, home: Any) -> str | None:
     """Remake the images of `name` if only copied files changed; the line to print, or None."""
-    from enginebuild.io.files import mutex
+    from enginebuild.io.store import Store
 
     try:
-        with mutex(Path(home) / "gc.lock", "the store (gc)", shared=True):  # as io/store.Store.using
+        with Store(Path(home)).using():  # gc waits for this, as for every build
             return _answer(memo, key, name, home)
     except NotThisWay as why:
         if os.environ.get("ENGINEBUILD_DEBUG"):

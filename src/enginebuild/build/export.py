@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import tarfile
 import tempfile
 from pathlib import Path
 
-from enginebuild.build.layers import json_layers
+from enginebuild.build.layers import cut_new_layers
 from enginebuild.build.outputs import OutputRecord
 from enginebuild.errors import UserError
 from enginebuild.io.files import write_folder
@@ -51,26 +50,6 @@ def parse_outputs(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
     return runtime, components
 
 
-def _layers_of_saved(engine: Engine, image: str, folder: Path) -> list[Path]:
-    """The image's layer tars, bottom first, from one streamed `docker save` (each kept in
-    `folder` until manifest.json, the archive's last entry, tells their order)."""
-    kept: dict[str, Path] = {}
-    order: list[str] = []
-    with engine.save(image) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
-        for member in tar:
-            if member.isreg() and member.name.endswith("/layer.tar"):
-                handle = tar.extractfile(member)
-                assert handle is not None
-                kept[member.name] = folder / f"{len(kept)}.tar"
-                with open(kept[member.name], "wb") as out:
-                    shutil.copyfileobj(handle, out, 1 << 20)
-            elif member.name == "manifest.json":
-                handle = tar.extractfile(member)
-                assert handle is not None
-                order = json_layers(handle.read())
-    return [kept[name] for name in order]
-
-
 def export_runtime(engine: Engine, image: str, target: Path) -> Path:
     """The image's own filesystem: its layers stacked (never a container's, which adds
     /.dockerenv, /etc/hosts and mount points)."""
@@ -78,9 +57,8 @@ def export_runtime(engine: Engine, image: str, target: Path) -> Path:
         spool = Path(tempfile.mkdtemp(prefix=".layers-", dir=folder.parent))
         try:
             tree = LayerTree(folder)
-            for layer in _layers_of_saved(engine, image, spool):
+            for layer in cut_new_layers(engine, image, {}, 0, spool):  # every layer, bottom first
                 tree.add(layer)
-                layer.unlink()
             tree.finish()
         finally:
             shutil.rmtree(spool, ignore_errors=True)

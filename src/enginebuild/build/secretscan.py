@@ -60,6 +60,11 @@ def encodings(value: str) -> list[bytes]:
     return sorted((e for e in out if len(e) >= 6), key=len, reverse=True)
 
 
+def needles_of(values: dict[str, str]) -> dict[bytes, str]:
+    """Every encoding searched for (see `encodings`) of each secret's value, to the secret's name."""
+    return {e: name for name, value in values.items() if len(value) >= 6 for e in encodings(value)}
+
+
 RULES_ID = hashlib.sha256(repr([(r.name, r.path, r.content.pattern, r.refuse) for r in RULES]).encode()).hexdigest()
 
 
@@ -105,7 +110,7 @@ class Scanner:
                    and a.rule == finding.what for a in getattr(self.spec, "scan_allow", ()))
 
     def scan_tars(self, tars: Iterable[Path], secrets: dict[str, str]) -> list[Finding]:
-        needles = {e: name for name, value in secrets.items() if len(value) >= 6 for e in encodings(value)}
+        needles = needles_of(secrets)
         findings = []
         names = {r.name for r in RULES}
         for tar_path in tars:
@@ -149,7 +154,7 @@ class Scanner:
         """The image's config (labels, env, entrypoint, history …) holds no declared secret's value:
         a `--set labels[x]=…` or env default that carries one is refused, naming the key."""
         values = self.values() if self.declared else {}
-        needles = {e: name for name, value in values.items() if len(value) >= 6 for e in encodings(value)}
+        needles = needles_of(values)
         found = sorted({(needles[n], where.lstrip(".")) for where, text in _strings(doc, "")
                         for n in needles if n in text.encode("utf-8", "surrogateescape")})
         if found:

@@ -90,11 +90,10 @@ def roots(ws: Workspace) -> tuple[set[str], list[str]]:
 
 def closure(store: Store, live: set[str]) -> set[str]:
     """`live` and every digest the records named by a live key name, to a fixed point."""
-    records = {path.stem: path for path in store.records.glob("*/*.json")} if store.records.is_dir() else {}
     by_key: dict[str, list[Path]] = {}
     for path in store.records.glob("*/*.json") if store.records.is_dir() else ():
         by_key.setdefault(path.stem, []).append(path)
-    todo = [k for k in live if k in records]
+    todo = [k for k in live if k in by_key]
     seen: set[str] = set()
     while todo:
         key = todo.pop()
@@ -105,7 +104,7 @@ def closure(store: Store, live: set[str]) -> set[str]:
             for found in HEX64.findall(path.read_text(errors="replace")):
                 if found not in live:
                     live.add(found)
-                    if found in records:
+                    if found in by_key:
                         todo.append(found)
     return live
 
