@@ -343,3 +343,58 @@ def test_a_rename_with_a_change_of_a_real_vllm_file_applies_as_git_applies_it(vl
     assert outcome.ok
     assert outcome.files == {path: None, moved: (theirs / moved).read_bytes()} and not (theirs / path).exists()
     assert outcome.modes[moved] == 0o644
+
+
+def test_engine_moves_every_stack_on_that_source_without_component(workspace, upstream, tmp_path):
+    """A split image (a compiled part and a Python part, both on the engine's source, as
+    qwen36-dflash is): `--engine` checks both stacks against the version asked for; with a stack
+    on another source too, it asks which, and `--component` picks the source by one of its stacks."""
+    repo, _ = upstream
+    other = Repo(tmp_path / "plugin-upstream")
+    other.commit({"plugin.py": "A = 1\n"}, "1.0", tag="v1.0")
+    write_patch(workspace, "engine/0001-layer-ids.patch", FIX_PATCH)
+    write_patch(workspace, "plugin/0001-a.patch", """\
+        Subject: A is two
+        Description: the plugin's A is two.
+        Upstream: not yet
+
+        diff --git a/plugin.py b/plugin.py
+        --- a/plugin.py
+        +++ b/plugin.py
+        @@ -1 +1 @@
+        -A = 1
+        +A = 2
+        """)
+    part = """
+          {name}:
+            source:
+              git: {{url: "{url}", ref: v1.0}}
+            patches: [{patch}]
+            build: {{script: build.sh}}
+            outputs: {{paths: [/usr/local/bin/{name}]}}"""
+    engine = part.format(name="engine", url=repo.url, patch="engine/0001-layer-ids.patch") + \
+        part.format(name="engine-py", url=repo.url, patch="engine/0001-layer-ids.patch")
+    write_image(workspace, "split", f"""
+        base: scratch
+        platform: linux/amd64
+        components:{engine}
+        """, {"build.sh": "#!/bin/sh\ntrue\n"})
+    write_image(workspace, "mixed", f"""
+        base: scratch
+        platform: linux/amd64
+        components:{engine}{part.format(name="plugin", url=other.url, patch="plugin/0001-a.patch")}
+        """, {"build.sh": "#!/bin/sh\ntrue\n"})
+    assert run_cli(["lock", "split", "mixed"], workspace).returncode == 0
+    proc = run_cli(["patches", "check", "split", "--engine", "v1.3", "--json"], workspace)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert {d["component"]: (d["override"], d["patches"][0]["status"]) for d in doc} == {
+        "engine": (True, "obsolete"), "engine-py": (True, "obsolete")}
+    proc = run_cli(["patches", "check", "mixed", "--engine", "v1.3"], workspace)
+    assert proc.returncode == 2
+    assert "several sources" in proc.stderr and "engine, engine-py" in proc.stderr and "plugin" in proc.stderr
+    proc = run_cli(["patches", "check", "mixed", "--engine", "v1.3", "--component", "engine-py", "--json"], workspace)
+    assert proc.returncode == 1, proc.stderr
+    doc = {d["component"]: d for d in json.loads(proc.stdout)}
+    assert doc["engine"]["override"] and doc["engine-py"]["override"] and not doc["plugin"]["override"]
+    assert doc["plugin"]["patches"][0]["status"] == "applies"

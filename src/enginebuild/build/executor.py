@@ -26,7 +26,7 @@ from enginebuild.build.compilercache import CompilerCaches
 from enginebuild.build.fetch import Fetcher, Prefetch, component_downloads, git_wheels, layer_downloads
 from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
 from enginebuild.build.materialize import Materializer
-from enginebuild.build.outputs import OutputRecord, export_outputs
+from enginebuild.build.outputs import OutputRecord, export_outputs, release_outputs
 from enginebuild.build.preload import Preloader
 from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, capable, connect
 from enginebuild.errors import BuilderLost, BuildFailed, UserError
@@ -312,7 +312,14 @@ class Executor:
             record = self.output_record(comp)
             if record is not None:
                 self.outcome.pulled.append(f"component {comp.name}")
-        if record is None:
+        if record is None and comp.release is not None:  # nothing to build: the release's file is the output
+            self.fetcher.all(component_downloads(comp))
+            pin = comp.release
+            record = release_outputs(self.store, comp.name, (pin.filename, pin.sha256, pin.size), plan.epoch)
+            self.store.put_record("outputs", comp.key, record.to_json())
+            output().done(f"  [{plan.platform}] component {comp.name}: the release's wheel {pin.filename} "
+                          f"({human_bytes(record.size)}), built nowhere")
+        elif record is None:
             record = self.build_elsewhere_if_lost(comp, plan)
             if self.cache is not None:
                 self.cache.push_output(comp, self.store)
@@ -397,6 +404,8 @@ class Executor:
         if to_build:
             self.assign(to_build, plan)
         for comp in to_build:  # builder environments first: components share them
+            if comp.release is not None:
+                continue
             site = self.assigned[comp.name]
             try:
                 self.make_chain(comp.builder, plan, site)

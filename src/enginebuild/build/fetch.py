@@ -169,7 +169,7 @@ def component_downloads(comp: ComponentNode) -> list[Download]:
         elif isinstance(item.origin, FromSource):  # a source's own files (an sdist, a URL archive)
             o = item.origin
             out += [Download(sha, tuple(urls), what, size) for sha, urls, what, size in o.source.impl.downloads(o.pin)]
-    return out + env_downloads(comp.builder)
+    return out + ([] if comp.release is not None else env_downloads(comp.builder))
 
 
 def plan_downloads(plan: ImagePlan) -> list[Download]:

@@ -105,3 +105,18 @@ def export_outputs(engine: Engine, image: str, component: str, outputs: Outputs,
         return OutputRecord(blob.sha256, blob.size, count, tuple(sorted(wheels)))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def release_outputs(store: Store, component: str, wheel: tuple[str, str, int | None], mtime: int) -> OutputRecord:
+    """The outputs of a component taken from a release: the wheel (already in the store by its
+    sha256) as the one entry of a normalised tar, as a build that made it would have kept it."""
+    filename, sha256, _ = wheel
+    path = store.verified(sha256, filename)
+
+    def write(sink: Any) -> None:
+        writer = TarWriter(sink, mtime=mtime)
+        writer.add_file(filename, path, 0o644)
+        writer.close()
+
+    blob = make_blob(store, f"outputs of {component}", write)
+    return OutputRecord(blob.sha256, blob.size, 1, ((filename, sha256, path.stat().st_size),), component)

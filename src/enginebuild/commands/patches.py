@@ -23,9 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("images", nargs="*", metavar="IMAGE")
     check.add_argument("--all", action="store_true", help="every image of the catalogue that has a patch stack")
     check.add_argument("--engine", metavar="REF_OR_VERSION",
-                       help="check one stack against this release (sdist) or git ref instead of the lock's pin; "
+                       help="check the stacks on the engine's source against this release (sdist) or git ref instead "
+                            "of the lock's pin; "
                             "`latest` is the newest release (upstream HEAD for git sources)")
-    check.add_argument("--component", metavar="NAME", help="with --engine: the component or overlay whose stack")
+    check.add_argument("--component", metavar="NAME",
+                       help="with --engine, where stacks are on several sources: a component or overlay whose "
+                            "source is the one to move (the stacks on the same source move with it)")
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.add_argument("--strict", action="store_true",
                        help="exit 1 also when a stack could not be checked (its source is not pinned where this runs)")

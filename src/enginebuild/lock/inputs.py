@@ -5,6 +5,7 @@
     runtime.python@linux/arm64        the Python closure, per platform
     builder.* / components.X.builder.*   the same for build environments
     components.X.source, components.X.sources.Y, overlays.X.source
+    components.X.release@linux/arm64  a release's wheel a component is taken from, per platform
     tools.cuobjdump                   host tools (images that declare cuda-archs)
 """
 
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from enginebuild.errors import Where
-from enginebuild.lock.pins import ImagePin, PythonPin, SystemPin, ToolPin
+from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
 from enginebuild.sources import Source
-from enginebuild.spec.model import Environment, ImageSpec
+from enginebuild.spec.model import Component, Environment, ImageSpec, Release
 from enginebuild.wire import JsonDoc
 
 CUOBJDUMP = ("nvidia-cuda-cuobjdump", "13.5.37")
@@ -25,12 +26,14 @@ CUOBJDUMP = ("nvidia-cuda-cuobjdump", "13.5.37")
 @dataclass(frozen=True)
 class Input:
     name: str
-    kind: str  # source | base | system | python | tool
+    kind: str  # source | base | system | python | tool | release
     where: Where
     source: Source | None = None
     env: Environment | None = None
     platform: str | None = None
     role: str = ""
+    release: Release | None = None
+    python: str = ""  # the CPython version a release's wheel is chosen for
 
     def request(self) -> JsonDoc:
         if self.kind == "source":
@@ -40,6 +43,10 @@ class Input:
             return body
         if self.kind == "tool":
             return {"name": CUOBJDUMP[0], "version": CUOBJDUMP[1]}
+        if self.kind == "release":
+            assert self.release is not None and self.platform is not None
+            return {"name": self.release.name, "version": self.release.version, "index": self.release.index,
+                    "platform": self.platform, "python": self.python}
         assert self.env is not None and self.platform is not None
         if self.kind == "base":
             return {"ref": self.env.base, "platform": self.platform}
@@ -70,7 +77,8 @@ class Input:
         if self.kind == "source":
             assert self.source is not None
             return self.source.impl.pin_from_json(data)
-        pin_types: dict[str, Any] = {"base": ImagePin, "system": SystemPin, "python": PythonPin, "tool": ToolPin}
+        pin_types: dict[str, Any] = {"base": ImagePin, "system": SystemPin, "python": PythonPin, "tool": ToolPin,
+                                     "release": PyPin}
         return pin_types[self.kind].from_json(data)
 
     def encode(self, pin: Any) -> JsonDoc:
@@ -83,10 +91,11 @@ class Input:
 def environments(spec: ImageSpec) -> list[tuple[str, Environment]]:
     """(role, environment) of every distinct environment the image uses, runtime first."""
     out: list[tuple[str, Environment]] = [("runtime", spec.runtime)]
-    if spec.components:
+    if any(c.release is None for c in spec.components):
         out.append(("builder", spec.builder))
     for comp in spec.components:
-        out.append((f"components.{comp.name}.builder", comp.builder))
+        if comp.release is None:  # a component taken from a release builds on nothing
+            out.append((f"components.{comp.name}.builder", comp.builder))
     seen: list[Environment] = []
     unique = []
     for role, env in out:
@@ -100,6 +109,19 @@ def role_of(spec: ImageSpec, env: Environment) -> str:
     return next(role for role, e in environments(spec) if e == env)
 
 
+def release_input(component: str, platform: str) -> str:
+    return f"components.{component}.release@{platform}"
+
+
+def release_python(spec: ImageSpec, comp: Component) -> str:
+    """The CPython a release's wheel is for: the runtime's (which installs what comes of it),
+    else the component's builder's; 3 (a py3 wheel) when neither has Python."""
+    for python in (spec.runtime.python, comp.builder.python):
+        if python is not None:
+            return python.version
+    return "3"
+
+
 def env_input(role: str, part: str, platform: str) -> str:
     return f"{role}.{part}@{platform}"
 
@@ -108,6 +130,9 @@ def image_inputs(spec: ImageSpec) -> list[Input]:
     out: list[Input] = []
     # sources first: the Python closure reads what a component's wheel needs from its source
     for comp in spec.components:
+        if comp.release is not None:
+            out += [Input(release_input(comp.name, platform), "release", comp.where, platform=platform,
+                          release=comp.release, python=release_python(spec, comp)) for platform in spec.platforms]
         if comp.source and comp.source.pinned_by_lock:
             out.append(Input(f"components.{comp.name}.source", "source", comp.source.where, source=comp.source))
         for extra in comp.sources:

@@ -37,18 +37,40 @@ def stacks(spec: ImageSpec) -> list[tuple[str, str, Source, tuple[PatchRef, ...]
     return out
 
 
-def override_owner(spec: ImageSpec, component: str | None) -> str | None:
-    found = stacks(spec)
+def project_of(source: Source) -> tuple[str, ...]:
+    """What a source is a version of (an index's project, a repository): stacks on the same
+    project are moved together by `--engine`."""
+    request = source.request
+    name, url = getattr(request, "name", None), getattr(request, "url", None)
+    if name:
+        return (source.kind, str(getattr(request, "index", "")), str(name).lower().replace("_", "-"))
+    if url:
+        return (source.kind, str(url).rstrip("/").removesuffix(".git").lower())
+    return (source.kind, source.describe())
+
+
+def override_owners(spec: ImageSpec, component: str | None) -> set[str]:
+    """The stacks `--engine` moves: every stack whose source is the same project as the one
+    named by `--component`, or, without it, as the only project the image's stacks are on."""
+    found = [(owner, source) for owner, _, source, _ in stacks(spec) if source.pinned_by_lock]
     if component:
-        if component not in [owner for owner, *_ in found]:
+        named = [source for owner, _, source, _ in stacks(spec) if owner == component]
+        if not named:
             raise UserError(f"{spec.name} has no patch stack on {component!r} "
-                            f"(stacks: {', '.join(o for o, *_ in found) or 'none'})")
-        return component
-    candidates = [owner for owner, _, source, _ in found if source.pinned_by_lock]
-    if len(candidates) > 1:
-        raise UserError(f"--engine: {spec.name} has several stacks ({', '.join(candidates)}); name one with "
-                        "--component")
-    return candidates[0] if candidates else None
+                            f"(stacks: {', '.join(o for o, *_ in stacks(spec)) or 'none'})")
+        return {owner for owner, source in found if project_of(source) == project_of(named[0])} | {component}
+    projects: dict[tuple[str, ...], list[str]] = {}
+    for owner, source in found:
+        projects.setdefault(project_of(source), []).append(owner)
+    if len(projects) > 1:
+        groups = "; ".join(f"{', '.join(owners)} ({source_of(spec, owners[0])})" for owners in projects.values())
+        raise UserError(f"--engine: {spec.name} has stacks on several sources ({groups}); name one of them with "
+                        "--component (the stacks on the same source move with it)")
+    return set(next(iter(projects.values()), []))
+
+
+def source_of(spec: ImageSpec, owner: str) -> str:
+    return next(source.describe() for o, _, source, _ in stacks(spec) if o == owner)
 
 
 def stack_targets(ctx: Context, spec: ImageSpec, lock: Lock | None, *, engine_ref: str | None = None,
@@ -56,9 +78,9 @@ def stack_targets(ctx: Context, spec: ImageSpec, lock: Lock | None, *, engine_re
     found = stacks(spec)
     inputs = {name for _, name, _, _ in found}
     problems = [p for p in stale_inputs(spec, lock) if p[0] in inputs or p[0] == "lockfile"]
-    target_owner = override_owner(spec, component) if engine_ref else None
-    if problems and not (engine_ref and all(p[0] == f"components.{target_owner}.source" or
-                                            p[0] == f"overlays.{target_owner}.source" for p in problems)):
+    moved = override_owners(spec, component) if engine_ref else set()
+    if problems and not (engine_ref and all(p[0] in {f"{kind}.{owner}.source" for owner in moved
+                                                     for kind in ("components", "overlays")} for p in problems)):
         detail = "; ".join(f"{n}: {why}" for n, why in problems)
         raise LockError(f"{spec.file}: the lock does not pin the sources the patches apply to ({detail})",
                         hint=f"run `{command()} lock {spec.name}`")
@@ -66,7 +88,7 @@ def stack_targets(ctx: Context, spec: ImageSpec, lock: Lock | None, *, engine_re
     for owner, name, source, patches in found:
         parsed = [p.patch for p in patches]
         impl = source.impl
-        if engine_ref and owner == target_owner:
+        if engine_ref and owner in moved:
             pin = impl.override(source.request, engine_ref, ctx)
             request: Any = source.request
             if dataclasses.is_dataclass(request) and not isinstance(request, type) and hasattr(request, "ref"):

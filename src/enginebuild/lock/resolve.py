@@ -22,6 +22,7 @@ from enginebuild.lock.inputs import CUOBJDUMP, Input, env_input, image_inputs
 from enginebuild.lock.lockfile import Entry, Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
 from enginebuild.lock.python import resolve_python
+from enginebuild.lock.release import resolve_release
 from enginebuild.lock.wheeldeps import wheel_requirements
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient
@@ -87,6 +88,9 @@ def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, obj
         return inp.source.impl.resolve(inp.source.request, r.context())
     if inp.kind == "tool":
         return resolve_tool(r)
+    if inp.kind == "release":
+        assert inp.release is not None and inp.platform is not None
+        return resolve_release(r.http, inp.release, inp.python, inp.platform)
     env, platform = inp.env, inp.platform
     assert env is not None and platform is not None
     base_pin = done.get(env_input(inp.role, "base", platform))

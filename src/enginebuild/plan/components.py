@@ -11,9 +11,10 @@ from typing import Any
 
 from enginebuild.errors import SpecError
 from enginebuild.io.recipefiles import read_recipe_file
+from enginebuild.lock.inputs import release_input
 from enginebuild.plan import keys
 from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent_ref, script_run
-from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, FromData, FromFile, FromOutput, FromSource
+from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, FromBlob, FromData, FromFile, FromOutput, FromSource
 from enginebuild.plan.render import TEMPLATES, render
 from enginebuild.sources import Source
 from enginebuild.sources.trees import declared_matcher
@@ -107,7 +108,7 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
         env.append((_env_name(need), f"{DEPS}/{need}"))
     env += cuda_env(cuda_archs)
     script = comp.build.script
-    assert script.src is not None
+    assert script is not None and script.src is not None
     context.append(ContextItem("build.sh", keys.sha(read_recipe_file(script.src)), FromFile(script.src), 0o755,
                                label=script.display))
     args = dict(comp.build.args)
@@ -162,3 +163,22 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
                             folders=list(caches)) if caches else ""
     return ComponentNode(comp.name, key, planner.platform, builder, dockerfile, items, secrets, comp.needs,
                          comp.outputs, cuda_archs, inputs, outside, caches, cache_key)
+
+
+def release_node(planner: EnvPlanner, comp: Component) -> ComponentNode:
+    """A component taken from a release's wheel: its output is that file (by sha256), nothing is
+    built. The Dockerfile is what `render` and `bake` show: the wheel copied into the outputs."""
+    pin = planner.pins.get(release_input(comp.name, planner.platform))
+    folder = comp.outputs.paths[0].rstrip("/")
+    arcname = f"release/{pin.filename}" if pin else "release/NOT-PINNED.whl"
+    what = f"{pin.filename} (release of component {comp.name})" if pin else ""
+    context = (ContextItem(arcname, pin.sha256, FromBlob(pin.sha256, what, (pin.url,), pin.size),
+                           label=f"release {pin.filename}"),) if pin else ()
+    dockerfile = (f"# enginebuild component {comp.name} for {planner.platform}: the release's wheel, built nowhere\n"
+                  f"FROM scratch\nCOPY {arcname} {folder}/\n")
+    key = keys.key_of("component-release", name=comp.name, platform=planner.platform,
+                      wheel=[pin.filename, pin.sha256] if pin else None, outputs=["wheels", [folder]])
+    empty = EnvNode("release", planner.platform, None, (), keys.key_of("base", ref="scratch", platform=planner.platform))
+    inputs = {"release": pin.sha256 if pin else "not pinned"}
+    return ComponentNode(comp.name, key, planner.platform, empty, dockerfile, context, (), (), comp.outputs, (),
+                         inputs, release=pin)

@@ -17,7 +17,7 @@ from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
 from enginebuild.lock.pins import PythonPin
 from enginebuild.lock.python import machine_of
 from enginebuild.plan import keys
-from enginebuild.plan.components import component_node
+from enginebuild.plan.components import component_node, release_node
 from enginebuild.plan.envs import EnvPlanner, Pins
 from enginebuild.plan.model import (
     ComponentNode,
@@ -186,6 +186,9 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     builders: dict[str, EnvNode] = {}
     if "components" in only:
         for comp in spec.components:
+            if comp.release is not None:
+                components[comp.name] = release_node(planner, comp)
+                continue
             role = role_of(spec, comp.builder)
             if role not in builders:
                 builders[role] = planner.environment(role, comp.builder)

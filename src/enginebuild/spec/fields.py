@@ -271,6 +271,14 @@ def component_schema() -> Record:
                     "source tree at a path with an editable install of it (`pip install -e`)")
     build = Record({"script": REL, "args": ARGS, "cache": ListOf(ABS, unique=True), "secrets": SECRETS},
                    required=("script",), doc="{script, args, cache, secrets}")
+    release = Record({"name": Str(pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*", what="a project name"),
+                      "version": Str(pattern=r"[0-9][A-Za-z0-9.!+_-]*", what="a version such as 0.21.0"),
+                      "index": Str(test=_url, what="an index URL (PEP 503 simple API)")},
+                     required=("version",), doc="{name, version, index}",
+                     description="take the component's output from that release's wheel for the target platform "
+                                 "and Python (pinned by sha256 per platform in the lock) instead of building it: "
+                                 "its source, build and steps are not run; a patch of its stack reaching its "
+                                 "declared inputs is refused (the release cannot carry it)")
     extra_source = Record({"source": source_schema(), "env": Str(pattern=ENV_NAME, what="a variable name")},
                           required=("source",), doc="{source, env}")
     return Record({
@@ -290,7 +298,8 @@ def component_schema() -> Record:
                          description="the paths of its (patched) source the build reads, as globs (`csrc/**`, "
                                      "`CMakeLists.txt`): its key covers only those, and only those are in its "
                                      "build; default: the whole source"),
-    }, required=("build", "outputs"), doc="a component")
+        "release": release,
+    }, need_one_of=("build", "release"), doc="a component")
 
 
 def image_schema() -> Record:

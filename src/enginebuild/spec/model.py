@@ -119,7 +119,7 @@ class Environment:
 
 @dataclass(frozen=True)
 class Build:
-    script: FileEntry
+    script: FileEntry | None  # None only for a component taken from a release
     args: tuple[tuple[str, str], ...] = ()
     cache: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
@@ -154,6 +154,16 @@ class ExtraSource:
 
 
 @dataclass(frozen=True)
+class Release:
+    """`release: {name, version, index}`: a component's output taken from a released wheel (the
+    file of that release for the target platform and Python), built nowhere."""
+
+    name: str
+    version: str
+    index: str
+
+
+@dataclass(frozen=True)
 class Component:
     name: str
     source: Source | None
@@ -167,6 +177,7 @@ class Component:
     cuda_archs: tuple[str, ...]
     where: Where
     inputs: tuple[str, ...] = ()  # globs of the source the build reads (empty: all of it)
+    release: Release | None = None  # its wheel from a release: nothing of the above is built
 
 
 @dataclass(frozen=True)

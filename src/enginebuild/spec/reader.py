@@ -16,10 +16,13 @@ from enginebuild.io.files import image_mode
 from enginebuild.io.recipefiles import open_recipe_file, read_recipe_file
 from enginebuild.sources import Source, kind
 from enginebuild.sources.base import Place
+from enginebuild.sources.pyindex import DEFAULT_INDEX
+from enginebuild.sources.trees import declared_matcher
 from enginebuild.spec import model as m
 from enginebuild.spec.listing import listed
 
 # set by enginebuild in every component build (plan/templates/component.Dockerfile)
+RELEASE_WHEELS = "/opt/enginebuild/out"  # where a release component's wheel is, for what needs it
 RESERVED_ARGS = ("SOURCE_DATE_EPOCH", "PYTHONHASHSEED")
 ENV_REF = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
                      r"|(?P<dollar>\$))")
@@ -346,8 +349,15 @@ class Reader:
 
         return ENV_REF.sub(one, value)
 
-    def component(self, name: str, node: YMap, path: str, builder: m.Environment) -> m.Component:
-        build_node = self.get(node, "build", path)
+    def release(self, node: Any, path: str, name: str) -> m.Release | None:
+        if node is None:
+            return None
+        self.get(node, "version", path)
+        return m.Release(str(node.get("name") or name), str(node["version"]), str(node.get("index") or DEFAULT_INDEX))
+
+    def build_script(self, build_node: Any, path: str) -> m.FileEntry | None:
+        if build_node is None:
+            return None
         script, display = self.local_file(self.get(build_node, "script", f"{path}.build"), f"{path}.build.script")
         with open_recipe_file(script, str(self.root)) as handle:
             first = handle.readline(256)
@@ -355,7 +365,34 @@ class Reader:
             raise SpecError(self.where(f"{path}.build.script"), f"{path}.build.script",
                             f"{display} does not start with a #! line: a build script runs with the interpreter "
                             "it names", hint="start it with #!/bin/sh or #!/bin/bash")
-        build = m.Build(script=m.FileEntry("", 0o755, display, src=script),
+        return m.FileEntry("", 0o755, display, src=script)
+
+    def release_problem(self, comp: m.Component) -> None:
+        """A component taken from a release wheel builds nothing: it needs nothing, and no patch of
+        its stack may reach the files its build would read (the release's compiled code lacks it)."""
+        path = f"components.{comp.name}"
+        if comp.needs:
+            raise SpecError(self.where(f"{path}.needs"), f"{path}.needs",
+                            "a component taken from a release wheel builds nothing, so it needs no component",
+                            hint="drop needs, or build the component from its source (drop release)")
+        declared = declared_matcher(comp.inputs) if comp.inputs else None
+        for ref in comp.patches:
+            reached = [f.path for f in ref.patch.files if declared is None or declared(f.path)]
+            if reached:
+                raise SpecError(self.where(f"{path}.release"), f"{path}.release",
+                                f"patches/{ref.name} changes {reached[0]}, "
+                                + ("and the component declares no inputs, so every file of its source counts"
+                                   if declared is None else "one of the component's declared inputs")
+                                + f": the release wheel of {comp.release.name if comp.release else ''} was built "
+                                  "without it",
+                                hint="build the component from its patched source (drop release), or declare the "
+                                     "inputs its build reads so a patch outside them is known not to reach it")
+
+    def component(self, name: str, node: YMap, path: str, builder: m.Environment) -> m.Component:
+        release = self.release(self.get(node, "release", path), f"{path}.release", name)
+        build_node = self.get(node, "build", path) or {}
+        script = self.build_script(build_node or None, path)
+        build = m.Build(script=script,
                         args=self.pairs(self.get(build_node, "args", f"{path}.build"), f"{path}.build.args"),
                         cache=tuple(self.get(build_node, "cache", f"{path}.build", ()) or ()),
                         secrets=tuple(self.get(build_node, "secrets", f"{path}.build", ()) or ()))
@@ -368,7 +405,16 @@ class Reader:
                                 hint="drop it from build.args: SOURCE_DATE_EPOCH is taken from the environment "
                                      "of `image` (default 1)")
         out_node = self.get(node, "outputs", path)
-        if "wheels" in out_node:
+        if out_node is None and release is None:
+            raise SpecError(self.where(path), f"{path}.outputs", "required key is missing",
+                            hint="what the build keeps: {wheels: DIR}, {prefix: DIR}, {paths: [...]} or {editable: DIR}")
+        if out_node is None:
+            outputs = m.Outputs("wheels", (RELEASE_WHEELS,))
+        elif release is not None and "wheels" not in out_node:
+            raise SpecError(self.where(f"{path}.outputs"), f"{path}.outputs",
+                            "a component taken from a release wheel keeps that wheel: its outputs are {wheels: DIR}",
+                            hint="drop outputs (the default is {wheels: /opt/enginebuild/out}) or write {wheels: DIR}")
+        elif "wheels" in out_node:
             outputs = m.Outputs("wheels", (out_node["wheels"],))
         elif "prefix" in out_node:
             outputs = m.Outputs("prefix", (out_node["prefix"],), out_node.get("to", "/"))
@@ -407,6 +453,7 @@ class Reader:
             cuda_archs=tuple(self.get(node, "cuda-archs", path, ()) or ()),
             where=self.where(path),
             inputs=tuple(self.get(node, "inputs", path, ()) or ()),
+            release=release,
         )
 
     def components(self, node: Any, builder: m.Environment) -> tuple[m.Component, ...]:
@@ -416,6 +463,10 @@ class Reader:
                 continue
             self.get(node, name, "components")
             comp = self.component(name, cnode, f"components.{name}", builder)
+            if comp.release is not None:  # what would build it is not used (an inherited build stays unused)
+                self.release_problem(comp)
+                comp = dataclasses.replace(comp, source=None, sources=(), patches=(), steps=(), inputs=(),
+                                           build=m.Build(None))
             if comp.patches and comp.source is None:
                 raise SpecError(comp.where, f"components.{name}.patches", "a patch stack needs a source to apply to")
             found[name] = comp

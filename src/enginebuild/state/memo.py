@@ -132,8 +132,8 @@ def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
     paths += [p.path for _, p in spec.all_patches]
     sources = []
     for comp in spec.components:
-        assert comp.build.script.src is not None
-        paths.append(comp.build.script.src)
+        if comp.build.script is not None and comp.build.script.src is not None:
+            paths.append(comp.build.script.src)
         sources += ([comp.source] if comp.source else []) + [e.source for e in comp.sources]
     sources += [o.source for o in spec.overlays]
     steps = [*spec.steps, *(step for comp in spec.components for step in comp.steps)]

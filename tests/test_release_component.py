@@ -1,0 +1,163 @@
+"""`release:` components: a component's output taken from a released wheel (the file of that
+release for each target platform, as an installer would choose it, pinned by sha256), built
+nowhere; what needs it finds the wheel where a build would have left it. A real index on
+127.0.0.1 serves the wheels."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import textwrap
+
+import pytest
+
+from conftest import run_cli
+from helpers.pyindex import Index, make_wheel
+from helpers.specs import BUSYBOX_BUILDER, write_image, write_patch
+
+FILES = ("kern-1.0-cp38-abi3-manylinux_2_24_x86_64.whl",  # an older build of the same release
+         "kern-1.0-1-cp38-abi3-manylinux_2_24_x86_64.whl",  # build 1: the one an installer takes
+         "kern-1.0-1-cp38-abi3-manylinux_2_24_aarch64.whl",
+         "kern-1.0-cp38-abi3-win_amd64.whl",
+         "kern-1.1-cp38-abi3-manylinux_2_24_x86_64.whl")
+
+
+@pytest.fixture
+def index(tmp_path):
+    served = Index(tmp_path / "index")
+    for name in FILES:  # each file its own bytes, so which one arrived can be told
+        wheel = make_wheel(tmp_path / "made" / name, "kern", "1.0", files={"kern/which.txt": name})
+        shutil.move(wheel, tmp_path / "made" / name / name)
+        served.add("kern", tmp_path / "made" / name / name)
+    yield served
+    served.stop()
+
+
+def _sha(index, name):
+    return hashlib.sha256((index.folder / "files" / name).read_bytes()).hexdigest()
+
+
+def test_the_lock_pins_each_platforms_wheel_of_that_release_and_plan_builds_nothing(workspace, index):
+    write_image(workspace, "rel", f"""
+        base: scratch
+        platforms: [linux/amd64, linux/arm64]
+        python: {{version: "3.11"}}
+        components:
+          kern:
+            release: {{name: kern, version: "1.0", index: "{index.url}"}}
+        install: [kern]
+        """)
+    proc = run_cli(["lock", "rel"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    lock = json.loads((workspace / "lockfiles/rel.lock").read_text())["inputs"]
+    amd64, arm64 = (lock[f"components.kern.release@linux/{a}"]["resolved"] for a in ("amd64", "arm64"))
+    assert (amd64["filename"], amd64["sha256"]) == (FILES[1], _sha(index, FILES[1]))
+    assert (arm64["filename"], arm64["sha256"]) == (FILES[2], _sha(index, FILES[2]))
+    assert "components.kern.builder" not in json.dumps(lock)  # it builds on nothing
+    plan = run_cli(["plan", "rel", "--platform", "linux/arm64"], workspace)
+    assert plan.returncode == 0, plan.stderr
+    assert "component kern" in plan.stdout and "outputs of kern (wheels)" in plan.stdout
+    render = run_cli(["render", "rel", "--platform", "linux/arm64"], workspace)
+    assert render.returncode == 0, render.stderr
+    assert f"COPY release/{FILES[2]} /opt/enginebuild/out/" in render.stdout
+
+
+def test_a_release_with_no_wheel_for_a_platform_is_refused_naming_what_it_has(workspace, index):
+    write_image(workspace, "rel", f"""
+        base: scratch
+        platforms: [linux/ppc64le]
+        components:
+          kern:
+            release: {{name: kern, version: "1.0", index: "{index.url}"}}
+        install: []
+        """)
+    proc = run_cli(["lock", "rel"], workspace)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "kern 1.0" in proc.stderr and "linux/ppc64le" in proc.stderr and FILES[1] in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+PATCH = """\
+    Subject: a kernel change
+    Description: changes the compiled part.
+    Upstream: not yet
+
+    diff --git a/csrc/k.cu b/csrc/k.cu
+    --- a/csrc/k.cu
+    +++ b/csrc/k.cu
+    @@ -1 +1 @@
+    -int k = 1;
+    +int k = 2;
+    """
+
+
+@pytest.mark.parametrize("inputs, refused", [('["csrc/**"]', True), ("[]", True), ('["cmake/**"]', False)])
+def test_a_patch_reaching_what_the_release_compiled_is_refused(workspace, index, inputs, refused):
+    write_patch(workspace, "kern/0001-k.patch", PATCH)
+    (workspace / "images/rel/src/csrc").mkdir(parents=True)
+    (workspace / "images/rel/src/csrc/k.cu").write_text("int k = 1;\n")
+    write_image(workspace, "rel", f"""
+        base: scratch
+        components:
+          kern:
+            source: {{path: src}}
+            inputs: {inputs}
+            patches: [kern/0001-k.patch]
+            build: {{script: build.sh}}
+            release: {{name: kern, version: "1.0", index: "{index.url}"}}
+        install: []
+        """, {"build.sh": "#!/bin/sh\ntrue\n"})
+    proc = run_cli(["render", "rel", "--unpinned"], workspace)
+    if refused:
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "images/rel/image.yaml:" in proc.stderr and "components.kern.release" in proc.stderr
+        assert "patches/kern/0001-k.patch changes csrc/k.cu" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    else:  # the build and its patches are not used: the release is the output
+        assert proc.returncode == 0, proc.stderr
+        assert "components.kern.release@linux/" in proc.stdout  # what `lock` resolves, not its source
+        assert "components.kern.source" not in proc.stdout
+
+
+def test_a_release_component_needing_another_is_refused(workspace, index):
+    write_image(workspace, "rel", textwrap.dedent(f"""
+        base: scratch
+        components:
+          a:
+            build: {{script: build.sh}}
+            outputs: {{paths: [/opt/a]}}
+          kern:
+            needs: [a]
+            release: {{name: kern, version: "1.0", index: "{index.url}"}}
+        install: []
+        """), {"build.sh": "#!/bin/sh\ntrue\n"})
+    proc = run_cli(["render", "rel", "--unpinned"], workspace)
+    assert proc.returncode == 2
+    assert "components.kern.needs" in proc.stderr and "builds nothing" in proc.stderr
+
+
+def test_a_component_built_around_the_release_gets_its_exact_wheel(workspace, index, tmp_path, docker_engine,
+                                                                    debian_reachable):
+    """The shape of vLLM's precompiled route: a package component needs the kernels component
+    and finds the release's wheel at $ENGINEBUILD_DEP_<NAME>, byte for byte."""
+    write_image(workspace, "rel", BUSYBOX_BUILDER + f"""
+components:
+  kernels:
+    release: {{name: kern, version: "1.0", index: "{index.url}"}}
+  package:
+    needs: [kernels]
+    build: {{script: build.sh}}
+    outputs: {{paths: [/opt/package]}}
+install: [package]
+""", {"build.sh": '#!/bin/sh\nset -e\nmkdir -p /opt/package\ncp "$ENGINEBUILD_DEP_KERNELS"/*.whl /opt/package/\n'})
+    assert run_cli(["lock", "rel"], workspace).returncode == 0
+    out = tmp_path / "fs"
+    proc = run_cli(["image", "rel", "--output", str(out)], workspace)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "built nowhere" in proc.stdout + proc.stderr
+    got = list((out / "opt/package").iterdir())
+    assert [p.name for p in got] == [FILES[1]]
+    assert hashlib.sha256(got[0].read_bytes()).hexdigest() == _sha(index, FILES[1])
+    again = run_cli(["image", "rel"], workspace)  # nothing changed: nothing is made again
+    assert again.returncode == 0, again.stderr
+    assert "built nowhere" not in again.stdout + again.stderr
