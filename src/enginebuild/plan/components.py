@@ -156,8 +156,11 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     for item in items:
         inputs[item.label or item.arcname] = item.digest
     outside: tuple[str, ...] = ()
-    if comp.inputs:  # each patch that reaches a declared input, by name: the one that changed is named
-        inputs.update({f"patches/{p.name}": p.patch.sha256 for p in comp.patches if touches_declared(p, comp.inputs)})
+    # each patch that reaches a declared input (without inputs: every patch), by name: the one
+    # that changed is named
+    inputs.update({f"patches/{p.name}": p.patch.sha256 for p in comp.patches
+                   if not comp.inputs or touches_declared(p, comp.inputs)})
+    if comp.inputs:
         outside = tuple(f"patches/{p.name}" for p in comp.patches if not touches_declared(p, comp.inputs))
     cache_key = keys.key_of("compiler-cache", name=comp.name, platform=planner.platform, builder=builder.tip,
                             folders=list(caches)) if caches else ""

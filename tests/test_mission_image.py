@@ -1,0 +1,106 @@
+"""The mission's image built here (`qwen36-dflash-pypi`): vLLM 0.21.0 from its PyPI sdist with
+the DFlash layer-id patch, packaged around the release wheel's compiled extensions (nothing
+compiles), on its whole PyPI closure. Executed in the image, not grepped: the patched method
+turns a drafter's target layer ids into vLLM's aux taps, and the same build without the patch
+leaves them as they are. Built for linux/amd64 in a store of its own, removed afterwards."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import need_free_disk, run_cli
+from enginebuild.io.store import Store
+from helpers.docker import assert_pip_check_clean, docker
+
+pytestmark = [pytest.mark.network]
+IMAGE = "qwen36-dflash-pypi"
+PATCH = "patches/vllm/0001-dflash-target-layer-ids-off-by-one.patch"
+# the method the patch changes, called on a stand-in for the runner's speculative config: vLLM
+# imports on a CPU machine when told the platform
+LAYER_IDS = """
+from types import SimpleNamespace as NS
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+drafter = NS(dflash_config={"target_layer_ids": [1, 16, 31, 46, 61]})
+runner = NS(speculative_config=NS(draft_model_config=NS(hf_config=drafter)))
+print(GPUModelRunner._get_eagle3_aux_layers_from_config(runner))
+"""
+EXTENSIONS = """
+import hashlib, json, pathlib, vllm
+root = pathlib.Path(vllm.__file__).parent
+print(json.dumps({str(p.relative_to(root.parent)): hashlib.sha256(p.read_bytes()).hexdigest()
+                  for p in sorted(root.rglob("*.so"))}))
+"""
+
+
+def _python(tag: str, code: str) -> str:
+    out = docker("run", "--rm", "-e", "VLLM_TARGET_DEVICE=cpu", "--entrypoint", "python3", tag, "-c", code,
+                 check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _chain_tags() -> set[str]:
+    return set(docker("images", "enginebuild/chain", "--format", "{{.Repository}}:{{.Tag}}").stdout.split())
+
+
+def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp_path, docker_engine,
+                                                                 pypi_reachable, debian_reachable):
+    home = tmp_path / "home"
+    need_free_disk(tmp_path, 14, "the qwen36-dflash-pypi build's store")
+    root = docker("info", "--format", "{{.DockerRootDir}}").stdout.strip()
+    need_free_disk(Path(root), 30 if Path(root).stat().st_dev == tmp_path.stat().st_dev else 18,
+                   "the qwen36-dflash-pypi build's store and engine")
+    env = {"ENGINEBUILD_HOME": str(home)}
+    tag, unpatched = f"enginebuild/{IMAGE}:latest", f"enginebuild/{IMAGE}:unpatched-test"
+    chains = _chain_tags()
+    try:
+        proc = run_cli(["image", IMAGE, "--platform", "linux/amd64"], workspace, env=env)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "component vllm-kernels: the release's wheel vllm-0.21.0" in proc.stdout + proc.stderr
+        assert _python(tag, LAYER_IDS) == "(2, 17, 32, 47, 62)"
+        # vLLM 0.21.0's CLI infers the device before it parses `--version` (no GPU here: it stops),
+        # so the version is read as Python sees it: the precompiled route stamps the distribution
+        versions = _python(tag, "import vllm, importlib.metadata as m; print(vllm.__version__, m.version('vllm'))")
+        assert versions == "0.21.0 0.21.0+precompiled"
+        assert_pip_check_clean(tag, "--entrypoint", "python3")
+
+        # the compiled extensions are the release wheel's bytes
+        lock = json.loads((workspace / f"lockfiles/{IMAGE}.lock").read_text())["inputs"]
+        release = lock["components.vllm-kernels.release@linux/amd64"]["resolved"]
+        with zipfile.ZipFile(Store(home).path(release["sha256"])) as wheel:
+            shipped = {n: hashlib.sha256(wheel.read(n)).hexdigest() for n in wheel.namelist() if n.endswith(".so")}
+        ours = json.loads(_python(tag, EXTENSIONS))
+        assert len(ours) >= 5 and "vllm/_C.abi3.so" in ours
+        assert {n: shipped.get(n) for n in ours} == ours
+
+        # the same image without the patch: only the package component and its layer are made
+        # again, and vLLM reads the drafter's ids unchanged
+        proc = run_cli(["image", IMAGE, "--platform", "linux/amd64", "--set", "components.vllm.patches=[]",
+                        "-t", unpatched], workspace, env=env)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        said = proc.stdout + proc.stderr
+        assert "built 1 component(s) (vllm)" in said and "the release's wheel" not in said, said[-3000:]
+        assert _python(unpatched, LAYER_IDS) == "(1, 16, 31, 46, 61)"
+
+        # a comment line added to the patch's Python hunk: plan rebuilds the package, not the kernels
+        patch = workspace / PATCH
+        text = patch.read_text()
+        patch.write_text(text.replace("+                # DFlash drafters count",
+                                      "+                # (a comment)\n+                # DFlash drafters count", 1)
+                         .replace("@@ -5042,7 +5042,12 @@", "@@ -5042,7 +5042,13 @@"))
+        plan = run_cli(["plan", IMAGE, "--platform", "linux/amd64"], workspace, env=env)
+        assert plan.returncode == 0, plan.stderr
+        lines = {line.split()[1]: line for line in plan.stdout.splitlines() if line.strip().startswith("component")}
+        assert " exists " in lines["vllm-kernels"], plan.stdout
+        assert " build " in lines["vllm"] and PATCH in lines["vllm"], plan.stdout
+        assert "1 component(s) and 0 command layer(s) to build" in plan.stdout
+    finally:
+        docker("rmi", "-f", tag, f"enginebuild/{IMAGE}:latest-amd64", unpatched, check=False)
+        for ref in _chain_tags() - chains:
+            docker("rmi", ref, check=False)
+        shutil.rmtree(home, ignore_errors=True)
