@@ -237,7 +237,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--units", type=int, default=110, help="kernel units for (c); 110 is about 75 s here")
     parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,q",
-                        help="figures to measure; o (vLLM at real scale: about 15 GB of disk, 30 min) only when named")
+                        help="figures to measure; o (vLLM at real scale: about 15 GB of disk, 30 min) and r (a "
+                             "patch to vLLM's Python at real scale: about 30 GB, 15 min) only when named")
     parser.add_argument("--pair-units", type=int, default=40, help="kernel units per component for (h)")
     parser.add_argument("--scale-builds-only", action="store_true",
                         help="with o: only the build rows (o0-o4, o1), not push, reproduce or verify")
@@ -292,6 +293,10 @@ def main() -> int:
             root = Path(args.registry_root)
             scale.bench_scale(ws, env, rows, args.registry, root if args.registry_root else None,
                               builds_only=args.scale_builds_only)
+        if "r" in only:
+            from mission import bench_patch_to_image
+            root = Path(args.registry_root)
+            bench_patch_to_image(ws, env, rows, args.registry, root if args.registry_root else None)
         if "e" in only:
             from patchcheck import bench as bench_patches
             rows += bench_patches(home)

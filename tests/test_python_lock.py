@@ -164,3 +164,50 @@ def test_a_python_version_other_than_the_runtimes_interpreter_is_refused_at_lock
     assert "Traceback" not in proc.stderr and not (workspace / "lockfiles/t.lock").exists()
     write_image(workspace, "t", python_spec("    - \"six==1.16.0\"\n", extra=extra).replace('"3.12"', '"3.11"'))
     assert run_cli(["lock", "t"], workspace).returncode == 0
+
+
+def test_a_distribution_the_base_ships_and_no_index_serves_satisfies_what_needs_it(workspace, registry, tmp_path,
+                                                                                  pypi_reachable):
+    """NGC's bases ship builds no index serves (torch 2.11.0+cu130): what the base has installed
+    is a fact the resolution starts from, not a request to an index. Before, the lock pinned it
+    as an exact constraint no index could meet, and anything needing it was unsatisfiable."""
+    site = "usr/local/lib/python3.12/dist-packages"
+    push_files_image(registry.host, "enginebuild-test/ngclike", "1", {
+        f"{site}/basetorch-2.11.0+cu130.dist-info/METADATA":
+            b"Metadata-Version: 2.1\nName: basetorch\nVersion: 2.11.0+cu130\n\n",
+        f"{site}/basetorch/__init__.py": b"# the base's build\n"})
+    base = f"{registry.host}/enginebuild-test/ngclike:1"
+    index = Index(tmp_path / "index")
+    try:
+        index.add("needstorch", make_wheel(tmp_path / "wheels", "needstorch", "1.0", requires=("basetorch==2.11.0",)))
+        write_image(workspace, "t", python_spec("    - {requirement: needstorch, index: local}\n", base=base)
+                    + f"  indexes: {{local: \"{index.url}\"}}\n")
+        proc = run_cli(["lock", "t"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        found = packages(workspace)
+        assert found["basetorch"] == {"name": "basetorch", "version": "2.11.0+cu130", "origin": "base"}
+        assert found["needstorch"]["origin"] == "index" and found["needstorch"]["version"] == "1.0"
+        plan = run_cli(["plan", "t", "--json"], workspace)
+        layers = [row["name"] for row in __import__("json").loads(plan.stdout)["images"][0]["layers"]]
+        assert any("needstorch 1.0" in n for n in layers) and not any("basetorch" in n for n in layers)
+    finally:
+        index.stop()
+
+
+def test_an_override_lifts_a_packages_cap(workspace, tmp_path, pypi_reachable):
+    """`python.overrides` replaces every requirement on that name, as uv's --override: a recipe
+    that forces a newer release over a package's cap says so in the spec."""
+    index = Index(tmp_path / "index")
+    try:
+        index.add("capped", make_wheel(tmp_path / "wc", "capped", "1.0", requires=("six<1.17",)))
+        reqs = (f"    - {{requirement: capped, index: local}}\n    - six==1.17.0\n  indexes: {{local: \"{index.url}\"}}\n")
+        write_image(workspace, "t", python_spec(reqs))
+        proc = run_cli(["lock", "t"], workspace)
+        assert proc.returncode == 2 and "six" in proc.stderr  # the cap, unlifted
+        write_image(workspace, "t", python_spec(reqs) + "  overrides: [\"six==1.17.0\"]\n")
+        proc = run_cli(["lock", "t"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        assert packages(workspace)["six"]["version"] == "1.17.0"
+        assert packages(workspace)["capped"]["version"] == "1.0"
+    finally:
+        index.stop()

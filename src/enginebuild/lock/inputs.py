@@ -71,7 +71,8 @@ class Input:
                 entry["requires_from"] = list(r.requires_from)
             reqs.append(entry)
         return {"requirements": reqs, "indexes": [list(i) for i in p.indexes], "python": p.version,
-                "constraints": list(p.constraints), "platform": self.platform, "base": self.env.base}
+                "constraints": list(p.constraints), "platform": self.platform, "base": self.env.base,
+                **({"overrides": list(p.overrides)} if p.overrides else {})}
 
     def decode(self, data: JsonDoc) -> Any:
         if self.kind == "source":

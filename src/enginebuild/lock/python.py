@@ -17,6 +17,7 @@ import re
 import shutil
 import tempfile
 import tomllib
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,13 +138,35 @@ def _pyproject(reqs: list[PyRequirement], python: Python) -> str:
     return "\n".join(lines)
 
 
+def provided_wheel(folder: Path, name: str, version: str) -> Path:
+    """A wheel that says only "NAME VERSION is here": what the base has installed, offered to
+    the resolver beside the indexes, so a distribution no index serves (NGC's torch
+    2.11.0+cu130) satisfies what needs it. It has no requirements: what the base installed
+    with it is there too (and constrained to the base's versions). It is never installed."""
+    dist = canonicalize_name(name).replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    path = folder / f"{dist}-{version}-py3-none-any.whl"
+    files = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: enginebuild\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+             f"{info}/RECORD": f"{info}/METADATA,,\n{info}/WHEEL,,\n{info}/RECORD,,\n"}
+    with zipfile.ZipFile(path, "w") as archive:
+        for arcname, text in files.items():
+            archive.writestr(zipfile.ZipInfo(arcname, date_time=(1980, 1, 1, 0, 0, 0)), text)
+    return path
+
+
 def _compile(home: Path, folder: Path, python: Python, machine: str, reqs: list[PyRequirement], constraints: list[str],
-             origins: Origins, no_deps: bool) -> JsonDoc:
+             origins: Origins, no_deps: bool, provided: dict[str, str] | None = None) -> JsonDoc:
     (folder / "pyproject.toml").write_text(_pyproject(reqs, python))
     (folder / "constraints.txt").write_text("".join(f"{c}\n" for c in constraints))
+    (folder / "overrides.txt").write_text("".join(f"{c}\n" for c in python.overrides))
+    (folder / "provided").mkdir()
+    for name, version in sorted((provided or {}).items()):
+        provided_wheel(folder / "provided", name, version)
     args = [uv_binary(), "pip", "compile", "pyproject.toml", "--python-version", python.version,
             "--python-platform", f"{machine}-manylinux_{GLIBC}", "--format", "pylock.toml", "-o", "pylock.toml",
-            "--default-index", DEFAULT_INDEX, "--constraints", "constraints.txt", "--no-header", "--quiet",
+            "--default-index", DEFAULT_INDEX, "--constraints", "constraints.txt", "--overrides", "overrides.txt",
+            "--find-links", "provided", "--no-header", "--quiet",
             "--refresh"]  # a lock sees each index as it is now, never a page cached earlier
     if no_deps:
         args.append("--no-deps")
@@ -268,7 +291,8 @@ def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | N
             continue
         folder = Path(tempfile.mkdtemp(prefix=f".resolve.{os.getpid()}.", dir=home / "tmp"))
         try:
-            doc = _compile(home, folder, python, machine, group, constraints, origins, flag)
+            doc = _compile(home, folder, python, machine, group, constraints, origins, flag,
+                           {n: v for n, v in base_dists.items() if n not in replacing})
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         for pin in _pins(doc, tags, indexes, by_name, base_dists, platform, python):

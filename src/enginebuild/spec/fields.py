@@ -245,7 +245,10 @@ def python_schema() -> Record:
         "site-packages": ABS,
         "interpreter": ABS,
         "constraints": ListOf(Str(test=_requirement, what="a requirement (PEP 508)"), unique=True),
-    }, doc="{requirements, indexes, version, site-packages, interpreter, constraints}")
+        "overrides": ListOf(Str(test=_requirement, what="a requirement (PEP 508)"), unique=True,
+                            description="requirements that replace every requirement on the same name in the "
+                                        "closure, as uv's --override does (lift a package's cap: transformers>=5)"),
+    }, doc="{requirements, indexes, version, site-packages, interpreter, constraints, overrides}")
 
 
 def builder_field(description: str) -> Schema:

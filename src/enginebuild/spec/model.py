@@ -106,6 +106,7 @@ class Python:
     site_packages: str
     interpreter: str
     constraints: tuple[str, ...]
+    overrides: tuple[str, ...] = ()  # replace every requirement on that name, as uv's --override
 
 
 @dataclass(frozen=True)

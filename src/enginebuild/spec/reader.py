@@ -272,6 +272,7 @@ class Reader:
             site_packages=self.get(node, "site-packages", path, f"/usr/local/lib/python{version}/dist-packages"),
             interpreter=self.get(node, "interpreter", path, "/usr/bin/python3"),
             constraints=tuple(self.get(node, "constraints", path, ()) or ()),
+            overrides=tuple(self.get(node, "overrides", path, ()) or ()),
         )
 
     def environment(self, node: Any, path: str, default: m.Environment | None = None) -> m.Environment:

@@ -1,0 +1,125 @@
+"""r. A patch to vLLM's Python → image, at real scale (`qwen36-dflash-pypi`, linux/amd64): a
+comment line added to the DFlash patch's Python hunk, then the image made again, vs a
+hand-written Dockerfile that installs the same pinned closure and then patches vLLM's sdist and
+packages it around the release wheel (bench/handwritten/vllm-patched.Dockerfile: `patch -p1`,
+`VLLM_USE_PRECOMPILED=1 pip install .`), its closure step cached by BuildKit.
+
+r1. seconds from the edit to the image, both warm (each built once before the edit)
+r2. bytes the local registry gained when the edited image was pushed over the first push
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from common import ROOT, Row, eb, run
+from scale import DOCKER, _pushed, _registry_bytes
+
+AMD64 = ("--platform", "linux/amd64")
+IMAGE = "qwen36-dflash-pypi"
+HAND = "enginebuild-bench/hand-qwen36"
+PATCH = "patches/vllm/0001-dflash-target-layer-ids-off-by-one.patch"
+
+
+def _store_file(env: dict, sha: str) -> Path:
+    return Path(env["ENGINEBUILD_HOME"]) / "cas/sha256" / sha[:2] / sha
+
+
+def _hand_context(ws: Path, env: dict, folder: Path) -> Path:
+    """The base (the runtime's system layers), the closure without the vllm the component
+    builds, pip's wheel, vLLM's sdist, the release wheel, the patches and the scripts."""
+    folder.mkdir(parents=True)
+    shutil.copy(ROOT / "bench/handwritten/vllm-patched.Dockerfile", folder / "Dockerfile")
+    (ws / "images/bench-q36-base").mkdir(exist_ok=True)
+    (ws / "images/bench-q36-base/image.yaml").write_text(
+        f"extends: {IMAGE}\nplatforms: [linux/amd64]\npython: null\nfiles: null\ncuda-archs: null\n"
+        "components: null\ninstall: []\nbuilder: null\n")
+    run(eb(ws, "lock", "bench-q36-base"), cwd=ws, env=env)
+    run(eb(ws, "image", "bench-q36-base"), cwd=ws, env=env)
+    container = run([DOCKER, "create", "enginebuild/bench-q36-base:latest", "/nothing"]).stdout.strip()
+    try:
+        run([DOCKER, "export", "-o", str(folder / "system.tar"), container])
+    finally:
+        run([DOCKER, "rm", container])
+    inputs = json.loads((ws / f"lockfiles/{IMAGE}.lock").read_text())["inputs"]
+    packages = inputs["runtime.python@linux/amd64"]["resolved"]["packages"]
+    (folder / "requirements.txt").write_text("".join(f"{p['name']}=={p['version']} --hash=sha256:{p['sha256']}\n"
+                                                     for p in packages if p["origin"] == "index"))
+    pip = next(p for p in packages if p["name"] == "pip")
+    shutil.copy(_store_file(env, pip["sha256"]), folder / "pip.whl")
+    shutil.copy("/etc/ssl/certs/ca-certificates.crt", folder / "ca.pem")
+    (folder / "vllm/release").mkdir(parents=True)
+    sdist = inputs["components.vllm.source"]["resolved"]
+    shutil.copy(_store_file(env, sdist["sha256"]), folder / "vllm" / sdist["filename"])
+    release = inputs["components.vllm-kernels.release@linux/amd64"]["resolved"]
+    shutil.copy(_store_file(env, release["sha256"]), folder / "vllm/release" / release["filename"])
+    _copy_patches(ws, folder)
+    for name in ("launch_vllm.sh", "launch_vllm_ar.sh"):
+        shutil.copy(ws / "images/spark-vllm" / name, folder / name)
+    for name in ("wait_for_server.sh", "bench.sh"):
+        shutil.copy(ws / "images/spark-base" / name, folder / name)
+    return folder
+
+
+def _copy_patches(ws: Path, folder: Path) -> None:
+    shutil.rmtree(folder / "vllm/patches", ignore_errors=True)
+    (folder / "vllm/patches").mkdir(parents=True)
+    shutil.copy(ws / PATCH, folder / "vllm/patches" / Path(PATCH).name)
+
+
+def _edit(ws: Path) -> None:
+    """A comment line in the patch's Python hunk (its header's line count follows)."""
+    path = ws / PATCH
+    text = path.read_text()
+    edited = text.replace("+                # DFlash drafters count",
+                          "+                # (benchmark edit)\n+                # DFlash drafters count", 1)
+    path.write_text(edited.replace("@@ -5042,7 +5042,12 @@", "@@ -5042,7 +5042,13 @@", 1))
+
+
+def _timed(args, **kw) -> float:
+    start = time.perf_counter()
+    run(args, **kw)
+    return time.perf_counter() - start
+
+
+def bench_patch_to_image(ws: Path, env: dict, rows: list, registry: str, registry_root: Path | None) -> None:
+    """Needs about 30 GB of free disk (a store of its own, the two images, BuildKit's snapshot)."""
+    home = Path(tempfile.mkdtemp(prefix="eb-bench-mission-home-"))
+    env = {**env, "ENGINEBUILD_HOME": str(home)}
+    hand = Path(tempfile.mkdtemp(prefix="eb-bench-mission-")) / "ctx"
+    salt = uuid.uuid4().hex[:8]
+    ours_repo, hand_repo = (f"{registry}/enginebuild-bench/{n}-{salt}" for n in ("q36", "hand-q36"))
+    size = lambda: _registry_bytes(registry_root) if registry_root else 0  # noqa: E731
+    try:
+        run(eb(ws, "image", IMAGE, *AMD64), cwd=ws, env=env)  # warm: both built once before the edit
+        _hand_context(ws, env, hand)
+        run([DOCKER, "build", "-q", "-t", HAND, str(hand)], env={"DOCKER_BUILDKIT": "1"})
+        run(eb(ws, "push", IMAGE, *AMD64, "--to", ours_repo), cwd=ws, env=env)
+        run([DOCKER, "tag", HAND, f"{hand_repo}:1"])
+        run([DOCKER, "push", f"{hand_repo}:1"])
+        _edit(ws)
+        _copy_patches(ws, hand)
+        ours = _timed(eb(ws, "image", IMAGE, *AMD64), cwd=ws, env=env)
+        baseline = _timed([DOCKER, "build", "-q", "-t", HAND, str(hand)], env={"DOCKER_BUILDKIT": "1"})
+        rows.append(Row("r1. patch to vLLM's Python -> image", ours, baseline, "s",
+                        "python BUILD.py image qwen36-dflash-pypi after a comment line in the DFlash patch's "
+                        "Python hunk (the package component rebuilt around the release's kernels, one layer)",
+                        "docker build of bench/handwritten/vllm-patched.Dockerfile after the same edit "
+                        "(closure step cached; patch -p1, VLLM_USE_PRECOMPILED=1 pip install .)"))
+        _, ours_sent, _ = _pushed(size, lambda: run(eb(ws, "push", IMAGE, *AMD64, "--to", ours_repo), cwd=ws,
+                                                    env=env))
+        run([DOCKER, "tag", HAND, f"{hand_repo}:2"])
+        _, hand_sent, _ = _pushed(size, lambda: run([DOCKER, "push", f"{hand_repo}:2"]))
+        rows.append(Row("r2. bytes pushed after that patch edit", ours_sent / 2**20, hand_sent / 2**20, "MiB",
+                        "python BUILD.py push qwen36-dflash-pypi over its first push (registry storage gained)",
+                        "docker push of the hand-written image over its first push (the same measure)"))
+    finally:
+        run([DOCKER, "rmi", "-f", HAND, f"{hand_repo}:1", f"{hand_repo}:2", f"enginebuild/{IMAGE}:latest",
+             f"enginebuild/{IMAGE}:latest-amd64", "enginebuild/bench-q36-base:latest"], check=False)
+        run([DOCKER, "builder", "prune", "-af", "--filter", "type=regular"], check=False)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(hand.parent, ignore_errors=True)
