@@ -27,6 +27,7 @@ class Workspace:
     overrides: tuple[str, ...] = ()
     _specs: dict[str, ImageSpec] = field(default_factory=dict)
     _broken: dict[str, UserError] | None = None  # computed once per command (see broken)
+    _build_locks: dict[str, Lock | None] = field(default_factory=dict)  # per-build locks of --set (see lock)
 
     @cached_property
     def catalog(self) -> Catalog:
@@ -50,9 +51,18 @@ class Workspace:
         return self._specs[name]
 
     def lock(self, spec: ImageSpec) -> Lock | None:
+        """The image's lock; with `--set` values that change a pinned input, the per-build lock
+        that resolves them (lock/perbuild.py), the same for every verb of this run."""
         from enginebuild.lock.lockfile import read_lock
 
-        return read_lock(self.root, spec)
+        committed = read_lock(self.root, spec)
+        if not self.overrides:
+            return committed
+        if spec.lock_name not in self._build_locks:
+            from enginebuild.lock.perbuild import per_build_lock
+
+            self._build_locks[spec.lock_name] = per_build_lock(self.home, spec, committed, self.overrides)
+        return self._build_locks[spec.lock_name]
 
     def plan_options(self, *, build_args: dict[str, str] | None = None, on: str | None = None,
                      only: frozenset[str] | None = None, strict: bool = True) -> Options:

@@ -190,14 +190,30 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                            push=args.push, to=args.to, tag=list(args.push_tag), local_tags=tag_names,
                            tags_follow=not args.local_tags)
     ws.sweep()
-    if not on and not ws.overrides:  # a --set value is never written to a lock: the plan refuses it as before
+    if not on and not ws.overrides:  # a --set value is never written to a lock: it gets a per-build lock
         lock_first(ws, names, args.locked or args.frozen)
+    elif ws.overrides and (args.locked or args.frozen):
+        refuse_per_build_lock(ws, names, "--frozen" if args.frozen else "--locked")
     for name in names:
         if request.component:
             build_components(ws, name, request, options)
         else:
             build_image(ws, name, request, options)
     return 0
+
+
+def refuse_per_build_lock(ws: Workspace, names: list[str], flag: str) -> None:
+    """--locked/--frozen with a --set that changes a pinned input: nothing may be resolved."""
+    from enginebuild.errors import LockWouldChange
+    from enginebuild.lock.lockfile import input_where, read_lock, stale_inputs
+
+    for name in names:
+        spec = ws.spec(name)
+        stale = stale_inputs(spec, read_lock(ws.root, spec))
+        if stale:
+            raise LockWouldChange(f"{input_where(spec, stale[0][0])}: {name}: --set changes "
+                                  f"{', '.join(inp for inp, _ in stale)}, which {flag} will not resolve",
+                                  hint=f"drop {flag} to build it with a lock of its own, or drop the --set")
 
 
 def every_buildable(ws: Workspace) -> list[str]:

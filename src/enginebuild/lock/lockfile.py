@@ -111,8 +111,10 @@ def _check_pins(node: Any, key: str = "") -> str | None:
 
 
 def read_lock(root: Path, spec: ImageSpec) -> Lock | None:
-    path = lock_path(root, spec.lock_name)
-    display = f"lockfiles/{spec.lock_name}.lock"
+    return read_lock_file(lock_path(root, spec.lock_name), f"lockfiles/{spec.lock_name}.lock", spec)
+
+
+def read_lock_file(path: Path, display: str, spec: ImageSpec) -> Lock | None:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
