@@ -58,9 +58,10 @@ def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, JsonDoc]) -> l
                 props = {"enginebuild:input": name, "enginebuild:origin": dist["origin"]}
                 if dist.get("commit"):
                     props["enginebuild:commit"] = dist["commit"]
-                out.append(_component(f"{name}/{dist['name']}", dist["name"], dist["version"] or "component",
-                                      "library", f"pkg:pypi/{dist['name']}@{dist['version']}" if dist["version"] else
-                                      None, dist.get("sha256") or None, dist.get("url") or None, props))
+                version = dist.get("version") or ""  # a component's wheel: its version is known once built
+                out.append(_component(f"{name}/{dist['name']}", dist["name"], version or "component",
+                                      "library", f"pkg:pypi/{dist['name']}@{version}" if version else None,
+                                      dist.get("sha256") or None, dist.get("url") or None, props))
         elif name.startswith("tools."):
             continue
         else:
