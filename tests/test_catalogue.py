@@ -15,10 +15,13 @@ def load(name):
     return Catalog(ROOT).load(name)
 
 
-def test_list_shows_the_six_recipes_and_the_three_images_buildable_here():
+def test_list_shows_the_six_recipes_and_the_four_images_buildable_here():
     rows = json.loads(run_cli(["list", "--json"], ROOT).stdout)
     buildable = sorted(r["image"] for r in rows if r["lock"] != "abstract")
-    assert buildable == sorted(RECIPES + ["demo", "llamacpp-cpu", "vllm-pypi"])
+    assert buildable == sorted(RECIPES + ["demo", "llamacpp-cpu", "vllm-pypi", "qwen36-dflash-pypi"])
+    # the mission's recipe with one key changed: its kernels from the release, the rest its own
+    assert tuple(load("qwen36-dflash-pypi").chain[:2]) == ("qwen36-dflash-pypi", "qwen36-dflash")
+    assert load("qwen36-dflash-pypi").component("vllm-kernels").release is not None
     assert "spark-vllm" in load("vllm-pypi").chain
     assert "spark-llamacpp" in load("llamacpp-cpu").chain  # the same launcher and scripts as the Spark images
 
@@ -177,7 +180,7 @@ def test_an_image_not_buildable_here_is_called_so_by_every_command(workspace, re
     changed = run_cli(["changed", "--prefix", f"{registry.host}/enginebuild-test", "--json"], workspace)
     assert changed.returncode == 0, changed.stderr
     assert "vllm-prefill: skipped, not buildable here" in changed.stderr
-    assert [r["image"] for r in json.loads(changed.stdout)["images"]] == ["demo", "llamacpp-cpu", "vllm-pypi"]
+    assert [r["image"] for r in json.loads(changed.stdout)["images"]] == ["demo", "llamacpp-cpu", "qwen36-dflash-pypi", "vllm-pypi"]
 
 
 def test_lock_without_update_moves_no_pin_when_nothing_was_asked(workspace):
