@@ -319,6 +319,28 @@ files: {/opt/note.txt: note.txt}
     assert plan.returncode == 2 and "unrecognized arguments: --no-cache" in plan.stderr
 
 
+def test_the_demos_kernel_built_for_the_gpu_that_ran_it_is_the_library_that_ran(tmp_path, built_demo):
+    """GPU ground truth for an image (tests/corpus/image-gpu-outcomes.json, recorded by
+    scripts/gpu-truth/image.py): the demo built for 9.0, its filesystem as the root of a chroot
+    on an NVIDIA H200 with the driver's libcuda.so.1 where the container toolkit mounts it, the
+    image's own Python loaded the library and ran the RMS normalisation, matching the CPU. That
+    outcome holds for what the demo builds now: the same build gives the library, byte for byte,
+    that ran (a change to the kernel, its flags or its toolchain makes this fail until the
+    outcome is recorded again)."""
+    import hashlib
+
+    outcome = json.loads((ROOT / "tests/corpus/image-gpu-outcomes.json").read_text())
+    assert outcome["loaded"] is True and outcome["launch_error"] == 0 and outcome["max_abs_diff"] < 1e-5
+    assert outcome["machine"]["compute_capability"] == "9.0"
+    out = tmp_path / "fs"
+    proc = run_cli(["image", "demo", "--platform", "linux/amd64", "--set", 'cuda-archs=["9.0"]', "--output", str(out),
+                    "-t", "enginebuild/demo:gpu-truth-test"], ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    library = out / outcome["library"].lstrip("/")
+    assert hashlib.sha256(library.read_bytes()).hexdigest() == outcome["sha256"]
+    docker("rmi", "-f", "enginebuild/demo:gpu-truth-test", check=False)
+
+
 @pytest.mark.parametrize("platform", ["linux/amd64", "linux/arm64"])
 def test_the_demos_cuda_library_loads_in_its_own_image(built_demo, platform):
     """What we ship must load where it ships: the kernel library nvcc links needs libstdc++ and
