@@ -119,3 +119,24 @@ def test_a_change_to_a_command_goes_through_buildkit_and_a_file_edit_does_not(wo
     proc = run_cli(["image", "demo", *AMD64], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 0, proc.stderr
     assert "ran" not in proc.stdout and "wrote 1 layer(s)" in proc.stdout
+
+
+def test_render_out_writes_its_contexts_without_an_engine(workspace, tmp_path, monkeypatch):
+    """`render --out` writes Dockerfiles and contexts: nothing there needs the engine, which it
+    once asked for its chain images before writing anything (and stopped where none ran)."""
+    from helpers.specs import write_image
+
+    write_image(workspace, "t", """
+        base: scratch
+        platform: linux/amd64
+        files:
+          /opt/t/hello.txt: hello.txt
+        """, {"hello.txt": "hello\n"})
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    out = tmp_path / "rendered"
+    proc = run_cli(["render", "t", "--out", str(out)], workspace,
+                   env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "linux-amd64/runtime-tail/Dockerfile").is_file()
+    written = [p for p in (out / "linux-amd64/runtime-tail").rglob("hello.txt")]
+    assert [p.read_text() for p in written] == ["hello\n"]

@@ -122,7 +122,7 @@ class Executor:
         # the runtime is assembled here; components go to the builders (this engine unless others are named)
         self.local = Site(BuilderSpec(LOCAL, self.engine.endpoint), self.engine, (HOST_PLATFORM,), self.store,
                           buildx_name=builder_name, fresh=fresh or rebuild)
-        self.assembler, self.known, self.loaded = self.local.assembler, self.local.known, self.local.loaded
+        self.assembler, self.loaded = self.local.assembler, self.local.loaded
         self.builder_specs = builders
         self.sites: list[Site] | None = None  # connected when a component must be built
         self.assigned: dict[str, Site] = {}
@@ -133,6 +133,10 @@ class Executor:
         self.outputs: dict[str, OutputRecord] = {}
 
     # -- helpers ----------------------------------------------------------------------------
+    @property
+    def known(self) -> set[str]:
+        return self.local.known
+
     def builder(self, site: Site) -> Builder:
         self.outcome.builder_called = True
         return site.builder()

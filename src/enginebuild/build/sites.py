@@ -79,12 +79,22 @@ class Site:
                  buildx_name: str | None = None, fresh: bool = False):
         self.name, self.spec, self.engine, self.platforms = spec.name, spec, engine, platforms
         self.assembler = Assembler(engine, store)
-        self.known: set[str] = set() if fresh else engine.tags_of(CHAIN_REPO)
+        self._known: set[str] | None = set() if fresh else None  # read from the engine when first needed
+        self._known_lock = threading.Lock()
         self.chain_lock = threading.Lock()
         self.loaded: list[str] = []  # chain tags this run loaded
         self.lost = False
         self.fresh, self.buildx_name = fresh, buildx_name
         self._builder: Builder | None = None
+
+    @property
+    def known(self) -> set[str]:
+        """The chain images the engine holds (asked once, on first use: `render --out` of an
+        image whose contexts need no chain never reaches the engine)."""
+        with self._known_lock:
+            if self._known is None:
+                self._known = self.engine.tags_of(CHAIN_REPO)
+            return self._known
 
     @property
     def remote(self) -> bool:
