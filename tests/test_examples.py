@@ -240,3 +240,18 @@ def expected_step(step) -> str:
     if "\n" in run.strip():
         return json.dumps(["/bin/sh", "/opt/enginebuild/step-script.sh"])
     return run
+
+
+def test_an_overlay_patch_of_a_converted_recipe_applies_to_the_release_it_names(tmp_path, pypi_reachable):
+    """The SGLang recipe's `sed -i` on an installed file became a patch checked against SGLang's
+    own sdist: `patches check` reads that release from PyPI and finds where it applies (the base
+    itself, on Docker Hub, cannot be reached here; its lock entry says so)."""
+    import shutil
+
+    copy = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, copy)
+    assert run_cli(["lock", "btankut-sglang-glm47"], copy).returncode in (0, 1)  # 1: the base unreachable
+    proc = run_cli(["patches", "check", "btankut-sglang-glm47", "--json"], copy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [(d["component"], d["patches"][0]["status"]) for d in doc] == [("sglang", "applies")]
