@@ -562,7 +562,8 @@ def test_set_reaches_a_key_with_dots_in_brackets_and_names_the_brackets_for_the_
 
 # -- 12. components nothing installs or needs ----------------------------------------------------------
 
-def test_only_components_the_runtime_installs_or_needs_are_planned_and_a_leftover_is_named(ws, debian_reachable):
+def test_only_components_the_runtime_installs_or_needs_are_planned_and_a_leftover_is_named(ws, debian_reachable,
+                                                                                         pypi_reachable):
     write_image(ws, "t", BUSYBOX_BUILDER + """components:
   base-lib:
     source: {path: src}
@@ -574,7 +575,7 @@ def test_only_components_the_runtime_installs_or_needs_are_planned_and_a_leftove
     build: {script: build.sh}
     outputs: {paths: [/x]}
   experiment:
-    source: {path: src}
+    source: {pypi: {name: six, version: "1.16.0"}}
     build: {script: build.sh}
     outputs: {paths: [/x]}
 install: [engine]
@@ -583,6 +584,8 @@ install: [engine]
     assert "### component base-lib" in text and "### component engine" in text
     assert "### component experiment" not in text
     assert run_cli(["lock", "t"], ws).returncode == 0
+    locked = json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]
+    assert not [n for n in locked if n.startswith("components.experiment.")]  # not built: not locked
     proc = run_cli(["plan", "t", "--json"], ws)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)["images"][0]

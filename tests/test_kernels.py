@@ -90,6 +90,14 @@ def test_the_demo_is_verified_when_built_and_carries_sm_121a_on_both_platforms(b
         report.peak("kernels", "verify seconds (demo, per platform)", verdict["seconds"])
     text = run_cli(["verify", "demo"], ROOT)
     assert "ok      /opt/enginebuild/lib/libdemo_cuda.so: sm_121a; no PTX" in text.stdout
+    # the same image held to another GPU's architecture: nothing rebuilt, the verdict for that GPU
+    other = run_cli(["verify", "demo", "--platform", "linux/amd64", "--archs", "9.0", "--json"], ROOT)
+    assert other.returncode == 1, other.stderr
+    verdict = json.loads(other.stdout)["images"][0]
+    assert verdict["declared"] == ["9.0"]
+    assert [f["ok"] for f in verdict["files"] if f["path"] == "/opt/enginebuild/lib/libdemo_cuda.so"] == [False]
+    bad = run_cli(["verify", "demo", "--archs", "sm121"], ROOT)
+    assert bad.returncode == 2 and "not a CUDA arch" in bad.stderr
 
 
 @pytest.mark.docker

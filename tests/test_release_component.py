@@ -66,10 +66,11 @@ def test_a_release_with_no_wheel_for_a_platform_is_refused_naming_what_it_has(wo
     write_image(workspace, "rel", f"""
         base: scratch
         platforms: [linux/ppc64le]
+        python: {{version: "3.11"}}
         components:
           kern:
             release: {{name: kern, version: "1.0", index: "{index.url}"}}
-        install: []
+        install: [kern]
         """)
     proc = run_cli(["lock", "rel"], workspace)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -98,6 +99,7 @@ def test_a_patch_reaching_what_the_release_compiled_is_refused(workspace, index,
     (workspace / "images/rel/src/csrc/k.cu").write_text("int k = 1;\n")
     write_image(workspace, "rel", f"""
         base: scratch
+        python: {{version: "3.11"}}
         components:
           kern:
             source: {{path: src}}
@@ -105,7 +107,7 @@ def test_a_patch_reaching_what_the_release_compiled_is_refused(workspace, index,
             patches: [kern/0001-k.patch]
             build: {{script: build.sh}}
             release: {{name: kern, version: "1.0", index: "{index.url}"}}
-        install: []
+        install: [kern]
         """, {"build.sh": "#!/bin/sh\ntrue\n"})
     proc = run_cli(["render", "rel", "--unpinned"], workspace)
     if refused:

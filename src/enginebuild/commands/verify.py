@@ -17,6 +17,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
                         help="only this platform of the spec (repeatable)")
     parser.add_argument("--json", action="store_true", help="one JSON document: per image and platform, per file")
+    parser.add_argument("--archs", metavar="LIST", type=_archs, default=(),
+                        help="hold the built image to these architectures (comma-separated, such as 12.1a) instead "
+                             "of its cuda-archs: what another GPU needs of it, nothing rebuilt")
+
+
+def _archs(text: str) -> tuple[str, ...]:
+    from enginebuild.kernels.archs import parse_declared
+
+    archs = tuple(a.strip() for a in text.split(",") if a.strip())
+    for arch in archs:
+        try:
+            parse_declared(arch)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    if not archs:
+        raise argparse.ArgumentTypeError("expected architectures such as 12.1a or 12.0,12.1a")
+    return archs
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
@@ -24,7 +41,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
     verdicts = []
     undeclared = []
-    for verdict in verify_images(ws, args.images, args.platform):
+    for verdict in verify_images(ws, args.images, args.platform, args.archs):
         if isinstance(verdict, str):  # nothing is asked of its kernels: not a failure
             undeclared.append(verdict)
             if not args.json:

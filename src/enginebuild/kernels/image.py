@@ -60,8 +60,9 @@ def declared_of(spec: ImageSpec) -> list[str]:
     return archs
 
 
-def rules_for(spec: ImageSpec, plan: ImagePlan, node: LayerNode) -> Rules | None:
-    """The rules for a layer's files: the component's own cuda-archs for what it built."""
+def rules_for(spec: ImageSpec, plan: ImagePlan, node: LayerNode, judged: tuple[str, ...] = ()) -> Rules | None:
+    """The rules for a layer's files: the component's own cuda-archs for what it built; `judged`
+    (verify --archs): these for every file instead."""
     archs: tuple[str, ...] = spec.cuda_archs
     payload = node.payload
     owner = payload.component if isinstance(payload, OutputTree) else ""
@@ -71,6 +72,7 @@ def rules_for(spec: ImageSpec, plan: ImagePlan, node: LayerNode) -> Rules | None
         comp = next((c for c in spec.components if c.name == owner), None)
         if comp is not None and comp.cuda_archs:
             archs = comp.cuda_archs
+    archs = judged or archs
     if not archs:
         return None
     verify = spec.cuda_verify
@@ -86,8 +88,11 @@ def tool_of(lock: Lock, store: Store) -> Cuobjdump:
     return Cuobjdump.from_pin(ToolPin.from_json(raw), store)
 
 
-def verify_plan(spec: ImageSpec, lock: Lock | None, plan: ImagePlan, store: Store) -> Verdict:
-    declared = declared_of(spec)
+def verify_plan(spec: ImageSpec, lock: Lock | None, plan: ImagePlan, store: Store,
+                judged: tuple[str, ...] = ()) -> Verdict:
+    """`judged`: architectures to hold the built image to instead of those it declares (what a
+    GB10 needs of an image built for 12.0), its plan and keys the spec's own."""
+    declared = list(judged) or declared_of(spec)
     if not declared:
         raise UserError(f"{spec.file}: {spec.name} declares no cuda-archs: nothing to verify",
                         hint="list the kernel architectures its binaries must carry, such as cuda-archs: [12.1a]")
@@ -99,7 +104,7 @@ def verify_plan(spec: ImageSpec, lock: Lock | None, plan: ImagePlan, store: Stor
     for node in plan.runtime.layers:
         if node.kind in NOT_ENGINE:
             continue
-        rules = rules_for(spec, plan, node)
+        rules = rules_for(spec, plan, node, judged)
         if rules is None:
             continue
         blobs = layer_blobs(store, node)

@@ -92,10 +92,11 @@ class Input:
 def environments(spec: ImageSpec) -> list[tuple[str, Environment]]:
     """(role, environment) of every distinct environment the image uses, runtime first."""
     out: list[tuple[str, Environment]] = [("runtime", spec.runtime)]
-    if any(c.release is None for c in spec.components):
+    used = spec.used_components()
+    if any(c.release is None and c.name in used for c in spec.components):
         out.append(("builder", spec.builder))
     for comp in spec.components:
-        if comp.release is None:  # a component taken from a release builds on nothing
+        if comp.release is None and comp.name in used:  # a release builds on nothing, an unused one not at all
             out.append((f"components.{comp.name}.builder", comp.builder))
     seen: list[Environment] = []
     unique = []
@@ -129,8 +130,15 @@ def env_input(role: str, part: str, platform: str) -> str:
 
 def image_inputs(spec: ImageSpec) -> list[Input]:
     out: list[Input] = []
-    # sources first: the Python closure reads what a component's wheel needs from its source
+    # sources first: the Python closure reads what a component's wheel needs from its source.
+    # A component nothing installs or needs is not built, so nothing of it is locked but the
+    # source its patch stack applies to, which `patches check` checks either way
+    used = spec.used_components()
     for comp in spec.components:
+        if comp.name not in used:
+            if comp.patches and comp.source and comp.source.pinned_by_lock:
+                out.append(Input(f"components.{comp.name}.source", "source", comp.source.where, source=comp.source))
+            continue
         if comp.release is not None:
             out += [Input(release_input(comp.name, platform), "release", comp.where, platform=platform,
                           release=comp.release, python=release_python(spec, comp)) for platform in spec.platforms]

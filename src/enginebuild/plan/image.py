@@ -184,8 +184,11 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     only = options.only
     components: dict[str, ComponentNode] = {}
     builders: dict[str, EnvNode] = {}
+    used = spec.used_components()
     if "components" in only:
         for comp in spec.components:
+            if comp.name not in used:  # nothing installs or needs it: neither locked nor planned
+                continue
             if comp.release is not None:
                 components[comp.name] = release_node(planner, comp)
                 continue
@@ -262,9 +265,7 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         for step in spec.steps:
             prefix = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
             layers.append(planner.step_layer(prefix, layers, step, run_env))
-    used = _used_components(spec, components)
-    unused = tuple(name for name in components if name not in used)
-    components = {name: node for name, node in components.items() if name in used}
+    unused = tuple(c.name for c in spec.components if c.name not in used)
     created = keys.created_of(options.source_date_epoch)
     manifest = manifest_of(spec, lock, platform, created, unused)
     # an image that adds no layer of its own (labels, env, entrypoint over a base) keeps the
@@ -298,18 +299,3 @@ def marker_environment(python_version: str, platform: str) -> tuple[tuple[str, s
             ("platform_python_implementation", "CPython"), ("platform_system", "Linux"),
             ("python_full_version", f"{python_version}.0"), ("python_version", python_version),
             ("sys_platform", "linux"))
-
-
-def _used_components(spec: ImageSpec, components: dict[str, ComponentNode]) -> set[str]:
-    """What the runtime installs (`install`, Python requirements taken from a component) and
-    everything those need: the only components worth building."""
-    todo = list(spec.install)
-    python = spec.runtime.python
-    todo += [r.component for r in (python.requirements if python else ()) if r.component]
-    used: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name not in used and name in components:
-            used.add(name)
-            todo += list(components[name].needs)
-    return used

@@ -276,6 +276,21 @@ class ImageSpec:
         """lockfiles/<lock_name>.lock: IMAGE, or IMAGE--VARIANT."""
         return self.name.replace(":", "--")
 
+    def used_components(self) -> set[str]:
+        """What the runtime installs (`install`, Python requirements taken from a component) and
+        everything those need: the components worth locking and building."""
+        by_name = {c.name: c for c in self.components}
+        todo = list(self.install)
+        python = self.runtime.python
+        todo += [r.component for r in (python.requirements if python else ()) if r.component]
+        used: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name not in used and name in by_name:
+                used.add(name)
+                todo += list(by_name[name].needs)
+        return used
+
     def component(self, name: str) -> Component:
         return next(c for c in self.components if c.name == name)
 

@@ -30,7 +30,8 @@ def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
             yield reproduce(ws.home, plan_image(spec, lock, platform, ws.plan_options()), against)
 
 
-def verify_images(ws: Workspace, names: list[str], platforms: list[str]) -> Iterator[Verdict | str]:
+def verify_images(ws: Workspace, names: list[str], platforms: list[str],
+                  judged: tuple[str, ...] = ()) -> Iterator[Verdict | str]:
     """Each image and platform asked, its binaries checked, as it finishes; the name of an image
     that declares no cuda-archs (nothing asked of its kernels, not a failure)."""
     from enginebuild.io.store import Store
@@ -41,8 +42,8 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str]) -> Iter
     for name in dict.fromkeys(names):
         spec = ws.spec(name)
         lock = ws.lock(spec)
-        if not declared_of(spec):
+        if not declared_of(spec) and not judged:
             yield name
             continue
         for platform in platforms_of(spec, platforms):
-            yield verify_plan(spec, lock, plan_image(spec, lock, platform, ws.plan_options()), Store(ws.home))
+            yield verify_plan(spec, lock, plan_image(spec, lock, platform, ws.plan_options()), Store(ws.home), judged)
