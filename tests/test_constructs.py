@@ -183,6 +183,20 @@ def test_steps_run_in_order_in_components_and_at_the_end_of_the_runtime(ws):
         '["/bin/sh", "-e", "-c", "echo 1 > /one"]', '["/bin/rm", "-f", "/one"]']
 
 
+def test_a_step_naming_a_path_files_writes_later_is_named_by_plan(ws):
+    """Steps run below the `files` layers: a step reading a file that `files:` copies sees what
+    was there before it (nothing), which plan and render say, naming both lines."""
+    write_image(ws, "t", SCRATCH + "files:\n  /opt/app/config.json: config.json\n"
+                "steps:\n  - {name: read-config, run: \"cat /opt/app/config.json > /opt/app/seen\"}\n"
+                "  - {name: unrelated, run: \"cat /opt/app/config.json.bak || true\"}\n",
+                {"config.json": "{}\n"})
+    proc = run_cli(["plan", "t", "--unpinned"], ws)
+    warned = [line for line in proc.stderr.splitlines() if "warning: step" in line]
+    assert len(warned) == 1, proc.stderr
+    assert "step read-config names /opt/app/config.json, which files:" in warned[0]
+    assert warned[0].startswith("images/t/image.yaml:") and "does not see it" in warned[0]
+
+
 def test_a_step_without_a_command_is_refused(ws):
     write_image(ws, "t", SCRATCH + "steps:\n  - {name: check}\n")
     refused(ws, ["render", "t", "--unpinned"], "4", "steps\\[0\\].run")

@@ -6,7 +6,8 @@ Errors (exit 2, at the file:line that causes them):
   Marlin; GB10 needs `12.1a`;
 - DFlash with an fp8 KV cache (DFlash needs BF16);
 - a secret-looking value in env defaults, build args, labels, entrypoint or cmd.
-Warnings: DFlash without the flash_attn attention backend (DFlash is non-causal).
+Warnings: DFlash without the flash_attn attention backend (DFlash is non-causal); a step that
+names a path `files:` writes (steps run below the file layers, so the step never sees it).
 """
 
 from __future__ import annotations
@@ -83,12 +84,29 @@ def lint_spec(spec: ImageSpec) -> list[str]:
         _check_secrets(spec, comp.build.args, f"components.{comp.name}.build.args")
     _check_secrets(spec, spec.labels, "labels")
     _check_launcher_mode(spec)
+    warnings += _steps_reading_files(spec)
     for field in ("entrypoint", "cmd"):
         for i, arg in enumerate(getattr(spec, field) or ()):
             if SECRET_VALUE.search(arg) or re.search(r"--(?:api-key|hf-token|token)[= ]+\S", arg):
                 raise SpecError(spec.where(field), f"{field}[{i}]", "looks like a secret on the command line; "
                                                                    "pass it at run time instead")
     return warnings
+
+
+def _steps_reading_files(spec: ImageSpec) -> list[str]:
+    """Steps run on the runtime below the manifest and the `files` layers: a step naming a path
+    that `files:` writes reads what is there before (usually nothing)."""
+    out = []
+    written = [(group.key.rstrip("/") or "/", group) for group in spec.files]
+    for i, step in enumerate(spec.steps):
+        text = step.run if isinstance(step.run, str) else " ".join(step.run)
+        for dest, group in written:
+            if re.search(rf"(?<![\w./-]){re.escape(dest)}(?![\w.-])", text):
+                out.append(f"{spec.where(f'steps[{i}]')}: warning: step {step.name} names {dest}, which files: "
+                           f"({group.where}) writes after the steps run: the step does not see it (copy it in the "
+                           "step's own files:, or read it at run time)")
+                break
+    return out
 
 
 def _check_launcher_mode(spec: ImageSpec) -> None:
