@@ -104,3 +104,16 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         for ref in _chain_tags() - chains:
             docker("rmi", ref, check=False)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_patches_check_of_the_split_mission_image_moves_both_stacks_to_the_release_asked(pypi_reachable):
+    """The mission's CI triages a bump with `patches check qwen36-dflash --engine 0.22.0`: both
+    stacks on vLLM's sdist (its compiled part and its package) are checked against 0.22.0, where
+    the DFlash fix is upstream, without naming a component."""
+    from conftest import ROOT
+
+    proc = run_cli(["patches", "check", "qwen36-dflash", "--engine", "0.22.0", "--json"], ROOT)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert {d["component"]: (d["override"], [p["status"] for p in d["patches"]]) for d in doc} == {
+        "vllm-kernels": (True, ["obsolete"]), "vllm": (True, ["obsolete"])}
