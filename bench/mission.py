@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 from common import ROOT, Row, eb, run
-from scale import DOCKER, _pushed, _registry_bytes
+from scale import DOCKER, _pushed, _registry_bytes, system_tar
 
 AMD64 = ("--platform", "linux/amd64")
 IMAGE = "qwen36-dflash-pypi"
@@ -34,17 +34,7 @@ def _hand_context(ws: Path, env: dict, folder: Path) -> Path:
     builds, pip's wheel, vLLM's sdist, the release wheel, the patches and the scripts."""
     folder.mkdir(parents=True)
     shutil.copy(ROOT / "bench/handwritten/vllm-patched.Dockerfile", folder / "Dockerfile")
-    (ws / "images/bench-q36-base").mkdir(exist_ok=True)
-    (ws / "images/bench-q36-base/image.yaml").write_text(
-        f"extends: {IMAGE}\nplatforms: [linux/amd64]\npython: null\nfiles: null\ncuda-archs: null\n"
-        "components: null\ninstall: []\nbuilder: null\n")
-    run(eb(ws, "lock", "bench-q36-base"), cwd=ws, env=env)
-    run(eb(ws, "image", "bench-q36-base"), cwd=ws, env=env)
-    container = run([DOCKER, "create", "enginebuild/bench-q36-base:latest", "/nothing"]).stdout.strip()
-    try:
-        run([DOCKER, "export", "-o", str(folder / "system.tar"), container])
-    finally:
-        run([DOCKER, "rm", container])
+    system_tar(ws, env, IMAGE, folder / "system.tar", "components: null\ninstall: []\nbuilder: null\n")
     inputs = json.loads((ws / f"lockfiles/{IMAGE}.lock").read_text())["inputs"]
     packages = inputs["runtime.python@linux/amd64"]["resolved"]["packages"]
     (folder / "requirements.txt").write_text("".join(f"{p['name']}=={p['version']} --hash=sha256:{p['sha256']}\n"
@@ -119,7 +109,7 @@ def bench_patch_to_image(ws: Path, env: dict, rows: list, registry: str, registr
                         "docker push of the hand-written image over its first push (the same measure)"))
     finally:
         run([DOCKER, "rmi", "-f", HAND, f"{hand_repo}:1", f"{hand_repo}:2", f"enginebuild/{IMAGE}:latest",
-             f"enginebuild/{IMAGE}:latest-amd64", "enginebuild/bench-q36-base:latest"], check=False)
+             f"enginebuild/{IMAGE}:latest-amd64"], check=False)
         run([DOCKER, "builder", "prune", "-af", "--filter", "type=regular"], check=False)
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(hand.parent, ignore_errors=True)

@@ -60,17 +60,7 @@ def _hand_context(ws: Path, env: dict, folder: Path) -> Path:
     store of `env`, after a build) and the scripts."""
     folder.mkdir(parents=True)
     shutil.copy(ROOT / "bench/handwritten/vllm.Dockerfile", folder / "Dockerfile")
-    # the same base: the runtime's system layers alone (the spec without its Python)
-    (ws / "images/bench-vllm-base").mkdir(exist_ok=True)
-    (ws / "images/bench-vllm-base/image.yaml").write_text(
-        f"extends: {IMAGE}\nplatforms: [linux/amd64]\npython: null\nfiles: null\ncuda-archs: null\n")
-    run(eb(ws, "lock", "bench-vllm-base"), cwd=ws, env=env)
-    run(eb(ws, "image", "bench-vllm-base"), cwd=ws, env=env)
-    container = run([DOCKER, "create", "enginebuild/bench-vllm-base:latest", "/nothing"]).stdout.strip()
-    try:
-        run([DOCKER, "export", "-o", str(folder / "system.tar"), container])
-    finally:
-        run([DOCKER, "rm", container])
+    system_tar(ws, env, IMAGE, folder / "system.tar")
     (folder / "requirements.txt").write_text(_requirements(ws))
     shutil.copy("/etc/ssl/certs/ca-certificates.crt", folder / "ca.pem")
     lock = json.loads((ws / f"lockfiles/{IMAGE}.lock").read_text())
@@ -81,6 +71,23 @@ def _hand_context(ws: Path, env: dict, folder: Path) -> Path:
     for name in ("wait_for_server.sh", "bench.sh"):
         shutil.copy(ws / "images/spark-base" / name, folder / name)
     return folder
+
+
+def system_tar(ws: Path, env: dict, image: str, out: Path, more: str = "") -> None:
+    """The base a hand-written Dockerfile starts from: the image's runtime system layers alone
+    (the spec without its Python, files and kernels; `more`: other keys to drop), exported."""
+    name = f"bench-{image}-base"
+    (ws / "images" / name).mkdir(exist_ok=True)
+    (ws / "images" / name / "image.yaml").write_text(
+        f"extends: {image}\nplatforms: [linux/amd64]\npython: null\nfiles: null\ncuda-archs: null\n{more}")
+    run(eb(ws, "lock", name), cwd=ws, env=env)
+    run(eb(ws, "image", name), cwd=ws, env=env)
+    container = run([DOCKER, "create", f"enginebuild/{name}:latest", "/nothing"]).stdout.strip()
+    try:
+        run([DOCKER, "export", "-o", str(out), container])
+    finally:
+        run([DOCKER, "rm", container])
+    run([DOCKER, "rmi", "-f", f"enginebuild/{name}:latest"], check=False)
 
 
 def _engine_without_image() -> None:

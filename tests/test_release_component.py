@@ -33,20 +33,25 @@ def index(tmp_path):
     served.stop()
 
 
-def _sha(index, name):
-    return hashlib.sha256((index.folder / "files" / name).read_bytes()).hexdigest()
-
-
-def test_the_lock_pins_each_platforms_wheel_of_that_release_and_plan_builds_nothing(workspace, index):
+def _release_image(workspace, index, platforms: str) -> None:
+    """An image whose runtime installs the release's wheel of `kern` 1.0."""
     write_image(workspace, "rel", f"""
         base: scratch
-        platforms: [linux/amd64, linux/arm64]
+        platforms: [{platforms}]
         python: {{version: "3.11"}}
         components:
           kern:
             release: {{name: kern, version: "1.0", index: "{index.url}"}}
         install: [kern]
         """)
+
+
+def _sha(index, name):
+    return hashlib.sha256((index.folder / "files" / name).read_bytes()).hexdigest()
+
+
+def test_the_lock_pins_each_platforms_wheel_of_that_release_and_plan_builds_nothing(workspace, index):
+    _release_image(workspace, index, "linux/amd64, linux/arm64")
     proc = run_cli(["lock", "rel"], workspace)
     assert proc.returncode == 0, proc.stderr
     lock = json.loads((workspace / "lockfiles/rel.lock").read_text())["inputs"]
@@ -63,15 +68,7 @@ def test_the_lock_pins_each_platforms_wheel_of_that_release_and_plan_builds_noth
 
 
 def test_a_release_with_no_wheel_for_a_platform_is_refused_naming_what_it_has(workspace, index):
-    write_image(workspace, "rel", f"""
-        base: scratch
-        platforms: [linux/ppc64le]
-        python: {{version: "3.11"}}
-        components:
-          kern:
-            release: {{name: kern, version: "1.0", index: "{index.url}"}}
-        install: [kern]
-        """)
+    _release_image(workspace, index, "linux/ppc64le")
     proc = run_cli(["lock", "rel"], workspace)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "kern 1.0" in proc.stderr and "linux/ppc64le" in proc.stderr and FILES[1] in proc.stderr
