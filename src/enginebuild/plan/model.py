@@ -209,7 +209,7 @@ class ComponentNode:
     outside: tuple[str, ...] = ()  # patches of its stack touching none of its declared inputs
     caches: tuple[str, ...] = ()  # build.cache folders (ccache): kept, and carried by the registry cache
     cache_key: str = ""  # where those are kept: component, platform and builder environment (not the key)
-    release: Any = None  # the PyPin of the release wheel it is taken from (nothing is built)
+    release: PyPin | None = None  # the release wheel it is taken from (nothing is built)
 
 
 @dataclass(frozen=True)
