@@ -86,3 +86,35 @@ def test_the_pinned_cuobjdump_lists_the_same_code_but_loses_the_family_bit(pypi_
         plain = sorted({a.sass.rstrip("f") for a in ours.sass})
         assert plain == sorted({a.sass for a in listed.sass}), name
         assert [a.ptx for a in ours.ptx] == [a.ptx for a in listed.ptx], name
+
+
+def test_a_binary_already_read_in_another_layer_is_known_by_its_bytes(tmp_path):
+    """What a binary carries is kept by its content too: the same library in a new layer (a
+    package rebuilt around a release's kernels) is answered from what was read before, and is
+    then known under that layer's name as well."""
+    import tarfile
+
+    from enginebuild.io.store import Store
+    from enginebuild.kernels.scan import scan_layers
+
+    library = ROOT / "tests/corpus/gpu/t130-sm90.so"
+    layers = []
+    for name, where in (("a.tar", "opt/a/libk.so"), ("b.tar", "usr/lib/libother.so")):
+        with tarfile.open(tmp_path / name, "w") as tar:
+            tar.add(library, arcname=where)
+        layers.append(tmp_path / name)
+    store = Store(tmp_path / "home")
+    rules = Rules([parse_declared("9.0")])
+    tool = Cuobjdump(tmp_path / "no-tool" / "cuobjdump")  # the headers answer: the tool is never run
+
+    def kept() -> set[str]:
+        return {p.name for p in (tmp_path / "home").rglob("*") if p.is_file()}
+
+    first = scan_layers([("a", layers[0], rules)], tool, store)
+    records = kept()
+    assert len(records) == 2  # what the bytes carry, under their content and under the layer's name
+    second = scan_layers([("b", layers[1], rules)], tool, store)
+    assert [(r.path, r.ok) for r in first] == [("/opt/a/libk.so", True)]
+    assert [(r.path, r.ok) for r in second] == [("/usr/lib/libother.so", True)]
+    assert [r.describe().split(":", 1)[1] for r in first] == [r.describe().split(":", 1)[1] for r in second]
+    assert len(kept() - records) == 1  # the second layer's name for the same bytes

@@ -144,38 +144,55 @@ class Reader:
     def submit(self, handle: IO[bytes], identity: str | None = None) -> Future[DeviceCode | None]:
         """The device code of a (seekable) file, now or later; None when it has none. `identity`
         names the bytes when they are content-addressed already (a stored layer's sha256 and the
-        path in it): then nothing is read to know them; otherwise they are hashed."""
+        path in it): then nothing is read to know them. Otherwise, or when that name is new (a new
+        layer whose binaries another layer had: a package rebuilt around a release's kernels),
+        the bytes are hashed and what is kept for them is used."""
         done: Future[DeviceCode | None] = Future()
         if not has_device_code(handle):
             done.set_result(None)
             return done
-        if identity is None:
-            digest = hashlib.sha256()
-            handle.seek(0)
-            while block := handle.read(1 << 20):
-                digest.update(block)
-            identity = digest.hexdigest()
-        key = hashlib.sha256(f"{identity}-{CODE_RECORD}-{self.tool.path.parent.name}".encode()).hexdigest()
-        kept = self.store.record("device-code", key) if self.store is not None else None
-        if kept is not None:  # read before: nothing written, nothing run
-            done.set_result(code_from_json(kept))
+        named = self._kept(identity) if identity is not None else None
+        if named is not None:  # read before: nothing written, nothing run
+            done.set_result(code_from_json(named[1]))
             return done
         self.count += 1
         path = self.folder / f"binary-{self.count}"
+        digest = hashlib.sha256()
         handle.seek(0)
         with open(path, "wb") as sink:
-            shutil.copyfileobj(handle, sink, 1 << 20)
+            while block := handle.read(1 << 20):
+                digest.update(block)
+                sink.write(block)
+        keys = [self._key(digest.hexdigest())] + ([self._key(identity)] if identity is not None else [])
+        same = self._kept(digest.hexdigest())
+        if same is not None:  # these bytes were read under another name
+            path.unlink(missing_ok=True)
+            self._keep(keys, same[1])
+            done.set_result(code_from_json(same[1]))
+            return done
 
         def read() -> DeviceCode | None:
             try:
                 code = self.tool.device_code(path)
             finally:
                 path.unlink(missing_ok=True)
-            if self.store is not None:
-                self.store.put_record("device-code", key, code_to_json(code))
+            self._keep(keys, code_to_json(code))
             return code
 
         return self.pool.submit(read)
+
+    def _key(self, identity: str) -> str:
+        return hashlib.sha256(f"{identity}-{CODE_RECORD}-{self.tool.path.parent.name}".encode()).hexdigest()
+
+    def _kept(self, identity: str) -> tuple[str, JsonDoc] | None:
+        key = self._key(identity)
+        kept = self.store.record("device-code", key) if self.store is not None else None
+        return (key, kept) if kept is not None else None
+
+    def _keep(self, keys: list[str], code: JsonDoc) -> None:
+        if self.store is not None:
+            for key in keys:
+                self.store.put_record("device-code", key, code)
 
 
 def code_to_json(code: DeviceCode) -> JsonDoc:
