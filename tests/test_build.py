@@ -100,6 +100,32 @@ def test_a_runtime_system_package_builds_no_component(built_demo, workspace):
     assert docker("run", "--rm", "--entrypoint", "jq", "enginebuild/demo:latest", "--version").returncode == 0
 
 
+def test_an_image_whose_binary_lacks_a_library_fails_image_and_verify_until_the_package_is_added(built_demo,
+                                                                                                 workspace):
+    spec = workspace / "images/demo/image.yaml"
+    text = spec.read_text()
+    spec.write_text(text.replace("packages: [busybox-static, python3, libstdc++6]",
+                                 "packages: [busybox-static, python3]"))
+    assert run_cli(["lock", "demo"], workspace).returncode == 0
+    failed = run_cli(["image", "demo", "--platform", "linux/amd64"], workspace)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "the runtime-closure check failed" in failed.stderr
+    assert "MISSING libstdc++.so.6, needed by /opt/enginebuild/lib/libdemo_cuda.so" in failed.stderr
+    assert "libstdc++6" in failed.stderr  # the package Debian ships it in
+    again = run_cli(["image", "demo", "--platform", "linux/amd64"], workspace)  # no no-op answer hides it
+    assert again.returncode == 1 and "MISSING libstdc++.so.6" in again.stderr
+    verify = run_cli(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace)
+    assert verify.returncode == 1
+    runtime = json.loads(verify.stdout)["runtime"][0]
+    assert {"path": "/opt/enginebuild/lib/libdemo_cuda.so", "library": "libstdc++.so.6"}.items() <= \
+        runtime["missing"][0].items()
+    spec.write_text(text)
+    assert run_cli(["lock", "demo"], workspace).returncode == 0
+    fixed = build(workspace, "--platform", "linux/amd64")
+    assert "runtime closure ok" in fixed.stderr
+    assert run_cli(["verify", "demo", "--platform", "linux/amd64"], workspace).returncode == 0
+
+
 def test_a_runtime_python_requirement_bump_builds_no_component(built_demo, workspace):
     spec = workspace / "images/demo/image.yaml"
     spec.write_text(spec.read_text().replace('"tabulate[widechars]==0.9.0"', '"tabulate[widechars]==0.10.0"'))

@@ -109,6 +109,13 @@ def test_output_writes_the_images_own_files_and_never_touches_the_hosts(workspac
         assert not os.path.lexists(out / trace), trace
     assert tree_paths(out) == image_paths(f"enginebuild/{name}:latest")
     assert not list(tmp_path.glob(".*"))  # no staging or spool folder left beside it
+    # verify of an image that declares no cuda-archs: its runtime closure is checked, its kernels are not
+    verify = run_cli(["verify", name], workspace)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "runtime closure ok" in verify.stdout and f"{name}: declares no cuda-archs: kernels not checked" in \
+        verify.stdout
+    doc = json.loads(run_cli(["verify", name, "--json"], workspace).stdout)
+    assert doc["ok"] and doc["images"] == [] and doc["not_declared"] == [name] and doc["runtime"][0]["ok"]
     docker("image", "rm", f"enginebuild/{name}:latest", check=False)
 
 

@@ -184,10 +184,18 @@ def test_jit_and_skip_rules_are_what_the_spec_says_and_nothing_more(vllm_workspa
     assert "(not checked: FlashAttention 3 is Hopper only)" in proc.stdout
 
 
-def test_verify_of_an_image_that_declares_no_archs_says_so_and_succeeds(workspace):
+def test_verify_of_an_image_that_declares_no_archs_says_so_and_checks_its_runtime_closure(workspace):
     write_image(workspace, "plain", "base: scratch\nplatform: linux/amd64\n")
+    assert run_cli(["lock", "plain"], workspace).returncode == 0
     proc = run_cli(["verify", "plain"], workspace)
     assert proc.returncode == 0, proc.stderr
-    assert "plain: declares no cuda-archs: nothing to verify" in proc.stdout
+    assert "plain: declares no cuda-archs: kernels not checked" in proc.stdout
+    assert "plain (linux/amd64): 0 executable(s)" in proc.stdout  # an empty image: nothing to load
     doc = json.loads(run_cli(["verify", "plain", "--json"], workspace).stdout)
-    assert doc == {"ok": True, "images": [], "not_declared": ["plain"]}
+    assert doc["ok"] and doc["images"] == [] and doc["not_declared"] == ["plain"]
+    assert [(r["platform"], r["checked"], r["ok"]) for r in doc["runtime"]] == [("linux/amd64", 0, True)]
+    write_image(workspace, "plain", "base: scratch\nplatform: linux/amd64\nfiles:\n  /a: a\n")
+    (workspace / "images/plain/a").write_text("a\n")
+    assert run_cli(["lock", "plain"], workspace).returncode == 0
+    unbuilt = run_cli(["verify", "plain"], workspace)
+    assert unbuilt.returncode == 1 and "plain (linux/amd64) is not built at its current inputs" in unbuilt.stderr

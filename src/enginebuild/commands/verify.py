@@ -1,8 +1,9 @@
-"""Check the kernel architectures of a built image: every CUDA binary enginebuild put in it
-(component outputs, wheels, overlays, steps) must carry device code for each architecture
-the spec declares in `cuda-archs` (`12.1a` needs `sm_121a` SASS; PTX counts with
-`cuda-verify.jit`). Read on the host with the pinned cuobjdump: no GPU, no emulation.
-Exit 1 naming each binary that lacks one, and what it has instead."""
+"""Check a built image's binaries. Its runtime closure: every executable and shared library
+enginebuild put in it has each library it needs inside the image, found as the image's own
+loader would (kernels/closure.py). Its kernel architectures, when the spec declares
+`cuda-archs`: every CUDA binary must carry device code for each (`12.1a` needs `sm_121a` SASS;
+PTX counts with `cuda-verify.jit`), read with the pinned cuobjdump. Read on the host: no GPU,
+no emulation, both platforms. Exit 1 naming each binary that fails, and what it lacks."""
 
 from __future__ import annotations
 
@@ -40,18 +41,24 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.usecases.checking import verify_images
 
     verdicts = []
-    undeclared = []
-    for verdict in verify_images(ws, args.images, args.platform, args.archs):
-        if isinstance(verdict, str):  # nothing is asked of its kernels: not a failure
-            undeclared.append(verdict)
-            if not args.json:
-                print(f"{verdict}: declares no cuda-archs: nothing to verify (add `cuda-archs: [12.1a]` to have its "
-                      "binaries checked)")
+    closures = []
+    undeclared: list[str] = []
+    for closure, verdict in verify_images(ws, args.images, args.platform, args.archs):
+        closures.append(closure)
+        if not args.json:
+            print("\n".join(closure.lines()))
+        if verdict is None:  # nothing is asked of its kernels: not a failure
+            if closure.image not in undeclared:
+                undeclared.append(closure.image)
+                if not args.json:
+                    print(f"{closure.image}: declares no cuda-archs: kernels not checked (add `cuda-archs: [12.1a]` "
+                          "to have its CUDA binaries checked)")
             continue
         verdicts.append(verdict)
         if not args.json:
             print("\n".join(verdict.lines()))
+    ok = all(v.ok for v in verdicts) and all(c.ok for c in closures)
     if args.json:
-        print(json.dumps({"ok": all(v.ok for v in verdicts), "images": [v.to_json() for v in verdicts],
-                          "not_declared": undeclared}, indent=2))
-    return 0 if all(v.ok for v in verdicts) else 1
+        print(json.dumps({"ok": ok, "images": [v.to_json() for v in verdicts],
+                          "runtime": [c.to_json() for c in closures], "not_declared": undeclared}, indent=2))
+    return 0 if ok else 1

@@ -376,6 +376,13 @@ def image_schema() -> Record:
                                   required=("path", "why"), doc="{path, why}"),
                            description="binaries not held to cuda-archs, each with the reason"),
         }, doc="{jit, driver, skip}", description="how `verify` judges the kernel architectures of CUDA binaries"),
+        "runtime-check": Record({
+            "skip": ListOf(Record({"path": Str(test=no_control, what="a path glob in the image"), "why": TEXT},
+                                  required=("path", "why"), doc="{path, why}"),
+                           description="binaries whose unresolved libraries do not fail the image, each with "
+                                       "the reason (what is truly optional)"),
+        }, doc="{skip}", description="how `image` and `verify` judge the runtime closure: every DT_NEEDED "
+                                     "library of the binaries enginebuild adds must resolve inside the image"),
     }
     schema = Record(fields, exclusive=(("platform", "platforms"),), doc="an image spec")
     schema.fields["variants"] = MapOf(Record(dict(fields), doc="a partial spec merged over this one"),

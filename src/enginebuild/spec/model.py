@@ -223,6 +223,13 @@ class CudaVerify:
 
 
 @dataclass(frozen=True)
+class RuntimeCheck:
+    """How the runtime-closure check judges the image's binaries: skip named ones, with the reason."""
+
+    skip: tuple[CudaSkip, ...] = ()
+
+
+@dataclass(frozen=True)
 class ScanAllow:
     path: str
     rule: str
@@ -259,6 +266,7 @@ class ImageSpec:
     scan_allow: tuple[ScanAllow, ...]
     variants: tuple[str, ...]
     cuda_verify: CudaVerify = CudaVerify()
+    runtime_check: RuntimeCheck = RuntimeCheck()
     manifest: str = "layer"  # where the manifest of pins goes: a layer, or a label
     build_env: tuple[tuple[str, str], ...] = ()  # variables the runtime's commands see (and the image keeps)
     wheres: dict[str, Where] = field(default_factory=dict, compare=False, hash=False)

@@ -570,6 +570,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
     model = r.get(tree, "model", "", {}) or {}
     scan = r.get(tree, "secret-scan", "", {}) or {}
     cuda_verify = r.get(tree, "cuda-verify", "", {}) or {}
+    runtime_check = r.get(tree, "runtime-check", "", {}) or {}
     return m.ImageSpec(
         name=name, file=tree.where.file, chain=chain,
         abstract=bool(r.get(tree, "abstract", "", False)),
@@ -592,6 +593,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         cuda_verify=m.CudaVerify(bool(cuda_verify.get("jit", False)),
                                  tuple(m.CudaSkip(k["path"], k["why"]) for k in cuda_verify.get("skip", ())),
                                  driver_branch(r, cuda_verify.get("driver"))),
+        runtime_check=m.RuntimeCheck(tuple(m.CudaSkip(k["path"], k["why"]) for k in runtime_check.get("skip", ()))),
         manifest=r.get(tree, "manifest", "", "layer"), build_env=build_env,
     )
 

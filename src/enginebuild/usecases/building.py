@@ -190,6 +190,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
                 output().say(f"  component {comp_name}: outputs {size} bytes")
         if not options.on and lock is not None:  # a lock made the plan; the check reads its pins
             check_kernels(ws, spec, lock, plan)
+            check_runtime(ws, spec, plan)
         if request.outputs:
             write_outputs(ws, plan, tags[0], request.outputs, platform if len(platforms) > 1 else None)
     flags = {"build_args": options.build_args, "on": options.on, "only": sorted(options.only),
@@ -273,6 +274,24 @@ def check_kernels(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan) -
     raise BuildFailed("the kernel architecture check failed:\n    " + "\n    ".join(lines),
                       hint=f"the image is built and tagged; it lacks kernels for what it declares "
                            f"(`{command()} verify {spec.name} --json` lists every binary)")
+
+
+def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> None:
+    """Every image's runtime closure is checked as soon as it is built (see `verify`)."""
+    from enginebuild.errors import BuildFailed
+    from enginebuild.io.store import Store
+    from enginebuild.kernels.runtime import check_plan
+    from enginebuild.oci.engine import Engine
+
+    closure = check_plan(spec, plan, Store(ws.home), Engine().save)
+    lines = closure.lines()
+    if closure.ok:
+        output().say("  runtime: " + lines[-1].split(": ", 1)[1] + f" ({closure.checked} binaries)")
+        return
+    raise BuildFailed("the runtime-closure check failed:\n    " + "\n    ".join(lines),
+                      hint=f"the image is built and tagged; add the package that ships each library to the "
+                           f"runtime's packages, or skip a binary that is truly optional with its reason "
+                           f"(runtime-check.skip); `{command()} verify {spec.name} --json` lists everything")
 
 
 def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platform: str | None) -> None:

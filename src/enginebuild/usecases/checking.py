@@ -5,12 +5,14 @@ carries). The verbs parse arguments and print; these plan each image and platfor
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager
+from typing import IO, TYPE_CHECKING
 
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
     from enginebuild.build.reproduce import Reproduction
+    from enginebuild.kernels.closure import Closure
     from enginebuild.kernels.image import Verdict
     from enginebuild.oci.reference import ImageRef
 
@@ -31,19 +33,25 @@ def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
 
 
 def verify_images(ws: Workspace, names: list[str], platforms: list[str],
-                  judged: tuple[str, ...] = ()) -> Iterator[Verdict | str]:
-    """Each image and platform asked, its binaries checked, as it finishes; the name of an image
-    that declares no cuda-archs (nothing asked of its kernels, not a failure)."""
+                  judged: tuple[str, ...] = ()) -> Iterator[tuple[Closure, Verdict | None]]:
+    """Each image and platform asked, as it finishes: its runtime closure, and its kernels' verdict
+    (None for an image that declares no cuda-archs: nothing asked of its kernels, not a failure)."""
     from enginebuild.io.store import Store
     from enginebuild.kernels.image import declared_of, verify_plan
+    from enginebuild.kernels.runtime import check_plan
     from enginebuild.plan.image import plan_image
     from enginebuild.usecases.building import platforms_of
+
+    def save(ref: str) -> AbstractContextManager[IO[bytes]]:
+        from enginebuild.oci.engine import Engine
+
+        return Engine().save(ref)
 
     for name in dict.fromkeys(names):
         spec = ws.spec(name)
         lock = ws.lock(spec)
-        if not declared_of(spec) and not judged:
-            yield name
-            continue
         for platform in platforms_of(spec, platforms):
-            yield verify_plan(spec, lock, plan_image(spec, lock, platform, ws.plan_options()), Store(ws.home), judged)
+            plan = plan_image(spec, lock, platform, ws.plan_options())
+            closure = check_plan(spec, plan, Store(ws.home), save)
+            verdict = verify_plan(spec, lock, plan, Store(ws.home), judged) if declared_of(spec) or judged else None
+            yield closure, verdict

@@ -1,0 +1,221 @@
+"""The runtime closure of an image: every executable and shared library of the layers enginebuild
+made has its interpreter and each DT_NEEDED library resolved inside the image, the way the
+image's own loader would (loader.py), from the files, not by running them.
+
+What a file-by-file search gets wrong is modelled, not listed by hand:
+- In a Python process, an object under site-packages also resolves against the libraries the
+  imports before it have loaded: the loader matches a loaded object by its SONAME, so vLLM's
+  `_C.abi3.so` finds torch's `libc10.so` that `import torch` loaded. Counted as "in process"
+  when a library of that name (SONAME or file name) is under the same site-packages folder and
+  another binary's own search finds it (something loads it: torch's `_C` through its RUNPATH).
+- A plugin is a shared library nothing links (no DT_NEEDED names it), not a Python extension
+  module, whose name a library beside it carries (the string it passes to dlopen): nvshmem's
+  transports, cuFile's RDMA layer. What it lacks is listed as optional, not failed: it is
+  opened only when configured, and its opener handles the failure.
+- Files for another machine (aarch64 stubs in an amd64 image) are listed, not checked.
+- Libraries the NVIDIA container toolkit mounts from the host driver are listed apart
+  (DRIVER: the compute and utility capabilities, mounted by default; DRIVER_ON_REQUEST: the
+  video and graphics ones, mounted only when NVIDIA_DRIVER_CAPABILITIES asks).
+Anything else unresolved fails, naming the binary and the library, unless the spec skips the
+binary with a reason (`runtime-check.skip`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import mmap
+import posixpath
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from enginebuild.kernels.filetable import Entry, FileTable
+from enginebuild.kernels.loader import Loader
+from enginebuild.wire import JsonDoc
+
+# libnvidia-container's library lists (src/nvc_info.c), by name before ".so"
+DRIVER = frozenset({"libcuda", "libcudadebugger", "libnvidia-ml", "libnvidia-cfg", "libnvidia-nscq",
+                    "libnvidia-opencl", "libnvidia-gpucomp", "libnvidia-ptxjitcompiler",
+                    "libnvidia-fatbinaryloader", "libnvidia-allocator", "libnvidia-compiler", "libnvidia-pkcs11",
+                    "libnvidia-pkcs11-openssl3", "libnvidia-nvvm"})
+DRIVER_ON_REQUEST = frozenset({"libvdpau_nvidia", "libnvidia-encode", "libnvidia-opticalflow", "libnvcuvid",
+                               "libnvidia-eglcore", "libnvidia-glcore", "libnvidia-tls", "libnvidia-glsi",
+                               "libnvidia-fbc", "libnvidia-ifr", "libnvidia-rtcore", "libnvoptix",
+                               "libGLX_nvidia", "libEGL_nvidia", "libGLESv2_nvidia", "libGLESv1_CM_nvidia",
+                               "libnvidia-glvkspirv", "libnvidia-cbl"})
+SITE = re.compile(r"^(.*?/(?:site|dist)-packages)/")
+EXTENSION = re.compile(r"\.(?:cpython-[^./]+|abi3|pypy[^./]*)\.so$")
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    path: str
+    name: str
+    layer: str = ""
+    note: str = ""  # a hint (a package that ships it), a skip's reason, or the plugin's opener
+
+    def to_json(self) -> JsonDoc:
+        return {"path": self.path, "library": self.name, **({"from": self.layer} if self.layer else {}),
+                **({"note": self.note} if self.note else {})}
+
+
+@dataclass
+class Closure:
+    image: str
+    platform: str
+    checked: int = 0  # executables and shared libraries of the platform judged
+    resolved: int = 0  # DT_NEEDED entries the loader finds
+    in_process: int = 0  # DT_NEEDED entries a Python process has loaded already
+    missing: list[Unresolved] = field(default_factory=list)
+    driver: list[Unresolved] = field(default_factory=list)
+    optional: list[Unresolved] = field(default_factory=list)  # what plugins lack
+    skipped: list[Unresolved] = field(default_factory=list)
+    other_platform: list[str] = field(default_factory=list)
+    layers: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+    def to_json(self) -> JsonDoc:
+        return {"image": self.image, "platform": self.platform, "ok": self.ok, "checked": self.checked,
+                "resolved": self.resolved, "in_process": self.in_process, "layers": self.layers, "seconds": round(self.seconds, 2),
+                "missing": [u.to_json() for u in self.missing], "driver": [u.to_json() for u in self.driver],
+                "optional": [u.to_json() for u in self.optional], "skipped": [u.to_json() for u in self.skipped],
+                "other_platform": self.other_platform}
+
+    def lines(self) -> list[str]:
+        out = [f"{self.image} ({self.platform}): {self.checked} executable(s) and librar(ies) checked, "
+               f"{self.resolved} needed librar(ies) resolved, {self.in_process} in a Python process"]
+        drivers = sorted({u.name for u in self.driver})
+        if drivers:
+            out.append(f"  from the host driver (the NVIDIA container toolkit mounts them): {', '.join(drivers)}")
+        if self.optional:
+            out.append(f"  plugins opened only when configured, lacking {len(self.optional)} librar(ies): "
+                       + "; ".join(f"{u.path}: {u.name}" for u in self.optional[:5])
+                       + (" …" if len(self.optional) > 5 else ""))
+        if self.other_platform:
+            out.append(f"  {len(self.other_platform)} file(s) for another machine, not checked "
+                       f"(first: {self.other_platform[0]})")
+        out += [f"  skipped {u.path} (lacks {u.name}): {u.note}" for u in self.skipped]
+        out += [f"  MISSING {u.name}, needed by {u.path}" + (f" ({u.note})" if u.note else "") for u in self.missing]
+        out.append(f"{self.image} ({self.platform}): runtime closure {'ok' if self.ok else 'FAILED'} "
+                   f"in {self.seconds:.1f}s")
+        return out
+
+
+@dataclass(frozen=True)
+class Skip:
+    pattern: str
+    why: str
+
+
+def check_closure(image: str, platform: str, table: FileTable, ours: set[str], library_path: str,
+                  skip: tuple[Skip, ...] = (), read: Callable[[Entry], Path | None] | None = None) -> Closure:
+    """`ours`: the names of the layers whose binaries are judged (the rest is searched only);
+    `read`: the stored layer that holds an entry's bytes (to look for a plugin's opener)."""
+    start = time.monotonic()
+    loader = Loader(table, platform, library_path)
+    result = Closure(image, platform)
+    linked = list(table.linked())
+    needed_anywhere = {n for _, e in linked if e.linkage for n in e.linkage.needed}
+    providers: dict[str, dict[str, str]] = {}
+    for path, entry in linked:
+        site = SITE.match(path)
+        if site and entry.linkage and loader.of_platform(entry.linkage):
+            names = providers.setdefault(site.group(1), {})
+            real = table.real(path) or path
+            names.setdefault(posixpath.basename(path), real)
+            if entry.linkage.soname:
+                names.setdefault(entry.linkage.soname, real)
+    found: dict[str, list[str]] = {}  # what the loader search leaves unresolved, per binary judged
+    searched: set[str] = set()  # libraries some binary's own search finds: a process can have them loaded
+    for path, entry in sorted(linked):
+        linkage = entry.linkage
+        assert linkage is not None
+        judged = entry.layer in ours
+        if not loader.of_platform(linkage):
+            if judged:
+                result.other_platform.append(path)
+            continue
+        lacking: list[str] = []
+        if judged and linkage.interp and loader.interpreter(linkage) is None:
+            lacking.append(linkage.interp)
+        for name in linkage.needed:
+            hit = loader.find(name, path, linkage)
+            if hit is not None:
+                searched.add(hit.path)
+                result.resolved += judged
+            elif judged:
+                lacking.append(name)
+        if judged:
+            result.checked += 1
+            found[path] = lacking
+    for path, lacking in found.items():
+        entry = table.entries[path]
+        site = SITE.match(path)
+        left: list[str] = []
+        for name in lacking:
+            provider = providers.get(site.group(1), {}).get(name) if site else None
+            if _driver(name):
+                result.driver.append(Unresolved(path, name, entry.layer))
+            elif provider is not None and provider != path and provider in searched:
+                result.in_process += 1
+            else:
+                left.append(name)
+        if not left:
+            continue
+        rule = next((s for s in skip if fnmatch.fnmatch(path, s.pattern)), None)
+        opener = None if rule else _opener(table, path, entry, needed_anywhere, read)
+        for name in left:
+            if rule is not None:
+                result.skipped.append(Unresolved(path, name, entry.layer, rule.why))
+            elif opener is not None:
+                result.optional.append(Unresolved(path, name, entry.layer, f"a plugin {opener} opens"))
+            else:
+                result.missing.append(Unresolved(path, name, entry.layer, _hint(name)))
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _driver(name: str) -> bool:
+    stem = name.split(".so", 1)[0]
+    return stem in DRIVER or stem in DRIVER_ON_REQUEST
+
+
+def _opener(table: FileTable, path: str, entry: Entry, needed: set[str],
+            read: Callable[[Entry], Path | None] | None) -> str | None:
+    """The library beside a plugin that names it (dlopen's argument), when it is a plugin."""
+    linkage = entry.linkage
+    base = posixpath.basename(path)
+    if linkage is None or linkage.interp or read is None or EXTENSION.search(base) or \
+            (SITE.match(path) and base.endswith(".so") and not base.startswith("lib")):
+        return None
+    if base in needed or (linkage.soname and linkage.soname in needed):
+        return None
+    folder = posixpath.dirname(path)
+    stem = base.split(".so", 1)[0].encode() + b".so"
+    for other, sibling in table.linked():
+        if posixpath.dirname(other) != folder or other == path or sibling.at is None:
+            continue
+        layer = read(sibling)
+        if layer is not None and _carries(layer, sibling.at[1], sibling.at[2], stem):
+            return other
+    return None
+
+
+def _carries(layer: Path, offset: int, size: int, needle: bytes) -> bool:
+    with open(layer, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        return view.find(needle, offset, offset + size) >= 0
+
+
+def _hint(name: str) -> str:
+    """The package Debian would ship it in (its policy names library packages after the SONAME)."""
+    match = re.match(r"^lib(.+?)\.so\.([0-9][0-9.]*)$", name)
+    if not match:
+        return ""
+    stem, version = match.group(1).lower().replace("_", "-"), match.group(2)
+    return f"in Debian: lib{stem}{'-' if stem[-1].isdigit() else ''}{version}, if it follows the library naming policy"
