@@ -126,6 +126,31 @@ def test_an_image_whose_binary_lacks_a_library_fails_image_and_verify_until_the_
     assert run_cli(["verify", "demo", "--platform", "linux/amd64"], workspace).returncode == 0
 
 
+def test_imports_run_in_the_image_when_asked_and_a_broken_package_fails_naming_it(built_demo, workspace):
+    spec = workspace / "images/demo/image.yaml"
+    text = spec.read_text()
+    broken = workspace / "images/demo/broken_tabulate.py"
+    broken.write_text('raise ImportError("tabulate was replaced by a file of the recipe")\n')
+    spec.write_text(text + "\nruntime-check:\n  imports: {env: {DEMO_MODE: check}}\n")
+    proc = build(workspace, "--platform", "linux/amd64")
+    assert "python: imports ok" in proc.stderr, proc.stderr
+    verify = json.loads(run_cli(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace).stdout)
+    imported = verify["imports"][0]["imported"]
+    assert {"tabulate", "wcwidth"} <= set(imported), imported  # a requirement and what it needs
+    assert verify["imports"][0]["ok"]
+    replaced = text.replace("files:\n", "files:\n  /usr/local/lib/python3.11/dist-packages/tabulate/__init__.py: "
+                                         "broken_tabulate.py\n")
+    spec.write_text(replaced + "\nruntime-check:\n  imports: {}\n")
+    assert run_cli(["lock", "demo"], workspace).returncode == 0
+    failed = run_cli(["image", "demo", "--platform", "linux/amd64"], workspace)
+    assert failed.returncode == 1
+    assert "FAILED import tabulate (tabulate): ImportError: tabulate was replaced by a file of the recipe" in \
+        failed.stderr, failed.stderr
+    spec.write_text(replaced + "\nruntime-check:\n  imports: {skip: [{name: tabulate, why: replaced on purpose}]}\n")
+    skipped = build(workspace, "--platform", "linux/amd64")
+    assert "python: imports ok" in skipped.stderr
+
+
 def test_a_runtime_python_requirement_bump_builds_no_component(built_demo, workspace):
     spec = workspace / "images/demo/image.yaml"
     spec.write_text(spec.read_text().replace('"tabulate[widechars]==0.9.0"', '"tabulate[widechars]==0.10.0"'))

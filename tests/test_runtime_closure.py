@@ -168,3 +168,37 @@ def test_a_missing_interpreter_fails(tmp_path: Path) -> None:
     closure = check(tmp_path, "amd64", {"/opt/app/bin/musl": make_elf(interp="/lib/ld-musl-x86_64.so.1",
                                                                       executable=True)})
     assert [u.name for u in closure.missing] == ["/lib/ld-musl-x86_64.so.1"]
+
+
+def test_a_library_finds_what_the_object_loading_it_loaded_first(tmp_path: Path) -> None:
+    libs = f"{SITE}/codec.libs"
+    files: dict[str, bytes | str] = {
+        f"{libs}/libXau-1a2b.so.6": make_elf(soname="libXau-1a2b.so.6", needed=("libc.so.6",)),
+        f"{libs}/libxcb-3c4d.so.1": make_elf(soname="libxcb-3c4d.so.1", needed=("libXau-1a2b.so.6", "libc.so.6")),
+        "/opt/codec/bin/decode": app("amd64", "libxcb-3c4d.so.1", "libXau-1a2b.so.6", runpath=libs),
+    }
+    closure = check(tmp_path, "amd64", files)
+    assert closure.ok, closure.lines()
+    assert closure.in_process == 1  # libxcb's libXau: loaded by the program before libxcb's needs are looked up
+    del files["/opt/codec/bin/decode"]
+    alone = check(tmp_path, "amd64", files)
+    assert [(u.path, u.name) for u in alone.missing] == [(f"{libs}/libxcb-3c4d.so.1", "libXau-1a2b.so.6")]
+
+
+def test_a_loaders_rpath_is_searched_for_what_it_loads_but_a_runpath_is_not(tmp_path: Path) -> None:
+    def files(tag: str) -> dict[str, bytes | str]:
+        paths = {"rpath": "", "runpath": ""}
+        paths[tag] = "$ORIGIN:$ORIGIN/../codec."  # a wheel's vendored folder, named as its RECORD names it
+        return {
+            f"{SITE}/codec./libxcb-5d.so.1": make_elf(soname="libxcb-5d.so.1"),
+            f"{SITE}/Codec/libavdevice.so.62": make_elf(soname="libavdevice.so.62", needed=("libxcb-5d.so.1",)),
+            f"{SITE}/Codec/Codec.cpython-311-x.so": make_elf(needed=("libavdevice.so.62",), **paths),
+        }
+
+    inherited = check(tmp_path, "amd64", files("rpath"))
+    assert inherited.ok, inherited.lines()
+    assert inherited.resolved == 2  # libavdevice through the module's RPATH, libxcb through it too (inherited)
+    # a DT_RUNPATH applies to the object's own needs only: libavdevice's libxcb is then not found
+    # (nothing else loads it: not even the Python process has it)
+    alone = check(tmp_path, "amd64", files("runpath"))
+    assert [(u.path, u.name) for u in alone.missing] == [(f"{SITE}/Codec/libavdevice.so.62", "libxcb-5d.so.1")]

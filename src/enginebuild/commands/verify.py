@@ -42,11 +42,16 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
     verdicts = []
     closures = []
+    imported = []
     undeclared: list[str] = []
-    for closure, verdict in verify_images(ws, args.images, args.platform, args.archs):
+    for closure, verdict, imports in verify_images(ws, args.images, args.platform, args.archs):
         closures.append(closure)
         if not args.json:
             print("\n".join(closure.lines()))
+        if imports is not None:
+            imported.append(imports)
+            if not args.json:
+                print("\n".join(imports.lines()))
         if verdict is None:  # nothing is asked of its kernels: not a failure
             if closure.image not in undeclared:
                 undeclared.append(closure.image)
@@ -57,8 +62,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         verdicts.append(verdict)
         if not args.json:
             print("\n".join(verdict.lines()))
-    ok = all(v.ok for v in verdicts) and all(c.ok for c in closures)
+    ok = all(v.ok for v in verdicts) and all(c.ok for c in closures) and all(i.ok for i in imported)
     if args.json:
         print(json.dumps({"ok": ok, "images": [v.to_json() for v in verdicts],
-                          "runtime": [c.to_json() for c in closures], "not_declared": undeclared}, indent=2))
+                          "runtime": [c.to_json() for c in closures], "imports": [i.to_json() for i in imported],
+                          "not_declared": undeclared}, indent=2))
     return 0 if ok else 1

@@ -3,6 +3,10 @@ made has its interpreter and each DT_NEEDED library resolved inside the image, t
 image's own loader would (loader.py), from the files, not by running them.
 
 What a file-by-file search gets wrong is modelled, not listed by hand:
+- The loader takes a needed name from the objects already loaded before it searches, and
+  loads an object's needs breadth first: a library that needs `libXau-….so` without a RUNPATH
+  to it finds the one its loader (an object that needs both, with a RUNPATH) loaded first.
+  Counted as "in process" when an object that loads the binary also loads that name.
 - In a Python process, an object under site-packages also resolves against the libraries the
   imports before it have loaded: the loader matches a loaded object by its SONAME, so vLLM's
   `_C.abi3.so` finds torch's `libc10.so` that `import torch` loaded. Counted as "in process"
@@ -31,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from enginebuild.kernels.dynamic import Linkage
 from enginebuild.kernels.filetable import Entry, FileTable
 from enginebuild.kernels.loader import Loader
 from enginebuild.wire import JsonDoc
@@ -100,11 +105,21 @@ class Closure:
         if self.other_platform:
             out.append(f"  {len(self.other_platform)} file(s) for another machine, not checked "
                        f"(first: {self.other_platform[0]})")
-        out += [f"  skipped {u.path} (lacks {u.name}): {u.note}" for u in self.skipped]
-        out += [f"  MISSING {u.name}, needed by {u.path}" + (f" ({u.note})" if u.note else "") for u in self.missing]
+        for path, found in _by_binary(self.skipped).items():
+            out.append(f"  skipped {path} (lacks {', '.join(u.name for u in found)}): {found[0].note}")
+        for path, found in _by_binary(self.missing).items():
+            hints = "; ".join(u.note for u in found if u.note)
+            out.append(f"  MISSING {', '.join(u.name for u in found)}, needed by {path}" + (f" ({hints})" if hints else ""))
         out.append(f"{self.image} ({self.platform}): runtime closure {'ok' if self.ok else 'FAILED'} "
                    f"in {self.seconds:.1f}s")
         return out
+
+
+def _by_binary(found: list[Unresolved]) -> dict[str, list[Unresolved]]:
+    out: dict[str, list[Unresolved]] = {}
+    for item in found:
+        out.setdefault(item.path, []).append(item)
+    return out
 
 
 @dataclass(frozen=True)
@@ -120,20 +135,10 @@ def check_closure(image: str, platform: str, table: FileTable, ours: set[str], l
     start = time.monotonic()
     loader = Loader(table, platform, library_path)
     result = Closure(image, platform)
-    linked = list(table.linked())
-    needed_anywhere = {n for _, e in linked if e.linkage for n in e.linkage.needed}
-    providers: dict[str, dict[str, str]] = {}
+    linked = sorted(table.linked())
+    graph = _Graph(table, loader)
+    found: dict[str, list[str]] = {}  # what the loader's own search leaves unresolved, per binary judged
     for path, entry in linked:
-        site = SITE.match(path)
-        if site and entry.linkage and loader.of_platform(entry.linkage):
-            names = providers.setdefault(site.group(1), {})
-            real = table.real(path) or path
-            names.setdefault(posixpath.basename(path), real)
-            if entry.linkage.soname:
-                names.setdefault(entry.linkage.soname, real)
-    found: dict[str, list[str]] = {}  # what the loader search leaves unresolved, per binary judged
-    searched: set[str] = set()  # libraries some binary's own search finds: a process can have them loaded
-    for path, entry in sorted(linked):
         linkage = entry.linkage
         assert linkage is not None
         judged = entry.layer in ours
@@ -141,28 +146,26 @@ def check_closure(image: str, platform: str, table: FileTable, ours: set[str], l
             if judged:
                 result.other_platform.append(path)
             continue
-        lacking: list[str] = []
-        if judged and linkage.interp and loader.interpreter(linkage) is None:
-            lacking.append(linkage.interp)
-        for name in linkage.needed:
-            hit = loader.find(name, path, linkage)
-            if hit is not None:
-                searched.add(hit.path)
-                result.resolved += judged
-            elif judged:
-                lacking.append(name)
+        lacking = graph.search(path, linkage)
         if judged:
+            if linkage.interp and loader.interpreter(linkage) is None:
+                lacking.insert(0, linkage.interp)
             result.checked += 1
+            result.resolved += len(linkage.needed) - len(lacking)
             found[path] = lacking
+    result.resolved += graph.inherit(found)
+    providers = _site_providers(table, loader, linked)
+    needed_anywhere = {n for _, e in linked if e.linkage for n in e.linkage.needed}
     for path, lacking in found.items():
         entry = table.entries[path]
         site = SITE.match(path)
+        beside = graph.loaded_beside(path) if lacking else set()
         left: list[str] = []
         for name in lacking:
             provider = providers.get(site.group(1), {}).get(name) if site else None
             if _driver(name):
                 result.driver.append(Unresolved(path, name, entry.layer))
-            elif provider is not None and provider != path and provider in searched:
+            elif name in beside or (provider is not None and provider != path and provider in graph.searched):
                 result.in_process += 1
             else:
                 left.append(name)
@@ -179,6 +182,102 @@ def check_closure(image: str, platform: str, table: FileTable, ours: set[str], l
                 result.missing.append(Unresolved(path, name, entry.layer, _hint(name)))
     result.seconds = time.monotonic() - start
     return result
+
+
+class _Graph:
+    """Which binary's search finds which library: who loads whom."""
+
+    def __init__(self, table: FileTable, loader: Loader):
+        self.table, self.loader = table, loader
+        self.loads: dict[str, set[str]] = {}  # binary (real path) -> the libraries its search finds
+        self.loaded_by: dict[str, set[str]] = {}
+        self.searched: set[str] = set()  # libraries some binary's search finds: a process can have them loaded
+
+    def _add(self, path: str, library: str) -> None:
+        real = self.table.real(path) or path
+        self.searched.add(library)
+        self.loads.setdefault(real, set()).add(library)
+        self.loaded_by.setdefault(library, set()).add(real)
+
+    def search(self, path: str, linkage: Linkage) -> list[str]:
+        """The needed names the object's own search does not find."""
+        lacking = []
+        for name in linkage.needed:
+            hit = self.loader.find(name, path, linkage)
+            if hit is None:
+                lacking.append(name)
+            else:
+                self._add(path, hit.path)
+        return lacking
+
+    def inherit(self, found: dict[str, list[str]]) -> int:
+        """Resolve, in place, what an object without DT_RUNPATH finds through the DT_RPATH of the
+        objects that load it (glibc searches the loaders' RPATHs up to the executable), until
+        nothing more is found; the count found."""
+        count, changed = 0, True
+        while changed:
+            changed = False
+            for path, lacking in found.items():
+                entry = self.table.entries[path]
+                if not lacking or entry.linkage is None or entry.linkage.runpath:
+                    continue
+                loaders = [(a, self.table.entries.get(a)) for a in self.ancestors(self.table.real(path) or path)]
+                for name in list(lacking):
+                    for loader_path, loader in loaders:
+                        hit = None
+                        if loader is not None and loader.linkage is not None and loader.linkage.rpath:
+                            hit = self.loader.find_in(name, loader_path, loader.linkage.rpath, entry.linkage)
+                        if hit is not None:
+                            self._add(path, hit.path)
+                            lacking.remove(name)
+                            count, changed = count + 1, True
+                            break
+        return count
+
+    def ancestors(self, path: str) -> set[str]:
+        out, todo = set(), [path]
+        while todo:
+            for parent in self.loaded_by.get(todo.pop(), ()):
+                if parent not in out:
+                    out.add(parent)
+                    todo.append(parent)
+        return out
+
+    def loaded_beside(self, path: str) -> set[str]:
+        """The names (SONAME and file name) of what is loaded in every process that loads `path`
+        through the loader: the loader takes a needed name from the objects already loaded before
+        it searches, and loads an object's needs breadth first, so what the objects that load
+        `path` load is there when its own needs are looked up."""
+        real = self.table.real(path) or path
+        ancestors = self.ancestors(real)
+        seen, todo = set(ancestors), list(ancestors)
+        while todo:
+            for child in self.loads.get(todo.pop(), ()):
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        seen.discard(real)
+        names = set()
+        for loaded in seen:
+            entry = self.table.entries.get(loaded)
+            names.add(posixpath.basename(loaded))
+            if entry is not None and entry.linkage is not None and entry.linkage.soname:
+                names.add(entry.linkage.soname)
+        return names
+
+
+def _site_providers(table: FileTable, loader: Loader, linked: list[tuple[str, Entry]]) -> dict[str, dict[str, str]]:
+    """Per site-packages folder, the libraries in it by SONAME and file name (their real paths)."""
+    providers: dict[str, dict[str, str]] = {}
+    for path, entry in linked:
+        site = SITE.match(path)
+        if site and entry.linkage and loader.of_platform(entry.linkage):
+            names = providers.setdefault(site.group(1), {})
+            real = table.real(path) or path
+            names.setdefault(posixpath.basename(path), real)
+            if entry.linkage.soname:
+                names.setdefault(entry.linkage.soname, real)
+    return providers
 
 
 def _driver(name: str) -> bool:

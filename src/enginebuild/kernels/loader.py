@@ -74,6 +74,14 @@ class Loader:
                 return found
         return None
 
+    def find_in(self, name: str, origin: str, folders: tuple[str, ...], linkage: Linkage) -> Found | None:
+        """`name` in another object's DT_RPATH folders (`origin`: that object's path)."""
+        for folder in self._expand(folders, origin):
+            found = self._candidate(f"{folder}/{name}", name, linkage)
+            if found is not None:
+                return found
+        return None
+
     def interpreter(self, linkage: Linkage) -> Found | None:
         return self._candidate(linkage.interp, linkage.interp, linkage)
 

@@ -184,11 +184,44 @@ class Engine:
             with contextlib.suppress(EngineBuildError):
                 self.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
 
+    def run(self, image: str, argv: list[str], env: dict[str, str], timeout: float = 3600) -> tuple[int, bytes, bytes]:
+        """Run a command in a container of an image, without a network: (exit status, stdout,
+        stderr). The container is removed afterwards."""
+        body = json.dumps({"Image": image, "Entrypoint": argv[:1], "Cmd": argv[1:], "WorkingDir": "/",
+                           "Env": [f"{k}={v}" for k, v in env.items()], "NetworkDisabled": True,
+                           "HostConfig": {"NetworkMode": "none"}}).encode()
+        created = self.call("POST", "/containers/create", body=body, headers={"Content-Type": "application/json"})
+        if not created:
+            raise EngineError(f"cannot create a container of {image}")
+        ident = str(created["Id"])
+        try:
+            self.call("POST", f"/containers/{ident}/start")
+            with self.open("POST", f"/containers/{ident}/wait", timeout=timeout) as response:
+                status = int(json.loads(response.read() or b"{}").get("StatusCode", -1))
+            with self.open("GET", f"/containers/{ident}/logs", {"stdout": "1", "stderr": "1"},
+                           timeout=timeout) as response:
+                out, err = _demux(response.read())
+            return status, out, err
+        finally:
+            with contextlib.suppress(EngineBuildError):
+                self.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
+
     @contextlib.contextmanager
     def archive(self, container: str, path: str) -> Iterator[IO[bytes] | None]:
         """A tar stream of `path` in a container (its entries start at the path's base name), or None."""
         with self.open("GET", f"/containers/{container}/archive", {"path": path}, timeout=3600) as response:
             yield None if response.status == 404 else response
+
+
+def _demux(data: bytes) -> tuple[bytes, bytes]:
+    """A container's log stream without a TTY: frames of (stream, size) headers and their bytes."""
+    out, err = bytearray(), bytearray()
+    at = 0
+    while at + 8 <= len(data):
+        stream, size = data[at], int.from_bytes(data[at + 4:at + 8], "big")
+        (err if stream == 2 else out).extend(data[at + 8:at + 8 + size])
+        at += 8 + size
+    return bytes(out), bytes(err)
 
 
 def _message(response: http.client.HTTPResponse) -> str:

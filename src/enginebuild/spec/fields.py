@@ -381,8 +381,18 @@ def image_schema() -> Record:
                                   required=("path", "why"), doc="{path, why}"),
                            description="binaries whose unresolved libraries do not fail the image, each with "
                                        "the reason (what is truly optional)"),
-        }, doc="{skip}", description="how `image` and `verify` judge the runtime closure: every DT_NEEDED "
-                                     "library of the binaries enginebuild adds must resolve inside the image"),
+            "imports": Record({
+                "env": MapOf(SCALAR_TEXT, key_pattern=ENV_NAME, key_what="a variable name",
+                             description="variables the imports need (VLLM_TARGET_DEVICE: cpu on a machine "
+                                         "without a GPU)"),
+                "skip": ListOf(Record({"name": Str(pattern=r"[A-Za-z_][A-Za-z0-9_]*", what="a top-level module"),
+                                       "why": TEXT}, required=("name", "why"), doc="{name, why}"),
+                               description="top-level modules not imported, each with the reason"),
+            }, doc="{env, skip}", description="import the top-level modules of every Python distribution "
+                                              "enginebuild installs, in a container of the built image"),
+        }, doc="{skip, imports}", description="how `image` and `verify` judge the runtime closure: every "
+                                              "DT_NEEDED library of the binaries enginebuild adds must resolve "
+                                              "inside the image; with `imports`, its Python packages import"),
     }
     schema = Record(fields, exclusive=(("platform", "platforms"),), doc="an image spec")
     schema.fields["variants"] = MapOf(Record(dict(fields), doc="a partial spec merged over this one"),

@@ -223,10 +223,20 @@ class CudaVerify:
 
 
 @dataclass(frozen=True)
+class ImportCheck:
+    """Import the top-level modules of the distributions enginebuild installs, in a container."""
+
+    env: tuple[tuple[str, str], ...] = ()
+    skip: tuple[tuple[str, str], ...] = ()  # (module, why)
+
+
+@dataclass(frozen=True)
 class RuntimeCheck:
-    """How the runtime-closure check judges the image's binaries: skip named ones, with the reason."""
+    """How the runtime-closure check judges the image's binaries: skip named ones, with the reason;
+    `imports`: also import its Python packages (opt-in)."""
 
     skip: tuple[CudaSkip, ...] = ()
+    imports: ImportCheck | None = None
 
 
 @dataclass(frozen=True)

@@ -593,9 +593,17 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         cuda_verify=m.CudaVerify(bool(cuda_verify.get("jit", False)),
                                  tuple(m.CudaSkip(k["path"], k["why"]) for k in cuda_verify.get("skip", ())),
                                  driver_branch(r, cuda_verify.get("driver"))),
-        runtime_check=m.RuntimeCheck(tuple(m.CudaSkip(k["path"], k["why"]) for k in runtime_check.get("skip", ()))),
+        runtime_check=_runtime_check(r, runtime_check),
         manifest=r.get(tree, "manifest", "", "layer"), build_env=build_env,
     )
+
+
+def _runtime_check(r: Reader, tree: Any) -> m.RuntimeCheck:
+    imports = tree.get("imports")
+    return m.RuntimeCheck(
+        tuple(m.CudaSkip(k["path"], k["why"]) for k in tree.get("skip", ())),
+        m.ImportCheck(r.pairs(imports.get("env"), "runtime-check.imports.env"),
+                      tuple((k["name"], k["why"]) for k in imports.get("skip", ()))) if imports is not None else None)
 
 
 INIT = "/usr/bin/tini-static"  # Debian's tini package: a static init, whatever libc the base has

@@ -283,15 +283,27 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> None:
     from enginebuild.kernels.runtime import check_plan
     from enginebuild.oci.engine import Engine
 
-    closure = check_plan(spec, plan, Store(ws.home), Engine().save)
+    engine = Engine()
+    closure = check_plan(spec, plan, Store(ws.home), engine.save)
     lines = closure.lines()
-    if closure.ok:
-        output().say("  runtime: " + lines[-1].split(": ", 1)[1] + f" ({closure.checked} binaries)")
+    if not closure.ok:
+        raise BuildFailed("the runtime-closure check failed:\n    " + "\n    ".join(lines),
+                          hint=f"the image is built and tagged; add the package that ships each library to the "
+                               f"runtime's packages, or skip a binary that is truly optional with its reason "
+                               f"(runtime-check.skip); `{command()} verify {spec.name} --json` lists everything")
+    output().say("  runtime: " + lines[-1].split(": ", 1)[1] + f" ({closure.checked} binaries)")
+    if spec.runtime_check.imports is None:
         return
-    raise BuildFailed("the runtime-closure check failed:\n    " + "\n    ".join(lines),
-                      hint=f"the image is built and tagged; add the package that ships each library to the "
-                           f"runtime's packages, or skip a binary that is truly optional with its reason "
-                           f"(runtime-check.skip); `{command()} verify {spec.name} --json` lists everything")
+    from enginebuild.build.imports import check_imports
+
+    imports = check_imports(engine, plan.tag, plan, spec.runtime_check.imports)
+    lines = imports.lines()
+    if not imports.ok:
+        raise BuildFailed("the import check failed:\n    " + "\n    ".join(lines),
+                          hint="the image is built and tagged; a module that needs what a container here lacks "
+                               "can be given its variables (runtime-check.imports.env) or skipped with the reason "
+                               "(runtime-check.imports.skip)")
+    output().say("  python: " + lines[-1].split(": ", 1)[1] + f" ({len(imports.imported)} modules)")
 
 
 def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platform: str | None) -> None:

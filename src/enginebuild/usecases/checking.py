@@ -11,10 +11,12 @@ from typing import IO, TYPE_CHECKING
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
+    from enginebuild.build.imports import Imports
     from enginebuild.build.reproduce import Reproduction
     from enginebuild.kernels.closure import Closure
     from enginebuild.kernels.image import Verdict
     from enginebuild.oci.reference import ImageRef
+    from enginebuild.plan.model import ImagePlan
 
 
 def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
@@ -32,10 +34,23 @@ def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
             yield reproduce(ws.home, plan_image(spec, lock, platform, ws.plan_options()), against)
 
 
+def image_tag(plan: ImagePlan) -> str:
+    """The engine's image of a plan, built and loaded: imports run in it."""
+    from enginebuild.errors import BuildFailed, command
+    from enginebuild.oci.engine import Engine
+
+    if Engine().inspect(plan.tag) is None:
+        raise BuildFailed(f"{plan.image} ({plan.platform}): the engine has no {plan.tag} to import its packages in",
+                          hint=f"run `{command()} image {plan.image}` first")
+    return plan.tag
+
+
 def verify_images(ws: Workspace, names: list[str], platforms: list[str],
-                  judged: tuple[str, ...] = ()) -> Iterator[tuple[Closure, Verdict | None]]:
-    """Each image and platform asked, as it finishes: its runtime closure, and its kernels' verdict
-    (None for an image that declares no cuda-archs: nothing asked of its kernels, not a failure)."""
+                  judged: tuple[str, ...] = ()) -> Iterator[tuple[Closure, Verdict | None, Imports | None]]:
+    """Each image and platform asked, as it finishes: its runtime closure, its kernels' verdict
+    (None for an image that declares no cuda-archs: nothing asked of its kernels, not a failure),
+    and its imports (None unless the spec asks: `runtime-check.imports`)."""
+    from enginebuild.build.imports import check_imports
     from enginebuild.io.store import Store
     from enginebuild.kernels.image import declared_of, verify_plan
     from enginebuild.kernels.runtime import check_plan
@@ -54,4 +69,9 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
             plan = plan_image(spec, lock, platform, ws.plan_options())
             closure = check_plan(spec, plan, Store(ws.home), save)
             verdict = verify_plan(spec, lock, plan, Store(ws.home), judged) if declared_of(spec) or judged else None
-            yield closure, verdict
+            imports = None
+            if spec.runtime_check.imports is not None:
+                from enginebuild.oci.engine import Engine
+
+                imports = check_imports(Engine(), image_tag(plan), plan, spec.runtime_check.imports)
+            yield closure, verdict, imports

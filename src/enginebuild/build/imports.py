@@ -1,0 +1,135 @@
+"""Import the top-level modules of the Python distributions enginebuild installed, in a container
+of the built image (no network), with the environment the spec gives (`runtime-check.imports`).
+
+The modules are those a distribution declares (`top_level.txt`) or, without it, the first
+names of its RECORD; each is imported in turn in one interpreter, reporting the last line of
+a failure's traceback. A module that kills the interpreter (a crash in a native library) is
+reported by its exit status and the rest are imported in a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from enginebuild.oci.engine import Engine
+from enginebuild.plan.model import ImagePlan
+from enginebuild.spec.model import ImportCheck
+from enginebuild.wire import JsonDoc
+
+SCRIPT = r"""
+import importlib, importlib.metadata as md, json, sys, traceback
+roots, skip, done = (json.loads(a) for a in sys.argv[1:4])
+def tops(dist):
+    names = (dist.read_text("top_level.txt") or "").split()
+    for f in ([] if names else dist.files or ()):
+        first = f.parts[0] if f.parts else ""
+        if first.endswith((".dist-info", ".data", ".pth")) or first in ("..", "__pycache__"):
+            continue
+        if len(f.parts) == 1:
+            if not first.endswith((".py", ".so")):
+                continue
+            first = first.split(".")[0]
+        names.append(first)
+    return [n for n in dict.fromkeys(names) if n.isidentifier()]
+found = {}
+for dist in md.distributions(path=roots):
+    for name in tops(dist):
+        found.setdefault(name, dist.metadata["Name"])
+print(json.dumps({"modules": found}), flush=True)
+for name in sorted(found):
+    if name in skip or name in done:
+        continue
+    print(json.dumps({"start": name}), flush=True)
+    try:
+        importlib.import_module(name)
+        print(json.dumps({"ok": name}), flush=True)
+    except BaseException as exc:
+        text = traceback.format_exception_only(type(exc), exc)[-1].strip().splitlines()
+        print(json.dumps({"failed": name, "error": text[0] if text else type(exc).__name__}), flush=True)
+"""
+_MAX_CRASHES = 20
+
+
+@dataclass
+class Imports:
+    image: str
+    platform: str
+    modules: dict[str, str] = field(default_factory=dict)  # module -> its distribution
+    imported: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (module, the traceback's last line)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (module, why)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_json(self) -> JsonDoc:
+        return {"image": self.image, "platform": self.platform, "ok": self.ok, "imported": self.imported,
+                "failed": [{"module": m, "distribution": self.modules.get(m, ""), "error": e} for m, e in self.failed],
+                "skipped": [{"module": m, "why": w} for m, w in self.skipped], "seconds": round(self.seconds, 2)}
+
+    def lines(self) -> list[str]:
+        out = [f"{self.image} ({self.platform}): {len(self.imported)} of {len(self.modules)} top-level module(s) "
+               f"imported"]
+        out += [f"  skipped {m}: {w}" for m, w in self.skipped]
+        out += [f"  FAILED import {m} ({self.modules.get(m, '?')}): {e}" for m, e in self.failed]
+        out.append(f"{self.image} ({self.platform}): imports {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f}s")
+        return out
+
+
+def site_folders(plan: ImagePlan) -> tuple[str, list[str]]:
+    """The interpreter and the site-packages folders enginebuild installs into."""
+    interpreter, folders = "python3", []
+    for node in plan.runtime.layers:
+        folder = str(getattr(node.payload, "site_packages", "") or "")
+        if folder:
+            interpreter = str(getattr(node.payload, "interpreter", "") or interpreter)
+            if folder not in folders:
+                folders.append(folder)
+    return interpreter, folders
+
+
+def check_imports(engine: Engine, tag: str, plan: ImagePlan, check: ImportCheck) -> Imports:
+    start = time.monotonic()
+    interpreter, folders = site_folders(plan)
+    result = Imports(plan.image, plan.platform, skipped=list(check.skip))
+    skip = [m for m, _ in check.skip]
+    done: list[str] = []
+    for _ in range(_MAX_CRASHES):
+        status, out, err = engine.run(tag, [interpreter, "-c", SCRIPT, json.dumps(folders), json.dumps(skip),
+                                            json.dumps(done)], dict(check.env))
+        started = ""
+        for line in out.decode("utf-8", "replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a module's own print
+            if not isinstance(event, dict):
+                continue
+            if "modules" in event:
+                result.modules = dict(event["modules"])
+            elif "start" in event:
+                started = str(event["start"])
+            elif "ok" in event:
+                result.imported.append(started)
+                done.append(started)
+                started = ""
+            elif "failed" in event:
+                result.failed.append((started, str(event["error"])))
+                done.append(started)
+                started = ""
+        if not started:
+            if status != 0 and not result.modules:
+                tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {status}"]
+                result.failed.append(("(interpreter)", f"{interpreter} did not start: {tail[0]}"))
+            break
+        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:]
+        result.failed.append((started, f"the interpreter died (exit status {status})"
+                                       + (f": {tail[0]}" if tail else "")))
+        done.append(started)
+    result.skipped = [(m, w) for m, w in check.skip if m in result.modules] or list(check.skip)
+    result.seconds = time.monotonic() - start
+    return result
