@@ -59,6 +59,8 @@ def build(workspace, *extra, env=None):
 
 def test_the_demo_builds_and_an_immediate_second_run_calls_no_builder(built_demo, workspace):
     assert "demo (linux/amd64):" in built_demo.stdout
+    for platform in ("linux/amd64", "linux/arm64"):  # the arm64 image's closure is read on this machine too
+        assert f"runtime: demo ({platform}): runtime closure ok" in built_demo.stderr, built_demo.stderr
     proc = run_cli(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 0, proc.stderr
     assert "nothing to build" in proc.stdout
@@ -133,7 +135,7 @@ def test_imports_run_in_the_image_when_asked_and_a_broken_package_fails_naming_i
     broken.write_text('raise ImportError("tabulate was replaced by a file of the recipe")\n')
     spec.write_text(text + "\nruntime-check:\n  imports: {env: {DEMO_MODE: check}}\n")
     proc = build(workspace, "--platform", "linux/amd64")
-    assert "python: imports ok" in proc.stderr, proc.stderr
+    assert "python: demo (linux/amd64): imports ok" in proc.stderr, proc.stderr
     verify = json.loads(run_cli(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace).stdout)
     imported = verify["imports"][0]["imported"]
     assert {"tabulate", "wcwidth"} <= set(imported), imported  # a requirement and what it needs
@@ -148,7 +150,7 @@ def test_imports_run_in_the_image_when_asked_and_a_broken_package_fails_naming_i
         failed.stderr, failed.stderr
     spec.write_text(replaced + "\nruntime-check:\n  imports: {skip: [{name: tabulate, why: replaced on purpose}]}\n")
     skipped = build(workspace, "--platform", "linux/amd64")
-    assert "python: imports ok" in skipped.stderr
+    assert "python: demo (linux/amd64): imports ok" in skipped.stderr
 
 
 def test_a_runtime_python_requirement_bump_builds_no_component(built_demo, workspace):

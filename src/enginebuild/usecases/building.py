@@ -291,7 +291,7 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> None:
                           hint=f"the image is built and tagged; add the package that ships each library to the "
                                f"runtime's packages, or skip a binary that is truly optional with its reason "
                                f"(runtime-check.skip); `{command()} verify {spec.name} --json` lists everything")
-    output().say("  runtime: " + lines[-1].split(": ", 1)[1] + f" ({closure.checked} binaries)")
+    output().say("  runtime: " + lines[-1] + f" ({closure.checked} binaries)")
     if spec.runtime_check.imports is None:
         return
     from enginebuild.build.imports import check_imports
@@ -303,7 +303,7 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> None:
                           hint="the image is built and tagged; a module that needs what a container here lacks "
                                "can be given its variables (runtime-check.imports.env) or skipped with the reason "
                                "(runtime-check.imports.skip)")
-    output().say("  python: " + lines[-1].split(": ", 1)[1] + f" ({len(imports.imported)} modules)")
+    output().say("  python: " + lines[-1] + f" ({len(imports.imported)} modules)")
 
 
 def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platform: str | None) -> None:
