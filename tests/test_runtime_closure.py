@@ -202,3 +202,22 @@ def test_a_loaders_rpath_is_searched_for_what_it_loads_but_a_runpath_is_not(tmp_
     # (nothing else loads it: not even the Python process has it)
     alone = check(tmp_path, "amd64", files("runpath"))
     assert [(u.path, u.name) for u in alone.missing] == [(f"{SITE}/Codec/libavdevice.so.62", "libxcb-5d.so.1")]
+
+
+def test_a_library_the_python_code_opens_is_loaded_before_what_needs_it_and_cubins_are_passed_over(
+        tmp_path: Path) -> None:
+    dsl = f"{SITE}/nvidia_cutlass_dsl"
+    files: dict[str, bytes | str] = {
+        f"{dsl}/lib/libcute_dsl_runtime.so": make_elf(soname="libcute_dsl_runtime.so"),
+        f"{SITE}/mla/objs/fmha_sm_100a.so": make_elf(needed=("libcute_dsl_runtime.so",)),
+        f"{SITE}/flashinfer_cubin/cubins/gemm.cubin": make_elf(needed=("libnothing.so",)) .replace(
+            b"\x3e\x00", b"\xbe\x00", 1),  # e_machine 190: a CUDA cubin
+    }
+    unopened = check(tmp_path, "amd64", files)
+    assert [(u.path, u.name) for u in unopened.missing] == [(f"{SITE}/mla/objs/fmha_sm_100a.so",
+                                                              "libcute_dsl_runtime.so")]
+    assert unopened.other_platform == [] and unopened.checked == 2  # the cubin is not the loader's
+    files[f"{dsl}/python_packages/cutlass/runtime.py"] = b'ctypes.CDLL(os.path.join(LIB, "libcute_dsl_runtime.so"))\n'
+    opened = check(tmp_path, "amd64", files)
+    assert opened.ok, opened.lines()
+    assert opened.in_process == 1

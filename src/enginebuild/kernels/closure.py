@@ -11,12 +11,15 @@ What a file-by-file search gets wrong is modelled, not listed by hand:
   imports before it have loaded: the loader matches a loaded object by its SONAME, so vLLM's
   `_C.abi3.so` finds torch's `libc10.so` that `import torch` loaded. Counted as "in process"
   when a library of that name (SONAME or file name) is under the same site-packages folder and
-  another binary's own search finds it (something loads it: torch's `_C` through its RUNPATH).
+  something loads it: another binary's own search finds it (torch's `_C` through its RUNPATH),
+  or the Python code of its own package names it (the CUTLASS DSL's `libcute_dsl_runtime.so`,
+  opened with ctypes).
 - A plugin is a shared library nothing links (no DT_NEEDED names it), not a Python extension
   module, whose name a library beside it carries (the string it passes to dlopen): nvshmem's
   transports, cuFile's RDMA layer. What it lacks is listed as optional, not failed: it is
   opened only when configured, and its opener handles the failure.
-- Files for another machine (aarch64 stubs in an amd64 image) are listed, not checked.
+- Files for another machine (aarch64 stubs in an amd64 image) are listed, not checked; CUDA
+  cubins (ELF files for the GPU, FlashInfer's thousands) are not the loader's: passed over.
 - Libraries the NVIDIA container toolkit mounts from the host driver are listed apart
   (DRIVER: the compute and utility capabilities, mounted by default; DRIVER_ON_REQUEST: the
   video and graphics ones, mounted only when NVIDIA_DRIVER_CAPABILITIES asks).
@@ -50,6 +53,7 @@ DRIVER_ON_REQUEST = frozenset({"libvdpau_nvidia", "libnvidia-encode", "libnvidia
                                "libnvidia-fbc", "libnvidia-ifr", "libnvidia-rtcore", "libnvoptix",
                                "libGLX_nvidia", "libEGL_nvidia", "libGLESv2_nvidia", "libGLESv1_CM_nvidia",
                                "libnvidia-glvkspirv", "libnvidia-cbl"})
+EM_CUDA = 190
 SITE = re.compile(r"^(.*?/(?:site|dist)-packages)/")
 EXTENSION = re.compile(r"\.(?:cpython-[^./]+|abi3|pypy[^./]*)\.so$")
 
@@ -142,6 +146,8 @@ def check_closure(image: str, platform: str, table: FileTable, ours: set[str], l
         linkage = entry.linkage
         assert linkage is not None
         judged = entry.layer in ours
+        if linkage.machine == EM_CUDA:
+            continue  # a CUDA cubin: device code the driver loads, not the loader
         if not loader.of_platform(linkage):
             if judged:
                 result.other_platform.append(path)
@@ -156,16 +162,19 @@ def check_closure(image: str, platform: str, table: FileTable, ours: set[str], l
     result.resolved += graph.inherit(found)
     providers = _site_providers(table, loader, linked)
     needed_anywhere = {n for _, e in linked if e.linkage for n in e.linkage.needed}
+    python = _PythonCode(table, read)
     for path, lacking in found.items():
         entry = table.entries[path]
-        site = SITE.match(path)
+        matched = SITE.match(path)
+        site = matched.group(1) if matched else ""
         beside = graph.loaded_beside(path) if lacking else set()
         left: list[str] = []
         for name in lacking:
-            provider = providers.get(site.group(1), {}).get(name) if site else None
+            provider = providers.get(site, {}).get(name) if site else None
             if _driver(name):
                 result.driver.append(Unresolved(path, name, entry.layer))
-            elif name in beside or (provider is not None and provider != path and provider in graph.searched):
+            elif name in beside or (provider is not None and provider != path and
+                                    (provider in graph.searched or python.names(site, provider))):
                 result.in_process += 1
             else:
                 left.append(name)
@@ -266,6 +275,31 @@ class _Graph:
         return names
 
 
+class _PythonCode:
+    """Whether the Python code of a library's own package (its top-level folder in site-packages)
+    names it (the argument it gives ctypes or torch.ops.load_library): then importing that
+    package loads it, before what needs it."""
+
+    def __init__(self, table: FileTable, read: Callable[[Entry], Path | None] | None):
+        self.table, self.read = table, read
+        self.known: dict[str, bool] = {}
+
+    def names(self, site: str, library: str) -> bool:
+        """`library`'s file name up to `.so` (`libcute_dsl_runtime.so`) in its package's Python code."""
+        if library in self.known:
+            return self.known[library]
+        package = site + "/" + library[len(site) + 1:].split("/", 1)[0] + "/"
+        needle = (posixpath.basename(library).split(".so", 1)[0] + ".so").encode()
+        spans: dict[Path, list[tuple[int, int]]] = {}
+        for path, entry in self.table.entries.items():
+            if entry.at is not None and path.startswith(package) and path.endswith(".py") and self.read:
+                layer = self.read(entry)
+                if layer is not None:
+                    spans.setdefault(layer, []).append((entry.at[1], entry.at[2]))
+        self.known[library] = any(_carries_any(layer, found, needle) for layer, found in spans.items())
+        return self.known[library]
+
+
 def _site_providers(table: FileTable, loader: Loader, linked: list[tuple[str, Entry]]) -> dict[str, dict[str, str]]:
     """Per site-packages folder, the libraries in it by SONAME and file name (their real paths)."""
     providers: dict[str, dict[str, str]] = {}
@@ -307,8 +341,12 @@ def _opener(table: FileTable, path: str, entry: Entry, needed: set[str],
 
 
 def _carries(layer: Path, offset: int, size: int, needle: bytes) -> bool:
+    return _carries_any(layer, [(offset, size)], needle)
+
+
+def _carries_any(layer: Path, spans: list[tuple[int, int]], needle: bytes) -> bool:
     with open(layer, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
-        return view.find(needle, offset, offset + size) >= 0
+        return any(view.find(needle, offset, offset + size) >= 0 for offset, size in spans)
 
 
 def _hint(name: str) -> str:

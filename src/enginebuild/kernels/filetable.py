@@ -24,7 +24,7 @@ from enginebuild.wire import JsonDoc
 if TYPE_CHECKING:
     from enginebuild.io.store import Store
 
-TABLE_RECORD = "file-table-v1"
+TABLE_RECORD = "file-table-v2"
 KEPT_TEXT = ("/etc/ld.so.conf", "/etc/ld.so.conf.d/*")  # read by the loader model: their text is kept
 _MAX_HOPS = 40
 
@@ -68,6 +68,8 @@ def index_layer(tar: tarfile.TarFile, streamed: bool = False) -> JsonDoc:
             assert handle is not None
             if any(fnmatch.fnmatch(path, p) for p in KEPT_TEXT) and member.size < 1 << 16:
                 row[4] = handle.read().decode("utf-8", "replace")
+            elif path.endswith(".py"):  # Python code: what it loads by name is looked for in it
+                row[5], row[6] = member.offset_data, member.size
             elif member.size >= 52:
                 linkage = _linkage(handle, streamed)
                 if linkage is not None:
@@ -154,7 +156,7 @@ class FileTable:
             self._remove(path)
         for path, kind, target, linkage, text, offset, size in table["entries"]:
             self.entries[path] = Entry(kind, layer, target, Linkage.from_json(linkage) if linkage else None, text,
-                                       (sha, offset, size) if sha and linkage else None)
+                                       (sha, offset, size) if sha and size else None)
 
     def _remove(self, path: str, keep_self: bool = False) -> None:
         below = path.rstrip("/") + "/"
