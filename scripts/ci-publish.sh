@@ -63,7 +63,8 @@ for row in "${rows[@]}"; do
     continue
   fi
   echo "$image: building for $platform"
-  "${eb[@]}" image "$image" --locked --platform "$platform" "${cache_args[@]}"
+  # --no-load: the runner never runs the image; its layers go from the store to the registry
+  "${eb[@]}" image "$image" --locked --no-load --platform "$platform" "${cache_args[@]}"
   if [[ "$push" != true ]]; then
     echo "| $image | built, not pushed | - |" >> "$summary"
     continue

@@ -256,6 +256,30 @@ def test_images_with_the_same_inputs_have_the_same_sbom_whatever_their_digest(tm
     assert "e" * 64 in fresh.decode() and "e" * 64 not in other.decode()
 
 
+def test_a_push_without_load_leaves_the_engine_without_the_image_and_pushes_what_a_loaded_build_pushes(
+        workspace, registry, docker_engine, debian_reachable, pypi_reachable):
+    from helpers.docker import docker
+
+    probe = ["--set", f"labels[probe]={uuid.uuid4().hex[:12]}"]  # an image no other test has made
+    first = f"{registry.host}/enginebuild-test/no-load-{uuid.uuid4().hex[:8]}"
+    proc = run_cli(["image", "demo", *AMD64, *probe, "--no-load", "--push", "--to", first, "--push-tag", "v1"],
+                   workspace)
+    assert proc.returncode == 0, proc.stderr
+    image_id = re.search(r"not loaded \(image (sha256:[0-9a-f]+)\)", proc.stdout).group(1)
+    pushed = proc.stdout.strip().splitlines()[-1].rsplit("@", 1)[1]
+    engine_ids = docker("images", "-q", "--no-trunc").stdout.split()
+    assert not [i for i in engine_ids if i.startswith(image_id)], "the image was loaded"
+    refused = run_cli(["image", "demo", *AMD64, "--no-load", "-t", "mine:1"], workspace)
+    assert refused.returncode == 2 and "--no-load with -t: -t needs the image in the engine" in refused.stderr
+    # the same build loaded, then pushed: the same manifest digest
+    assert run_cli(["image", "demo", *AMD64, *probe], workspace).returncode == 0
+    assert [i for i in docker("images", "-q", "--no-trunc").stdout.split() if i.startswith(image_id)]
+    second = f"{registry.host}/enginebuild-test/loaded-{uuid.uuid4().hex[:8]}"
+    again = run_cli(["push", "demo", *AMD64, *probe, "--to", second, "--tag", "v1"], workspace)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip().rsplit("@", 1)[1] == pushed
+
+
 def test_a_push_after_a_launcher_edit_sends_the_new_layer_and_small_documents_not_the_sbom_again(
         workspace, registry, docker_engine, debian_reachable, pypi_reachable):
     repository = f"enginebuild-test/edited-{uuid.uuid4().hex[:8]}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import os
 import platform as host
 import threading
@@ -454,11 +455,13 @@ class Executor:
                 output().say(f"  component {comp.name}: on builder {self.assigned[comp.name].name}")
 
     # -- the image --------------------------------------------------------------------------
-    def build(self, plan: ImagePlan, platforms: tuple[str, ...]) -> Outcome:
+    def build(self, plan: ImagePlan, platforms: tuple[str, ...], load: bool = True) -> Outcome:
+        """Make what the plan lacks, then load the image into the engine (unless `load` is
+        False: its layers stay in the store, its ID is its config's digest)."""
         self.components(plan)
         for pin in git_wheels(plan.runtime):
             self.fetcher.git_wheel(self.home, pin)
-        self.make_chain(plan.runtime, plan, preload=True)
+        self.make_chain(plan.runtime, plan, preload=load)
         config = final_config(self.assembler, plan)
         if self.scanner is not None:  # every layer and the config, before anything is tagged
             self.scanner.check_config(config.document(self.assembler.layers(plan.runtime)),
@@ -466,8 +469,14 @@ class Executor:
             self.scanner.check_layers([(la.blob, la.created_by) for la in self.assembler.layers(plan.runtime)
                                        if la.blob], f"image {plan.image} ({plan.platform})")
         tags = local_tags(plan, platforms)
-        self.outcome.image_id = self.assembler.load(plan.runtime, config, tags, self.known)
-        self.outcome.config, self.outcome.layers = self.assembler.rendered
+        if load:
+            self.outcome.image_id = self.assembler.load(plan.runtime, config, tags, self.known)
+            self.outcome.config, self.outcome.layers = self.assembler.rendered
+        else:
+            layers = self.assembler.layers(plan.runtime)
+            data = config.render(layers)
+            self.outcome.image_id = "sha256:" + hashlib.sha256(data).hexdigest()
+            self.outcome.config, self.outcome.layers = data, layers
         self.history.record(plan.tag, plan)
         if self.outcome.built or self.outcome.written:
             self.fill_cache()

@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", metavar="REPO", help="with --push: REGISTRY/REPO[:TAG]")
     parser.add_argument("--push-tag", action="append", default=[], metavar="TAG",
                         help="with --push: a tag to push (repeatable; default: the content tag, and any :TAG of --to)")
+    parser.add_argument("--no-load", action="store_true",
+                        help="do not load the image into the engine (with --push on a CI runner: the layers go from "
+                             "the store to the registry); commands of the image still run on the engine")
     parser.add_argument("-t", "--tag", action="append", default=[], dest="local_tags", metavar="NAME[:TAG]",
                         help="also tag the image NAME[:TAG] in the engine, as `docker build -t` (repeatable; with "
                              "several platforms, the image of the platform this machine runs)")
@@ -147,6 +150,11 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                         "repository", hint="build them together, then push each to its own repository with `push`")
     if args.component and (args.push or args.on or args.output or args.local_tags):
         raise UserError("--component builds components only: it goes with neither --push, --on, --output nor -t")
+    if args.no_load and (args.local_tags or args.output or args.component):
+        given = next(f for f, v in (("-t", args.local_tags), ("--output", args.output),
+                                    ("--component", args.component)) if v)
+        raise UserError(f"--no-load with {given}: {given} needs the image in the engine",
+                        hint=f"drop --no-load, or {given}")
     if args.local_tags and len(set(args.images)) > 1:
         raise UserError(f"-t {args.local_tags[0]} with {len(set(args.images))} images would give them all one name",
                         hint="build them one at a time with -t, or tag them afterwards with `docker tag`")
@@ -188,7 +196,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                            rebuild=args.no_cache,
                            cache_readonly=args.cache_readonly, outputs=outputs, component=list(args.component),
                            push=args.push, to=args.to, tag=list(args.push_tag), local_tags=tag_names,
-                           tags_follow=not args.local_tags)
+                           tags_follow=not args.local_tags, load=not args.no_load)
     ws.sweep()
     if not on and not ws.overrides:  # a --set value is never written to a lock: it gets a per-build lock
         lock_first(ws, names, args.locked or args.frozen)

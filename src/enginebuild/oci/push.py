@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
@@ -23,6 +26,14 @@ from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.oci.registry import RegistryClient, sha256_digest
 
 GZIP_LEVEL = 6
+UPLOADS = 4  # blobs sent at a time
+
+
+def recorded(store: Store, layer: Layer) -> tuple[str, int] | None:
+    """(sha256, size) of the layer's gzip when it was made before (kept or not)."""
+    assert layer.blob is not None
+    record = store.record("gzip", layer.blob)
+    return (str(record["sha256"]), int(record["size"])) if record else None
 
 
 def compressed(store: Store, layer: Layer) -> tuple[str, int]:
@@ -74,6 +85,7 @@ class Pusher:
     store: Store
     target: ImageRef
     stats: PushStats = field(default_factory=PushStats)
+    _counting: threading.Lock = field(default_factory=threading.Lock)
 
     def present(self, digests: list[str]) -> set[str]:
         """Which of these blobs the target has: one HEAD each, asked side by side."""
@@ -86,16 +98,18 @@ class Pusher:
     def blob(self, digest: str, size: int, opener: Callable[[], IO[bytes]], what: str,
              present: bool | None = None) -> None:
         if present if present is not None else self.client.has_blob(self.target, digest):
-            self.stats.layers_existing += 1
+            with self._counting:
+                self.stats.layers_existing += 1
             return
         transfer = Transfer(output(), "uploading", what, size) if size > 1 << 20 else None
         self.client.upload_blob(self.target, digest, size,
                                 lambda: ProgressReader(opener(), size, transfer))  # type: ignore[arg-type,return-value]
         if transfer is not None:
             transfer.finish()
-        self.stats.layers_pushed += 1
-        self.stats.bytes_pushed += size
-        self.stats.blobs.append(digest)
+        with self._counting:
+            self.stats.layers_pushed += 1
+            self.stats.bytes_pushed += size
+            self.stats.blobs.append(digest)
 
     def data(self, data: bytes, what: str, present: bool | None = None) -> str:
         import io
@@ -130,17 +144,38 @@ class Pusher:
         return out
 
     def image(self, layers: list[Layer], config: bytes, base_ref: str | None, platform: str) -> tuple[str, int]:
-        """Upload one platform's image; returns its manifest's (digest, size), not yet tagged."""
+        """Upload one platform's image; returns its manifest's (digest, size), not yet tagged.
+
+        A layer whose compressed digest is recorded and which the registry has is neither
+        compressed again nor sent. The others are compressed side by side (one thread per CPU:
+        each layer's gzip stream is its own, so the bytes are the same as one at a time) and
+        each is uploaded as soon as it is compressed, a few at a time."""
         # the config first: a registry that cannot be reached fails before any layer is compressed
         config_there = self.client.has_blob(self.target, sha256_digest(config))
         base_count = sum(1 for layer in layers if layer.blob is None)
         descriptors = self.base_layers(base_ref, platform, base_count) if base_count and base_ref else []
-        ours = [(layer, *compressed(self.store, layer)) for layer in layers[base_count:]]
-        there = self.present([f"sha256:{sha}" for _, sha, _ in ours])
-        for layer, sha, size in ours:
-            path = self.store.verified(sha, f"compressed {layer.created_by}")
-            self.blob(f"sha256:{sha}", size, opener(path), layer.created_by, f"sha256:{sha}" in there)
-            descriptors.append((f"sha256:{sha}", size, OCI_LAYER_GZIP))
+        ours = layers[base_count:]
+        known = [recorded(self.store, layer) for layer in ours]
+        there = self.present([f"sha256:{k[0]}" for k in known if k is not None])
+        done: list[tuple[str, int] | None] = [k if k is not None and f"sha256:{k[0]}" in there else None
+                                             for k in known]
+        self.stats.layers_existing += sum(1 for d in done if d is not None)
+        todo = [i for i, d in enumerate(done) if d is None]
+        with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1))) as squeezers, \
+                ThreadPoolExecutor(max_workers=UPLOADS) as senders:
+            made = {squeezers.submit(compressed, self.store, ours[i]): i for i in todo}
+            sent = []
+            for future in as_completed(made):
+                index = made[future]
+                sha, size = done[index] = future.result()
+                layer = ours[index]
+                path = self.store.verified(sha, f"compressed {layer.created_by}")
+                sent.append(senders.submit(self.blob, f"sha256:{sha}", size, opener(path), layer.created_by))
+            for upload in sent:
+                upload.result()
+        for item in done:
+            assert item is not None
+            descriptors.append((f"sha256:{item[0]}", item[1], OCI_LAYER_GZIP))
         config_digest = self.data(config, "config", config_there)
         body = manifest(config_digest, len(config), descriptors)
         digest = self.client.put_manifest(self.target, sha256_digest(body), body, json.loads(body)["mediaType"])

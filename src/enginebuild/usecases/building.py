@@ -45,6 +45,7 @@ class BuildRequest:
     tag: list[str] = field(default_factory=list)  # tags to push
     local_tags: list[str] = field(default_factory=list)  # -t NAME[:TAG] (`{image}`: the image's name)
     tags_follow: bool = False  # the local tags are enginebuild.yaml's defaults: later builds move them too
+    load: bool = True  # False (--no-load): the image is not loaded into the engine
 
 
 ATTEMPTS = 3
@@ -167,8 +168,9 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             tags = tags + [f"{r}:{t}" for r, t in named]
             if request.tags_follow:  # enginebuild.yaml's tags follow every build, as documented
                 remembered = tags
-        edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
-        results.append({"tags": remembered, "id": outcome.image_id, "edit": edit.to_json()})
+        if request.load:  # what a later no-op or file edit answers from: the engine's image
+            edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
+            results.append({"tags": remembered, "id": outcome.image_id, "edit": edit.to_json()})
         elapsed = time.monotonic() - start
         done = []
         order = {f"component {c.name}": i for i, c in enumerate(plan.components)}
@@ -184,18 +186,19 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         if outcome.pulled:
             done.append(f"pulled {len(outcome.pulled)} from the cache")
         what = ", ".join(done) if done else "nothing to build"
-        print(f"{name} ({platform}): {what} in {elapsed:.1f}s -> {tags[-1]}")
+        print(f"{name} ({platform}): {what} in {elapsed:.1f}s -> " + (tags[-1] if request.load else
+                                                                       f"not loaded (image {outcome.image_id[:19]})"))
         for comp_name, size in sorted(outcome.output_sizes.items()):
             if f"component {comp_name}" not in outcome.built:  # a built one said its size as it finished
                 output().say(f"  component {comp_name}: outputs {size} bytes")
         if not options.on and lock is not None:  # a lock made the plan; the check reads its pins
             check_kernels(ws, spec, lock, plan)
-            check_runtime(ws, spec, plan)
+            check_runtime(ws, spec, plan, loaded=request.load)
         if request.outputs:
             write_outputs(ws, plan, tags[0], request.outputs, platform if len(platforms) > 1 else None)
     flags = {"build_args": options.build_args, "on": options.on, "only": sorted(options.only),
              "platforms": list(request.platform) or None}
-    if {**flags, "platforms": None} == DEFAULT_OPTIONS and not ws.overrides:  # the fast path knows --platform
+    if {**flags, "platforms": None} == DEFAULT_OPTIONS and not ws.overrides and request.load:  # the fast path knows --platform
         PlanMemo(ws.home).store(memo_key(ws.root, name, flags), inputs,
                                 {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)},
                                 [la[3] for r in results for la in r["edit"]["layers"] if la[3]])
@@ -220,7 +223,7 @@ def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: Bui
                             verbose=request.verbose, cache=cache, scanner=Scanner(spec, store=Store(ws.home)),
                             jobs=request.jobs, builders=builders)
         try:
-            return executor.build(plan, platforms)
+            return executor.build(plan, platforms, load=request.load)
         except BadBlob as exc:
             if attempt == ATTEMPTS:
                 raise
@@ -276,7 +279,7 @@ def check_kernels(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan) -
                            f"(`{command()} verify {spec.name} --json` lists every binary)")
 
 
-def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> None:
+def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool = True) -> None:
     """Every image's runtime closure is checked as soon as it is built (see `verify`)."""
     from enginebuild.errors import BuildFailed
     from enginebuild.io.store import Store
@@ -293,6 +296,10 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> None:
                                f"(runtime-check.skip); `{command()} verify {spec.name} --json` lists everything")
     output().say("  runtime: " + lines[-1] + f" ({closure.checked} binaries)")
     if spec.runtime_check.imports is None:
+        return
+    if not loaded:
+        output().say(f"  python: {spec.name} ({plan.platform}): imports not run: --no-load leaves no image in the engine "
+                     f"to run them in (`{command()} verify {spec.name}` runs them once it is loaded)")
         return
     from enginebuild.build.imports import check_imports
 

@@ -1,0 +1,60 @@
+"""Layers are gzipped side by side when pushed: the bytes (and so the digests a registry and a
+reproduce run see) are those of one layer at a time with the standard library's gzip."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import random
+import tarfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from enginebuild.io.store import Store, make_blob
+from enginebuild.oci.image import Layer
+from enginebuild.oci.push import GZIP_LEVEL, compressed
+
+
+def layer_tar(seed: int) -> bytes:
+    """A layer of a few MiB, part random (incompressible), part text."""
+    rng = random.Random(seed)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for i in range(4):
+            data = rng.randbytes(512 * 1024) + f"line {i} of a text file\n".encode() * 20000
+            info = tarfile.TarInfo(f"opt/layer{seed}/file{i}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def stored(home: Path, datas: list[bytes]) -> tuple[Store, list[Layer]]:
+    store = Store(home)
+    layers = []
+    for data in datas:
+        blob = make_blob(store, "layer", lambda sink, data=data: sink.write(data))
+        layers.append(Layer(f"sha256:{blob.sha256}", blob.size, "test layer", blob.sha256))
+    return store, layers
+
+
+def one_at_a_time(data: bytes) -> str:
+    """The digest enginebuild's layers have always had: gzip level 6, no name, no time."""
+    sink = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=sink, mtime=0) as out:
+        out.write(data)
+    return hashlib.sha256(sink.getvalue()).hexdigest()
+
+
+def test_layers_compressed_side_by_side_are_byte_identical_to_one_at_a_time(tmp_path: Path) -> None:
+    datas = [layer_tar(seed) for seed in range(6)]
+    expected = [one_at_a_time(d) for d in datas]
+    runs = []
+    for run in range(2):
+        store, layers = stored(tmp_path / f"home{run}", datas)
+        with ThreadPoolExecutor(max_workers=len(layers)) as pool:
+            runs.append([sha for sha, _ in pool.map(compressed, [store] * len(layers), layers)])
+        for layer in layers:  # each compressed digest made once and recorded
+            record = store.record("gzip", str(layer.blob))
+            assert record is not None and store.path(str(record["sha256"])).stat().st_size == int(record["size"])
+    assert runs[0] == runs[1] == expected
