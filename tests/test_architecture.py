@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 import re
 
+import pytest
+
 from conftest import ROOT
 
 SRC = ROOT / "src/enginebuild"
@@ -61,14 +63,16 @@ def test_no_package_imports_one_that_imports_it_back():
         assert uses <= {f"enginebuild.{b}" for b in BOTTOM}, (bottom, uses)
 
 
-def module_imports() -> dict[str, set[str]]:
-    """Each module's imports made when it is imported (top-level statements, not functions)."""
+def module_imports(within_functions: bool = False) -> dict[str, set[str]]:
+    """Each module's imports made when it is imported (top-level statements), and with
+    `within_functions` those its functions make when they run too."""
     graph: dict[str, set[str]] = {}
     modules = {".".join(p.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__"): p
                for p in SRC.rglob("*.py")}
     for name, path in modules.items():
         graph[name] = set()
-        for node in ast.parse(path.read_text()).body:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree) if within_functions else tree.body:
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
@@ -79,8 +83,9 @@ def module_imports() -> dict[str, set[str]]:
     return graph
 
 
-def test_no_module_imports_itself_through_others_when_loaded():
-    graph = module_imports()
+@pytest.mark.parametrize("within_functions", [False, True], ids=["when loaded", "when its functions run"])
+def test_no_module_imports_itself_through_others(within_functions):
+    graph = module_imports(within_functions)
     state: dict[str, int] = {}
 
     def visit(module: str, path: list[str]) -> None:

@@ -206,7 +206,11 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         if request.component:
             build_components(ws, name, request, options)
         else:
-            build_image(ws, name, request, options)
+            built = build_image(ws, name, request, options)
+            if request.push and request.to:
+                from enginebuild.usecases.pushing import push_image
+
+                push_image(ws, name, request.to, request.tag, request.platform, plans=built, options=options)
     return 0
 
 

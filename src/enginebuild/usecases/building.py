@@ -1,8 +1,8 @@
 """Building images, the use case behind `image` (and `push`'s remake of a damaged image): lock
 what the spec asks for and the lock lacks, plan each platform, apply patch stacks first, build
-on the builders, check kernels, record the no-op memo and the fast-edit record, write
-`--output` folders, push the plans built. The verb only parses its arguments into a
-`BuildRequest`."""
+on the builders, check kernels and the runtime closure, record the no-op memo and the
+fast-edit record, write `--output` folders; the plans built are returned (`image --push`
+hands them to pushing.py). The verb only parses its arguments into a `BuildRequest`."""
 
 from __future__ import annotations
 
@@ -124,8 +124,8 @@ def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
 
 
 def build_image(ws: Workspace, name: str, request: BuildRequest, options: Options) -> list[ImagePlan]:
-    """Build one image for the platforms asked (all of the spec's by default); push the plans built
-    when asked (not planned again)."""
+    """Build one image for the platforms asked (all of the spec's by default); the plans built
+    (what `image --push` pushes, not planned again)."""
     from enginebuild import fastedit
     from enginebuild.build.cache import cache_from_settings
     from enginebuild.build.executor import local_tags
@@ -202,10 +202,6 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         PlanMemo(ws.home).store(memo_key(ws.root, name, flags), inputs,
                                 {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)},
                                 [la[3] for r in results for la in r["edit"]["layers"] if la[3]])
-    if request.push and request.to:
-        from enginebuild.usecases.pushing import push_image
-
-        push_image(ws, name, request.to, request.tag, platforms, plans=built, options=options)
     return built
 
 
