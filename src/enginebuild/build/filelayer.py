@@ -4,15 +4,14 @@ two give the same bytes. Light on imports: the file-edit path runs before the CL
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Any, NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 from enginebuild.errors import BuildFailed
 from enginebuild.io.recipefiles import open_recipe_file
-from enginebuild.io.store import Blob, Store, make_blob
+from enginebuild.io.store import Blob, HashingReader, Store, make_blob
 from enginebuild.io.tars import TarWriter
 
 
@@ -24,18 +23,6 @@ class FileItem(NamedTuple):
     display: str
 
 
-class _Hashing:
-    """A file read through, hashed on the way."""
-
-    def __init__(self, handle: IO[bytes]):
-        self.handle, self.digest = handle, hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.handle.read(size)
-        self.digest.update(data)
-        return data
-
-
 def _add_planned(writer: TarWriter, item: FileItem) -> None:
     """Bytes that differ from the planned ones (an edit while the build ran) fail the layer
     rather than make its key lie about its content."""
@@ -44,7 +31,7 @@ def _add_planned(writer: TarWriter, item: FileItem) -> None:
     path = cast(Path, item.source)
     with open_recipe_file(path) as handle:
         size = os.fstat(handle.fileno()).st_size
-        reader = _Hashing(handle)
+        reader = HashingReader(handle)
         try:
             writer.add_stream(item.dest, cast(Any, reader), size, item.mode)
         except OSError:

@@ -73,6 +73,23 @@ class HashingWriter:
         return self.digest.hexdigest()
 
 
+class HashingReader:
+    """A file-like source that hashes what is read through it."""
+
+    def __init__(self, handle: IO[bytes]):
+        self.handle, self.digest = handle, hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.handle.read(size)
+        self.digest.update(data)
+        return data
+
+    def drain(self) -> None:
+        """Read (and hash) the rest."""
+        while self.read(1 << 20):
+            pass
+
+
 @dataclass(frozen=True)
 class Blob:
     sha256: str

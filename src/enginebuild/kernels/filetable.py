@@ -8,7 +8,6 @@ for every image that has it.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import os
 import shutil
 import tarfile
@@ -17,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, cast
 
+from enginebuild.io.store import HashingReader
 from enginebuild.kernels.dynamic import Linkage, read_linkage
 from enginebuild.kernels.elf import is_elf
 from enginebuild.wire import JsonDoc
@@ -116,7 +116,7 @@ def saved_layers(store: Store, stream: IO[bytes]) -> dict[str, JsonDoc]:
                 continue
             handle = outer.extractfile(member)
             assert handle is not None
-            hashed = _Hashing(handle)
+            hashed = HashingReader(handle)
             try:
                 with tarfile.open(fileobj=cast(IO[bytes], hashed), mode="r|") as inner:
                     table = index_layer(inner, streamed=True)
@@ -127,20 +127,6 @@ def saved_layers(store: Store, stream: IO[bytes]) -> dict[str, JsonDoc]:
             store.put_record(TABLE_RECORD, diff_id, table)
             out[diff_id] = table
     return out
-
-
-class _Hashing:
-    def __init__(self, handle: IO[bytes]):
-        self.handle, self.digest = handle, hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.handle.read(size)
-        self.digest.update(data)
-        return data
-
-    def drain(self) -> None:
-        while self.read(1 << 20):
-            pass
 
 
 class FileTable:
