@@ -324,3 +324,17 @@ def test_a_t_tag_stays_on_the_image_it_named_when_later_builds_go_without_it(ws,
     assert FAST not in full and release not in full
     assert inspect(release)["Id"] == first != inspect(ref(ws))["Id"]
     docker("rmi", release, check=False)
+
+
+def test_a_copied_file_turned_into_a_binary_goes_the_full_way_and_its_libraries_are_checked(ws):
+    from helpers.elfmake import make_elf
+
+    image(ws)
+    (folder(ws) / "scripts/a.sh").write_bytes(make_elf(needed=("libenginebuild-absent.so.9",)))
+    name = (ws / "name").read_text()
+    proc = run_cli(["image", name], ws, env={"ENGINEBUILD_DEBUG": "1"})
+    assert FAST not in proc.stdout
+    assert "file-edit path not taken" in proc.stdout and "is a binary: the full path checks what it loads" in \
+        proc.stdout, proc.stdout
+    assert proc.returncode == 1
+    assert "MISSING libenginebuild-absent.so.9, needed by /opt/app/bin/a.sh" in proc.stderr, proc.stderr

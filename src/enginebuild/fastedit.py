@@ -56,7 +56,7 @@ def record(store: Store, spec: ImageSpec, plan: ImagePlan, outcome: Outcome, onl
     listings = tuple(Listing(g.listing[0], str(g.listing[1]), str(g.listing[2]), tuple(str(e.src) for e in g.entries))
                      for g in spec.files if g.listing)
     return EditRecord(platform=plan.platform, tag=plan.tag, chain_repo=CHAIN_REPO, root=plan.runtime.root,
-                      epoch=plan.epoch, kernels=bool(spec.cuda_archs), config=outcome.config.decode(),
+                      epoch=plan.epoch, config=outcome.config.decode(),
                       layers=tuple(StoredLayer(la.diff_id, la.size, la.created_by, la.blob) for la in outcome.layers),
                       nodes=tuple(nodes), listings=listings, only_copied=tuple(only_copied))
 
@@ -205,8 +205,8 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
     contents = {}
     for path in files:
         contents[path] = read_recipe_file(path, root)  # a file swapped for a symlink: refused, the full way decides
-        if any(e.kernels for e in edits) and contents[path].startswith(ELF):
-            raise NotThisWay(f"{path} is a binary in an image whose kernels are checked")
+        if contents[path].startswith(ELF):  # every image's runtime closure is checked, and maybe its kernels
+            raise NotThisWay(f"{path} is a binary: the full path checks what it loads")
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import Engine
     from enginebuild.state.history import BuildHistory

@@ -62,7 +62,6 @@ class EditRecord:
     chain_repo: str
     root: str  # the chain key below the first runtime layer
     epoch: int
-    kernels: bool  # the image's CUDA kernels are checked: a changed binary needs the full way
     config: str  # the image config, canonical JSON
     layers: tuple[StoredLayer, ...]
     nodes: tuple[EditNode, ...]
@@ -75,7 +74,7 @@ class EditRecord:
     # -- serialisers ------------------------------------------------------------------------
     def to_json(self) -> JsonDoc:
         return {"platform": self.platform, "tag": self.tag, "chain_repo": self.chain_repo, "root": self.root,
-                "epoch": self.epoch, "kernels": self.kernels, "config": self.config,
+                "epoch": self.epoch, "config": self.config,
                 "layers": [[la.diff_id, la.size, la.created_by, la.blob] for la in self.layers],
                 "nodes": [_node_json(n) for n in self.nodes],
                 "listings": [[li.kind, li.folder, li.pattern, list(li.srcs)] for li in self.listings],
@@ -84,7 +83,7 @@ class EditRecord:
     @classmethod
     def from_json(cls, data: JsonDoc) -> EditRecord:
         return cls(platform=str(data["platform"]), tag=str(data["tag"]), chain_repo=str(data["chain_repo"]),
-                   root=str(data["root"]), epoch=int(data["epoch"]), kernels=bool(data["kernels"]),
+                   root=str(data["root"]), epoch=int(data["epoch"]),
                    config=str(data["config"]),
                    layers=tuple(StoredLayer(str(d), int(s), str(c), str(b) if b else None)
                                 for d, s, c, b in data["layers"]),
