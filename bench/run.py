@@ -27,6 +27,7 @@ c. script edit on a fresh engine sharing the registry: enginebuild --cache vs th
 d. bytes and layers pushed after a script edit vs the size of the edited file
 e. patch check of one stack against the vllm 0.21.0 sdist vs extract + git init + git apply
 f. plan of the whole catalogue
+s. see bench/compression.py: a push's gzip of several layers side by side vs one at a time
 
 Needs the set-up of scripts/setup.sh (Docker engine, registry on 127.0.0.1:5000), root
 (for a second engine), and network access to PyPI and Debian's archive.
@@ -236,7 +237,7 @@ def bench_plan(ws, env) -> Row:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--units", type=int, default=110, help="kernel units for (c); 110 is about 75 s here")
-    parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,q",
+    parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,q,s",
                         help="figures to measure; o (vLLM at real scale: about 15 GB of disk, 30 min) and r (a "
                              "patch to vLLM's Python at real scale: about 30 GB, 15 min) only when named")
     parser.add_argument("--pair-units", type=int, default=40, help="kernel units per component for (h)")
@@ -302,6 +303,9 @@ def main() -> int:
             rows += bench_patches(home)
         if "f" in only:
             rows.append(bench_plan(ws, env))
+        if "s" in only:
+            from compression import bench_compression
+            rows += bench_compression()
     finally:
         shutil.rmtree(ws, ignore_errors=True)
         shutil.rmtree(rendered, ignore_errors=True)
