@@ -13,7 +13,7 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
@@ -161,18 +161,38 @@ class Pusher:
                                              for k in known]
         self.stats.layers_existing += sum(1 for d in done if d is not None)
         todo = [i for i, d in enumerate(done) if d is None]
+        failed = threading.Event()
+
+        def send(digest: str, size: int, source: Callable[[], IO[bytes]], what: str) -> None:
+            if failed.is_set():  # another upload failed: this one does not start
+                return
+            try:
+                self.blob(digest, size, source, what)
+            except BaseException:
+                failed.set()
+                raise
+
         with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1))) as squeezers, \
                 ThreadPoolExecutor(max_workers=UPLOADS) as senders:
-            made = {squeezers.submit(compressed, self.store, ours[i]): i for i in todo}
-            sent = []
-            for future in as_completed(made):
-                index = made[future]
-                sha, size = done[index] = future.result()
-                layer = ours[index]
-                path = self.store.verified(sha, f"compressed {layer.created_by}")
-                sent.append(senders.submit(self.blob, f"sha256:{sha}", size, opener(path), layer.created_by))
-            for upload in sent:
-                upload.result()
+            try:
+                made = {squeezers.submit(compressed, self.store, ours[i]): i for i in todo}
+                sent: list[Future[None]] = []
+                for future in as_completed(made):
+                    for upload in sent:
+                        if upload.done():
+                            upload.result()  # a failed upload stops the push now, not after every layer
+                    index = made[future]
+                    sha, size = done[index] = future.result()
+                    layer = ours[index]
+                    path = self.store.verified(sha, f"compressed {layer.created_by}")
+                    sent.append(senders.submit(send, f"sha256:{sha}", size, opener(path), layer.created_by))
+                for upload in as_completed(sent):
+                    upload.result()
+            except BaseException:
+                # nothing queued starts; what is under way ends within its own bounded attempts
+                squeezers.shutdown(wait=False, cancel_futures=True)
+                senders.shutdown(wait=False, cancel_futures=True)
+                raise
         for item in done:
             assert item is not None
             descriptors.append((f"sha256:{item[0]}", item[1], OCI_LAYER_GZIP))
