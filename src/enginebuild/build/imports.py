@@ -75,7 +75,8 @@ class Imports:
         out = [f"{self.image} ({self.platform}): {len(self.imported)} of {len(self.modules)} top-level module(s) "
                f"imported"]
         out += [f"  skipped {m}: {w}" for m, w in self.skipped]
-        out += [f"  FAILED import {m} ({self.modules.get(m, '?')}): {e}" for m, e in self.failed]
+        out += [f"  FAILED import {m} ({self.modules.get(m, '?')}): {e}" if not m.startswith("(") else
+                f"  FAILED {m[1:-1]}: {e}" for m, e in self.failed]
         out.append(f"{self.image} ({self.platform}): imports {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f}s")
         return out
 

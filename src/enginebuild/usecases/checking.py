@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from enginebuild.kernels.closure import Closure
     from enginebuild.kernels.image import Verdict
     from enginebuild.oci.reference import ImageRef
-    from enginebuild.plan.model import ImagePlan
 
 
 def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
@@ -32,17 +31,6 @@ def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
         lock = ws.lock(spec)
         for platform in platforms_of(spec, platforms):
             yield reproduce(ws.home, plan_image(spec, lock, platform, ws.plan_options()), against)
-
-
-def image_tag(plan: ImagePlan) -> str:
-    """The engine's image of a plan, built and loaded: imports run in it."""
-    from enginebuild.errors import BuildFailed, command
-    from enginebuild.oci.engine import Engine
-
-    if Engine().inspect(plan.tag) is None:
-        raise BuildFailed(f"{plan.image} ({plan.platform}): the engine has no {plan.tag} to import its packages in",
-                          hint=f"run `{command()} image {plan.image}` first")
-    return plan.tag
 
 
 def verify_images(ws: Workspace, names: list[str], platforms: list[str],
@@ -71,7 +59,15 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
             verdict = verify_plan(spec, lock, plan, Store(ws.home), judged) if declared_of(spec) or judged else None
             imports = None
             if spec.runtime_check.imports is not None:
+                from enginebuild.build.imports import Imports
+                from enginebuild.errors import command
                 from enginebuild.oci.engine import Engine
 
-                imports = check_imports(Engine(), image_tag(plan), plan, spec.runtime_check.imports)
+                engine = Engine()
+                if engine.inspect(plan.tag) is None:  # built with --no-load, or removed since
+                    imports = Imports(spec.name, plan.platform, failed=[(
+                        "(not run)", f"the engine has no {plan.tag} to import its packages in: "
+                                     f"`{command()} image {spec.name} --platform {plan.platform}` loads it")])
+                else:
+                    imports = check_imports(engine, plan.tag, plan, spec.runtime_check.imports)
             yield closure, verdict, imports
