@@ -131,6 +131,5 @@ def check_imports(engine: Engine, tag: str, plan: ImagePlan, check: ImportCheck)
         result.failed.append((started, f"the interpreter died (exit status {status})"
                                        + (f": {tail[0]}" if tail else "")))
         done.append(started)
-    result.skipped = [(m, w) for m, w in check.skip if m in result.modules] or list(check.skip)
     result.seconds = time.monotonic() - start
     return result

@@ -41,6 +41,7 @@ from pathlib import Path
 from enginebuild.kernels.dynamic import Linkage
 from enginebuild.kernels.filetable import Entry, FileTable
 from enginebuild.kernels.loader import Loader
+from enginebuild.kernels.scan import Skip
 from enginebuild.wire import JsonDoc
 
 # libnvidia-container's library lists (src/nvc_info.c), by name before ".so"
@@ -124,12 +125,6 @@ def _by_binary(found: list[Unresolved]) -> dict[str, list[Unresolved]]:
     for item in found:
         out.setdefault(item.path, []).append(item)
     return out
-
-
-@dataclass(frozen=True)
-class Skip:
-    pattern: str
-    why: str
 
 
 def check_closure(image: str, platform: str, table: FileTable, ours: set[str], library_path: str,

@@ -60,7 +60,7 @@ class Loader:
         return linkage is not None and linkage.machine == self.machine and linkage.wide == wide
 
     def of_platform(self, linkage: Linkage) -> bool:
-        return linkage.machine == self.machine and linkage.wide
+        return self.fits(linkage, True)  # both platforms are 64-bit
 
     def find(self, name: str, path: str, linkage: Linkage) -> Found | None:
         """The library the loader takes for DT_NEEDED `name` of the object at `path`."""
@@ -68,15 +68,14 @@ class Loader:
             return self._candidate(name if name.startswith("/") else "/" + name, name, linkage)
         folders = (() if linkage.runpath else self._expand(linkage.rpath, path)) + self.library_path + \
             self._expand(linkage.runpath, path) + self.conf + self.defaults
-        for folder in dict.fromkeys(folders):
-            found = self._candidate(f"{folder}/{name}", name, linkage)
-            if found is not None:
-                return found
-        return None
+        return self._first(name, folders, linkage)
 
     def find_in(self, name: str, origin: str, folders: tuple[str, ...], linkage: Linkage) -> Found | None:
         """`name` in another object's DT_RPATH folders (`origin`: that object's path)."""
-        for folder in self._expand(folders, origin):
+        return self._first(name, self._expand(folders, origin), linkage)
+
+    def _first(self, name: str, folders: tuple[str, ...], linkage: Linkage) -> Found | None:
+        for folder in dict.fromkeys(folders):
             found = self._candidate(f"{folder}/{name}", name, linkage)
             if found is not None:
                 return found

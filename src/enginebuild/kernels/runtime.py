@@ -15,13 +15,14 @@ from typing import IO
 from enginebuild.build.assemble import layer_blobs
 from enginebuild.errors import BuildFailed, command
 from enginebuild.io.store import Store
-from enginebuild.kernels.closure import Closure, Skip, check_closure
+from enginebuild.kernels.closure import Closure, check_closure
 from enginebuild.kernels.filetable import TABLE_RECORD, Entry, FileTable, saved_layers, stored_layer
+from enginebuild.kernels.image import NOT_ENGINE
+from enginebuild.kernels.scan import Skip
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImageSpec
 
 Saver = Callable[[str], contextlib.AbstractContextManager[IO[bytes]]]  # image ref -> its `docker save` stream
-NOT_JUDGED = ("system", "manifest")
 
 
 def image_table(plan: ImagePlan, store: Store, save: Saver | None) -> tuple[FileTable, set[str], int]:
@@ -57,7 +58,7 @@ def image_table(plan: ImagePlan, store: Store, save: Saver | None) -> tuple[File
         for sha, _ in blobs:
             table.add(node.name, stored_layer(store, sha), sha)
             layers += 1
-        if node.kind not in NOT_JUDGED:
+        if node.kind not in NOT_ENGINE:
             ours.add(node.name)
     return table, ours, layers
 
