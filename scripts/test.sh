@@ -2,8 +2,10 @@
 # The whole test suite, on a fresh machine: set up the real parts (scripts/setup.sh: Debian's
 # packages, the engine, the registry, and .venv with requirements-test.txt), then run pytest
 # from .venv: the fast tier first (tests that need no engine, registry or network, run with
-# none reachable, on every CPU with pytest-xdist), then the rest, one at a time. Under CI=true, tests that need Docker, git, a registry or
-# PyPI fail instead of skipping.
+# none reachable, on every CPU with pytest-xdist), then the rest on ENGINEBUILD_TEST_WORKERS
+# parallel workers (default 2), a test file at a time to a worker, each worker with its own
+# Docker engine, registries and enginebuild home (tests/conftest.py). Under CI=true, tests that
+# need Docker, git, a registry or PyPI fail instead of skipping.
 #
 #   bash scripts/test.sh            everything
 #   bash scripts/test.sh --fast     the fast tier alone (no set-up of the engine or registry)
@@ -36,4 +38,5 @@ if [ $# -gt 0 ]; then
     exec "$VENV/bin/python" -m pytest --durations=15 "$@"
 fi
 fast_tier -q
-exec "$VENV/bin/python" -m pytest --durations=15 -m "not fast"
+exec "$VENV/bin/python" -m pytest --durations=15 -m "not fast" -n "${ENGINEBUILD_TEST_WORKERS:-2}" \
+    --dist loadgroup --no-loadscope-reorder

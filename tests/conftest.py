@@ -82,12 +82,28 @@ def run_cli(args, cwd: Path, env: dict | None = None, timeout: float = 1800, inp
 
 
 @pytest.fixture(scope="session")
-def docker_engine():
+def docker_engine(tmp_path_factory):
+    """The Docker engine tests build with. Under pytest-xdist each worker after the first starts
+    an engine of its own (data root, socket, bridge) and points DOCKER_HOST at it for the rest of
+    its session, so that parallel tests never see each other's images, tags or build cache."""
     from enginebuild.oci.engine import Engine
 
     need(shutil.which("docker") is not None, "no docker client installed")
     need(Engine().ping(), "no Docker engine answers (run scripts/setup.sh)")
-    return Engine()
+    from helpers.engines import start_engine, worker_number
+
+    if worker_number() == 0:
+        yield Engine()
+        return
+    need(os.geteuid() == 0 and shutil.which("dockerd") is not None and shutil.which("ip") is not None,
+         "a parallel test worker's own Docker engine needs root, dockerd and ip")
+    own = start_engine(tmp_path_factory.mktemp("worker-engine"), index=15)
+    os.environ["DOCKER_HOST"] = own.host
+    try:
+        yield Engine()
+    finally:
+        os.environ.pop("DOCKER_HOST", None)
+        own.stop()
 
 
 def _serve_registry(tmp_path_factory, start, name):
@@ -144,20 +160,49 @@ OUTSIDE = {"docker_engine": "docker", "registry": "registry", "token_registry": 
 SLOW_MARKS = {"docker", "network", "registry"}
 
 
+# The slow tier runs on parallel workers (scripts/test.sh), a test file at a time to one worker (its
+# module fixtures are made once). Files listed here go first, longest first (their minutes on a
+# 2-CPU machine, from `--durations`), so that no worker is left with a long file at the end; the
+# real-scale images share a worker (each wants ~30 GB of free disk while it builds).
+LONG_FIRST = {"test_mission_image.py": "real-scale", "test_vllm_scale.py": "real-scale",
+              "test_llamacpp_serving.py": None, "test_atomic.py": None, "test_reproduce.py": None,
+              "test_python_scale.py": None, "test_build.py": None, "test_publish.py": None}
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Every test gets the markers of the outside parts its fixtures need; one that needs none is
-    `fast` (`scripts/test.sh --fast` runs those alone, with no engine and no network reachable)."""
+    `fast` (`scripts/test.sh --fast` runs those alone, with no engine and no network reachable).
+    Each test also gets its pytest-xdist group: its file's (or its file's shared group)."""
     for item in items:
         for fixture in set(getattr(item, "fixturenames", ())) & set(OUTSIDE):
             item.add_marker(getattr(pytest.mark, OUTSIDE[fixture]))
         if not {m.name for m in item.iter_markers()} & SLOW_MARKS:
             item.add_marker(pytest.mark.fast)
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group(LONG_FIRST.get(name) or name))
+    order = list(LONG_FIRST)
+    items.sort(key=lambda item: order.index(item.path.name) if item.path.name in order else len(order))
+
+
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker hands its reliability figures to the controller."""
+    from helpers import report
+
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["reliability"] = report.export()
+
+
+def pytest_testnodedown(node, error):
+    from helpers import report
+
+    report.merge(getattr(node, "workeroutput", {}).get("reliability", {}))
 
 
 def pytest_terminal_summary(terminalreporter):
     from helpers import report
 
-    if report.FIGURES:
+    if report.FIGURES and not hasattr(terminalreporter.config, "workeroutput"):
         for line in report.render():
             terminalreporter.write_line(line)
         report.write(ROOT / "build" / "reliability-report.json")

@@ -52,13 +52,14 @@ def sleepers(salt: str) -> list[str]:
     return subprocess.run(["pgrep", "-f", f"sleeper-{salt}"], capture_output=True, text=True).stdout.split()
 
 
-def leftovers(home: Path, pid: int | None = None) -> list[str]:
+def leftovers(home: Path, *pids: int) -> list[str]:
     """Temporaries a stopped run left: in the home's tmp, the store's partial blobs (`.ingest`),
-    secrets files, and (given its pid) what it staged in memory."""
+    and, of its processes (`pids`), secrets folders and what they staged in memory. Other runs on
+    this machine (a parallel test worker's) have their own home and their own processes."""
     found = [p.name for p in (home / "tmp").glob(".*")] if (home / "tmp").exists() else []
-    found += [p.name for p in Path("/tmp").glob(".enginebuild-secrets.*")]
     found += [p.name for p in Store(home).root.glob(".ingest.*")] if Store(home).root.is_dir() else []
-    if pid is not None:
+    for pid in pids:
+        found += [p.name for p in Path("/tmp").glob(f".enginebuild-secrets.{pid}.*")]
         found += [p.name for p in Path("/dev/shm").glob(f".*.{pid}.*")]
     return found
 
@@ -90,7 +91,7 @@ def test_a_signal_during_a_build_cancels_it_removes_temporaries_and_exits(worksp
         time.sleep(0.1)
     below = children(proc.pid)
     assert below, "the build runs in a child process"
-    assert leftovers(eb_home)  # its context and secrets folder exist while it runs
+    assert leftovers(eb_home, proc.pid, *below)  # its context and secrets folder exist while it runs
     began = time.monotonic()
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=120)
@@ -99,7 +100,7 @@ def test_a_signal_during_a_build_cancels_it_removes_temporaries_and_exits(worksp
     assert f"{word}: what was in progress was cancelled and its temporary files removed" in stderr
     assert "Traceback" not in stderr
     assert [pid for pid in below if alive(pid)] == []  # the builder child is stopped, not orphaned
-    assert leftovers(eb_home) == []
+    assert leftovers(eb_home, proc.pid, *below) == []
     # Docker 20.10's BuildKit lets a cancelled step's processes run to their end; whatever
     # they make is never named or recorded: wait for the step's end, then look
     deadline = time.monotonic() + 120

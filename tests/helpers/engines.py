@@ -54,13 +54,21 @@ def unmount_below(folder: Path) -> None:
             subprocess.run(["umount", "-l", point], capture_output=True)
 
 
+def worker_number() -> int:
+    """This test process's number among pytest-xdist's workers (gw0 → 0); 0 without xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
+
+
 def start_engine(folder: Path, index: int = 2, cpus: str | None = None, extra: tuple = ()) -> Engine:
     """`cpus` (taskset's list, "0" or "1"): the engine, and every build it runs, on those CPUs only;
     `extra`: more dockerd arguments (another -H, TLS)."""
     folder.mkdir(parents=True, exist_ok=True)
-    bridge = f"ebtest{index}{os.getpid() % 1000}"[:15]
+    worker = worker_number()  # engines of parallel test workers: their own bridges and subnets
+    bridge = f"ebt{worker}x{index}x{os.getpid() % 10000}"[:15]
     subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True, capture_output=True)
-    subprocess.run(["ip", "addr", "add", f"172.31.{240 + index}.1/24", "dev", bridge], check=True, capture_output=True)
+    subprocess.run(["ip", "addr", "add", f"172.{31 - worker}.{240 + index}.1/24", "dev", bridge], check=True,
+                   capture_output=True)
     subprocess.run(["ip", "link", "set", bridge, "up"], check=True, capture_output=True)
     # sockets live under a short path: a unix socket path may not exceed 107 bytes
     run_dir = Path(tempfile.mkdtemp(prefix="ebe-", dir="/tmp"))

@@ -6,6 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 
 FIGURES: dict = defaultdict(lambda: defaultdict(int))
+PEAKS: set = set()  # (section, figure) kept as a maximum, not a sum
 
 
 def count(section: str, figure: str, n: int = 1) -> None:
@@ -13,7 +14,22 @@ def count(section: str, figure: str, n: int = 1) -> None:
 
 
 def peak(section: str, figure: str, value) -> None:
+    PEAKS.add((section, figure))
     FIGURES[section][figure] = max(FIGURES[section][figure], value)
+
+
+def export() -> dict:
+    """What a parallel test worker found, for the controller to merge."""
+    return {"figures": {s: dict(f) for s, f in FIGURES.items()}, "peaks": sorted(PEAKS)}
+
+
+def merge(found: dict) -> None:
+    for section, figures in found.get("figures", {}).items():
+        for figure, value in figures.items():
+            if [section, figure] in found.get("peaks", []):
+                peak(section, figure, value)
+            else:
+                count(section, figure, value)
 
 
 def render() -> list:
