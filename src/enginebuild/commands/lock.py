@@ -39,33 +39,20 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         return _locked(ws, names)
     if args.check:
         return _check(ws, names, [] if args.images else list(ws.broken()), args.buildable)
-    from enginebuild.lock.lockfile import write_lock
-    from enginebuild.lock.resolve import Resolvers, build_lock
+    from enginebuild.lock.resolve import Resolvers
+    from enginebuild.usecases.locking import lock_image
 
     ws.sweep()
     resolvers = Resolvers(ws.home)
     failed = False
-    with ws.state_mutex():
-        for name in names:
-            spec = ws.spec(name)
-            previous = ws.lock(spec)
-
-            def report(inp: str, status: str, detail: str, name: str = name) -> None:
-                if status == "kept-after-failure":
-                    output().say(f"  {name}: {inp}: could not be resolved again, kept the previous pin ({detail})")
-                elif status not in ("kept", "same"):
-                    output().say(f"  {name}: {inp}: {status}" + (f" ({detail})" if detail else ""))
-
-            lock = build_lock(resolvers, spec, previous, update=args.update, report=report)
-            if previous is None or previous.to_json() != lock.to_json() or previous.migrated_from:
-                write_lock(ws.root, spec, lock)
-                print(f"{name}: wrote lockfiles/{spec.lock_name}.lock")
-            else:
-                print(f"{name}: lockfiles/{spec.lock_name}.lock is up to date")
-            for inp, why in lock.unresolved().items():
-                failed = True
-                output().say(f"{name}: {inp} is NOT pinned: {why}")
-            lint_kernels(ws, spec, lock)
+    for name in names:
+        locked = lock_image(ws, name, resolvers, update=args.update)
+        print(f"{name}: wrote {locked.path}" if locked.written else f"{name}: {locked.path} is up to date")
+        for inp, why in locked.unresolved.items():
+            failed = True
+            output().say(f"{name}: {inp} is NOT pinned: {why}")
+        assert locked.lock is not None
+        lint_kernels(ws, locked.spec, locked.lock)
     if failed:
         output().say("some inputs could not be resolved here; `image` refuses to build those images until "
                      "`lock` runs where their sources are reachable")

@@ -87,7 +87,7 @@ def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
     --locked/--frozen, refused naming them."""
     from enginebuild.errors import LockWouldChange
     from enginebuild.lock.lockfile import input_where, stale_inputs
-    from enginebuild.usecases.locking import relock
+    from enginebuild.usecases.locking import lock_image
 
     for name in names:
         spec = ws.spec(name)
@@ -101,7 +101,9 @@ def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
                                   + "; ".join(f"{inp}: {why}" for inp, why in stale),
                                   hint=f"run `{command()} lock {name}` and commit lockfiles/{spec.lock_name}.lock, "
                                        "or build without --locked/--frozen")
-        relock(ws, name)
+        locked = lock_image(ws, name, stale_only=True)
+        # on stderr, as cargo says "Locking": stdout stays the verb's own (plan --json)
+        output().say(f"{name}: locked {', '.join(locked.stale)} into {locked.path}")
 
 
 def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:

@@ -1,40 +1,72 @@
-"""Locking as a step of building: what the spec asks for and the lock lacks is resolved before
-a build (only those inputs), as `cargo build` updates Cargo.lock."""
+"""Locking an image: every input of its spec resolved into lockfiles/<image>.lock, pins of
+unchanged requests kept (unless `update`), the lock replaced atomically and only when it
+changes. The same steps serve `lock` and `image` (which locks first only what the spec asks for
+and the lock lacks, as `cargo build` updates Cargo.lock, and refuses to write a lock that
+would leave a new input unpinned)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from enginebuild.errors import command
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 
+if TYPE_CHECKING:
+    from enginebuild.lock.lockfile import Lock
+    from enginebuild.lock.resolve import Resolvers
+    from enginebuild.spec.model import ImageSpec
 
-def relock(ws: Workspace, name: str) -> None:
-    """What `image` does before building when the spec asks for inputs the lock does not pin
-    (as `cargo build` updates Cargo.lock): resolve those inputs only, keep every other pin as
-    it is, say what was pinned, write the lock atomically."""
+
+@dataclass(frozen=True)
+class Locked:
+    """What locking one image did."""
+
+    spec: ImageSpec
+    lock: Lock | None  # None: nothing was stale (`stale_only`), the lock was not read again
+    path: str  # lockfiles/<lock name>.lock, relative to the checkout
+    written: bool
+    stale: tuple[str, ...]  # the inputs the lock lacked or pinned for another request
+    unresolved: dict[str, str]  # inputs the lock leaves unpinned, with why
+
+
+def lock_image(ws: Workspace, name: str, resolvers: Resolvers | None = None, *, update: bool = False,
+               stale_only: bool = False) -> Locked:
+    """Resolve `name`'s inputs into its lock. `stale_only` (before a build): nothing happens unless
+    the spec asks for inputs the lock does not pin, and a lock that would leave one of those
+    unpinned is not written (LockError naming its spec line). Each input resolved anew, or kept
+    after a failure, is said as it goes."""
     from enginebuild.lock.lockfile import input_where, stale_inputs, write_lock
     from enginebuild.lock.resolve import Resolvers, build_lock
 
     spec = ws.spec(name)
+    path = f"lockfiles/{spec.lock_name}.lock"
     with ws.state_mutex():
         previous = ws.lock(spec)
-        stale = stale_inputs(spec, previous)
-        if not stale:
-            return
+        stale = tuple(inp for inp, _ in stale_inputs(spec, previous))
+        if stale_only and not stale:
+            return Locked(spec, None, path, False, (), {})
 
         def report(inp: str, status: str, detail: str) -> None:
-            if status not in ("kept", "same"):
+            if status == "kept-after-failure":
+                output().say(f"  {name}: {inp}: could not be resolved again, kept the previous pin ({detail})")
+            elif status not in ("kept", "same"):
                 output().say(f"  {name}: {inp}: {status}" + (f" ({detail})" if detail else ""))
 
-        lock = build_lock(Resolvers(ws.home), spec, previous, update=False, report=report)
-        before = previous.unresolved() if previous is not None else {}
-        failed = {inp: why for inp, why in lock.unresolved().items() if inp not in before}
-        if failed:  # nothing written: the lock stays as it was
-            from enginebuild.errors import LockError
+        lock = build_lock(resolvers or Resolvers(ws.home), spec, previous, update=update and not stale_only,
+                          report=report)
+        unresolved = lock.unresolved()
+        if stale_only:
+            before = previous.unresolved() if previous is not None else {}
+            failed = {inp: why for inp, why in unresolved.items() if inp not in before}
+            if failed:  # nothing written: the lock stays as it was
+                from enginebuild.errors import LockError
 
-            inp, why = next(iter(failed.items()))
-            raise LockError(f"{input_where(spec, inp)}: {name}: {inp} could not be locked before building: {why}",
-                            hint=f"run `{command()} lock {name}` where its source is reachable")
-        write_lock(ws.root, spec, lock)
-        # on stderr, as cargo says "Locking": stdout stays the verb's own (plan --json)
-        output().say(f"{name}: locked {', '.join(inp for inp, _ in stale)} into lockfiles/{spec.lock_name}.lock")
+                inp, why = next(iter(failed.items()))
+                raise LockError(f"{input_where(spec, inp)}: {name}: {inp} could not be locked before building: {why}",
+                                hint=f"run `{command()} lock {name}` where its source is reachable")
+        written = previous is None or previous.to_json() != lock.to_json() or bool(previous.migrated_from)
+        if written:
+            write_lock(ws.root, spec, lock)
+    return Locked(spec, lock, path, written, stale, unresolved)
