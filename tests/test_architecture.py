@@ -156,3 +156,16 @@ def test_import_linter_keeps_every_contract():
                           text=True, env={**os.environ, "PYTHONPATH": str(SRC.parent)})
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert f"Contracts: {len(PACKAGES)} kept, 0 broken." in proc.stdout
+
+
+def test_use_cases_return_what_they_did_and_only_verbs_print():
+    """A use case (usecases/) returns a typed result or hands one to the verb's callback; stdout is
+    the verb's (commands/): no `print` and no write to sys.stdout below it."""
+    found = []
+    for path in (SRC / "usecases").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+            if isinstance(node, ast.Attribute) and node.attr == "stdout" and ast.unparse(node.value) == "sys":
+                found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert found == []

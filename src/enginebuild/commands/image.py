@@ -8,11 +8,14 @@ import argparse
 import difflib
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enginebuild.errors import UserError
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
+
+if TYPE_CHECKING:
+    from enginebuild.usecases.building import Built
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -204,14 +207,28 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         refuse_per_build_lock(ws, names, "--frozen" if args.frozen else "--locked")
     for name in names:
         if request.component:
-            build_components(ws, name, request, options)
+            build_components(ws, name, request, options, say_built)
         else:
-            built = build_image(ws, name, request, options)
+            built = build_image(ws, name, request, options, say_built)
             if request.push and request.to:
                 from enginebuild.usecases.pushing import push_image
 
-                push_image(ws, name, request.to, request.tag, request.platform, plans=built, options=options)
+                for record in push_image(ws, name, request.to, request.tag, request.platform, plans=built,
+                                         options=options):
+                    print(f"{record['repository']}@{record['digest']}")
     return 0
+
+
+def say_built(built: Built) -> None:
+    """A platform's line on stdout, as soon as it is built: what was done, in how long, and the
+    tag (or image ID) it answers to; for --component, where the outputs went."""
+    if built.components:
+        print(f"{built.name} ({built.platform}): component(s) {', '.join(built.components)}: "
+              f"{'; '.join(built.done) or 'nothing to do'} in {built.seconds:.1f}s"
+              + (f", outputs in {built.result}" if built.result else ""))
+        return
+    print(f"{built.name} ({built.platform}): {', '.join(built.done) or 'nothing to build'} in {built.seconds:.1f}s "
+          f"-> {built.result}")
 
 
 def refuse_per_build_lock(ws: Workspace, names: list[str], flag: str) -> None:

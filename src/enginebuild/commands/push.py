@@ -24,7 +24,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.usecases.pushing import push_image
 
     ws.sweep()  # what killed runs left (partial blobs, staging folders), as every verb that reads the store
-    push_image(ws, args.image, args.to, args.tag, args.platform, attach=not args.no_attach)
+    for record in push_image(ws, args.image, args.to, args.tag, args.platform, attach=not args.no_attach):
+        print(f"{record['repository']}@{record['digest']}")
     return 0
 
 

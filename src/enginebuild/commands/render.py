@@ -57,12 +57,15 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.bake:
         from enginebuild.usecases.baking import write_bake
 
-        write_bake(ws, [plan_image(spec, lock, p, options) for p in platforms_of(spec, args.platform)], Path(args.bake))
+        for path in write_bake(ws, [plan_image(spec, lock, p, options) for p in platforms_of(spec, args.platform)],
+                               Path(args.bake)):
+            print(path)
         return 0
     for platform in platforms_of(spec, args.platform):
         plan = plan_image(spec, lock, platform, options)
         if args.out:
-            write_contexts(ws, plan, Path(args.out) / platform.replace("/", "-"))
+            for line in write_contexts(ws, plan, Path(args.out) / platform.replace("/", "-")):
+                print(line)
             continue
         if args.unpinned:
             pending = unpinned_inputs(spec, lock, platform)

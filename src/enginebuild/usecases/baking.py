@@ -43,9 +43,10 @@ DEPS = "/opt/enginebuild/deps"
 CACHE_SEED = "/opt/enginebuild/compiler-cache-"  # enginebuild's compiler-cache carriage: not exported
 
 
-def write_bake(ws: Workspace, plans: list[ImagePlan], folder: Path) -> None:
+def write_bake(ws: Workspace, plans: list[ImagePlan], folder: Path) -> list[Path]:
     """The bake folder, written whole into a new folder that then takes `folder`'s place: `folder`
-    must be absent, empty, or an earlier bake (its docker-bake.hcl), never a folder of other files."""
+    must be absent, empty, or an earlier bake (its docker-bake.hcl), never a folder of other files.
+    Returns what it wrote: each platform's folder, then the bake file."""
     check_bake_folder(folder)
 
     def fill(stage: Path) -> None:
@@ -55,9 +56,7 @@ def write_bake(ws: Workspace, plans: list[ImagePlan], folder: Path) -> None:
         (stage / "docker-bake.hcl").write_text(bake_file(names))
 
     done = write_folder(folder, fill)
-    for plan in plans:
-        print(done / plan.platform.replace("/", "-"))
-    print(done / "docker-bake.hcl")
+    return [done / plan.platform.replace("/", "-") for plan in plans] + [done / "docker-bake.hcl"]
 
 
 def check_bake_folder(folder: Path) -> None:

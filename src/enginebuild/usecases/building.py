@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,24 @@ class BuildRequest:
     local_tags: list[str] = field(default_factory=list)  # -t NAME[:TAG] (`{image}`: the image's name)
     tags_follow: bool = False  # the local tags are enginebuild.yaml's defaults: later builds move them too
     load: bool = True  # False (--no-load): the image is not loaded into the engine
+
+
+@dataclass(frozen=True)
+class Built:
+    """One platform of an image built (or, with `components`, those components only): what was
+    done, in words, how long it took, and what it answers to (a tag, or the image ID of an image
+    not loaded; the registry cache that has the components' outputs)."""
+
+    name: str
+    platform: str
+    done: tuple[str, ...]
+    seconds: float
+    result: str
+    components: tuple[str, ...] = ()
+
+
+def ignore(_: Built) -> None:
+    """A build's report nobody reads."""
 
 
 ATTEMPTS = 3
@@ -125,9 +144,11 @@ def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
                              item.digest, plan.image, o.only)
 
 
-def build_image(ws: Workspace, name: str, request: BuildRequest, options: Options) -> list[ImagePlan]:
+def build_image(ws: Workspace, name: str, request: BuildRequest, options: Options,
+                report: Callable[[Built], None] = ignore) -> list[ImagePlan]:
     """Build one image for the platforms asked (all of the spec's by default); the plans built
-    (what `image --push` pushes, not planned again)."""
+    (what `image --push` pushes, not planned again). Each platform is reported as soon as its
+    image exists, before its checks."""
     from enginebuild import fastedit
     from enginebuild.build.cache import cache_from_settings
     from enginebuild.build.executor import local_tags
@@ -187,9 +208,8 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             done.append(f"wrote {len(outcome.written)} layer(s){early}")
         if outcome.pulled:
             done.append(f"pulled {len(outcome.pulled)} from the cache")
-        what = ", ".join(done) if done else "nothing to build"
-        print(f"{name} ({platform}): {what} in {elapsed:.1f}s -> " + (tags[-1] if request.load else
-                                                                       f"not loaded (image {outcome.image_id[:19]})"))
+        report(Built(name, platform, tuple(done), elapsed,
+                     tags[-1] if request.load else f"not loaded (image {outcome.image_id[:19]})"))
         for comp_name, size in sorted(outcome.output_sizes.items()):
             if f"component {comp_name}" not in outcome.built:  # a built one said its size as it finished
                 output().say(f"  component {comp_name}: outputs {size} bytes")
@@ -229,7 +249,8 @@ def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: Bui
     raise AssertionError("unreachable")
 
 
-def build_components(ws: Workspace, name: str, request: BuildRequest, options: Options) -> None:
+def build_components(ws: Workspace, name: str, request: BuildRequest, options: Options,
+                     report: Callable[[Built], None] = ignore) -> None:
     """--component: those components (and what they need) built or taken from the cache, their
     outputs pushed to it; the image is not assembled."""
     from enginebuild.build.cache import cache_from_settings
@@ -255,8 +276,8 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
         done = [f"built {', '.join(built)}"] if built else []
         done += [f"pulled {len(outcome.pulled)} from the cache"] if outcome.pulled else []
         done += [f"reused {outcome.reused}"] if outcome.reused else []
-        print(f"{name} ({platform}): component(s) {', '.join(request.component)}: {'; '.join(done) or 'nothing to do'} "
-              f"in {time.monotonic() - start:.1f}s" + (f", outputs in {cache.name}" if cache else ""))
+        report(Built(name, platform, tuple(done), time.monotonic() - start, cache.name if cache else "",
+                     components=tuple(request.component)))
 
 
 def check_kernels(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan) -> None:

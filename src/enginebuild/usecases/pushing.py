@@ -38,7 +38,8 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                attach: bool = True, plans: list[ImagePlan] | None = None,
                options: Options | None = None) -> list[JsonDoc]:
     """Push what was built (`plans`, as `image --push` built them; else planned here from the spec
-    and lock) by digest, each tag confirmed, the SBOM and provenance attached, a record kept."""
+    and lock) by digest, each tag confirmed, the SBOM and provenance attached, a record kept; the
+    records, one per tag, are returned (`repository`@`digest` is what a user pulls)."""
     from enginebuild.build.assemble import Assembler, layer_blobs
     from enginebuild.build.executor import final_config
     from enginebuild.build.secretscan import Scanner
@@ -103,7 +104,6 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                       **({"attached": attached} if attached else {})}
             add_record(ws.root, spec.name, spec.lock_name, record)
             results.append(record)
-            print(f"{target.name}@{digest}")
             output().say(f"  {target.name}:{tag}: {pusher.stats.layers_pushed} blob(s) uploaded "
                          f"({pusher.stats.bytes_pushed} bytes), {pusher.stats.layers_existing} already there"
                          + "".join(f"; {k} {v}" for k, v in attached.items()))

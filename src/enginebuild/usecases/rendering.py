@@ -32,7 +32,9 @@ from enginebuild.workspace import Workspace
 STAMP_SPAN_NS = 10**15  # content-derived stamps fall within ~11.6 days after the epoch's
 
 
-def write_contexts(ws: Workspace, plan: ImagePlan, folder: Path) -> None:
+def write_contexts(ws: Workspace, plan: ImagePlan, folder: Path) -> list[str]:
+    """Every build context of `plan` (components, command layers, the runtime's tail) under
+    `folder`, each in a folder of its own: what each is, in build order (a line each)."""
     from enginebuild.build.fetch import plan_downloads
     from enginebuild.sources.base import Context
 
@@ -43,10 +45,12 @@ def write_contexts(ws: Workspace, plan: ImagePlan, folder: Path) -> None:
     builds = [(f"component-{c.name}", c.dockerfile, c.context) for c in plan.components]
     builds += [(f"layer-{n.name}", n.payload.dockerfile, n.payload.context) for n in plan.runtime.layers
                if isinstance(n.payload, Run)]
+    written = []
     for i, (name, dockerfile, context) in enumerate(builds, 1):
         target = fresh(folder / f"{i:02d}-{''.join(c if c.isalnum() or c in '.-' else '-' for c in name)}")
-        print(write_build_context(materializer, target, dockerfile, context, plan.epoch))
-    print(write_tail(executor, plan, fresh(folder / "runtime-tail")))
+        written.append(write_build_context(materializer, target, dockerfile, context, plan.epoch))
+    written.append(write_tail(executor, plan, fresh(folder / "runtime-tail")))
+    return written
 
 
 def fresh(target: Path) -> Path:
