@@ -161,10 +161,11 @@ SLOW_MARKS = {"docker", "network", "registry"}
 
 
 # The slow tier runs on parallel workers (scripts/test.sh), a test file at a time to one worker (its
-# module fixtures are made once). Files listed here go first, longest first (their minutes on a
+# module fixtures are made once); the fast tier a test at a time. Files listed here go first, longest first (their minutes on a
 # 2-CPU machine, from `--durations`), so that no worker is left with a long file at the end; the
 # real-scale images share a worker (each wants ~30 GB of free disk while it builds).
-LONG_FIRST = {"test_mission_image.py": "real-scale", "test_vllm_scale.py": "real-scale",
+LONG_FIRST = {"test_code_quality.py": None,  # mypy --strict over src/: the fast tier's longest test
+              "test_mission_image.py": "real-scale", "test_vllm_scale.py": "real-scale",
               "test_llamacpp_serving.py": None, "test_atomic.py": None, "test_reproduce.py": None,
               "test_python_scale.py": None, "test_build.py": None, "test_publish.py": None}
 

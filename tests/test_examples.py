@@ -92,14 +92,11 @@ def check_environment(role: str, env: dict, todo: dict[str, str]) -> None:
         assert constraint in todo[f"{role}.python"].split("; constraints ")[1]
 
 
-@pytest.fixture(scope="module")
-def rendered() -> dict[str, str]:
-    out = {}
-    for name in buildable():
-        proc = run_cli(["render", name, "--unpinned"], EXAMPLES)
-        assert proc.returncode == 0, proc.stderr
-        out[name] = proc.stdout
-    return out
+def rendered(name: str) -> str:
+    """One example rendered (each test its own: parallel workers share no module fixture)."""
+    proc = run_cli(["render", name, "--unpinned"], EXAMPLES)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
 
 
 def test_at_least_five_public_recipes_are_converted_and_each_has_a_readme_line():
@@ -110,12 +107,12 @@ def test_at_least_five_public_recipes_are_converted_and_each_has_a_readme_line()
 
 
 @pytest.mark.parametrize("name", buildable())
-def test_the_rendered_dockerfiles_say_what_the_spec_says(name, rendered):
+def test_the_rendered_dockerfiles_say_what_the_spec_says(name):
     image, _, variant = name.partition(":")
     spec = spec_of(image)
     if variant:
         spec = merged(spec["variants"][variant], spec)
-    parts = sections(rendered[name])
+    parts = sections(rendered(name))
     todo = pending(parts)
     runtime = parts["runtime image"]
 
