@@ -58,3 +58,27 @@ def test_layers_compressed_side_by_side_are_byte_identical_to_one_at_a_time(tmp_
             record = store.record("gzip", str(layer.blob))
             assert record is not None and store.path(str(record["sha256"])).stat().st_size == int(record["size"])
     assert runs[0] == runs[1] == expected
+
+
+def test_zstd_layers_are_the_same_bytes_on_every_run_and_unpack_to_the_layer(tmp_path: Path) -> None:
+    """`push --compression zstd`: one frame per layer from the pinned zstandard, level 3, one thread;
+    two stores compressing side by side get the same digests, recorded apart from the gzip ones,
+    and each unpacks to the layer's own tar (its diff ID)."""
+    import zstandard
+
+    from enginebuild.oci.push import COMPRESSIONS
+
+    zstd = COMPRESSIONS["zstd"]
+    datas = [layer_tar(seed) for seed in range(4)]
+    runs = []
+    for run in range(2):
+        store, layers = stored(tmp_path / f"home{run}", datas)
+        with ThreadPoolExecutor(max_workers=len(layers)) as pool:
+            runs.append([sha for sha, _ in pool.map(compressed, [store] * len(layers), layers, [zstd] * len(layers))])
+        for layer, sha, data in zip(layers, runs[-1], datas, strict=True):
+            assert store.record("zstd-3", str(layer.blob)) is not None and store.record("gzip", str(layer.blob)) is None
+            body = store.path(sha).read_bytes()
+            assert zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body)).read() == data
+            assert len(body) < len(data)
+    assert runs[0] == runs[1]
+    assert set(runs[0]).isdisjoint(one_at_a_time(d) for d in datas)

@@ -320,3 +320,40 @@ def test_the_sbom_of_an_image_whose_closure_holds_a_component_wheel_is_valid():
     components = {c["bom-ref"]: c for c in json.loads(document)["components"]}
     assert components["runtime.python@linux/amd64/vllm"]["version"] == "component"
     assert "components.vllm-kernels.release@linux/arm64" in components
+
+
+def test_a_zstd_push_has_zstd_layers_that_unpack_to_the_images_diff_ids_and_a_second_push_sends_none(
+        workspace, registry, docker_engine, debian_reachable, pypi_reachable):
+    import zstandard
+
+    repository = f"enginebuild-test/zstd-{uuid.uuid4().hex[:8]}"
+    target = f"{registry.host}/{repository}"
+    pushes = []
+    for _ in range(2):
+        proc = run_cli(["image", "demo", *AMD64, "--no-load", "--push", "--to", target, "--compression", "zstd"],
+                       workspace)
+        assert proc.returncode == 0, proc.stderr
+        pushes.append(proc)
+    digest = pushes[0].stdout.strip().splitlines()[-1].rsplit("@", 1)[1]
+    assert pushes[1].stdout.strip().splitlines()[-1].rsplit("@", 1)[1] == digest  # the same bytes again
+    assert re.search(r"0 blob\(s\) uploaded \(0 bytes\), \d+ already there", pushes[1].stderr), pushes[1].stderr
+    records = json.loads((workspace / "lockfiles/demo.pushes.json").read_text())
+    assert [r["compression"] for r in records["pushes"] if r["repository"] == target] == ["zstd"]  # one tag
+    manifest = get(registry.host, repository, "manifests", digest, OCI_MANIFEST).json()
+    config = get(registry.host, repository, "blobs", manifest["config"]["digest"]).json()
+    assert {layer["mediaType"] for layer in manifest["layers"]} == {"application/vnd.oci.image.layer.v1.tar+zstd"}
+    for layer, diff_id in zip(manifest["layers"], config["rootfs"]["diff_ids"], strict=True):
+        body = get(registry.host, repository, "blobs", layer["digest"]).content
+        assert "sha256:" + hashlib.sha256(body).hexdigest() == layer["digest"]
+        tar = zstandard.ZstdDecompressor().stream_reader(body).read()
+        assert "sha256:" + hashlib.sha256(tar).hexdigest() == diff_id
+    tags = requests.get(f"http://{registry.host}/v2/{repository}/tags/list").json()["tags"]
+    assert [t for t in tags if t.startswith("sha-")] and all(t.endswith("-zstd") for t in tags if t.startswith("sha-"))
+    # the same image gzipped: other layer digests, the same diff IDs (one image, two encodings)
+    gz = f"{registry.host}/{repository}-gz"
+    proc = run_cli(["image", "demo", *AMD64, "--no-load", "--push", "--to", gz], workspace)
+    assert proc.returncode == 0, proc.stderr
+    other = get(registry.host, f"{repository}-gz", "manifests", proc.stdout.strip().splitlines()[-1].rsplit("@", 1)[1],
+                OCI_MANIFEST).json()
+    assert other["config"]["digest"] == manifest["config"]["digest"]
+    assert not {la["digest"] for la in other["layers"]} & {la["digest"] for la in manifest["layers"]}

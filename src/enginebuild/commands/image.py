@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", metavar="REPO", help="with --push: REGISTRY/REPO[:TAG]")
     parser.add_argument("--push-tag", action="append", default=[], metavar="TAG",
                         help="with --push: a tag to push (repeatable; default: the content tag, and any :TAG of --to)")
+    from enginebuild.commands.push import add_compression_argument
+
+    add_compression_argument(parser)
     parser.add_argument("--no-load", action="store_true",
                         help="do not load the image into the engine (with --push on a CI runner: the layers go from "
                              "the store to the registry); commands of the image still run on the engine")
@@ -144,8 +147,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                        if not args.platform or set(args.platform) & set(ws.spec(n).platforms)]
     if args.push and not args.to:
         raise UserError("--push needs --to REGISTRY/REPO")
-    if not args.push and (args.to or args.push_tag):
-        given = " and ".join(f for f, v in (("--to", args.to), ("--push-tag", args.push_tag)) if v)
+    if not args.push and (args.to or args.push_tag or args.compression != "gzip"):
+        given = " and ".join(f for f, v in (("--to", args.to), ("--push-tag", args.push_tag),
+                                            ("--compression", args.compression != "gzip")) if v)
         raise UserError(f"{given} only take effect with --push, which is not given: nothing would use them",
                         hint="add --push, or push later with `push IMAGE --to REGISTRY/REPO`")
     if args.push and len(set(args.images)) > 1:
@@ -214,7 +218,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                 from enginebuild.usecases.pushing import push_image
 
                 for record in push_image(ws, name, request.to, request.tag, request.platform, plans=built,
-                                         options=options):
+                                         options=options, compression=args.compression):
                     print(f"{record['repository']}@{record['digest']}")
     return 0
 

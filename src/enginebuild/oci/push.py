@@ -1,9 +1,13 @@
 """Uploading images to a registry from enginebuild's store, with enginebuild's registry client.
 
-Layers enginebuild made are compressed once, deterministically (gzip, level 6, no name,
-no time), so the same layer gets the same digest on any machine and is never uploaded
-twice; base layers are copied from the base's registry. A blob the registry already has
-is not sent. Each platform gets a manifest; several platforms an OCI index.
+Layers enginebuild made are compressed once, deterministically, so the same layer gets the
+same digest on any machine and is never uploaded twice: gzip by default (the standard
+library's zlib, level 6, no name, no time: what every consumer reads), or zstd on request
+(the pinned `zstandard` and the libzstd it bundles, level 3, one thread, no content size:
+Docker 23 and later, containerd 1.5 and later). The digest of a layer changes with the
+compression, its level, and the version of the library that made it (pinned in
+requirements.txt). Base layers are copied from the base's registry as they are. A blob the
+registry already has is not sent. Each platform gets a manifest; several platforms an OCI index.
 """
 
 from __future__ import annotations
@@ -21,37 +25,67 @@ from enginebuild.errors import RegistryError
 from enginebuild.io.files import opener
 from enginebuild.io.progress import Transfer, output
 from enginebuild.io.store import Store, make_blob
-from enginebuild.oci.image import OCI_LAYER_GZIP, Layer, index, manifest, platform_of
+from enginebuild.oci.image import OCI_LAYER_GZIP, OCI_LAYER_ZSTD, Layer, index, manifest, platform_of
 from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.oci.registry import RegistryClient, sha256_digest
 
 GZIP_LEVEL = 6
+ZSTD_LEVEL = 3
 UPLOADS = 4  # blobs sent at a time
 
 
-def recorded(store: Store, layer: Layer) -> tuple[str, int] | None:
-    """(sha256, size) of the layer's gzip when it was made before (kept or not)."""
+def _gzip(source: IO[bytes], sink: IO[bytes]) -> None:
+    with gzip.GzipFile(filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=sink, mtime=0) as out:
+        while block := source.read(1 << 20):
+            out.write(block)
+
+
+def _zstd(source: IO[bytes], sink: IO[bytes]) -> None:
+    import zstandard  # type: ignore[import-untyped,unused-ignore]
+
+    compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0, write_content_size=False)
+    with compressor.stream_writer(sink, closefd=False) as out:
+        while block := source.read(1 << 20):
+            out.write(block)
+
+
+@dataclass(frozen=True)
+class Compression:
+    """How the layers enginebuild made are compressed for a registry; `record`: the store's
+    record of each layer's compressed (sha256, size), made once."""
+
+    name: str
+    media_type: str
+    record: str
+    write: Callable[[IO[bytes], IO[bytes]], None]
+
+
+COMPRESSIONS = {"gzip": Compression("gzip", OCI_LAYER_GZIP, "gzip", _gzip),
+                "zstd": Compression("zstd", OCI_LAYER_ZSTD, f"zstd-{ZSTD_LEVEL}", _zstd)}
+GZIP = COMPRESSIONS["gzip"]
+
+
+def recorded(store: Store, layer: Layer, compression: Compression = GZIP) -> tuple[str, int] | None:
+    """(sha256, size) of the layer's compressed form when it was made before (kept or not)."""
     assert layer.blob is not None
-    record = store.record("gzip", layer.blob)
+    record = store.record(compression.record, layer.blob)
     return (str(record["sha256"]), int(record["size"])) if record else None
 
 
-def compressed(store: Store, layer: Layer) -> tuple[str, int]:
-    """(sha256, size) of the layer's deterministic gzip, made once and recorded."""
+def compressed(store: Store, layer: Layer, compression: Compression = GZIP) -> tuple[str, int]:
+    """(sha256, size) of the layer's deterministic compressed form, made once and recorded."""
     assert layer.blob is not None
-    record = store.record("gzip", layer.blob)
+    record = store.record(compression.record, layer.blob)
     if record and store.check(str(record["sha256"]), f"compressed {layer.created_by}"):
         return str(record["sha256"]), int(record["size"])
     source = store.verified(layer.blob, layer.created_by)
 
     def write(sink: Any) -> None:
-        with gzip.GzipFile(filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=sink, mtime=0) as out, \
-                open(source, "rb") as handle:
-            while block := handle.read(1 << 20):
-                out.write(block)
+        with open(source, "rb") as handle:
+            compression.write(handle, sink)
 
     blob = make_blob(store, f"compressed {layer.created_by}", write)
-    store.put_record("gzip", layer.blob, {"sha256": blob.sha256, "size": blob.size})
+    store.put_record(compression.record, layer.blob, {"sha256": blob.sha256, "size": blob.size})
     return blob.sha256, blob.size
 
 
@@ -84,6 +118,7 @@ class Pusher:
     client: RegistryClient
     store: Store
     target: ImageRef
+    compression: Compression = GZIP
     stats: PushStats = field(default_factory=PushStats)
     _counting: threading.Lock = field(default_factory=threading.Lock)
 
@@ -155,7 +190,7 @@ class Pusher:
         base_count = sum(1 for layer in layers if layer.blob is None)
         descriptors = self.base_layers(base_ref, platform, base_count) if base_count and base_ref else []
         ours = layers[base_count:]
-        known = [recorded(self.store, layer) for layer in ours]
+        known = [recorded(self.store, layer, self.compression) for layer in ours]
         there = self.present([f"sha256:{k[0]}" for k in known if k is not None])
         done: list[tuple[str, int] | None] = [k if k is not None and f"sha256:{k[0]}" in there else None
                                              for k in known]
@@ -175,7 +210,7 @@ class Pusher:
         with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1))) as squeezers, \
                 ThreadPoolExecutor(max_workers=UPLOADS) as senders:
             try:
-                made = {squeezers.submit(compressed, self.store, ours[i]): i for i in todo}
+                made = {squeezers.submit(compressed, self.store, ours[i], self.compression): i for i in todo}
                 sent: list[Future[None]] = []
                 for future in as_completed(made):
                     for upload in sent:
@@ -195,7 +230,7 @@ class Pusher:
                 raise
         for item in done:
             assert item is not None
-            descriptors.append((f"sha256:{item[0]}", item[1], OCI_LAYER_GZIP))
+            descriptors.append((f"sha256:{item[0]}", item[1], self.compression.media_type))
         config_digest = self.data(config, "config", config_there)
         body = manifest(config_digest, len(config), descriptors)
         digest = self.client.put_manifest(self.target, sha256_digest(body), body, json.loads(body)["mediaType"])

@@ -36,7 +36,7 @@ def destination(to: str, tags: list[str]) -> tuple[Any, list[str]]:
 
 def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: list[str] | None = None,
                attach: bool = True, plans: list[ImagePlan] | None = None,
-               options: Options | None = None) -> list[JsonDoc]:
+               options: Options | None = None, compression: str = "gzip") -> list[JsonDoc]:
     """Push what was built (`plans`, as `image --push` built them; else planned here from the spec
     and lock) by digest, each tag confirmed, the SBOM and provenance attached, a record kept; the
     records, one per tag, are returned (`repository`@`digest` is what a user pulls)."""
@@ -45,7 +45,7 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
     from enginebuild.build.secretscan import Scanner
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import Engine
-    from enginebuild.oci.push import Pusher
+    from enginebuild.oci.push import COMPRESSIONS, Pusher
     from enginebuild.oci.registry import RegistryClient
     from enginebuild.plan.image import plan_image
     from enginebuild.publish.changed import content_tag
@@ -68,13 +68,13 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
         if damaged:  # built before, damaged in the store since: made again now, as `image` would
             output().say(f"  {name} ({plan.platform}): {', '.join(damaged)} damaged in the store; making it again")
             remake(ws, spec, plan)
-    tags = tags or [content_tag(plans)]
+    tags = tags or [content_tag(plans) + ("" if compression == "gzip" else f"-{compression}")]
     assembler = Assembler(Engine(), store)
     scanner = Scanner(spec, store=store)
     for plan in plans:
         ours = [(layer.blob, layer.created_by) for layer in assembler.layers(plan.runtime) if layer.blob]
         scanner.check_layers(ours, f"image {name} ({plan.platform})", at_push=True)
-    pusher = Pusher(RegistryClient(), store, target)
+    pusher = Pusher(RegistryClient(), store, target, COMPRESSIONS[compression])
     manifests = []
     for plan in plans:
         layers = assembler.layers(plan.runtime)
@@ -100,7 +100,8 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                       "platforms": {p: d for d, _, p in manifests},
                       "pushed_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
                       .replace("+00:00", "Z"),
-                      "layers_pushed": pusher.stats.layers_pushed, "bytes_pushed": pusher.stats.bytes_pushed,
+                      "compression": compression, "layers_pushed": pusher.stats.layers_pushed,
+                      "bytes_pushed": pusher.stats.bytes_pushed,
                       **({"attached": attached} if attached else {})}
             add_record(ws.root, spec.name, spec.lock_name, record)
             results.append(record)
