@@ -7,6 +7,7 @@
 #   ENGINEBUILD_PUBLISH_IMAGES="a b"      which images to consider; default every buildable one
 #   ENGINEBUILD_CACHE_TO=REGISTRY/REPO    registry stage cache; default $ENGINEBUILD_PUBLISH_TO/enginebuild-cache
 #                                         ("none" for no cache); read-only when not pushing
+#   ENGINEBUILD_PUBLISH_COMPRESSION=gzip|zstd  the layers' compression; default gzip (zstd: Docker 23+)
 #   REGISTRY_USER, REGISTRY_TOKEN         if set, `docker login` to the registry (token on stdin only)
 #   GITHUB_STEP_SUMMARY, GITHUB_SHA       if set, digests go to the job summary; git-<sha> tag
 #
@@ -27,6 +28,8 @@ push=${ENGINEBUILD_PUBLISH_PUSH:-false}
 platform=${ENGINEBUILD_PLATFORM:-linux/arm64}
 cache=${ENGINEBUILD_CACHE_TO:-$prefix/enginebuild-cache}
 case "$push" in true|false) ;; *) echo "ENGINEBUILD_PUBLISH_PUSH must be true or false, not '$push'" >&2; exit 2;; esac
+compression=${ENGINEBUILD_PUBLISH_COMPRESSION:-gzip}
+case "$compression" in gzip|zstd) ;; *) echo "ENGINEBUILD_PUBLISH_COMPRESSION must be gzip or zstd, not '$compression'" >&2; exit 2;; esac
 
 if [[ -n "${REGISTRY_TOKEN:-}" ]]; then
   printf '%s' "$REGISTRY_TOKEN" | docker login "${prefix%%/*}" -u "${REGISTRY_USER:-token}" --password-stdin >/dev/null
@@ -36,7 +39,8 @@ read -r -a images <<< "${ENGINEBUILD_PUBLISH_IMAGES:-}"
 "${eb[@]}" lock --check --buildable "${images[@]}"
 if (( ${#images[@]} )); then "${eb[@]}" patches check "${images[@]}"; else "${eb[@]}" patches check --all; fi
 
-changed_json=$("${eb[@]}" changed "${images[@]}" --prefix "$prefix" --platform "$platform" --json)
+changed_json=$("${eb[@]}" changed "${images[@]}" --prefix "$prefix" --platform "$platform" \
+  --compression "$compression" --json)
 mapfile -t rows < <(printf '%s' "$changed_json" | "$PY" -c '
 import json, sys
 for row in json.load(sys.stdin)["images"]:
@@ -71,7 +75,8 @@ for row in "${rows[@]}"; do
   fi
   tags=(--tag "$tag" --tag latest)
   [[ -n "${GITHUB_SHA:-}" ]] && tags+=(--tag "git-${GITHUB_SHA:0:12}")
-  pushed=$("${eb[@]}" push "$image" --to "$prefix/$image" --platform "$platform" "${tags[@]}" | tail -n 1)
+  pushed=$("${eb[@]}" push "$image" --to "$prefix/$image" --platform "$platform" --compression "$compression" \
+    "${tags[@]}" | tail -n 1)
   echo "$image: pushed $pushed"
   echo "| $image | pushed | \`$pushed\` |" >> "$summary"
 done

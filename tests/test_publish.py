@@ -204,6 +204,8 @@ def test_spread_jobs_build_one_component_each_and_the_last_job_assembles_from_th
 def test_the_ci_job_refuses_a_bad_push_setting_before_doing_anything(workspace, tmp_path, installed):
     proc, _ = publish(workspace, "127.0.0.1:9/x", "yes", tmp_path, installed)
     assert proc.returncode == 2 and "ENGINEBUILD_PUBLISH_PUSH must be true or false" in proc.stderr
+    proc, _ = publish(workspace, "127.0.0.1:9/x", "true", tmp_path, installed, {"ENGINEBUILD_PUBLISH_COMPRESSION": "lz4"})
+    assert proc.returncode == 2 and "ENGINEBUILD_PUBLISH_COMPRESSION must be gzip or zstd, not 'lz4'" in proc.stderr
 
 
 def lint(*files):

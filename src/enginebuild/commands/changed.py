@@ -20,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
                         help="the platforms CI pushes (default: every platform of each spec)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--compression", choices=["gzip", "zstd"], default="gzip",
+                        help="the layers' compression the pushes use (zstd pushes have content tags of their own)")
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         plans = [plan_image(spec, lock, p, ws.plan_options()) for p in platforms_of(spec, args.platform)]
         repository = f"{args.prefix.rstrip('/')}/{name}"
         destination(repository, [])  # a bad prefix is refused before the registry is asked
-        tag = content_tag(plans)
+        tag = content_tag(plans, args.compression)
         digest = published(client, repository, tag)
         rows.append({"image": name, "repository": repository, "tag": tag, "digest": digest,
                      "changed": digest is None})

@@ -10,9 +10,10 @@ from typing import Any
 from enginebuild.plan.keys import sha
 
 
-def content_tag(plans: list[Any]) -> str:
-    """The tag naming what these platform plans build (the runtime keys, in platform order)."""
-    return "sha-" + sha("".join(p.runtime.tip for p in plans))[:16]
+def content_tag(plans: list[Any], compression: str = "gzip") -> str:
+    """The tag naming what these platform plans build (the runtime keys, in platform order); a push
+    of zstd layers (other manifests of the same image) has its own: `…-zstd`."""
+    return "sha-" + sha("".join(p.runtime.tip for p in plans))[:16] + ("" if compression == "gzip" else f"-{compression}")
 
 
 def published(client: Any, repository: str, tag: str) -> str | None:

@@ -68,7 +68,7 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
         if damaged:  # built before, damaged in the store since: made again now, as `image` would
             output().say(f"  {name} ({plan.platform}): {', '.join(damaged)} damaged in the store; making it again")
             remake(ws, spec, plan)
-    tags = tags or [content_tag(plans) + ("" if compression == "gzip" else f"-{compression}")]
+    tags = tags or [content_tag(plans, compression)]
     assembler = Assembler(Engine(), store)
     scanner = Scanner(spec, store=store)
     for plan in plans:
