@@ -96,7 +96,7 @@ def unpinned_inputs(spec: object, lock: object, platform: str) -> list[tuple[str
     out = []
     for inp in image_inputs(spec):
         entry = lock.entries.get(inp.name)
-        if inp.platform not in (None, platform) or (entry is not None and entry.resolved is not None):
+        if not inp.serves(platform) or (entry is not None and entry.resolved is not None):
             continue
         out.append((inp.name, describe_request(inp.kind, inp.request())))
     return out

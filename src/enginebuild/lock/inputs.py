@@ -11,13 +11,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from enginebuild.errors import Where
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
 from enginebuild.sources import Source
-from enginebuild.spec.model import Component, Environment, ImageSpec, Release
+from enginebuild.spec.model import Component, Environment, ImageSpec, Python, Release, System
 from enginebuild.wire import JsonDoc
 
 CUOBJDUMP = ("nvidia-cuda-cuobjdump", "13.5.37")
@@ -25,43 +25,140 @@ CUOBJDUMP = ("nvidia-cuda-cuobjdump", "13.5.37")
 
 @dataclass(frozen=True)
 class Input:
+    """One input of an image, by its name in the lock; each kind is a class of its own, with its
+    request as the lock records it and its pin's JSON form."""
+
     name: str
-    kind: str  # source | base | system | python | tool | release
     where: Where
-    source: Source | None = None
-    env: Environment | None = None
-    platform: str | None = None
-    role: str = ""
-    release: Release | None = None
-    python: str = ""  # the CPython version a release's wheel is chosen for
+    kind: ClassVar[str] = ""
 
     def request(self) -> JsonDoc:
-        if self.kind == "source":
-            assert self.source is not None
-            body = self.source.request_json()
-            assert body is not None
-            return body
-        if self.kind == "tool":
-            return {"name": CUOBJDUMP[0], "version": CUOBJDUMP[1]}
-        if self.kind == "release":
-            assert self.release is not None and self.platform is not None
-            return {"name": self.release.name, "version": self.release.version, "index": self.release.index,
-                    "platform": self.platform, "python": self.python}
-        assert self.env is not None and self.platform is not None
-        if self.kind == "base":
-            return {"ref": self.env.base, "platform": self.platform}
-        if self.kind == "system":
-            s = self.env.system
-            assert s is not None
-            return {"packages": sorted(s.packages), "install": s.install, "upgrade": s.upgrade,
-                    "archives": [{"url": a.url, "suite": a.suite, "components": list(a.components), "flat": a.flat,
-                                  "fingerprint": a.fingerprint} for a in s.archives],
-                    "platform": self.platform, "base": self.env.base}
-        p = self.env.python
-        assert p is not None
+        raise NotImplementedError
+
+    def decode(self, data: JsonDoc) -> Any:
+        """The pin of the lock's `resolved` document."""
+        raise NotImplementedError
+
+    def encode(self, pin: Any) -> JsonDoc:
+        return dict(pin.to_json())
+
+    def placeholder(self) -> Any:
+        """What `render --unpinned` shows for it while the lock does not resolve it."""
+        return None
+
+    def serves(self, platform: str) -> bool:
+        """Whether a build for `platform` uses it (an input of one platform serves only that one)."""
+        return True
+
+
+@dataclass(frozen=True)
+class SourceInput(Input):
+    """A component's (or overlay's) source: the source kind's own request and pin."""
+
+    source: Source = field(kw_only=True)
+    kind: ClassVar[str] = "source"
+
+    def request(self) -> JsonDoc:
+        body = self.source.request_json()
+        if body is None:
+            raise ValueError(f"{self.name}: a source the lock does not pin is no input")
+        return body
+
+    def decode(self, data: JsonDoc) -> Any:
+        return self.source.impl.pin_from_json(data)
+
+    def encode(self, pin: Any) -> JsonDoc:
+        return self.source.impl.pin_json(pin)
+
+
+@dataclass(frozen=True)
+class ToolInput(Input):
+    """A host tool the build runs (the pinned cuobjdump)."""
+
+    kind: ClassVar[str] = "tool"
+
+    def request(self) -> JsonDoc:
+        return {"name": CUOBJDUMP[0], "version": CUOBJDUMP[1]}
+
+    def decode(self, data: JsonDoc) -> ToolPin:
+        return ToolPin.from_json(data)
+
+
+@dataclass(frozen=True)
+class ReleaseInput(Input):
+    """The release wheel a component is taken from, for one platform and CPython."""
+
+    release: Release = field(kw_only=True)
+    platform: str = field(kw_only=True)
+    python: str = field(kw_only=True)
+    kind: ClassVar[str] = "release"
+
+    def serves(self, platform: str) -> bool:
+        return platform == self.platform
+
+    def request(self) -> JsonDoc:
+        return {"name": self.release.name, "version": self.release.version, "index": self.release.index,
+                "platform": self.platform, "python": self.python}
+
+    def decode(self, data: JsonDoc) -> PyPin:
+        return PyPin.from_json(data)
+
+
+@dataclass(frozen=True)
+class EnvInput(Input):
+    """A part of one environment (runtime, builder, a component's builder) on one platform."""
+
+    env: Environment = field(kw_only=True)
+    platform: str = field(kw_only=True)
+    role: str = field(kw_only=True)
+
+    def serves(self, platform: str) -> bool:
+        return platform == self.platform
+
+
+@dataclass(frozen=True)
+class BaseInput(EnvInput):
+    kind: ClassVar[str] = "base"
+
+    def request(self) -> JsonDoc:
+        return {"ref": self.env.base, "platform": self.platform}
+
+    def decode(self, data: JsonDoc) -> ImagePin:
+        return ImagePin.from_json(data)
+
+    def placeholder(self) -> ImagePin:
+        return ImagePin(f"{self.env.base}  # NOT PINNED", None, None)
+
+
+@dataclass(frozen=True)
+class SystemInput(EnvInput):
+    system: System = field(kw_only=True)
+    kind: ClassVar[str] = "system"
+
+    def request(self) -> JsonDoc:
+        s = self.system
+        return {"packages": sorted(s.packages), "install": s.install, "upgrade": s.upgrade,
+                "archives": [{"url": a.url, "suite": a.suite, "components": list(a.components), "flat": a.flat,
+                              "fingerprint": a.fingerprint} for a in s.archives],
+                "platform": self.platform, "base": self.env.base}
+
+    def decode(self, data: JsonDoc) -> SystemPin:
+        return SystemPin.from_json(data)
+
+    def placeholder(self) -> SystemPin:
+        return SystemPin((), (), ())
+
+
+@dataclass(frozen=True)
+class PythonInput(EnvInput):
+    python: Python = field(kw_only=True)
+    kind: ClassVar[str] = "python"
+
+    def request(self) -> JsonDoc:
+        p = self.python
         reqs = []
         for r in p.requirements:
-            entry: dict[str, Any] = {"requirement": r.text}
+            entry: JsonDoc = {"requirement": r.text}
             for key in ("index", "git_url", "git_ref", "url", "sha256", "component"):
                 if getattr(r, key):
                     entry[key] = getattr(r, key)
@@ -74,19 +171,13 @@ class Input:
                 "constraints": list(p.constraints), "platform": self.platform, "base": self.env.base,
                 **({"overrides": list(p.overrides)} if p.overrides else {})}
 
-    def decode(self, data: JsonDoc) -> Any:
-        if self.kind == "source":
-            assert self.source is not None
-            return self.source.impl.pin_from_json(data)
-        pin_types: dict[str, Any] = {"base": ImagePin, "system": SystemPin, "python": PythonPin, "tool": ToolPin,
-                                     "release": PyPin}
-        return pin_types[self.kind].from_json(data)
+    def decode(self, data: JsonDoc) -> PythonPin:
+        return PythonPin.from_json(data)
 
-    def encode(self, pin: Any) -> JsonDoc:
-        if self.kind == "source":
-            assert self.source is not None
-            return self.source.impl.pin_json(pin)
-        return dict(pin.to_json())
+    def placeholder(self) -> PythonPin:
+        """A wheel a component builds needs no resolving: it is shown."""
+        return PythonPin(tuple(PyPin(r.name, "", "component", component=r.component)
+                               for r in self.python.requirements if r.component))
 
 
 def environments(spec: ImageSpec) -> list[tuple[str, Environment]]:
@@ -137,33 +228,32 @@ def image_inputs(spec: ImageSpec) -> list[Input]:
     for comp in spec.components:
         if comp.name not in used:
             if comp.patches and comp.source and comp.source.pinned_by_lock:
-                out.append(Input(f"components.{comp.name}.source", "source", comp.source.where, source=comp.source))
+                out.append(SourceInput(f"components.{comp.name}.source", comp.source.where, source=comp.source))
             continue
         if comp.release is not None:
-            out += [Input(release_input(comp.name, platform), "release", comp.where, platform=platform,
-                          release=comp.release, python=release_python(spec, comp)) for platform in spec.platforms]
+            out += [ReleaseInput(release_input(comp.name, platform), comp.where, platform=platform,
+                                 release=comp.release, python=release_python(spec, comp)) for platform in spec.platforms]
         if comp.source and comp.source.pinned_by_lock:
-            out.append(Input(f"components.{comp.name}.source", "source", comp.source.where, source=comp.source))
+            out.append(SourceInput(f"components.{comp.name}.source", comp.source.where, source=comp.source))
         for extra in comp.sources:
             if extra.source.pinned_by_lock:
-                out.append(Input(f"components.{comp.name}.sources.{extra.name}", "source", extra.source.where,
-                                 source=extra.source))
+                out.append(SourceInput(f"components.{comp.name}.sources.{extra.name}", extra.source.where,
+                                       source=extra.source))
     for role, env in environments(spec):
         where = spec.where("builder" if role == "builder" else role.rsplit(".builder", 1)[0] if role != "runtime"
                            else "base")
         for platform in spec.platforms:
             if env.base != "scratch":
-                out.append(Input(env_input(role, "base", platform), "base", where, env=env, platform=platform,
-                                 role=role))
+                out.append(BaseInput(env_input(role, "base", platform), where, env=env, platform=platform, role=role))
             if env.system and env.system.packages:
-                out.append(Input(env_input(role, "system", platform), "system", where, env=env, platform=platform,
-                                 role=role))
+                out.append(SystemInput(env_input(role, "system", platform), where, env=env, platform=platform,
+                                       role=role, system=env.system))
             if env.python and env.python.requirements:
-                out.append(Input(env_input(role, "python", platform), "python", where, env=env, platform=platform,
-                                 role=role))
+                out.append(PythonInput(env_input(role, "python", platform), where, env=env, platform=platform,
+                                       role=role, python=env.python))
     for overlay in spec.overlays:
         if overlay.source.pinned_by_lock:
-            out.append(Input(f"overlays.{overlay.name}.source", "source", overlay.source.where, source=overlay.source))
+            out.append(SourceInput(f"overlays.{overlay.name}.source", overlay.source.where, source=overlay.source))
     if spec.cuda_archs or any(c.cuda_archs for c in spec.components):
-        out.append(Input("tools.cuobjdump", "tool", spec.where("cuda-archs")))
+        out.append(ToolInput("tools.cuobjdump", spec.where("cuda-archs")))
     return out

@@ -18,7 +18,19 @@ from enginebuild.errors import EngineBuildError, ResolveError, SpecError, UserEr
 from enginebuild.io.http import Http
 from enginebuild.lock.base import resolve_base
 from enginebuild.lock.debian import ArchiveSet, DebianArchive, installed_packages
-from enginebuild.lock.inputs import CUOBJDUMP, Input, env_input, image_inputs
+from enginebuild.lock.inputs import (
+    CUOBJDUMP,
+    BaseInput,
+    EnvInput,
+    Input,
+    PythonInput,
+    ReleaseInput,
+    SourceInput,
+    SystemInput,
+    ToolInput,
+    env_input,
+    image_inputs,
+)
 from enginebuild.lock.lockfile import Entry, Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
 from enginebuild.lock.python import resolve_python
@@ -77,28 +89,25 @@ def _arch(platform: str) -> str:
     return platform.split("/", 1)[1].replace("/", "")
 
 
-def _where_of_requirements(spec: ImageSpec, inp: Input) -> dict[str, str]:
-    assert inp.env is not None and inp.env.python is not None
-    return {r.name: str(r.where) for r in inp.env.python.requirements}
+def _where_of_requirements(inp: PythonInput) -> dict[str, str]:
+    return {r.name: str(r.where) for r in inp.python.requirements}
 
 
 def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, object]) -> Any:
-    if inp.kind == "source":
-        assert inp.source is not None
+    if isinstance(inp, SourceInput):
         return inp.source.impl.resolve(inp.source.request, r.context())
-    if inp.kind == "tool":
+    if isinstance(inp, ToolInput):
         return resolve_tool(r)
-    if inp.kind == "release":
-        assert inp.release is not None and inp.platform is not None
+    if isinstance(inp, ReleaseInput):
         return resolve_release(r.http, inp.release, inp.python, inp.platform)
+    if not isinstance(inp, EnvInput):
+        raise TypeError(f"{inp.name}: no resolver for {type(inp).__name__}")
     env, platform = inp.env, inp.platform
-    assert env is not None and platform is not None
     base_pin = done.get(env_input(inp.role, "base", platform))
-    if inp.kind == "base":
+    if isinstance(inp, BaseInput):
         return resolve_base(r.client, env.base, platform, read_python=bool(env.python and env.python.requirements))
-    if inp.kind == "system":
-        system = env.system
-        assert system is not None
+    if isinstance(inp, SystemInput):
+        system = inp.system
         archives = ArchiveSet([r.archive(a, _arch(platform)) for a in system.archives])
         installed = None
         if system.upgrade and env.base != "scratch":
@@ -107,16 +116,16 @@ def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, obj
                                 installed=installed, upgrade=system.upgrade)
         return SystemPin(tuple(a.base for a in archives.archives), tuple(a.signature for a in archives.archives),
                          tuple(pins))
-    assert env.python is not None
-    python, read = with_wheel_requirements(r, spec, env.python, done)
+    assert isinstance(inp, PythonInput)
+    python, read = with_wheel_requirements(r, spec, inp.python, done)
     if env.base != "scratch" and not isinstance(base_pin, ImagePin):
         # listed anyway, so the closure is visible; marked, and re-resolved once the base can be read
-        pin = resolve_python(r.home, python, platform, None, _where_of_requirements(spec, inp))
+        pin = resolve_python(r.home, python, platform, None, _where_of_requirements(inp))
         return PythonPin(pin.packages, None, f"resolved without the distributions of {env.base}, which could not "
                                              "be read here; `lock` resolves it again where the base is reachable",
                          read)
     image = base_pin if isinstance(base_pin, ImagePin) else None  # none: FROM scratch
-    return replace(resolve_python(r.home, python, platform, image, _where_of_requirements(spec, inp)),
+    return replace(resolve_python(r.home, python, platform, image, _where_of_requirements(inp)),
                    wheel_sources=read)
 
 
@@ -146,9 +155,9 @@ def with_wheel_requirements(r: Resolvers, spec: ImageSpec, python: Python,
 def needs_again(spec: ImageSpec, inp: Input, pin: Any, done: dict[str, object]) -> bool:
     """A Python closure resolved against another base (or none) than the one locked now, or
     holding what a component's wheel needs, read from another source than the one locked now."""
-    if inp.kind != "python" or not isinstance(pin, PythonPin) or inp.env is None:
+    if not isinstance(inp, PythonInput) or not isinstance(pin, PythonPin):
         return False
-    base = done.get(env_input(inp.role, "base", inp.platform or ""))
+    base = done.get(env_input(inp.role, "base", inp.platform))
     # a base whose distributions could not be read cannot constrain it better: resolving again
     # would only move pins nobody asked to move
     if inp.env.base != "scratch" and isinstance(base, ImagePin) and base.dists is not None \
@@ -195,9 +204,9 @@ def check_interpreters(spec: ImageSpec, done: dict[str, object]) -> None:
     from enginebuild.lock.python import interpreter_mismatch
 
     for inp in image_inputs(spec):
-        if inp.kind != "python" or inp.env is None or inp.env.python is None or inp.platform is None:
+        if not isinstance(inp, PythonInput):
             continue
-        why = interpreter_mismatch(inp.env.python, done.get(env_input(inp.role, "system", inp.platform)),
+        why = interpreter_mismatch(inp.python, done.get(env_input(inp.role, "system", inp.platform)),
                                    done.get(env_input(inp.role, "base", inp.platform)))
         if why:
             path = "python.version" if inp.role == "runtime" else f"{inp.role}.python.version"

@@ -48,15 +48,7 @@ class Pins:
 
 def placeholder(inp: Input) -> Any:
     """What `render --unpinned` shows for an input the lock does not resolve."""
-    if inp.kind == "base":
-        return ImagePin(f"{inp.request()['ref']}  # NOT PINNED", None, None)
-    if inp.kind == "system":
-        return SystemPin((), (), ())
-    if inp.kind == "python":  # a wheel a component builds needs no resolving: it is shown
-        assert inp.env is not None and inp.env.python is not None
-        return PythonPin(tuple(PyPin(r.name, "", "component", component=r.component)
-                               for r in inp.env.python.requirements if r.component))
-    return None
+    return inp.placeholder()
 
 
 def mounts(cache: tuple[str, ...] = (), secrets: tuple[str, ...] = (), binds: tuple[tuple[str, str], ...] = (),
