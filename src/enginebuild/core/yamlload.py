@@ -12,6 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.parser import Parser
+from yaml.reader import Reader
+from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from enginebuild.errors import SpecError, Where
 
@@ -43,23 +49,65 @@ def _where(display: str, node: yaml.Node) -> Where:
     return Where(display, node.start_mark.line + 1)
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader with a bound on depth; anchors and aliases are taken (recipes repeat a base or a
-    list of flags), and what they expand to is bounded in _convert (MAX_VALUES)."""
+class _Strict(Composer, SafeConstructor, Resolver):
+    """Safe loading, composed here (in Python) with a bound on depth; anchors and aliases are taken
+    (recipes repeat a base or a list of flags), and what they expand to is bounded in _convert
+    (MAX_VALUES). The events come from libyaml where PyYAML has it (five times the pure-Python
+    scanner's speed), else from PyYAML's own scanner and parser."""
 
     depth = 0
     values = 0
+    name: str
+
+    def __init__(self, stream: str) -> None:  # a loader over its parser's events
+        raise NotImplementedError
+
+    def dispose(self) -> None:  # the parser's
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # yaml API
-        event = self.peek_event()  # type: ignore[no-untyped-call]
+        event = self.peek_event()  # type: ignore[attr-defined]
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
                 raise SpecError(Where(self.name, event.start_mark.line + 1), "",
                                 f"nested more than {MAX_DEPTH} levels deep; a spec is a few levels of mappings and lists")
-            return super().compose_node(parent, index)
+            return Composer.compose_node(self, parent, index)
         finally:
             self.depth -= 1
+
+
+class _PythonLoader(_Strict, Reader, Scanner, Parser):
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        self._start()
+
+    def dispose(self) -> None:
+        Parser.dispose(self)
+
+
+_LOADERS: list[type[_Strict]] = [_PythonLoader]
+try:
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]
+
+    class _LibyamlLoader(_Strict, CParser):
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            self._start()
+
+        def dispose(self) -> None:
+            CParser.dispose(self)
+
+    _LOADERS.insert(0, _LibyamlLoader)
+except ImportError:  # a PyYAML built without libyaml
+    pass
 
 
 _SCALAR_TAGS = {
@@ -71,7 +119,7 @@ _SCALAR_TAGS = {
 }
 
 
-def _convert(node: yaml.Node, display: str, loader: _StrictLoader) -> Any:  # noqa: C901
+def _convert(node: yaml.Node, display: str, loader: _Strict) -> Any:  # noqa: C901
     loader.values += 1
     if loader.values > MAX_VALUES:  # aliases of aliases expand exponentially: the bound stops them
         raise SpecError(_where(display, node), "", f"the document expands to more than {MAX_VALUES} values "
@@ -135,13 +183,15 @@ def load_yaml_text(text: str, display: str) -> Any:
     if "\x00" in text:
         line = text[: text.index("\x00")].count("\n") + 1
         raise SpecError(Where(display, line), "", "NUL byte in file")
-    loader = _StrictLoader(text)
-    loader.name = display
     try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        return _convert(node, display, loader)
+        try:
+            return _compose(_LOADERS[0], text, display)
+        except yaml.YAMLError:
+            if len(_LOADERS) == 1:
+                raise
+            # what is wrong, said as PyYAML's own scanner says it (a lone surrogate escape is named
+            # as such, where libyaml says "invalid Unicode character escape code")
+            return _compose(_LOADERS[-1], text, display)
     except RecursionError:
         raise SpecError(Where(display), "", f"nested too deeply to read (at most {MAX_DEPTH} levels)") from None
     except yaml.MarkedYAMLError as exc:
@@ -151,6 +201,14 @@ def load_yaml_text(text: str, display: str) -> Any:
         raise SpecError(Where(display, at), "", f"invalid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         raise SpecError(Where(display), "", f"invalid YAML: {exc}") from None
+
+
+def _compose(kind: type[_Strict], text: str, display: str) -> Any:
+    loader = kind(text)
+    loader.name = display
+    try:
+        node = loader.get_single_node()
+        return None if node is None else _convert(node, display, loader)
     finally:
         loader.dispose()
 
