@@ -43,7 +43,7 @@ def record(store: Store, spec: ImageSpec, plan: ImagePlan, outcome: Outcome, onl
     `only_copied`: the inputs that only `files:` reads, the only ones that may change this way."""
     from enginebuild.build.assemble import layer_blobs
     from enginebuild.plan.envs import CHAIN_REPO
-    from enginebuild.plan.model import Files, Run
+    from enginebuild.plan.model import Files
 
     nodes = []
     for node in plan.runtime.layers:
@@ -52,7 +52,7 @@ def record(store: Store, spec: ImageSpec, plan: ImagePlan, outcome: Outcome, onl
             files = tuple(EditFile(e.dest, e.mode, e.mode_given, e.display, str(e.src) if e.src else None,
                                    node.inputs[f"file {e.display}"]) for e in node.payload.entries)
         nodes.append(EditNode(node.name, node.key, node.chain, dict(node.inputs), len(layer_blobs(store, node) or []),
-                              isinstance(node.payload, Run), files))
+                              node.by_command, files))
     listings = tuple(Listing(g.listing[0], str(g.listing[1]), str(g.listing[2]), tuple(str(e.src) for e in g.entries))
                      for g in spec.files if g.listing)
     return EditRecord(platform=plan.platform, tag=plan.tag, chain_repo=CHAIN_REPO, root=plan.runtime.root,

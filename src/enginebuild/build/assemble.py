@@ -23,7 +23,7 @@ from enginebuild.oci.engine import Engine
 from enginebuild.oci.image import ImageConfig, Layer, piped, write_docker_archive
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.plan.envs import CHAIN_REPO
-from enginebuild.plan.model import EnvNode, ImageSettings, LayerNode, Run
+from enginebuild.plan.model import EnvNode, ImageSettings, LayerNode
 from enginebuild.wire import JsonDoc
 
 
@@ -42,7 +42,7 @@ SCRATCH = Base({}, ())
 
 def record_key(node: LayerNode) -> str:
     """Layers a command wrote depend on everything below them; enginebuild's only on their inputs."""
-    return node.chain if isinstance(node.payload, Run) else node.key
+    return node.chain if node.by_command else node.key
 
 
 def layer_blobs(store: Store, node: LayerNode) -> list[tuple[str, int]] | None:

@@ -38,7 +38,7 @@ from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine, EngineUnavailable
 from enginebuild.plan.envs import CHAIN_REPO, parent_ref
-from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode, OverlayFiles, Run, Wheels
+from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode, Run
 from enginebuild.sources.base import Context
 from enginebuild.state.history import BuildHistory
 
@@ -74,8 +74,7 @@ def local_tags(plan: ImagePlan, platforms: tuple[str, ...]) -> list[str]:
 
 def stands_alone(node: LayerNode) -> bool:
     """A layer enginebuild writes from its own inputs only (not from the chain below it)."""
-    payload = node.payload
-    return not isinstance(payload, (Run, OverlayFiles)) and not (isinstance(payload, Wheels) and payload.removes)
+    return node.payload.stands_alone()
 
 
 class LayerBoard:
@@ -171,11 +170,11 @@ class Executor:
         site = site or self.local
         made = [self.made(node) for node in env.layers]
         self.outcome.reused += made.count(True)
-        self.reused += [node for node, done in zip(env.layers, made, strict=True) if done and isinstance(node.payload, Run)]
+        self.reused += [node for node, done in zip(env.layers, made, strict=True) if done and node.by_command]
         if all(made):
             return  # no thread started for a chain that is already made
         ahead = [d for node, done in zip(env.layers, made, strict=True)
-                 if not done and not isinstance(node.payload, Run) for d in layer_downloads(node)]
+                 if not done and not node.by_command for d in layer_downloads(node)]
         writing: list[tuple[int, Future[None]]] = []
         loader = Preloader(site, env, self.scanner, f"image {plan.image} ({plan.platform})") \
             if preload and not site.remote else None
@@ -222,7 +221,7 @@ class Executor:
     def make_layer(self, env: EnvNode, index: int, plan: ImagePlan, site: Site, prefetch: Prefetch) -> None:
         node = env.layers[index]
         parent = env.prefix(env.layers[index - 1].chain) if index else env.prefix(env.root)
-        if isinstance(node.payload, Run):
+        if node.by_command:
             if self.cache is not None and self.cache.pull_layer(node, self.store):
                 self.outcome.pulled.append(node.name)
                 return
@@ -237,10 +236,10 @@ class Executor:
         node = env.layers[index]
         parent = env.prefix(env.layers[index - 1].chain) if index else env.prefix(env.root)
         prefetch.wait(layer_downloads(node))
-        image = self.load_chain(parent, site) if isinstance(node.payload, OverlayFiles) else None
+        image = self.load_chain(parent, site) if node.payload.reads_chain else None
         maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs)
         blobs = maker.make(node, image)
-        if isinstance(node.payload, OverlayFiles):
+        if node.payload.reads_chain:
             output().say(f"  {node.name}: patched on the host ({human_bytes(sum(s for _, s in blobs))})")
 
     def load_chain(self, env: EnvNode, site: Site | None = None) -> str:

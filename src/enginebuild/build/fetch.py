@@ -26,32 +26,11 @@ from enginebuild.io.http import Http
 from enginebuild.io.store import Store
 from enginebuild.lock.pins import PyPin
 from enginebuild.lock.python import uv_binary
-from enginebuild.plan.model import (
-    ComponentNode,
-    EnvNode,
-    FromBlob,
-    FromSource,
-    ImagePlan,
-    LayerNode,
-    Run,
-    Sysroot,
-    Wheels,
-)
+from enginebuild.plan.model import ComponentNode, Download, EnvNode, FromBlob, FromSource, ImagePlan, LayerNode
 from enginebuild.sources.pyindex import find_file
 
 AHEAD = 4  # downloads at once: several streams fill a link one stream leaves idle
 STOP_WAIT_S = 10.0  # how long downloads in flight get to stop and remove their partial files
-
-
-@dataclass
-class Download:
-    sha256: str
-    urls: tuple[str, ...]
-    what: str
-    size: int | None = None
-    index: str = ""
-    project: str = ""
-    filename: str = ""
 
 
 @dataclass
@@ -140,21 +119,7 @@ class Prefetch:
 
 
 def layer_downloads(layer: LayerNode) -> list[Download]:
-    payload = layer.payload
-    if isinstance(payload, Sysroot):
-        return [Download(d.sha256, (url,), f"{d.name} {d.version} (.deb)", d.size) for d, url in
-                zip(payload.debs, payload.urls, strict=False)]
-    if isinstance(payload, Run):
-        return [Download(c.origin.sha256, c.origin.urls, c.origin.what, c.origin.size) for c in payload.context
-                if isinstance(c.origin, FromBlob)]
-    if isinstance(payload, Wheels):
-        return [Download(p.sha256, (p.url,), p.filename, p.size, p.index, p.name, p.filename)
-                for p in payload.pins if p.sha256]
-    from enginebuild.plan.model import Files
-
-    if isinstance(payload, Files):
-        return [Download(e.sha256, (e.url,), e.display) for e in payload.entries if e.url and e.sha256]
-    return []
+    return layer.payload.downloads()
 
 
 def env_downloads(env: EnvNode, only: set[str] | None = None) -> list[Download]:
@@ -180,5 +145,4 @@ def plan_downloads(plan: ImagePlan) -> list[Download]:
 
 
 def git_wheels(env: EnvNode) -> list[PyPin]:
-    return [pin for layer in env.layers if isinstance(layer.payload, Wheels)
-            for pin in layer.payload.pins if pin.origin == "git"]
+    return [pin for layer in env.layers for pin in layer.payload.git_pins()]

@@ -7,7 +7,7 @@ from typing import Any
 
 from enginebuild.build.assemble import layer_blobs
 from enginebuild.io.store import Store
-from enginebuild.plan.model import ImagePlan, LayerNode, Run
+from enginebuild.plan.model import ImagePlan, LayerNode
 from enginebuild.state.history import BuildHistory, changed_inputs
 from enginebuild.wire import JsonDoc
 
@@ -38,7 +38,7 @@ def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str
         components.append(row)
     layers = []
     for node in plan.runtime.layers:
-        by_command = isinstance(node.payload, Run)
+        by_command = node.by_command
         if _layer_made(store, node):
             action = "exists"
         elif by_command and cache is not None and cache.has(node.chain):

@@ -18,7 +18,7 @@ from enginebuild.kernels.cuobjdump import Cuobjdump
 from enginebuild.kernels.scan import FileReport, Rules, Skip, scan_layers
 from enginebuild.lock.lockfile import Lock
 from enginebuild.lock.pins import ToolPin
-from enginebuild.plan.model import ImagePlan, LayerNode, OutputTree, Wheel
+from enginebuild.plan.model import ImagePlan, LayerNode
 from enginebuild.spec.model import ImageSpec
 from enginebuild.wire import JsonDoc
 
@@ -64,10 +64,8 @@ def rules_for(spec: ImageSpec, plan: ImagePlan, node: LayerNode, judged: tuple[s
     """The rules for a layer's files: the component's own cuda-archs for what it built; `judged`
     (verify --archs): these for every file instead."""
     archs: tuple[str, ...] = spec.cuda_archs
-    payload = node.payload
-    owner = payload.component if isinstance(payload, OutputTree) else ""
-    if isinstance(payload, Wheel) and payload.component_key:
-        owner = next((c.name for c in plan.components if c.key == payload.component_key), "")
+    made_by = node.payload.made_by()
+    owner = next((c.name for c in plan.components if c.key == made_by), "") if made_by else ""
     if owner:
         comp = next((c for c in spec.components if c.name == owner), None)
         if comp is not None and comp.cuda_archs:

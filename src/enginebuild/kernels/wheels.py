@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from enginebuild.build.fetch import Download, Fetcher
+from enginebuild.build.fetch import Fetcher
 from enginebuild.io.store import Store
 from enginebuild.kernels.archs import parse_declared
 from enginebuild.kernels.cuobjdump import Cuobjdump, DeviceCode
 from enginebuild.kernels.image import tool_of
 from enginebuild.kernels.scan import FileReport, Rules, Skip, code_from_json, code_to_json, judge, scan_wheel
 from enginebuild.lock.lockfile import Lock
+from enginebuild.plan.model import Download
 from enginebuild.spec.model import ImageSpec
 from enginebuild.wire import JsonDoc
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from enginebuild.lock.pins import DebPin, ImagePin, PyPin
 from enginebuild.sources import Source
@@ -75,24 +75,102 @@ class ContextItem:
 
 
 @dataclass(frozen=True)
-class Sysroot:
+class Download:
+    """A file the plan needs in the store, by sha256, and where to get it."""
+
+    sha256: str
+    urls: tuple[str, ...]
+    what: str
+    size: int | None = None
+    index: str = ""
+    project: str = ""
+    filename: str = ""
+
+
+@dataclass(frozen=True)
+class TailFile:
+    """A file of the image's tail (manifest, `files:`), for `render --out`: its bytes, or its
+    path beside the spec, or its sha256 in the store."""
+
+    dest: str
+    mode: int
+    data: bytes | None = None
+    path: Path | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class LayerPayload:
+    """What a layer holds. Each kind below says how it behaves, so that nothing else asks which
+    kind a layer is: whether BuildKit writes it (`by_command`), whether it is written from its
+    own inputs alone, what it needs downloaded, how `render` shows it, which component made its
+    files, and what it puts in the tail `render --out` writes."""
+
+    by_command: ClassVar[bool] = False  # commands BuildKit runs on the chain below
+    reads_chain: ClassVar[bool] = False  # written on the host from files of the chain below (loaded for it)
+    starts_tail: ClassVar[bool] = False  # the first layer of the image's tail (the manifest)
+
+    def stands_alone(self) -> bool:
+        """Written by enginebuild from its own inputs only (not from the chain below it)."""
+        return True
+
+    def downloads(self) -> list[Download]:
+        return []
+
+    def describe(self, name: str, folder: str) -> str:
+        """Its line of the Dockerfile `render` shows; `folder`: its place in the tail's context."""
+        return f"# layer {name}"
+
+    def made_by(self) -> str:
+        """The key of the component of this image whose build made its files ("" for none)."""
+        return ""
+
+    def tail_files(self) -> list[TailFile]:
+        return []
+
+    def git_pins(self) -> tuple[PyPin, ...]:
+        """Python distributions it installs that are built from a git source first."""
+        return ()
+
+
+@dataclass(frozen=True)
+class Sysroot(LayerPayload):
     """System packages unpacked by enginebuild (for `install: extract`)."""
 
     debs: tuple[DebPin, ...]
     urls: tuple[str, ...]
 
+    def downloads(self) -> list[Download]:
+        return [Download(d.sha256, (url,), f"{d.name} {d.version} (.deb)", d.size)
+                for d, url in zip(self.debs, self.urls, strict=False)]
+
+    def describe(self, name: str, folder: str) -> str:
+        return f"ADD system.tar /   # enginebuild: {len(self.debs)} pinned .debs unpacked"
+
 
 @dataclass(frozen=True)
-class Run:
+class Run(LayerPayload):
     """Commands BuildKit runs on the parent chain; the layers they write are normalised."""
 
     dockerfile: str
     context: tuple[ContextItem, ...]
     secrets: tuple[str, ...] = ()
+    by_command: ClassVar[bool] = True
+
+    def stands_alone(self) -> bool:
+        return False
+
+    def downloads(self) -> list[Download]:
+        return [Download(c.origin.sha256, c.origin.urls, c.origin.what, c.origin.size) for c in self.context
+                if isinstance(c.origin, FromBlob)]
+
+    def describe(self, name: str, folder: str) -> str:
+        body = [line for line in self.dockerfile.splitlines() if line.startswith("RUN")]
+        return "\n".join(body) + "   # BuildKit, then normalised"
 
 
 @dataclass(frozen=True)
-class Wheel:
+class Wheel(LayerPayload):
     """The wheels a component of this image builds, installed by enginebuild's wheel installer."""
 
     pin: PyPin
@@ -103,9 +181,16 @@ class Wheel:
     target: tuple[tuple[str, str], ...] = ()  # the marker environment its needs are read for
     editable: str = ""  # the tree an editable wheel points at (recorded in direct_url.json, as pip does)
 
+    def describe(self, name: str, folder: str) -> str:
+        return f"# enginebuild: python {self.pin.name} (built by component {self.pin.component}) installed into " \
+               f"{self.site_packages}"
+
+    def made_by(self) -> str:
+        return self.component_key
+
 
 @dataclass(frozen=True)
-class Wheels:
+class Wheels(LayerPayload):
     """Python distributions of the lock installed by enginebuild's wheel installer into one layer
     (plan/wheelgroups.py says which share it)."""
 
@@ -115,9 +200,22 @@ class Wheels:
     base: str = ""  # the base whose distributions some of these replace
     removes: tuple[tuple[str, str], ...] = ()  # (name, its .dist-info folder in the base): files to delete
 
+    def stands_alone(self) -> bool:
+        return not self.removes  # deleting the base's files reads the chain below
+
+    def git_pins(self) -> tuple[PyPin, ...]:
+        return tuple(pin for pin in self.pins if pin.origin == "git")
+
+    def downloads(self) -> list[Download]:
+        return [Download(p.sha256, (p.url,), p.filename, p.size, p.index, p.name, p.filename)
+                for p in self.pins if p.sha256]
+
+    def describe(self, name: str, folder: str) -> str:
+        return f"# enginebuild: {name} installed into {self.site_packages}"
+
 
 @dataclass(frozen=True)
-class OutputTree:
+class OutputTree(LayerPayload):
     """A component's outputs (a prefix or paths), copied into the runtime."""
 
     component: str
@@ -126,9 +224,17 @@ class OutputTree:
     site_packages: str = ""  # where a wheels output is installed
     interpreter: str = "/usr/bin/python3"
 
+    def describe(self, name: str, folder: str) -> str:
+        paths = " ".join(self.outputs.paths)
+        to = self.outputs.to if self.outputs.kind == "prefix" else "/"
+        return f"COPY --from=component:{self.component} {paths} {to}   # enginebuild: outputs only"
+
+    def made_by(self) -> str:
+        return self.component_key
+
 
 @dataclass(frozen=True)
-class OverlayFiles:
+class OverlayFiles(LayerPayload):
     """Files of the engine the base ships, patched on the host."""
 
     name: str
@@ -136,19 +242,44 @@ class OverlayFiles:
     patches: tuple[PatchRef, ...]
     source: Source
     pin: Any
+    reads_chain: ClassVar[bool] = True
+
+    def stands_alone(self) -> bool:
+        return False  # the files are the base's, read from the chain below
+
+    def describe(self, name: str, folder: str) -> str:
+        return (f"# enginebuild: {len(self.patches)} patch(es) of {self.name} applied on the host to the "
+                f"files the base has in {self.installed}")
 
 
 @dataclass(frozen=True)
-class Files:
+class Files(LayerPayload):
     entries: tuple[FileEntry, ...]
 
+    def downloads(self) -> list[Download]:
+        return [Download(e.sha256, (e.url,), e.display) for e in self.entries if e.url and e.sha256]
+
+    def describe(self, name: str, folder: str) -> str:
+        return f"COPY {folder}/ /   # enginebuild: " + ", ".join(e.dest for e in self.entries[:4]) + (
+            " ..." if len(self.entries) > 4 else "")
+
+    def tail_files(self) -> list[TailFile]:
+        return [TailFile(e.dest, e.mode, path=e.src, sha256=e.sha256) for e in self.entries]
+
 
 @dataclass(frozen=True)
-class Data:
+class Data(LayerPayload):
     """One generated file (the manifest)."""
 
     dest: str
     data: bytes = field(repr=False)
+    starts_tail: ClassVar[bool] = True
+
+    def describe(self, name: str, folder: str) -> str:
+        return f"COPY {folder}/ /   # enginebuild: {self.dest}"
+
+    def tail_files(self) -> list[TailFile]:
+        return [TailFile(self.dest, 0o644, data=self.data)]
 
 
 Payload = Sysroot | Run | Wheel | Wheels | OutputTree | OverlayFiles | Files | Data
@@ -165,7 +296,7 @@ class LayerNode:
 
     @property
     def by_command(self) -> bool:
-        return isinstance(self.payload, Run)
+        return self.payload.by_command
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from enginebuild.plan.envs import CHAIN_REPO
-from enginebuild.plan.model import Data, Files, ImagePlan, LayerNode, OutputTree, OverlayFiles, Run, Sysroot, Wheel, Wheels
+from enginebuild.plan.model import ImagePlan, LayerNode
 from enginebuild.plan.render import TemplateValues, render
 
 
@@ -24,36 +24,13 @@ def _healthcheck(check: Any) -> TemplateValues | None:
 
 
 def layer_line(node: LayerNode, index: int) -> str:
-    payload = node.payload
-    if isinstance(payload, Sysroot):
-        return f"ADD system.tar /   # enginebuild: {len(payload.debs)} pinned .debs unpacked"
-    if isinstance(payload, Run):
-        body = [line for line in payload.dockerfile.splitlines() if line.startswith("RUN")]
-        return "\n".join(body) + "   # BuildKit, then normalised"
-    if isinstance(payload, Wheel):
-        return f"# enginebuild: python {payload.pin.name} (built by component {payload.pin.component}) installed into " \
-               f"{payload.site_packages}"
-    if isinstance(payload, Wheels):
-        return f"# enginebuild: {node.name} installed into {payload.site_packages}"
-    if isinstance(payload, OutputTree):
-        paths = " ".join(payload.outputs.paths)
-        to = payload.outputs.to if payload.outputs.kind == "prefix" else "/"
-        return f"COPY --from=component:{payload.component} {paths} {to}   # enginebuild: outputs only"
-    if isinstance(payload, OverlayFiles):
-        return (f"# enginebuild: {len(payload.patches)} patch(es) of {payload.name} applied on the host to the "
-                f"files the base has in {payload.installed}")
-    if isinstance(payload, Data):
-        return f"COPY {tail_folder(node, index)}/ /   # enginebuild: {payload.dest}"
-    if isinstance(payload, Files):
-        return f"COPY {tail_folder(node, index)}/ /   # enginebuild: " + ", ".join(e.dest for e in payload.entries[:4]) + (
-            " ..." if len(payload.entries) > 4 else "")
-    return f"# layer {node.name}"
+    return node.payload.describe(node.name, tail_folder(node, index))
 
 
 def tail_folder(node: LayerNode, index: int) -> str:
     """Where `render --out` puts a manifest or files layer in the tail's context: named by the
     layer's content key, so a changed layer is a new path to BuildKit (see usecases/rendering.py)."""
-    if isinstance(node.payload, Data):
+    if node.payload.starts_tail:
         return f"manifest-{node.key[:12]}"
     return f"files/{index:02d}-{node.key[:12]}"
 
@@ -74,7 +51,7 @@ def runtime_dockerfile(plan: ImagePlan) -> str:
 
 def tail_start(plan: ImagePlan) -> int:
     """Index of the first layer of the tail (manifest and files): everything after it is files."""
-    return next(i for i, node in enumerate(plan.runtime.layers) if isinstance(node.payload, Data))
+    return next(i for i, node in enumerate(plan.runtime.layers) if node.payload.starts_tail)
 
 
 def tail_dockerfile(plan: ImagePlan) -> str:

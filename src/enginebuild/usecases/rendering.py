@@ -25,7 +25,7 @@ from pathlib import Path
 from enginebuild.build.executor import Executor
 from enginebuild.build.materialize import Materializer
 from enginebuild.errors import EngineBuildError
-from enginebuild.plan.model import ContextItem, Data, Files, ImagePlan, Run
+from enginebuild.plan.model import ContextItem, ImagePlan, Run
 from enginebuild.plan.views import tail_dockerfile, tail_folder, tail_start
 from enginebuild.workspace import Workspace
 
@@ -97,12 +97,11 @@ def write_tail(executor: Executor, plan: ImagePlan, tail: Path) -> str:
     start = tail_start(plan)
     for i, node in enumerate(plan.runtime.layers[start:], start):
         where = tail_folder(node, i)
-        if isinstance(node.payload, Data):
-            writer.add_bytes(f"{where}{node.payload.dest}", node.payload.data)
-        elif isinstance(node.payload, Files):
-            for entry in node.payload.entries:
-                source = entry.src or executor.store.path(entry.sha256 or "")
-                writer.add_file(f"{where}{entry.dest}", Path(source), entry.mode)
+        for entry in node.payload.tail_files():
+            if entry.data is not None:
+                writer.add_bytes(f"{where}{entry.dest}", entry.data)
+            else:
+                writer.add_file(f"{where}{entry.dest}", entry.path or executor.store.path(entry.sha256 or ""), entry.mode)
     writer.close()
     buffer.seek(0)
     with tarfile.open(fileobj=buffer) as tar:
