@@ -161,13 +161,15 @@ SLOW_MARKS = {"docker", "network", "registry"}
 
 
 # The slow tier runs on parallel workers (scripts/test.sh), a test file at a time to one worker (its
-# module fixtures are made once); the fast tier a test at a time. Files listed here go first, longest first (their minutes on a
-# 2-CPU machine, from `--durations`), so that no worker is left with a long file at the end; the
-# real-scale images share a worker (each wants ~30 GB of free disk while it builds).
+# module fixtures are made once); the fast tier a test at a time. Files listed here go first,
+# longest first (from `--durations`), so that no worker is left with a long file at the end. The
+# three real-scale builds share one worker: each wants both CPUs of a 2-CPU machine (compiling
+# llama.cpp, gzip and wheel layers of GBs) and ~30 GB of free disk; side by side they only slow
+# each other (a run with them on two workers: llama.cpp's setup 34 min instead of 10).
 LONG_FIRST = {"test_code_quality.py": None,  # mypy --strict over src/: the fast tier's longest test
-              "test_mission_image.py": "real-scale", "test_vllm_scale.py": "real-scale",
-              "test_llamacpp_serving.py": None, "test_atomic.py": None, "test_reproduce.py": None,
-              "test_python_scale.py": None, "test_build.py": None, "test_publish.py": None}
+              "test_llamacpp_serving.py": "real-scale", "test_mission_image.py": "real-scale",
+              "test_vllm_scale.py": "real-scale", "test_reproduce.py": None, "test_atomic.py": None,
+              "test_publish.py": None, "test_bake.py": None, "test_python_scale.py": None, "test_build.py": None}
 
 
 @pytest.hookimpl(tryfirst=True)
