@@ -85,16 +85,22 @@ class ToolInput(Input):
 
 
 @dataclass(frozen=True)
-class ReleaseInput(Input):
-    """The release wheel a component is taken from, for one platform and CPython."""
+class PlatformInput(Input):
+    """An input of one platform's build only."""
 
-    release: Release = field(kw_only=True)
     platform: str = field(kw_only=True)
-    python: str = field(kw_only=True)
-    kind: ClassVar[str] = "release"
 
     def serves(self, platform: str) -> bool:
         return platform == self.platform
+
+
+@dataclass(frozen=True)
+class ReleaseInput(PlatformInput):
+    """The release wheel a component is taken from, for one platform and CPython."""
+
+    release: Release = field(kw_only=True)
+    python: str = field(kw_only=True)
+    kind: ClassVar[str] = "release"
 
     def request(self) -> JsonDoc:
         return {"name": self.release.name, "version": self.release.version, "index": self.release.index,
@@ -105,15 +111,11 @@ class ReleaseInput(Input):
 
 
 @dataclass(frozen=True)
-class EnvInput(Input):
+class EnvInput(PlatformInput):
     """A part of one environment (runtime, builder, a component's builder) on one platform."""
 
     env: Environment = field(kw_only=True)
-    platform: str = field(kw_only=True)
     role: str = field(kw_only=True)
-
-    def serves(self, platform: str) -> bool:
-        return platform == self.platform
 
 
 @dataclass(frozen=True)
