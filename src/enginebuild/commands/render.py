@@ -98,30 +98,5 @@ def unpinned_inputs(spec: object, lock: object, platform: str) -> list[tuple[str
         entry = lock.entries.get(inp.name)
         if not inp.serves(platform) or (entry is not None and entry.resolved is not None):
             continue
-        out.append((inp.name, describe_request(inp.kind, inp.request())))
+        out.append((inp.name, inp.describe()))
     return out
-
-
-def describe_request(kind: str, request: dict[str, object]) -> str:
-    """One line a reader can check against the spec."""
-    if kind == "base":
-        return str(request["ref"])
-    if kind == "system":
-        archives = []
-        for a in request["archives"]:  # type: ignore[attr-defined]
-            where = f"{a['url']} {a['suite']}" + (" (flat)" if a["flat"] else f" {' '.join(a['components'])}")
-            archives.append(where + (f" key {a['fingerprint']}" if a["fingerprint"] else ""))
-        upgrade = ", upgrading what the base has" if request["upgrade"] else ""
-        return (f"packages {' '.join(request['packages'])}{upgrade}; "  # type: ignore[arg-type]
-                f"from {'; '.join(archives) or 'the default archive'}")
-    if kind == "python":
-        reqs = []
-        for r in request["requirements"]:  # type: ignore[attr-defined]
-            extra = [f"{k} {r[k]}" for k in ("index", "component", "url", "git_url", "git_ref") if k in r]
-            extra += ["no deps"] if r.get("deps") is False else []
-            extra += [f"its needs from {' '.join(r['requires_from'])}"] if r.get("requires_from") else []
-            reqs.append(r["requirement"] + (f" ({', '.join(extra)})" if extra else ""))
-        constraints = request["constraints"]
-        return (f"Python {request['python']}: {'; '.join(reqs)}"
-                + (f"; constraints {'; '.join(constraints)}" if constraints else ""))  # type: ignore[arg-type]
-    return ", ".join(k if v is True else f"{k} {v}" for k, v in request.items() if v not in (None, False, "", []))

@@ -50,6 +50,11 @@ class Input:
         """Whether a build for `platform` uses it (an input of one platform serves only that one)."""
         return True
 
+    def describe(self) -> str:
+        """What it asks for, in one line a reader can check against the spec."""
+        return ", ".join(k if v is True else f"{k} {v}" for k, v in self.request().items()
+                         if v not in (None, False, "", []))
+
 
 @dataclass(frozen=True)
 class SourceInput(Input):
@@ -131,6 +136,9 @@ class BaseInput(EnvInput):
     def placeholder(self) -> ImagePin:
         return ImagePin(f"{self.env.base}  # NOT PINNED", None, None)
 
+    def describe(self) -> str:
+        return self.env.base
+
 
 @dataclass(frozen=True)
 class SystemInput(EnvInput):
@@ -149,6 +157,13 @@ class SystemInput(EnvInput):
 
     def placeholder(self) -> SystemPin:
         return SystemPin((), (), ())
+
+    def describe(self) -> str:
+        archives = [f"{a.url} {a.suite}" + (" (flat)" if a.flat else f" {' '.join(a.components)}")
+                    + (f" key {a.fingerprint}" if a.fingerprint else "") for a in self.system.archives]
+        upgrade = ", upgrading what the base has" if self.system.upgrade else ""
+        return (f"packages {' '.join(sorted(self.system.packages))}{upgrade}; "
+                f"from {'; '.join(archives) or 'the default archive'}")
 
 
 @dataclass(frozen=True)
@@ -175,6 +190,18 @@ class PythonInput(EnvInput):
 
     def decode(self, data: JsonDoc) -> PythonPin:
         return PythonPin.from_json(data)
+
+    def describe(self) -> str:
+        reqs = []
+        for r in self.python.requirements:
+            extra = [f"{key} {getattr(r, key)}" for key in ("index", "component", "url", "git_url", "git_ref")
+                     if getattr(r, key)]
+            extra += ["no deps"] if not r.deps else []
+            extra += [f"its needs from {' '.join(r.requires_from)}"] if r.requires_from else []
+            reqs.append(r.text + (f" ({', '.join(extra)})" if extra else ""))
+        constraints = self.python.constraints
+        return (f"Python {self.python.version}: {'; '.join(reqs)}"
+                + (f"; constraints {'; '.join(constraints)}" if constraints else ""))
 
     def placeholder(self) -> PythonPin:
         """A wheel a component builds needs no resolving: it is shown."""
