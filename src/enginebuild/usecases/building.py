@@ -121,8 +121,8 @@ def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
                                   hint=f"run `{command()} lock {name}` and commit lockfiles/{spec.lock_name}.lock, "
                                        "or build without --locked/--frozen")
         locked = lock_image(ws, name, stale_only=True)
-        # on stderr, as cargo says "Locking": stdout stays the verb's own (plan --json)
-        output().say(f"{name}: locked {', '.join(locked.stale)} into {locked.path}")
+        if locked.stale:  # on stderr, as cargo says "Locking": stdout stays the verb's own (plan --json)
+            output().say(f"{name}: locked {', '.join(locked.stale)} into {locked.path}")
 
 
 def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
