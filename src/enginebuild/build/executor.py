@@ -32,7 +32,7 @@ from enginebuild.build.preload import Preloader
 from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, capable, connect
 from enginebuild.errors import BuilderLost, BuildFailed, UserError
 from enginebuild.io import proc
-from enginebuild.io.background import Background
+from enginebuild.io.background import Background, settled
 from enginebuild.io.http import Http
 from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
@@ -208,7 +208,7 @@ class Executor:
         """Wait for the layers being written; recorded in chain order (the first failure raised),
         each prefix offered to the loader as it is complete."""
         for index, future in writing:
-            future.result()
+            settled(future)
             self.record_written(env.layers[index])
             if loader:
                 loader.offer(index)

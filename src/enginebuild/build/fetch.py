@@ -20,7 +20,7 @@ from pathlib import Path
 
 from enginebuild.errors import BuildFailed
 from enginebuild.io import proc
-from enginebuild.io.background import Background
+from enginebuild.io.background import Background, settled
 from enginebuild.io.git import Mirror, git
 from enginebuild.io.http import Http
 from enginebuild.io.store import Store
@@ -109,7 +109,7 @@ class Prefetch:
             if future is None:
                 self.fetcher.download(d)
             else:
-                future.result()
+                settled(future)
 
     def __enter__(self) -> Prefetch:
         return self

@@ -14,7 +14,7 @@ import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from enginebuild.io.background import Background
+from enginebuild.io.background import Background, settled
 from enginebuild.plan.envs import CHAIN_REPO
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class Preloader:
     def finish(self) -> None:
         """Wait for the loads under way; the first failure is raised."""
         for drain in list(self.drains):
-            drain.result()
+            settled(drain)
 
     def cancel(self, wait_s: float = 0.0) -> None:
         self.background.cancel(wait_s)

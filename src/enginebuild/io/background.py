@@ -12,11 +12,31 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+SLICE_S = 0.25  # how long the main thread waits on a worker before it looks at its signals again
+
+
+def settled(future: Future[T]) -> T:
+    """The future's result, waited for in short slices. CPython runs signal handlers in the main
+    thread only, and a lock wait without a timeout there is not interrupted by a signal the
+    kernel handed to another thread: waiting in slices, Ctrl-C and SIGTERM stop the run whichever
+    thread received them."""
+    while not future.done():
+        wait([future], timeout=SLICE_S)
+    return future.result()
+
+
+def completed(futures: Iterable[Future[T]]) -> Iterator[Future[T]]:
+    """The futures as each completes (as `as_completed`), waited for in slices as `settled` does."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=SLICE_S, return_when=FIRST_COMPLETED)
+        yield from done
 
 
 class Background:

@@ -17,11 +17,12 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
 from enginebuild.errors import RegistryError
+from enginebuild.io.background import completed
 from enginebuild.io.files import opener
 from enginebuild.io.progress import Transfer, output
 from enginebuild.io.store import Store, make_blob
@@ -212,7 +213,7 @@ class Pusher:
             try:
                 made = {squeezers.submit(compressed, self.store, ours[i], self.compression): i for i in todo}
                 sent: list[Future[None]] = []
-                for future in as_completed(made):
+                for future in completed(made):
                     for upload in sent:
                         if upload.done():
                             upload.result()  # a failed upload stops the push now, not after every layer
@@ -221,7 +222,7 @@ class Pusher:
                     layer = ours[index]
                     path = self.store.verified(sha, f"compressed {layer.created_by}")
                     sent.append(senders.submit(send, f"sha256:{sha}", size, opener(path), layer.created_by))
-                for upload in as_completed(sent):
+                for upload in completed(sent):
                     upload.result()
             except BaseException:
                 # nothing queued starts; what is under way ends within its own bounded attempts
