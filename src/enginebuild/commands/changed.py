@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from enginebuild.commands.push import add_compression_argument
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 
@@ -20,8 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
                         help="the platforms CI pushes (default: every platform of each spec)")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--compression", choices=["gzip", "zstd"], default="gzip",
-                        help="the layers' compression the pushes use (zstd pushes have content tags of their own)")
+    add_compression_argument(parser)  # the pushes' compression: a zstd push has content tags of its own
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:

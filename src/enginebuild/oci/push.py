@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,8 +38,7 @@ UPLOADS = 4  # blobs sent at a time
 
 def _gzip(source: IO[bytes], sink: IO[bytes]) -> None:
     with gzip.GzipFile(filename="", mode="wb", compresslevel=GZIP_LEVEL, fileobj=sink, mtime=0) as out:
-        while block := source.read(1 << 20):
-            out.write(block)
+        shutil.copyfileobj(source, out, 1 << 20)
 
 
 def _zstd(source: IO[bytes], sink: IO[bytes]) -> None:
@@ -46,8 +46,7 @@ def _zstd(source: IO[bytes], sink: IO[bytes]) -> None:
 
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0, write_content_size=False)
     with compressor.stream_writer(sink, closefd=False) as out:
-        while block := source.read(1 << 20):
-            out.write(block)
+        shutil.copyfileobj(source, out, 1 << 20)
 
 
 @dataclass(frozen=True)
