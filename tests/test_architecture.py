@@ -169,3 +169,21 @@ def test_use_cases_return_what_they_did_and_only_verbs_print():
             if isinstance(node, ast.Attribute) and node.attr == "stdout" and ast.unparse(node.value) == "sys":
                 found.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert found == []
+
+
+def test_only_layer_kind_modules_ask_which_kind_a_layer_is():
+    """A layer kind answers for itself (layerkinds/base.py): no other module tests a payload's class."""
+    from enginebuild.layerkinds import KINDS
+
+    names = {kind.__name__ for kind in KINDS} | {"LayerPayload"}
+    found = []
+    for path in SRC.rglob("*.py"):
+        if path.relative_to(SRC).parts[0] == "layerkinds":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
+                    and len(node.args) == 2:
+                classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                found += [f"{path.relative_to(SRC)}:{node.lineno} {c.id}" for c in classes
+                          if isinstance(c, ast.Name) and c.id in names]
+    assert found == []

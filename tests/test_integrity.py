@@ -15,9 +15,9 @@ import pytest
 from conftest import ROOT, need, run_cli
 from enginebuild.build.assemble import layer_blobs, record_key
 from enginebuild.io.store import Store, sha256_file
+from enginebuild.layerkinds.commands import Run
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
-from enginebuild.plan.model import Run
 from enginebuild.spec.catalog import Catalog
 from helpers import report
 from helpers.docker import docker
@@ -162,7 +162,7 @@ def test_a_damaged_file_made_by_a_build_is_named_deleted_and_made_again(workspac
     elif kind == "layer record":
         path, name = store.records / "layers" / f"{record_key(plan.runtime.layers[-1])}.json", "record"
     else:  # the engine's patched source tree, used when the component builds again
-        from enginebuild.plan.model import FromSource
+        from enginebuild.layerkinds.context import FromSource
 
         tree = next(item for item in engine.context if isinstance(item.origin, FromSource))
         record = store.record("patched", tree.digest)  # this plan's tree (the shared store holds others)

@@ -3,9 +3,9 @@ shapes its bytes, so each kind of edit moves exactly the keys it should (no engi
 import json
 
 from conftest import run_cli
+from enginebuild.layerkinds.commands import Run
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
-from enginebuild.plan.model import Run
 from enginebuild.spec.catalog import Catalog
 from helpers.specs import write_image
 

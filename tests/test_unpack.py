@@ -103,8 +103,8 @@ def test_a_full_disk_while_unpacking_names_the_disk_not_the_archive(tmp_path, sm
 def test_a_wheel_that_declares_more_than_its_bound_is_not_installed(tmp_path):
     import zipfile
 
-    from enginebuild.build.wheels import install_wheel
     from enginebuild.io.tars import TarWriter
+    from enginebuild.layerkinds.installer import install_wheel
 
     wheel = tmp_path / "bomb-1.0-py3-none-any.whl"
     block = bytes(1 << 20)

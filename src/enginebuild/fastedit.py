@@ -43,14 +43,13 @@ def record(store: Store, spec: ImageSpec, plan: ImagePlan, outcome: Outcome, onl
     `only_copied`: the inputs that only `files:` reads, the only ones that may change this way."""
     from enginebuild.build.assemble import layer_blobs
     from enginebuild.plan.envs import CHAIN_REPO
-    from enginebuild.plan.model import Files
 
     nodes = []
     for node in plan.runtime.layers:
         files = None
-        if isinstance(node.payload, Files):
+        if node.payload.copied_files():
             files = tuple(EditFile(e.dest, e.mode, e.mode_given, e.display, str(e.src) if e.src else None,
-                                   node.inputs[f"file {e.display}"]) for e in node.payload.entries)
+                                   node.inputs[f"file {e.display}"]) for e in node.payload.copied_files())
         nodes.append(EditNode(node.name, node.key, node.chain, dict(node.inputs), len(layer_blobs(store, node) or []),
                               node.by_command, files))
     listings = tuple(Listing(g.listing[0], str(g.listing[1]), str(g.listing[2]), tuple(str(e.src) for e in g.entries))
@@ -99,7 +98,7 @@ class Replay:
 
     def write(self, node: EditNode, epoch: int) -> tuple[str, int]:
         """The layer's blob (the tar a full build writes), made unless the store has it."""
-        from enginebuild.build.filelayer import FileItem, files_blob
+        from enginebuild.layerkinds.filelayer import FileItem, files_blob
 
         found = self.store.record("layers", node.key)
         if found and len(found["layers"]) == 1 and self.store.has(found["layers"][0][0]):

@@ -38,7 +38,7 @@ from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine, EngineUnavailable
 from enginebuild.plan.envs import CHAIN_REPO, parent_ref
-from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode, Run
+from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.sources.base import Context
 from enginebuild.state.history import BuildHistory
 
@@ -265,8 +265,9 @@ class Executor:
             site.loaded.clear()
 
     def run_layer(self, parent: EnvNode, node: LayerNode, plan: ImagePlan, site: Site) -> None:
-        payload = node.payload
-        assert isinstance(payload, Run)
+        payload = node.payload.commands()
+        if payload is None:
+            raise BuildFailed(f"layer {node.name}: no commands to run")
         self.fetcher.all(layer_downloads(node))
         self.load_chain(parent, site)
         tag = f"{RAW_REPO}:{node.chain}"

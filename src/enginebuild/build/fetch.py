@@ -24,9 +24,11 @@ from enginebuild.io.background import Background, settled
 from enginebuild.io.git import Mirror, git
 from enginebuild.io.http import Http
 from enginebuild.io.store import Store
+from enginebuild.layerkinds.base import Download
+from enginebuild.layerkinds.context import FromBlob, FromSource
 from enginebuild.lock.pins import PyPin
 from enginebuild.lock.python import uv_binary
-from enginebuild.plan.model import ComponentNode, Download, EnvNode, FromBlob, FromSource, ImagePlan, LayerNode
+from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.sources.pyindex import find_file
 
 AHEAD = 4  # downloads at once: several streams fill a link one stream leaves idle

@@ -85,11 +85,11 @@ def site_folders(plan: ImagePlan) -> tuple[str, list[str]]:
     """The interpreter and the site-packages folders enginebuild installs into."""
     interpreter, folders = "python3", []
     for node in plan.runtime.layers:
-        folder = str(getattr(node.payload, "site_packages", "") or "")
-        if folder:
-            interpreter = str(getattr(node.payload, "interpreter", "") or interpreter)
-            if folder not in folders:
-                folders.append(folder)
+        site = node.payload.python_site()
+        if site is not None:
+            interpreter = site[0] or interpreter
+            if site[1] not in folders:
+                folders.append(site[1])
     return interpreter, folders
 
 

@@ -10,8 +10,8 @@ from enginebuild.errors import EngineBuildError, FetchError
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.io.tars import TarWriter
+from enginebuild.layerkinds.context import ContextItem, FromBlob, FromData, FromFile, FromOutput, FromSource
 from enginebuild.patches.patched import patched_tree
-from enginebuild.plan.model import ContextItem, FromBlob, FromData, FromFile, FromOutput, FromSource
 from enginebuild.sources.base import Context
 
 

@@ -17,8 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.build.fetch import Fetcher, git_wheels, plan_downloads
     from enginebuild.io.store import Store
+    from enginebuild.layerkinds.context import FromSource
     from enginebuild.plan.image import plan_image
-    from enginebuild.plan.model import FromSource
     from enginebuild.sources.base import Context
     from enginebuild.usecases.building import platforms_of
 

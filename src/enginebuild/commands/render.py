@@ -33,7 +33,6 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.errors import UserError
     from enginebuild.lock.lockfile import Lock
     from enginebuild.plan.image import plan_image
-    from enginebuild.plan.model import Run
     from enginebuild.plan.views import runtime_dockerfile
     from enginebuild.usecases.building import platforms_of
     from enginebuild.usecases.rendering import write_contexts
@@ -78,9 +77,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             print(f"### component {comp.name} ({platform})  key {comp.key}")
             print(comp.dockerfile)
         for node in plan.runtime.layers:
-            if isinstance(node.payload, Run):
+            commands = node.payload.commands()
+            if commands is not None:
                 print(f"### command layer: {node.name} ({platform})  key {node.chain}")
-                print(node.payload.dockerfile)
+                print(commands.dockerfile)
         print(f"### runtime image ({platform})")
         print(runtime_dockerfile(plan))
     return 0

@@ -26,7 +26,7 @@ from typing import IO, BinaryIO
 from enginebuild.errors import EngineBuildError
 from enginebuild.io import faults
 
-MEMORY_TMP = Path("/dev/shm")  # memory-backed temporaries (build/wheels.py stages wheels there when they fit)
+MEMORY_TMP = Path("/dev/shm")  # memory-backed temporaries (layerkinds/installer.py stages wheels there when they fit)
 _OWNED = re.compile(r"\.(?P<pid>\d+)\.[0-9a-f]{8}\.(?:part|tmp|d)$")
 
 

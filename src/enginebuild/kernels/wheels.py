@@ -15,8 +15,8 @@ from enginebuild.kernels.archs import parse_declared
 from enginebuild.kernels.cuobjdump import Cuobjdump, DeviceCode
 from enginebuild.kernels.image import tool_of
 from enginebuild.kernels.scan import FileReport, Rules, Skip, code_from_json, code_to_json, judge, scan_wheel
+from enginebuild.layerkinds.base import Download
 from enginebuild.lock.lockfile import Lock
-from enginebuild.plan.model import Download
 from enginebuild.spec.model import ImageSpec
 from enginebuild.wire import JsonDoc
 

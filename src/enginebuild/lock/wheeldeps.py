@@ -2,7 +2,7 @@
 source (with its patch stack applied) before anything is built, so that the lock resolves
 it with the rest of the closure, with hashes: `requires-from` names requirements files
 (`-r` includes followed) or a pyproject.toml; without it, the source's pyproject.toml.
-The build checks the wheel's own metadata against what was resolved (build/wheels.py).
+The build checks the wheel's own metadata against what was resolved (layerkinds/installer.py).
 """
 
 from __future__ import annotations

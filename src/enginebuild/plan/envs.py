@@ -8,12 +8,16 @@ from typing import Any
 
 from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
+from enginebuild.layerkinds.commands import Run
+from enginebuild.layerkinds.context import ContextItem, FromBlob, FromData, FromFile
+from enginebuild.layerkinds.system import Sysroot
+from enginebuild.layerkinds.wheels import Wheels
 from enginebuild.lock.inputs import Input, image_inputs
 from enginebuild.lock.lockfile import Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin
 from enginebuild.lock.python import interpreter_mismatch
 from enginebuild.plan import keys
-from enginebuild.plan.model import ContextItem, EnvNode, FromBlob, FromData, FromFile, LayerNode, Run, Sysroot, Wheels
+from enginebuild.plan.model import EnvNode, LayerNode
 from enginebuild.plan.render import TemplateValues, render
 from enginebuild.plan.wheelgroups import wheel_sets
 from enginebuild.spec.model import Environment, ImageSpec, Step

@@ -12,6 +12,7 @@ from typing import Any
 
 from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
+from enginebuild.layerkinds import Data, Files, OutputTree, OverlayFiles, Wheel
 from enginebuild.lock.inputs import role_of
 from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
 from enginebuild.lock.pins import PythonPin
@@ -21,15 +22,10 @@ from enginebuild.plan.components import component_node, release_node
 from enginebuild.plan.envs import EnvPlanner, Pins
 from enginebuild.plan.model import (
     ComponentNode,
-    Data,
     EnvNode,
-    Files,
     ImagePlan,
     ImageSettings,
     LayerNode,
-    OutputTree,
-    OverlayFiles,
-    Wheel,
 )
 from enginebuild.spec.model import FileGroup, ImageSpec
 from enginebuild.spec.reader import ENV_REF

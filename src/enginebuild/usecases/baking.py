@@ -31,7 +31,8 @@ from enginebuild.build.executor import Executor
 from enginebuild.build.materialize import Materializer
 from enginebuild.errors import UserError, command
 from enginebuild.io.files import write_folder
-from enginebuild.plan.model import ComponentNode, ContextItem, EnvNode, ImagePlan, LayerNode, OutputTree, Run
+from enginebuild.layerkinds.context import ContextItem
+from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.plan.quote import dockerfile_string
 from enginebuild.plan.render import render
 from enginebuild.plan.views import settings_values
@@ -127,16 +128,17 @@ class Stages:
         self.lines += [f"FROM {parent} AS component-{comp.name}", *body, ""]
 
     def layer(self, node: LayerNode) -> list[str]:
-        payload = node.payload
-        if isinstance(payload, Run):
+        commands = node.payload.commands()
+        if commands is not None:
             ctx = f"ctx/layer-{node.key[:12]}"
-            self.context(ctx, list(payload.context))
+            self.context(ctx, list(commands.context))
             out = [f"# {node.name}: commands"]
-            for line in instructions(payload.dockerfile):
-                out += env_as_args(line) if line.startswith("ENV ") else [relocate(line, payload.context, ctx)]
+            for line in instructions(commands.dockerfile):
+                out += env_as_args(line) if line.startswith("ENV ") else [relocate(line, commands.context, ctx)]
             return out
-        if isinstance(payload, OutputTree) and payload.outputs.kind != "wheels":
-            return [f"# {node.name}", *copy_into_runtime(self.plan.component(payload.component), payload.outputs)]
+        copied = node.payload.copied_outputs()
+        if copied is not None:
+            return [f"# {node.name}", *copy_into_runtime(self.plan.component(copied.component), copied.outputs)]
         return self.vendored(node)
 
     def vendored(self, node: LayerNode) -> list[str]:
@@ -226,7 +228,7 @@ def bake_file(targets: list[tuple[str, ImagePlan]]) -> str:
              f"group \"default\" {{\n  targets = [{', '.join(hcl(f'{image}-{name}') for name, _ in targets)}]\n}}"]
     for name, plan in targets:
         secrets = sorted({s for c in plan.components for s in c.secrets}
-                         | {s for n in plan.runtime.layers if isinstance(n.payload, Run) for s in n.payload.secrets})
+                         | {s for n in plan.runtime.layers if (c := n.payload.commands()) for s in c.secrets})
         common = [f"  context = {hcl(name)}", "  dockerfile = \"Dockerfile\"", f"  platforms = [{hcl(plan.platform)}]"]
         if secrets:
             common.append(f"  secret = [{', '.join(hcl(f'id={s},env={s}') for s in secrets)}]")

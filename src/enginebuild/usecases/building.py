@@ -129,8 +129,8 @@ def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
     """A component's patch stack is applied on the host before anything is built, so a patch that
     no longer applies stops the build at once, naming patch, file and hunk."""
     from enginebuild.build.executor import Executor
+    from enginebuild.layerkinds.context import FromSource
     from enginebuild.patches.patched import patched_tree
-    from enginebuild.plan.model import FromSource
     from enginebuild.sources.base import Context
 
     executor = Executor(ws.home)

@@ -25,7 +25,8 @@ from pathlib import Path
 from enginebuild.build.executor import Executor
 from enginebuild.build.materialize import Materializer
 from enginebuild.errors import EngineBuildError
-from enginebuild.plan.model import ContextItem, ImagePlan, Run
+from enginebuild.layerkinds.context import ContextItem
+from enginebuild.plan.model import ImagePlan
 from enginebuild.plan.views import tail_dockerfile, tail_folder, tail_start
 from enginebuild.workspace import Workspace
 
@@ -43,8 +44,8 @@ def write_contexts(ws: Workspace, plan: ImagePlan, folder: Path) -> list[str]:
     outputs = {c.key: r.sha256 for c in plan.components if (r := executor.output_record(c))}  # checked once
     materializer = Materializer(Context(ws.home, executor.http, plan.epoch), plan.image, outputs)
     builds = [(f"component-{c.name}", c.dockerfile, c.context) for c in plan.components]
-    builds += [(f"layer-{n.name}", n.payload.dockerfile, n.payload.context) for n in plan.runtime.layers
-               if isinstance(n.payload, Run)]
+    builds += [(f"layer-{n.name}", c.dockerfile, c.context) for n in plan.runtime.layers
+               if (c := n.payload.commands())]
     written = []
     for i, (name, dockerfile, context) in enumerate(builds, 1):
         target = fresh(folder / f"{i:02d}-{''.join(c if c.isalnum() or c in '.-' else '-' for c in name)}")

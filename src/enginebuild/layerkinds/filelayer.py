@@ -42,16 +42,20 @@ def _add_planned(writer: TarWriter, item: FileItem) -> None:
         raise changed
 
 
+def write_files(writer: TarWriter, items: Iterable[FileItem]) -> None:
+    for item in sorted(items, key=lambda i: i.dest):
+        if isinstance(item.source, bytes):
+            writer.add_bytes(item.dest, item.source, item.mode)
+        elif item.sha256 is None:
+            writer.add_file(item.dest, item.source, item.mode)
+        else:
+            _add_planned(writer, item)
+
+
 def files_blob(store: Store, name: str, epoch: int, items: Iterable[FileItem]) -> Blob:
     def body(sink: Any) -> None:
         writer = TarWriter(sink, mtime=epoch)
-        for item in sorted(items, key=lambda i: i.dest):
-            if isinstance(item.source, bytes):
-                writer.add_bytes(item.dest, item.source, item.mode)
-            elif item.sha256 is None:
-                writer.add_file(item.dest, item.source, item.mode)
-            else:
-                _add_planned(writer, item)
+        write_files(writer, items)
         writer.close()
 
     return make_blob(store, name, body)

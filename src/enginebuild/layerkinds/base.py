@@ -1,0 +1,141 @@
+"""What every layer kind says about itself, and what writing a layer is given.
+
+A layer kind is a `LayerPayload` subclass in a module of its own: its data, how its bytes are
+written (`write`), what it needs downloaded, how `render` shows it, what `render --bake` does
+with it, which component made its files. Nothing else asks which kind a layer is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from enginebuild.errors import BuildFailed
+from enginebuild.io.store import Store
+from enginebuild.io.tars import TarWriter
+from enginebuild.layerkinds.context import ContextItem
+from enginebuild.lock.pins import PyPin
+from enginebuild.oci.engine import Engine
+from enginebuild.spec.model import FileEntry, Outputs
+
+
+@dataclass(frozen=True)
+class Download:
+    """A file the plan needs in the store, by sha256, and where to get it."""
+
+    sha256: str
+    urls: tuple[str, ...]
+    what: str
+    size: int | None = None
+    index: str = ""
+    project: str = ""
+    filename: str = ""
+
+
+@dataclass(frozen=True)
+class TailFile:
+    """A file of the image's tail (manifest, `files:`), for `render --out`: its bytes, or its
+    path beside the spec, or its sha256 in the store."""
+
+    dest: str
+    mode: int
+    data: bytes | None = None
+    path: Path | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Commands:
+    """What BuildKit runs for a layer: a Dockerfile, its build context, the secrets it mounts."""
+
+    dockerfile: str
+    context: tuple[ContextItem, ...]
+    secrets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CopiedOutputs:
+    """A component's outputs a Dockerfile can copy as they are (`render --bake`)."""
+
+    component: str
+    outputs: Outputs
+
+
+class ComponentOutput(Protocol):
+    """What a component's build left in the store (build/outputs.OutputRecord)."""
+
+    @property
+    def sha256(self) -> str: ...
+
+    @property
+    def wheels(self) -> Sequence[tuple[str, str, int]]: ...
+
+
+class BasePuller(Protocol):
+    def ensure_pulled(self, ref: str) -> None: ...
+
+
+@dataclass
+class WriteJob:
+    """What writing one layer on the host may use."""
+
+    name: str  # the layer's name, for messages
+    inputs: Mapping[str, str]  # the layer's named input digests (plan)
+    store: Store
+    engine: Engine
+    puller: BasePuller
+    image: str  # the image being built, for hints
+    outputs: Mapping[str, ComponentOutput] = field(default_factory=dict)  # component key -> its outputs
+    chain_image: str | None = None  # the chain below, loaded, for a kind that `reads_chain`
+
+
+@dataclass(frozen=True)
+class LayerPayload:
+    """What a layer holds, and how a layer of this kind behaves."""
+
+    by_command: ClassVar[bool] = False  # commands BuildKit runs on the chain below
+    reads_chain: ClassVar[bool] = False  # written on the host from files of the chain below (loaded for it)
+    starts_tail: ClassVar[bool] = False  # the first layer of the image's tail (the manifest)
+
+    def write(self, job: WriteJob, writer: TarWriter) -> None:
+        """Write the layer's entries (a kind enginebuild writes on the host)."""
+        raise BuildFailed(f"layer {job.name}: {type(self).__name__} layers are not written on the host")
+
+    def stands_alone(self) -> bool:
+        """Written by enginebuild from its own inputs only (not from the chain below it)."""
+        return True
+
+    def downloads(self) -> list[Download]:
+        return []
+
+    def describe(self, name: str, folder: str) -> str:
+        """Its line of the Dockerfile `render` shows; `folder`: its place in the tail's context."""
+        return f"# layer {name}"
+
+    def made_by(self) -> str:
+        """The key of the component of this image whose build made its files ("" for none)."""
+        return ""
+
+    def tail_files(self) -> list[TailFile]:
+        return []
+
+    def git_pins(self) -> tuple[PyPin, ...]:
+        """Python distributions it installs that are built from a git source first."""
+        return ()
+
+    def commands(self) -> Commands | None:
+        """What BuildKit runs to make it (a kind that is `by_command`)."""
+        return None
+
+    def copied_outputs(self) -> CopiedOutputs | None:
+        """A component's outputs copied as they are (`render --bake` copies them from the component)."""
+        return None
+
+    def copied_files(self) -> tuple[FileEntry, ...]:
+        """Files of the recipe it copies (a file edit remakes only such layers)."""
+        return ()
+
+    def python_site(self) -> tuple[str, str] | None:
+        """(interpreter, site-packages) it installs Python distributions into."""
+        return None

@@ -1,0 +1,32 @@
+"""Commands BuildKit runs on the chain below (`system.run`, `dpkg -i`, `steps`); the layers they
+write are cut out of its result and normalised (build/executor.py runs them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from enginebuild.layerkinds.base import Commands, Download, LayerPayload
+from enginebuild.layerkinds.context import ContextItem, FromBlob
+
+
+@dataclass(frozen=True)
+class Run(LayerPayload):
+    dockerfile: str
+    context: tuple[ContextItem, ...]
+    secrets: tuple[str, ...] = ()
+    by_command: ClassVar[bool] = True
+
+    def stands_alone(self) -> bool:
+        return False
+
+    def commands(self) -> Commands:
+        return Commands(self.dockerfile, self.context, self.secrets)
+
+    def downloads(self) -> list[Download]:
+        return [Download(c.origin.sha256, c.origin.urls, c.origin.what, c.origin.size) for c in self.context
+                if isinstance(c.origin, FromBlob)]
+
+    def describe(self, name: str, folder: str) -> str:
+        body = [line for line in self.dockerfile.splitlines() if line.startswith("RUN")]
+        return "\n".join(body) + "   # BuildKit, then normalised"

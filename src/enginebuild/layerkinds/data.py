@@ -1,0 +1,25 @@
+"""One generated file: the manifest the image carries, the first layer of its tail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from enginebuild.io.tars import TarWriter
+from enginebuild.layerkinds.base import LayerPayload, TailFile, WriteJob
+
+
+@dataclass(frozen=True)
+class Data(LayerPayload):
+    dest: str
+    data: bytes = field(repr=False)
+    starts_tail: ClassVar[bool] = True
+
+    def write(self, job: WriteJob, writer: TarWriter) -> None:
+        writer.add_bytes(self.dest, self.data)
+
+    def describe(self, name: str, folder: str) -> str:
+        return f"COPY {folder}/ /   # enginebuild: {self.dest}"
+
+    def tail_files(self) -> list[TailFile]:
+        return [TailFile(self.dest, 0o644, data=self.data)]

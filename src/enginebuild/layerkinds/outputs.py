@@ -1,0 +1,49 @@
+"""A component's outputs (a prefix, paths, or wheels), copied into the runtime."""
+
+from __future__ import annotations
+
+import tarfile
+from dataclasses import dataclass
+
+from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.layerkinds.base import CopiedOutputs, LayerPayload, WriteJob
+from enginebuild.layerkinds.installer import install_wheel
+from enginebuild.spec.model import Outputs
+
+
+@dataclass(frozen=True)
+class OutputTree(LayerPayload):
+    component: str
+    component_key: str
+    outputs: Outputs
+    site_packages: str = ""  # where a wheels output is installed
+    interpreter: str = "/usr/bin/python3"
+
+    def write(self, job: WriteJob, writer: TarWriter) -> None:
+        record = job.outputs[self.component_key]
+        if self.outputs.kind == "wheels":
+            for filename, sha, _ in sorted(record.wheels):
+                install_wheel(job.store.verified(sha, filename), filename, self.site_packages, self.interpreter,
+                              writer)
+            return
+        root = clean_name(self.outputs.to) if self.outputs.kind == "prefix" else ""
+        with tarfile.open(job.store.verified(record.sha256, f"outputs of {self.component}"), "r:") as tar:
+            for member in tar:
+                member.name = f"{root}/{member.name}" if root else member.name
+                if member.islnk() and root:
+                    member.linkname = f"{root}/{clean_name(member.linkname)}"
+                writer.add_member(member, tar.extractfile(member) if member.isreg() else None)
+
+    def describe(self, name: str, folder: str) -> str:
+        paths = " ".join(self.outputs.paths)
+        to = self.outputs.to if self.outputs.kind == "prefix" else "/"
+        return f"COPY --from=component:{self.component} {paths} {to}   # enginebuild: outputs only"
+
+    def made_by(self) -> str:
+        return self.component_key
+
+    def copied_outputs(self) -> CopiedOutputs | None:
+        return None if self.outputs.kind == "wheels" else CopiedOutputs(self.component, self.outputs)
+
+    def python_site(self) -> tuple[str, str] | None:
+        return (self.interpreter, self.site_packages) if self.site_packages else None

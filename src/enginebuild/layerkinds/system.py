@@ -1,0 +1,26 @@
+"""System packages unpacked by enginebuild (`install: extract`): the pinned .debs' data, merged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from enginebuild.io.tars import TarWriter
+from enginebuild.layerkinds.base import Download, LayerPayload, WriteJob
+from enginebuild.layerkinds.debfile import write_sysroot
+from enginebuild.lock.pins import DebPin
+
+
+@dataclass(frozen=True)
+class Sysroot(LayerPayload):
+    debs: tuple[DebPin, ...]
+    urls: tuple[str, ...]
+
+    def write(self, job: WriteJob, writer: TarWriter) -> None:
+        write_sysroot([(job.store.verified(d.sha256, f"{d.name} {d.version}"), d.name) for d in self.debs], writer)
+
+    def downloads(self) -> list[Download]:
+        return [Download(d.sha256, (url,), f"{d.name} {d.version} (.deb)", d.size)
+                for d, url in zip(self.debs, self.urls, strict=False)]
+
+    def describe(self, name: str, folder: str) -> str:
+        return f"ADD system.tar /   # enginebuild: {len(self.debs)} pinned .debs unpacked"

@@ -1,0 +1,43 @@
+"""The wheels a component of this image builds, installed by enginebuild's wheel installer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from enginebuild.errors import BuildFailed, command
+from enginebuild.io.tars import TarWriter
+from enginebuild.layerkinds.base import LayerPayload, WriteJob
+from enginebuild.layerkinds.installer import install_wheel, unmet_requirements
+from enginebuild.lock.pins import PyPin
+
+
+@dataclass(frozen=True)
+class Wheel(LayerPayload):
+    pin: PyPin
+    site_packages: str
+    interpreter: str
+    component_key: str = ""  # for a wheel a component of this image builds
+    closure: tuple[tuple[str, str], ...] | None = None  # what the lock holds, which the wheel's needs must match
+    target: tuple[tuple[str, str], ...] = ()  # the marker environment its needs are read for
+    editable: str = ""  # the tree an editable wheel points at (recorded in direct_url.json, as pip does)
+
+    def write(self, job: WriteJob, writer: TarWriter) -> None:
+        for filename, sha, _ in sorted(job.outputs[self.component_key].wheels):
+            wheel = job.store.verified(sha, filename)
+            unmet = unmet_requirements(wheel, self.closure, self.target) if self.closure is not None else []
+            if unmet:
+                raise BuildFailed(f"{filename} (built by component {self.pin.component}) needs what the lock did "
+                                  f"not resolve: {'; '.join(unmet)}",
+                                  hint="its source states other needs than the wheel: point `requires-from` at the "
+                                       f"files its build reads, then `{command()} lock {job.image}`")
+            install_wheel(wheel, filename, self.site_packages, self.interpreter, writer, self.editable)
+
+    def describe(self, name: str, folder: str) -> str:
+        return f"# enginebuild: python {self.pin.name} (built by component {self.pin.component}) installed into " \
+               f"{self.site_packages}"
+
+    def made_by(self) -> str:
+        return self.component_key
+
+    def python_site(self) -> tuple[str, str]:
+        return self.interpreter, self.site_packages

@@ -1,0 +1,95 @@
+"""A layer kind is one module: a `LayerPayload` subclass that says how its bytes are written and
+how it behaves. A toy kind added that way (here, in the test) is planned, shown, fetched for and
+written by the same code as the real kinds, none of which knows its class."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import tarfile
+
+import pytest
+
+from enginebuild.build.assemble import layer_blobs
+from enginebuild.build.executor import stands_alone
+from enginebuild.build.fetch import layer_downloads
+from enginebuild.build.layers import LayerMaker
+from enginebuild.errors import BuildFailed
+from enginebuild.io.store import Store
+from enginebuild.io.tars import TarWriter
+from enginebuild.layerkinds import KINDS
+from enginebuild.layerkinds.base import Download, LayerPayload, WriteJob
+from enginebuild.plan import keys
+from enginebuild.plan.model import LayerNode
+from enginebuild.plan.views import runtime_dockerfile
+from test_plan import plan_of
+
+
+@dataclasses.dataclass(frozen=True)
+class Links(LayerPayload):
+    """Toy kind: symbolic links, and one downloaded file copied under /opt/toy."""
+
+    links: tuple[tuple[str, str], ...]
+    blob: str = ""
+
+    def write(self, job: WriteJob, writer: TarWriter) -> None:
+        for name, target in self.links:
+            writer.add_symlink(name, target)
+        if self.blob:
+            writer.add_file("opt/toy/data.bin", job.store.verified(self.blob, "toy data"), 0o644)
+
+    def downloads(self) -> list[Download]:
+        return [Download(self.blob, ("https://example.invalid/data.bin",), "toy data")] if self.blob else []
+
+    def describe(self, name: str, folder: str) -> str:
+        return f"# toy: {len(self.links)} link(s) ({name})"
+
+
+def with_toy_layer(plan, payload: Links):
+    """What the kind's one line in plan/ does: a node keyed by the payload's own data, on the chain."""
+    runtime = plan.runtime
+    key = keys.key_of("links", links=[list(link) for link in payload.links], blob=payload.blob, epoch=plan.epoch)
+    node = LayerNode("links", "toy links", key, keys.chain(runtime.tip, key), payload, {"blob": payload.blob})
+    return dataclasses.replace(plan, runtime=dataclasses.replace(runtime, layers=(*runtime.layers, node))), node
+
+
+def test_a_toy_layer_kind_is_planned_shown_fetched_for_and_written_by_the_common_code(workspace, tmp_path):
+    store = Store(tmp_path / "home")
+    data = b"toy bytes\n"
+    sha = hashlib.sha256(data).hexdigest()
+    plan, node = with_toy_layer(plan_of(workspace), Links((("usr/bin/toy", "/opt/toy/data.bin"),), sha))
+
+    assert "# toy: 1 link(s) (toy links)" in runtime_dockerfile(plan)  # render asks the payload
+    assert layer_downloads(node) == [Download(sha, ("https://example.invalid/data.bin",), "toy data")]
+    assert stands_alone(node)  # written from its own inputs: no chain loaded, written beside the others
+
+    store.put_bytes(data)  # what the fetcher leaves: the download, by sha256
+    maker = LayerMaker(store, engine=None, assembler=None, mtime=plan.epoch, image=plan.image, outputs={})
+    first = maker.make(node)
+    assert layer_blobs(store, node) == first  # recorded under the node's key, as every kind's
+    with tarfile.open(store.path(first[0][0])) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert tar.extractfile("opt/toy/data.bin").read() == data
+    assert members["usr/bin/toy"].issym() and members["usr/bin/toy"].linkname == "/opt/toy/data.bin"
+    assert {m.mtime for m in members.values()} == {plan.epoch}  # the common writer's determinism
+    assert LayerMaker(store, None, None, plan.epoch, plan.image, {}).make(node) == first
+
+
+def test_a_kind_that_writes_nothing_on_the_host_says_so_by_name(workspace, tmp_path):
+    class Elsewhere(LayerPayload):
+        pass
+
+    plan = plan_of(workspace)
+    node = LayerNode("toy", "made elsewhere", "k" * 64, "c" * 64, Elsewhere())
+    maker = LayerMaker(Store(tmp_path / "home"), None, None, plan.epoch, plan.image, {})
+    with pytest.raises(BuildFailed, match="layer made elsewhere: Elsewhere layers are not written on the host"):
+        maker.make(node)
+    assert layer_blobs(maker.store, node) is None  # nothing recorded for it
+
+
+def test_every_kind_of_the_catalogue_is_listed_and_answers_for_itself():
+    """KINDS lists the real kinds; each either writes on the host or says what BuildKit runs."""
+    assert len(KINDS) == len(set(KINDS)) == 8
+    for kind in KINDS:
+        writes = kind.write is not LayerPayload.write
+        assert writes != kind.by_command, kind.__name__
+        assert (kind.commands is not LayerPayload.commands) == kind.by_command, kind.__name__
