@@ -13,12 +13,12 @@ from enginebuild.build.assemble import layer_blobs
 from enginebuild.build.executor import stands_alone
 from enginebuild.build.fetch import layer_downloads
 from enginebuild.build.layers import LayerMaker
+from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
 from enginebuild.io.store import Store
 from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds import KINDS
 from enginebuild.layerkinds.base import Download, LayerPayload, WriteJob
-from enginebuild.plan import keys
 from enginebuild.plan.model import LayerNode
 from enginebuild.plan.views import runtime_dockerfile
 from test_plan import plan_of
@@ -30,6 +30,9 @@ class Links(LayerPayload):
 
     links: tuple[tuple[str, str], ...]
     blob: str = ""
+
+    def key(self, epoch: int) -> str:
+        return keys.key_of("links", links=[list(link) for link in self.links], blob=self.blob, epoch=epoch)
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         for name, target in self.links:
@@ -45,9 +48,9 @@ class Links(LayerPayload):
 
 
 def with_toy_layer(plan, payload: Links):
-    """What the kind's one line in plan/ does: a node keyed by the payload's own data, on the chain."""
+    """What the kind's one line in plan/ does: a node keyed by the payload's own recipe, on the chain."""
     runtime = plan.runtime
-    key = keys.key_of("links", links=[list(link) for link in payload.links], blob=payload.blob, epoch=plan.epoch)
+    key = payload.key(plan.epoch)
     node = LayerNode("links", "toy links", key, keys.chain(runtime.tip, key), payload, {"blob": payload.blob})
     return dataclasses.replace(plan, runtime=dataclasses.replace(runtime, layers=(*runtime.layers, node))), node
 
@@ -60,6 +63,7 @@ def test_a_toy_layer_kind_is_planned_shown_fetched_for_and_written_by_the_common
 
     assert "# toy: 1 link(s) (toy links)" in runtime_dockerfile(plan)  # render asks the payload
     assert layer_downloads(node) == [Download(sha, ("https://example.invalid/data.bin",), "toy data")]
+    assert node.key != with_toy_layer(plan_of(workspace), Links((("usr/bin/toy", "/opt/other"),), sha))[1].key
     assert stands_alone(node)  # written from its own inputs: no chain loaded, written beside the others
 
     store.put_bytes(data)  # what the fetcher leaves: the download, by sha256
@@ -93,3 +97,4 @@ def test_every_kind_of_the_catalogue_is_listed_and_answers_for_itself():
         writes = kind.write is not LayerPayload.write
         assert writes != kind.by_command, kind.__name__
         assert (kind.commands is not LayerPayload.commands) == kind.by_command, kind.__name__
+        assert kind.key is not LayerPayload.key, f"{kind.__name__} has no key recipe of its own"

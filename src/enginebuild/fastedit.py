@@ -82,8 +82,8 @@ class Replay:
 
     def files_layer(self, node: EditNode, epoch: int) -> EditNode:
         """The node as its files are now (its key, inputs and files)."""
+        from enginebuild.core import keys
         from enginebuild.io.files import image_mode
-        from enginebuild.plan import keys
 
         assert node.files is not None
         files = []
@@ -118,8 +118,8 @@ class Replay:
 
     def image(self, edit: EditRecord, tags: list[str]) -> tuple[EditRecord, str, int]:
         """The edit record after the change, the image ID and how many layers were written."""
+        from enginebuild.core import keys
         from enginebuild.oci.image import canonical
-        from enginebuild.plan import keys
 
         layers = list(edit.layers)
         at = len(layers) - sum(n.blobs for n in edit.nodes)

@@ -98,6 +98,10 @@ class LayerPayload:
     reads_chain: ClassVar[bool] = False  # written on the host from files of the chain below (loaded for it)
     starts_tail: ClassVar[bool] = False  # the first layer of the image's tail (the manifest)
 
+    def key(self, epoch: int) -> str:
+        """The digest of exactly what shapes its bytes (`epoch`: every entry's time stamp)."""
+        raise NotImplementedError(type(self).__name__)
+
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         """Write the layer's entries (a kind enginebuild writes on the host)."""
         raise BuildFailed(f"layer {job.name}: {type(self).__name__} layers are not written on the host")

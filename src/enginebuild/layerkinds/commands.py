@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from enginebuild.core import keys
 from enginebuild.layerkinds.base import Commands, Download, LayerPayload
 from enginebuild.layerkinds.context import ContextItem, FromBlob
 
@@ -15,7 +16,15 @@ class Run(LayerPayload):
     dockerfile: str
     context: tuple[ContextItem, ...]
     secrets: tuple[str, ...] = ()
+    platform: str = ""
     by_command: ClassVar[bool] = True
+
+    def key(self, epoch: int) -> str:
+        """The commands and their context, not the chain below (the chain key folds that in);
+        the epoch is in the Dockerfile."""
+        body = "\n".join(line for line in self.dockerfile.splitlines() if not line.startswith("FROM "))
+        return keys.key_of("run", platform=self.platform, dockerfile=body, secrets=list(self.secrets),
+                           context=[[c.arcname, c.mode, c.digest] for c in self.context])
 
     def stands_alone(self) -> bool:
         return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from enginebuild.core import keys
 from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import Download, LayerPayload, TailFile, WriteJob
 from enginebuild.layerkinds.filelayer import FileItem, write_files
@@ -14,6 +15,11 @@ from enginebuild.spec.model import FileEntry
 @dataclass(frozen=True)
 class Files(LayerPayload):
     entries: tuple[FileEntry, ...]
+    digests: tuple[tuple[str, str], ...] = ()  # (entry, sha256 of its bytes when planned)
+
+    def key(self, epoch: int) -> str:
+        digests = dict(self.digests)
+        return keys.files_layer([(e.dest, e.mode, digests[e.display]) for e in self.entries], epoch)
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         write_files(writer, [

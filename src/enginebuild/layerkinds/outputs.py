@@ -5,6 +5,7 @@ from __future__ import annotations
 import tarfile
 from dataclasses import dataclass
 
+from enginebuild.core import keys
 from enginebuild.io.tars import TarWriter, clean_name
 from enginebuild.layerkinds.base import CopiedOutputs, LayerPayload, WriteJob
 from enginebuild.layerkinds.installer import install_wheel
@@ -18,6 +19,15 @@ class OutputTree(LayerPayload):
     outputs: Outputs
     site_packages: str = ""  # where a wheels output is installed
     interpreter: str = "/usr/bin/python3"
+    editable_tree: bool = False  # the tree an editable wheel of this image points at
+
+    def key(self, epoch: int) -> str:
+        if self.editable_tree:
+            return keys.key_of("output", component=self.component_key,
+                               outputs=["editable", list(self.outputs.paths)], epoch=epoch)
+        return keys.key_of("output", component=self.component_key,
+                           outputs=[self.outputs.kind, list(self.outputs.paths), self.outputs.to], epoch=epoch,
+                           site=self.site_packages, interpreter=self.interpreter if self.site_packages else "")
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         record = job.outputs[self.component_key]

@@ -7,6 +7,7 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
 from enginebuild.io.tars import TarWriter, clean_name
 from enginebuild.layerkinds.base import LayerPayload, WriteJob
@@ -26,7 +27,12 @@ class OverlayFiles(LayerPayload):
     patches: tuple[PatchRef, ...]
     source: Source
     pin: Any
+    base: str = ""  # the chain key of the base whose files it patches
     reads_chain: ClassVar[bool] = True
+
+    def key(self, epoch: int) -> str:
+        return keys.key_of("overlay", base=self.base, installed=self.installed, epoch=epoch,
+                           patches=[p.patch.sha256 for p in self.patches])
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         if job.chain_image is None:

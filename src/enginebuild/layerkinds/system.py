@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from enginebuild.core import keys
 from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import Download, LayerPayload, WriteJob
 from enginebuild.layerkinds.debfile import write_sysroot
@@ -14,6 +15,9 @@ from enginebuild.lock.pins import DebPin
 class Sysroot(LayerPayload):
     debs: tuple[DebPin, ...]
     urls: tuple[str, ...]
+
+    def key(self, epoch: int) -> str:
+        return keys.key_of("sysroot", debs=[d.sha256 for d in self.debs], epoch=epoch)
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         write_sysroot([(job.store.verified(d.sha256, f"{d.name} {d.version}"), d.name) for d in self.debs], writer)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from enginebuild.core import keys
 from enginebuild.errors import BuildFailed, command
 from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import LayerPayload, WriteJob
@@ -20,6 +21,12 @@ class Wheel(LayerPayload):
     closure: tuple[tuple[str, str], ...] | None = None  # what the lock holds, which the wheel's needs must match
     target: tuple[tuple[str, str], ...] = ()  # the marker environment its needs are read for
     editable: str = ""  # the tree an editable wheel points at (recorded in direct_url.json, as pip does)
+
+    def key(self, epoch: int) -> str:
+        return keys.key_of("component-wheels", component=self.component_key, site=self.site_packages,
+                           interpreter=self.interpreter, epoch=epoch,
+                           **({"editable": self.editable} if self.editable else {}),
+                           **({"checked_against": keys.sha(keys.canonical(self.closure))} if self.closure else {}))
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         for filename, sha, _ in sorted(job.outputs[self.component_key].wheels):

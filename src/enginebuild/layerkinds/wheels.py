@@ -8,6 +8,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
 from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import Download, LayerPayload, WriteJob
@@ -22,6 +23,12 @@ class Wheels(LayerPayload):
     interpreter: str
     base: str = ""  # the base whose distributions some of these replace
     removes: tuple[tuple[str, str], ...] = ()  # (name, its .dist-info folder in the base): files to delete
+    base_digest: str | None = ""  # that base's digest (what the deletions were read from)
+
+    def key(self, epoch: int) -> str:
+        files = [[p.name, p.sha256 or p.commit] for p in self.pins]
+        return keys.key_of("wheels", files=files, site=self.site_packages, interpreter=self.interpreter, epoch=epoch,
+                           **({"replaces": [self.base_digest, list(self.removes)]} if self.removes else {}))
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         wheels = [(job.store.verified(pin.sha256, pin.filename), pin.filename) if pin.sha256

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from enginebuild.core import keys
 from enginebuild.errors import SpecError
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.layerkinds.context import ContextItem, FromBlob, FromData, FromFile, FromOutput, FromSource
 from enginebuild.lock.inputs import release_input
-from enginebuild.plan import keys
 from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent_ref, script_run
 from enginebuild.plan.model import ComponentNode, EnvNode
 from enginebuild.plan.render import TEMPLATES, render

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from enginebuild.core import keys
 from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.layerkinds.commands import Run
@@ -16,7 +17,6 @@ from enginebuild.lock.inputs import Input, image_inputs
 from enginebuild.lock.lockfile import Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin
 from enginebuild.lock.python import interpreter_mismatch
-from enginebuild.plan import keys
 from enginebuild.plan.model import EnvNode, LayerNode
 from enginebuild.plan.render import TemplateValues, render
 from enginebuild.plan.wheelgroups import wheel_sets
@@ -122,10 +122,9 @@ class EnvPlanner:
         dockerfile = render("run.Dockerfile", what=what, platform=self.platform, parent=parent_ref(prefix),
                             epoch=self.epoch, env=list(env), commands=commands)
         body = "\n".join(line for line in dockerfile.splitlines() if not line.startswith("FROM "))
-        key = keys.key_of("run", platform=self.platform, dockerfile=body, secrets=list(secrets),
-                          context=[[c.arcname, c.mode, c.digest] for c in context])
-        return LayerNode(kind, what, key, keys.chain(prefix.tip, key), Run(dockerfile, context, secrets),
-                         inputs or {"commands": keys.sha(body)})
+        payload = Run(dockerfile, context, secrets, self.platform)
+        key = payload.key(self.epoch)
+        return LayerNode(kind, what, key, keys.chain(prefix.tip, key), payload, inputs or {"commands": keys.sha(body)})
 
     def environment(self, role: str, env: Environment, *, on: str | None = None,
                     parts: frozenset[str] = frozenset({"system", "python"}),
@@ -142,10 +141,11 @@ class EnvPlanner:
                 SystemPin((), (), ())
             debs = pin.packages
             if debs and system.install == "extract":
-                key = keys.key_of("sysroot", debs=[d.sha256 for d in debs], epoch=self.epoch)
+                sysroot = Sysroot(debs, tuple(pin.url(d) for d in debs))
+                key = sysroot.key(self.epoch)
                 parent = layers[-1].chain if layers else root
                 layers.append(LayerNode("system", f"system packages ({len(debs)} .debs, unpacked)", key,
-                                        keys.chain(parent, key), Sysroot(debs, tuple(pin.url(d) for d in debs)),
+                                        keys.chain(parent, key), sysroot,
                                         {"packages": keys.sha(keys.canonical([[d.name, d.version] for d in debs]))}))
             commands: list[dict[str, Any]] = []
             context: tuple[ContextItem, ...] = ()
@@ -174,16 +174,14 @@ class EnvPlanner:
                                 hint=f"run `{command()} lock {self.spec.name}`")
             from_lock = [p for p in python.installed() if p.origin != "component"]  # components': plan/image.py
             for group in wheel_sets(from_lock):
-                files = [[p.name, p.sha256 or p.commit] for p in group.pins]
                 removes = tuple((p.name, self.replaced_folder(p, base, env.python.site_packages)) for p in group.pins if p.replaces)
-                key = keys.key_of("wheels", files=files, site=env.python.site_packages,
-                                  interpreter=env.python.interpreter, epoch=self.epoch,
-                                  **({"replaces": [base.digest if base else "", list(removes)]} if removes else {}))
                 parent = layers[-1].chain if layers else root
                 payload = Wheels(group.pins, env.python.site_packages, env.python.interpreter,
-                                 base.ref if removes and base else "", removes)
+                                 base.ref if removes and base else "", removes,
+                                 base.digest if removes and base else "")
+                key = payload.key(self.epoch)
                 layers.append(LayerNode("wheel", group.name, key, keys.chain(parent, key), payload,
-                                        {f"python {n}": ident for n, ident in files}))
+                                        {f"python {p.name}": p.sha256 or p.commit for p in group.pins}))
         return EnvNode(role, self.platform, base, tuple(layers), root, run_env)
 
     @staticmethod

@@ -10,14 +10,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from enginebuild.core import keys
 from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
-from enginebuild.layerkinds import Data, Files, OutputTree, OverlayFiles, Wheel
+from enginebuild.layerkinds import Data, Files, LayerPayload, OutputTree, OverlayFiles, Wheel
 from enginebuild.lock.inputs import role_of
 from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
 from enginebuild.lock.pins import PythonPin
 from enginebuild.lock.python import machine_of
-from enginebuild.plan import keys
 from enginebuild.plan.components import component_node, release_node
 from enginebuild.plan.envs import EnvPlanner, Pins
 from enginebuild.plan.model import (
@@ -159,10 +159,11 @@ def _file_layers(groups: tuple[FileGroup, ...], parent: str, epoch: int) -> list
         entries = tuple(e for g in chunk for e in g.entries)
         digests = {e.display: e.sha256 or keys.sha(read_recipe_file(e.src) if e.src else b"")
                    for e in entries if e.src is not None or e.sha256}
-        key = keys.files_layer([(e.dest, e.mode, digests[e.display]) for e in entries], epoch)
+        payload = Files(entries, tuple(digests.items()))
+        key = payload.key(epoch)
         name = "files " + ", ".join(g.key for g in chunk)
         layers.append(LayerNode("files", name, key, keys.chain(layers[-1].chain if layers else parent, key),
-                                Files(entries), {f"file {d}": v for d, v in digests.items()}))
+                                payload, {f"file {d}": v for d, v in digests.items()}))
     return layers
 
 
@@ -204,8 +205,9 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     runtime = planner.environment("runtime", spec.runtime, on=options.on, parts=only, run_env=run_env)
     layers = list(runtime.layers)
 
-    def add(layer_kind: str, name: str, key: str, payload: Any, inputs: dict[str, str]) -> None:
+    def add(layer_kind: str, name: str, payload: LayerPayload, inputs: dict[str, str]) -> None:
         parent = layers[-1].chain if layers else runtime.root
+        key = payload.key(epoch)
         layers.append(LayerNode(layer_kind, name, key, keys.chain(parent, key), payload, inputs))
 
     epoch = planner.epoch
@@ -219,32 +221,23 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                 editable = node.outputs.paths[0] if node.outputs.kind == "editable" else ""
                 if editable:  # its tree first, where the editable wheel points
                     add("output", f"tree of {pin.component} (editable, {node.outputs.paths[0]})",
-                        keys.key_of("output", component=comp_key, outputs=["editable", list(node.outputs.paths)],
-                                    epoch=epoch),
-                        OutputTree(pin.component, comp_key, node.outputs), {f"component {pin.component}": comp_key})
+                        OutputTree(pin.component, comp_key, node.outputs, editable_tree=True),
+                        {f"component {pin.component}": comp_key})
                 req = next(r for r in python.requirements if r.component == pin.component and r.name == pin.name)
                 closure = tuple((p.name, p.version) for p in pypin.packages if p.origin != "component") \
                     if req.deps else None
-                key = keys.key_of("component-wheels", component=comp_key, site=python.site_packages,
-                                  interpreter=python.interpreter, epoch=epoch, **({"editable": editable} if editable
-                                                                                 else {}),
-                                  **({"checked_against": keys.sha(keys.canonical(closure))} if closure else {}))
-                add("output", f"python {pin.name} (built by component {pin.component})", key,
+                add("output", f"python {pin.name} (built by component {pin.component})",
                     Wheel(pin, python.site_packages, python.interpreter, comp_key, closure,
                           marker_environment(python.version, platform), editable),
                     {f"component {pin.component}": comp_key})
     if "components" in only:
         for name in spec.install:
             node = components[name]
-            key = keys.key_of("output", component=node.key, outputs=[node.outputs.kind, list(node.outputs.paths),
-                                                                    node.outputs.to], epoch=epoch,
-                              site=python.site_packages if python else "", interpreter=python.interpreter if python
-                              else "")
             if node.outputs.kind == "wheels" and not python:
                 raise SpecError(spec.where("install"), "install",
                                 f"component {name} produces wheels; the runtime needs `python:` (its version and "
                                 "site-packages) to install them")
-            add("output", f"outputs of {name} ({node.outputs.kind})", key,
+            add("output", f"outputs of {name} ({node.outputs.kind})",
                 OutputTree(name, node.key, node.outputs, python.site_packages if python else "",
                            python.interpreter if python else "/usr/bin/python3"),
                 {f"component {name}": node.key})
@@ -252,10 +245,9 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         for overlay in spec.overlays:
             source_pin = pins.get(f"overlays.{overlay.name}.source") if overlay.source.pinned_by_lock else None
             if overlay.patches:
-                key = keys.key_of("overlay", base=runtime.root, installed=overlay.installed, epoch=epoch,
-                                  patches=[p.patch.sha256 for p in overlay.patches])
                 add("overlay", f"overlay {overlay.name} ({len(overlay.patches)} patch(es) in {overlay.installed})",
-                    key, OverlayFiles(overlay.name, overlay.installed, overlay.patches, overlay.source, source_pin),
+                    OverlayFiles(overlay.name, overlay.installed, overlay.patches, overlay.source, source_pin,
+                                 runtime.root),
                     {f"patches/{p.name}": p.patch.sha256 for p in overlay.patches})
     if "steps" in only:
         for step in spec.steps:
@@ -269,8 +261,7 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     in_label = spec.manifest == "label" or adds_no_layer(spec)
     if not in_label:
         data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-        add("manifest", "manifest", keys.key_of("data", dest=MANIFEST_PATH, sha=keys.sha(data), epoch=epoch),
-            Data(MANIFEST_PATH, data), {"manifest": keys.sha(data)})
+        add("manifest", "manifest", Data(MANIFEST_PATH, data), {"manifest": keys.sha(data)})
     if "files" in only:
         layers += _file_layers(spec.files, layers[-1].chain if layers else runtime.root, epoch)
     labels = labels_of(spec, lock, manifest, pins, options.on, in_label, created)

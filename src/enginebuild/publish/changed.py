@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from enginebuild.plan.keys import sha
+from enginebuild.core.keys import sha
 
 
 def content_tag(plans: list[Any], compression: str = "gzip") -> str:

@@ -26,7 +26,7 @@ def _file(root: Path, rel: str) -> JsonDoc:
 
 def pin_digest(pin: JsonDoc) -> str:
     """The sha256 of a resolved pin as the lockfile holds it (canonical JSON)."""
-    from enginebuild.plan import keys
+    from enginebuild.core import keys
 
     return keys.sha(keys.canonical(pin))
 

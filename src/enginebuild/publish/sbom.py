@@ -90,7 +90,7 @@ def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, JsonDoc]) -> l
 
 def sbom_key(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, JsonDoc]) -> str:
     """Everything the SBOM says: the same inputs, the same document."""
-    from enginebuild.plan import keys
+    from enginebuild.core import keys
 
     return keys.key_of("sbom", version=__version__, image=spec.name, repository=repository, created=lock.created,
                        inputs={n: e.resolved for n, e in sorted(lock.entries.items())},
