@@ -5,6 +5,8 @@ says what is missing.
 """
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shutil
 import subprocess
@@ -69,13 +71,25 @@ def workspace(tmp_path) -> Path:
     return dest
 
 
+@functools.lru_cache(maxsize=1)
+def _zygote():
+    from helpers.zygote import Zygote
+
+    server = Zygote(ROOT)
+    atexit.register(server.close)
+    return server
+
+
 def run_cli(args, cwd: Path, env: dict | None = None, timeout: float = 1800, input: str | None = None):
     """Run `python -m enginebuild ARGS` in a checkout; never lets a traceback pass unnoticed."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(ROOT / "src")
     full_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-m", "enginebuild", *map(str, args)], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout, input=input)
+    if os.environ.get("ENGINEBUILD_TEST_ZYGOTE", "1") != "0":  # a forked child of a server that imported it
+        proc = _zygote().run([str(a) for a in args], cwd, full_env, timeout, input)
+    else:
+        proc = subprocess.run([sys.executable, "-m", "enginebuild", *map(str, args)], cwd=cwd, env=full_env,
+                              capture_output=True, text=True, timeout=timeout, input=input)
     if proc.returncode in (0, 1, 2):
         assert "Traceback" not in proc.stderr, proc.stderr
     return proc
