@@ -14,7 +14,22 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from enginebuild.build.assemble import layer_blobs
+from enginebuild.build.buildkit import candidates, client_version, detect_builder
+from enginebuild.build.sites import builder_specs, native_platforms
 from enginebuild.errors import EngineBuildError
+from enginebuild.io import proc
+from enginebuild.io.progress import human_bytes
+from enginebuild.io.store import Store
+from enginebuild.lock.python import uv_binary
+from enginebuild.oci.credentials import has_credentials
+from enginebuild.oci.engine import Engine
+from enginebuild.oci.reference import parse_image_ref
+from enginebuild.oci.registry import RegistryClient
+from enginebuild.publish.records import read_records
+from enginebuild.settings import settings
+from enginebuild.spec.repo_settings import load_repo_settings
+from enginebuild.usecases.collecting import catalogue_plans, store_size
 from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
@@ -47,8 +62,6 @@ def _run(name: str, probe: Callable[[], Check]) -> Check:
 
 
 def docker_client() -> Check:
-    from enginebuild.build.buildkit import candidates, client_version
-
     found = candidates()
     if not found:
         return Check("docker client", "FAIL", "no docker client found (PATH, or ENGINEBUILD_DOCKER)",
@@ -62,15 +75,10 @@ def docker_client() -> Check:
 
 
 def buildkit() -> Check:
-    from enginebuild.build.buildkit import detect_builder
-
     return Check("BuildKit", "ok", detect_builder().describe())
 
 
 def engine() -> tuple[Check, JsonDoc]:
-    from enginebuild.oci.engine import Engine
-    from enginebuild.settings import settings
-
     eng = Engine(timeout=10)
     if not eng.ping():
         return Check("docker engine", "FAIL", f"nothing answers at {settings().docker_host}",
@@ -83,8 +91,6 @@ def engine() -> tuple[Check, JsonDoc]:
 def builders(specs: list[Any], targets: set[str]) -> list[Check]:
     """Every builder named (enginebuild.yaml or --builder): does it answer, what it builds natively,
     and whether each platform the catalogue targets has a native builder."""
-    from enginebuild.build.sites import native_platforms
-    from enginebuild.oci.engine import Engine
 
     out: list[Check] = []
     native: set[str] = set()
@@ -140,8 +146,6 @@ def emulation(platforms: Iterable[str]) -> list[Check]:
 
 
 def tool(name: str, find: Callable[[], str | None], version_args: list[str]) -> Check:
-    from enginebuild.io import proc
-
     path = find()
     if not path:
         return Check(name, "FAIL", f"{name} not found", "bash scripts/setup.sh (pip install -r requirements.txt)")
@@ -150,8 +154,6 @@ def tool(name: str, find: Callable[[], str | None], version_args: list[str]) -> 
 
 
 def uv() -> Check:
-    from enginebuild.lock.python import uv_binary
-
     return tool("uv", uv_binary, ["--version"])
 
 
@@ -160,10 +162,6 @@ def git() -> Check:
 
 
 def registry(repo: str, why: str) -> Check:
-    from enginebuild.oci.credentials import has_credentials
-    from enginebuild.oci.reference import parse_image_ref
-    from enginebuild.oci.registry import RegistryClient
-
     ref = parse_image_ref(repo)
     name = f"registry {ref.registry}"
     creds = "credentials stored" if has_credentials(ref.registry) else "no stored credentials"
@@ -178,9 +176,6 @@ def registry(repo: str, why: str) -> Check:
 
 
 def store(ws: Workspace) -> Check:
-    from enginebuild.io.progress import human_bytes
-    from enginebuild.usecases.collecting import store_size
-
     blobs, size = store_size(ws.home)
     return Check("store", "ok", f"{blobs} blob(s), {human_bytes(size)} at {ws.home} (it grows with every input "
                                 "and layer made; `gc` removes what no image needs)")
@@ -203,9 +198,6 @@ def disk(name: str, path: Path, need: int, need_why: str) -> Check:
 
 def largest_image(ws: Workspace) -> int:
     """Bytes of the largest image built here (its layers as recorded in the store)."""
-    from enginebuild.build.assemble import layer_blobs
-    from enginebuild.io.store import Store
-    from enginebuild.usecases.collecting import catalogue_plans
 
     store = Store(ws.home)
     largest = 0
@@ -218,9 +210,6 @@ def largest_image(ws: Workspace) -> int:
 
 def registries(ws: Workspace, extra: list[str]) -> list[tuple[str, str]]:
     """The cache and every push target this checkout has used or was asked about."""
-    from enginebuild.publish.records import read_records
-    from enginebuild.settings import settings
-    from enginebuild.spec.repo_settings import load_repo_settings
 
     out: dict[str, str] = {}
     cache = settings().cache or load_repo_settings(ws.root).cache_repository
@@ -274,9 +263,6 @@ def run_checks(ws: Workspace, extra_registries: list[str], builder_values: list[
 
 
 def _builder_checks(ws: Workspace, values: list[str], targets: set[str]) -> list[Check]:
-    from enginebuild.build.sites import builder_specs
-    from enginebuild.spec.repo_settings import load_repo_settings
-
     try:
         configured = load_repo_settings(ws.root).builders
         if not values and not configured:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from enginebuild.build.secretscan import encodings
 from enginebuild.errors import BuilderLost, BuildFailed, ToolMissing
 from enginebuild.io import faults, proc
 from enginebuild.io.files import temp_path, write_atomic
@@ -149,8 +150,6 @@ class Redactor:
     encoding the secret scan looks for (base64 at any alignment, URL- and JSON-escaped)."""
 
     def __init__(self, secrets: list[str]):
-        from enginebuild.build.secretscan import encodings
-
         forms = {s for s in secrets if s and len(s) >= 4}
         forms |= {e.decode("ascii", "replace") for s in secrets if s and len(s) >= 6 for e in encodings(s)}
         self.secrets = sorted(forms, key=len, reverse=True)

@@ -10,6 +10,7 @@ outputs instead of compiling for an hour, without pulling any image into its eng
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,8 @@ from enginebuild.oci.image import OCI_LAYER_TAR, canonical, manifest
 from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.oci.registry import RegistryClient, sha256_digest
 from enginebuild.plan.model import ComponentNode, LayerNode
+from enginebuild.settings import settings
+from enginebuild.spec.repo_settings import load_repo_settings
 from enginebuild.wire import JsonDoc
 
 CONFIG_TYPE = "application/vnd.enginebuild.cache.v1+json"
@@ -139,15 +142,11 @@ class LayerCache:
 
 
 def _bytes(data: bytes) -> Any:
-    import io
-
     return io.BytesIO(data)
 
 
 def cache_from_settings(root: Path, cli_repo: str | None, disabled: bool, readonly: bool) -> LayerCache | None:
     """--cache, else $ENGINEBUILD_CACHE, else `cache:` in enginebuild.yaml; --no-registry-cache turns it off."""
-    from enginebuild.settings import settings
-    from enginebuild.spec.repo_settings import load_repo_settings
 
     if disabled:
         return None

@@ -5,6 +5,7 @@ normalised. Each made layer is a blob in the store (its uncompressed tar) and a 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import tarfile
 from collections.abc import Callable
@@ -91,8 +92,6 @@ def cut_new_layers(engine: Engine, image: str, parent_sizes: dict[int, int], par
 
 
 def json_layers(data: bytes) -> list[str]:
-    import json
-
     return list(json.loads(data)[0]["Layers"])
 
 

@@ -9,6 +9,7 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any
 
+from enginebuild.build.normalize import normalize_layer
 from enginebuild.errors import BuildFailed
 from enginebuild.io.files import temp_path
 from enginebuild.io.store import Store, make_blob
@@ -94,8 +95,6 @@ def export_outputs(engine: Engine, image: str, component: str, outputs: Outputs,
         if outputs.kind in ("wheels", "editable") and not wheels:
             where = outputs.paths[0] if outputs.kind == "wheels" else f"the editable build of {outputs.paths[0]}"
             raise BuildFailed(f"component {component} produced no wheel in {where}")
-        from enginebuild.build.normalize import normalize_layer
-
         def write(sink: Any) -> None:
             writer = TarWriter(sink, mtime=mtime)
             normalize_layer(raw, writer)

@@ -15,16 +15,21 @@ import base64
 import fnmatch
 import hashlib
 import json
+import os
 import re
+import secrets as random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from enginebuild.build.layers import cut_new_layers, remove_folder, scratch_folder
 from enginebuild.build.secretsearch import Finding, Rule, search_tar
 from enginebuild.errors import SecretLeak, SecretUnchecked
 from enginebuild.io.progress import output
+from enginebuild.io.store import Store
+from enginebuild.settings import settings
 
 if TYPE_CHECKING:
     from enginebuild.io.store import Store
@@ -75,7 +80,6 @@ def secret_names(spec: ImageSpec) -> list[str]:
 
 def secret_values(names: Iterable[str]) -> dict[str, str]:
     """The values set here (the environment) of these secrets."""
-    import os
 
     return {n: v for n in names if (v := os.environ.get(n, ""))}
 
@@ -212,10 +216,6 @@ class Scanner:
                 self.store.path(sha).unlink(missing_ok=True)
 
     def check_image(self, engine: Engine, tag: str, parents: list[Layer], secrets: dict[str, str], what: str) -> None:
-        from enginebuild.build.layers import cut_new_layers, remove_folder, scratch_folder
-        from enginebuild.io.store import Store
-        from enginebuild.settings import settings
-
         folder = scratch_folder(Store(settings().home))
         try:
             raws = cut_new_layers(engine, tag, {layer.size: 1 for layer in parents}, len(parents), folder)
@@ -226,7 +226,6 @@ class Scanner:
 
 def _salt(store: Store) -> bytes:
     """This machine's salt for the hashes of secret values (made once, kept in the store)."""
-    import secrets as random
 
     record = store.record("secret-checked", "salt")
     if record is None:

@@ -35,8 +35,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.oci.registry import RegistryClient
     from enginebuild.plan.image import plan_image
     from enginebuild.publish.changed import content_tag, published
-    from enginebuild.usecases.building import platforms_of
     from enginebuild.usecases.pushing import destination
+    from enginebuild.usecases.targets import platforms_of
 
     client = RegistryClient()
     rows = []

@@ -20,7 +20,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.layerkinds.context import FromSource
     from enginebuild.plan.image import plan_image
     from enginebuild.sources.base import Context
-    from enginebuild.usecases.building import platforms_of
+    from enginebuild.usecases.targets import platforms_of
 
     ws.sweep()
     for name in ws.select(args.images):

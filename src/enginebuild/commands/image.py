@@ -166,7 +166,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         raise UserError(f"-t {args.local_tags[0]} with {len(set(args.images))} images would give them all one name",
                         hint="build them one at a time with -t, or tag them afterwards with `docker tag`")
     from enginebuild.spec.repo_settings import load_repo_settings
-    from enginebuild.usecases.building import parse_local_tag
+    from enginebuild.usecases.targets import parse_local_tag
 
     tag_names = list(args.local_tags) or list(load_repo_settings(ws.root).tags)  # -t, else enginebuild.yaml's
     for value in tag_names:
@@ -193,7 +193,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                 close = difflib.get_close_matches(comp, [c.name for c in spec.components], n=1)
                 raise UserError(f"--output {comp}=…: {spec.name} has no component {comp!r}",
                                 hint=f"did you mean {close[0]!r}?" if close else None)
-    from enginebuild.usecases.building import BuildRequest, build_components, build_image, builders_of, lock_first
+    from enginebuild.usecases.building import BuildRequest, build_components, build_image, lock_first
+    from enginebuild.usecases.targets import builders_of
 
     builders_of(ws, list(args.builder))  # every builder's address read before any work: a bad one is named
 

@@ -81,7 +81,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
     from enginebuild.build.status import describe
     from enginebuild.oci.engine import Engine
     from enginebuild.plan.image import plan_image
-    from enginebuild.usecases.building import platforms_of
+    from enginebuild.usecases.targets import platforms_of
 
     spec = ws.spec(name)
     lock, stale = planned if planned else (ws.lock(spec), [])
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     cache = cache_from_settings(ws.root, args.cache, args.no_registry_cache, True)
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
     from enginebuild.spec.repo_settings import load_repo_settings
-    from enginebuild.usecases.building import builders_of
+    from enginebuild.usecases.targets import builders_of
 
     named = args.builder or load_repo_settings(ws.root).builders
     builders = builders_of(ws, args.builder) if named else None

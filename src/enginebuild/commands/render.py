@@ -34,8 +34,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.lock.lockfile import Lock
     from enginebuild.plan.image import plan_image
     from enginebuild.plan.views import runtime_dockerfile
-    from enginebuild.usecases.building import platforms_of
     from enginebuild.usecases.rendering import write_contexts
+    from enginebuild.usecases.targets import platforms_of
 
     if args.unpinned and (args.out or args.bake):
         raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out, --bake)")

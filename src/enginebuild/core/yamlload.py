@@ -20,6 +20,7 @@ from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
 from enginebuild.errors import SpecError, Where
+from enginebuild.io.recipefiles import OutsideRecipe, open_recipe_file
 
 MAX_BYTES = 1 << 20  # a spec is a page of text; refuse anything that is not
 MAX_DEPTH = 32  # real specs nest five levels; deeper is a mistake or an attack on the parser
@@ -215,7 +216,6 @@ def _compose(kind: type[_Strict], text: str, display: str) -> Any:
 
 def load_yaml_file(path: Path, display: str, root: Path | None = None) -> Any:
     """`root`: the recipe repository the file must lie in (default: the file's own folder)."""
-    from enginebuild.io.recipefiles import OutsideRecipe, open_recipe_file
 
     try:
         with open_recipe_file(path, str(root or path.parent)) as handle:

@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING
 from enginebuild.errors import FetchError, command
 from enginebuild.io import faults
 from enginebuild.io.files import disk_full, mutex, sweep, temp_path, write_atomic
+from enginebuild.io.http import HttpFailure
 from enginebuild.io.progress import Transfer, output
 from enginebuild.wire import JsonDoc
 
@@ -226,8 +227,6 @@ class Store:
 
     def _download(self, http: Http, url: str, sha256: str, what: str, size: int | None, target: Path,
                   cancelled: Callable[[], bool] | None = None) -> None:
-        from enginebuild.io.http import HttpFailure
-
         tmp = temp_path(target.parent, sha256[:12])
         try:
             try:

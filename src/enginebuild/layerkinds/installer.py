@@ -16,11 +16,15 @@ import warnings
 import zipfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from email.parser import HeaderParser
 from pathlib import Path
 
 from installer import install
 from installer.destinations import SchemeDictionaryDestination
 from installer.sources import WheelFile
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion
 
 from enginebuild.errors import BuildFailed
 from enginebuild.io.files import MEMORY_TMP, temp_path
@@ -186,11 +190,7 @@ def unmet_requirements(wheel: Path, closure: tuple[tuple[str, str], ...],
     """What the wheel's own metadata (Requires-Dist, markers read for `target`) asks for that
     the locked closure (name, version) does not give: the lock resolved other needs than the
     wheel states."""
-    from email.parser import HeaderParser
 
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-    from packaging.version import InvalidVersion
 
     with zipfile.ZipFile(wheel) as zipped:
         name = next((n for n in zipped.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)

@@ -17,6 +17,7 @@ from typing import Any
 from enginebuild.errors import LockError, Where, command
 from enginebuild.io.files import write_atomic
 from enginebuild.lock.inputs import Input, image_inputs
+from enginebuild.sources import kind
 from enginebuild.spec.model import ImageSpec
 from enginebuild.wire import JsonDoc
 
@@ -68,7 +69,6 @@ class Lock:
         entry = self.entries.get(name)
         if entry is None or entry.resolved is None:
             return None
-        from enginebuild.sources import kind
 
         return kind(str(entry.request["kind"])).pin_from_json(entry.resolved)
 

@@ -12,13 +12,13 @@ from enginebuild.errors import LockError, command
 from enginebuild.io.files import write_atomic
 from enginebuild.io.progress import output
 from enginebuild.lock.lockfile import Lock, input_where, read_lock_file, stale_inputs
+from enginebuild.lock.resolve import Resolvers, build_lock
 from enginebuild.spec.model import ImageSpec
 
 
 def per_build_lock(home: Path, spec: ImageSpec, committed: Lock | None, settings: tuple[str, ...]) -> Lock | None:
     """The committed lock with the inputs `--set` changed resolved for this build (only those),
     or the committed lock itself when `--set` changed no input."""
-    from enginebuild.lock.resolve import Resolvers, build_lock
 
     stale = stale_inputs(spec, committed)
     if not stale or committed is None:

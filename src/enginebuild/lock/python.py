@@ -18,15 +18,18 @@ import shutil
 import tempfile
 import tomllib
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from enginebuild.errors import ResolveError, ToolMissing, UserError
 from enginebuild.io import proc
+from enginebuild.io.http import Http, HttpFailure
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin
 from enginebuild.lock.wheelfiles import with_shares
 from enginebuild.sources.pyindex import DEFAULT_INDEX
@@ -46,8 +49,6 @@ SAME_RELEASE = (("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache"
 
 
 def check_same_release(pins: dict[str, PyPin], origins: Origins) -> None:
-    from packaging.version import InvalidVersion, Version
-
     for group in SAME_RELEASE:
         found = [pins[n] for n in group if n in pins and pins[n].version]
         try:
@@ -242,9 +243,7 @@ def with_size(pin: PyPin) -> PyPin:
     asked with HEAD): the plan gives big distributions layers of their own by it."""
     if pin.size is not None or not pin.url.startswith(("http://", "https://")):
         return pin
-    from dataclasses import replace
 
-    from enginebuild.io.http import Http, HttpFailure
 
     try:
         response = Http(attempts=2).request("HEAD", pin.url, allow_redirects=True)
@@ -260,7 +259,6 @@ def replaces_base(req: PyRequirement, version: str) -> bool:
     does not satisfy; a bare name or a satisfied specifier keeps the base's)."""
     if req.url or req.git_url:
         return True
-    from packaging.requirements import InvalidRequirement, Requirement
 
     try:
         spec = Requirement(req.text).specifier

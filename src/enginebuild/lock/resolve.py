@@ -33,7 +33,7 @@ from enginebuild.lock.inputs import (
 )
 from enginebuild.lock.lockfile import Entry, Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
-from enginebuild.lock.python import resolve_python
+from enginebuild.lock.python import interpreter_mismatch, resolve_python
 from enginebuild.lock.release import resolve_release
 from enginebuild.lock.wheeldeps import wheel_requirements
 from enginebuild.oci.reference import parse_image_ref
@@ -201,7 +201,6 @@ def now_utc() -> str:
 
 def check_interpreters(spec: ImageSpec, done: dict[str, object]) -> None:
     """Each environment's `python.version` against the interpreter it will really have."""
-    from enginebuild.lock.python import interpreter_mismatch
 
     for inp in image_inputs(spec):
         if not isinstance(inp, PythonInput):

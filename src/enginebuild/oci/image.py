@@ -7,6 +7,7 @@ spaces), so the same layers and settings give the same image ID on any engine.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -136,7 +137,6 @@ def write_docker_archive(out: IO[bytes], config: bytes, layers: list[Layer], pre
                          blob_path: Callable[[str], Path], tags: list[str]) -> None:
     """A docker-archive for `POST /images/load`: the config, the files of the layers after the
     first `present` (the engine has those), and manifest.json."""
-    import hashlib
 
     config_name = hashlib.sha256(config).hexdigest() + ".json"
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:

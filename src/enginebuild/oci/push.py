@@ -13,6 +13,7 @@ registry already has is not sent. Each platform gets a manifest; several platfor
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import shutil
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
+
+import zstandard  # type: ignore[import-untyped,unused-ignore]
 
 from enginebuild.errors import RegistryError
 from enginebuild.io.background import completed
@@ -42,8 +45,6 @@ def _gzip(source: IO[bytes], sink: IO[bytes]) -> None:
 
 
 def _zstd(source: IO[bytes], sink: IO[bytes]) -> None:
-    import zstandard  # type: ignore[import-untyped,unused-ignore]
-
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, threads=0, write_content_size=False)
     with compressor.stream_writer(sink, closefd=False) as out:
         shutil.copyfileobj(source, out, 1 << 20)
@@ -124,7 +125,6 @@ class Pusher:
 
     def present(self, digests: list[str]) -> set[str]:
         """Which of these blobs the target has: one HEAD each, asked side by side."""
-        from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(digests)))) as pool:
             answers = list(pool.map(lambda d: self.client.has_blob(self.target, d), digests))
@@ -147,8 +147,6 @@ class Pusher:
             self.stats.blobs.append(digest)
 
     def data(self, data: bytes, what: str, present: bool | None = None) -> str:
-        import io
-
         digest = sha256_digest(data)
         if not (present if present is not None else self.client.has_blob(self.target, digest)):
             self.client.upload_blob(self.target, digest, len(data), lambda: io.BytesIO(data))

@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from enginebuild.errors import UserError
+
 DOCKER_HUB = "registry-1.docker.io"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
@@ -98,7 +100,6 @@ def parse_destination(text: str) -> tuple[ImageRef, str | None]:
     if rest and not REPOSITORY.fullmatch(rest):
         problems.append(f"the repository {rest!r} must be lower case: a-z 0-9 separated by . _ - or /")
     if problems:
-        from enginebuild.errors import UserError
         raise UserError(f"--to {text!r}: " + "; ".join(problems))
     return ImageRef(host, rest, tag, None), tag
 

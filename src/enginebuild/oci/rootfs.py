@@ -11,6 +11,8 @@ import tarfile
 from collections.abc import Callable
 from typing import IO, cast
 
+from packaging.utils import canonicalize_name
+
 from enginebuild.errors import RegistryError
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryClient
@@ -54,7 +56,6 @@ _DIST = re.compile(r"(?:^|/)(?:site|dist)-packages/[^/]+\.(?:dist-info/METADATA|
 
 def python_dist_folders(files: dict[str, bytes]) -> dict[str, tuple[str, str]]:
     """name -> (version, the folder of its metadata) of the Python distributions a filesystem holds."""
-    from packaging.utils import canonicalize_name
 
     out: dict[str, tuple[str, str]] = {}
     for path, data in sorted(files.items()):

@@ -9,9 +9,13 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from enginebuild.errors import RegistryError
+from enginebuild.io.store import Store
 from enginebuild.oci.image import OCI_INDEX, OCI_MANIFEST, canonical
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import sha256_digest
+from enginebuild.publish.provenance import make_provenance
+from enginebuild.publish.sbom import make_sbom
+from enginebuild.settings import settings
 from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
@@ -67,10 +71,6 @@ def update_fallback_index(pusher: Any, subject_digest: str, referrers: list[tupl
 def attach_documents(pusher: Pusher, root: Path, spec: ImageSpec, lock: Lock, plans: list[ImagePlan],
                      digest: str, parameters: JsonDoc | None = None) -> dict[str, str]:
     """Push the SBOM and the provenance of the image (or index) `digest` as its referrers."""
-    from enginebuild.io.store import Store
-    from enginebuild.publish.provenance import make_provenance
-    from enginebuild.publish.sbom import make_sbom
-    from enginebuild.settings import settings
 
     client, target = pusher.client, pusher.target
     _, media_type, body = client.manifest(ImageRef(target.registry, target.repository, None, digest))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from enginebuild.core.keys import sha
+from enginebuild.oci.reference import ImageRef, parse_destination
 
 
 def content_tag(plans: list[Any], compression: str = "gzip") -> str:
@@ -18,7 +19,6 @@ def content_tag(plans: list[Any], compression: str = "gzip") -> str:
 
 def published(client: Any, repository: str, tag: str) -> str | None:
     """The digest the registry holds at REPOSITORY:TAG, or None."""
-    from enginebuild.oci.reference import ImageRef, parse_destination
 
     ref, _ = parse_destination(repository)
     found = client.head_digest(ImageRef(ref.registry, ref.repository, tag, None))

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from enginebuild import __version__
+from enginebuild.core import keys
 from enginebuild.lock.lockfile import Lock
 from enginebuild.spec.model import ImageSpec
 from enginebuild.wire import JsonDoc
@@ -26,7 +27,6 @@ def _file(root: Path, rel: str) -> JsonDoc:
 
 def pin_digest(pin: JsonDoc) -> str:
     """The sha256 of a resolved pin as the lockfile holds it (canonical JSON)."""
-    from enginebuild.core import keys
 
     return keys.sha(keys.canonical(pin))
 

@@ -5,28 +5,32 @@ same document."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
+import warnings
 from typing import Any
 
+from cyclonedx.model import ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, Property, XsUri
+from cyclonedx.model.bom import Bom, BomMetaData
+from cyclonedx.model.bom_ref import BomRef
+from cyclonedx.model.component import Component, ComponentType
+from cyclonedx.output import make_outputter
+from cyclonedx.schema import OutputFormat, SchemaVersion
+from packageurl import PackageURL
+
 from enginebuild import __version__
+from enginebuild.core import keys
 from enginebuild.lock.lockfile import Lock
 from enginebuild.spec.model import ImageSpec, PatchRef
 from enginebuild.wire import JsonDoc
 
 
 def _hash(value: str) -> Any:
-    from cyclonedx.model import HashAlgorithm, HashType
-
     return HashType(alg=HashAlgorithm.SHA_256, content=value.split(":")[-1])
 
 
 def _component(ref: str, name: str, version: str, kind: str, purl: str | None = None, sha256: str | None = None,
                url: str | None = None, props: dict[str, str] | None = None) -> Any:
-    from cyclonedx.model import ExternalReference, ExternalReferenceType, Property, XsUri
-    from cyclonedx.model.bom_ref import BomRef
-    from cyclonedx.model.component import Component, ComponentType
-    from packageurl import PackageURL
-
     types = {"container": ComponentType.CONTAINER, "library": ComponentType.LIBRARY, "file": ComponentType.FILE,
              "application": ComponentType.APPLICATION}
     component = Component(name=name, version=version, type=types[kind], bom_ref=BomRef(ref),
@@ -90,7 +94,6 @@ def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, JsonDoc]) -> l
 
 def sbom_key(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, JsonDoc]) -> str:
     """Everything the SBOM says: the same inputs, the same document."""
-    from enginebuild.core import keys
 
     return keys.key_of("sbom", version=__version__, image=spec.name, repository=repository, created=lock.created,
                        inputs={n: e.resolved for n, e in sorted(lock.entries.items())},
@@ -118,15 +121,7 @@ def make_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, J
 def write_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, JsonDoc],
                key: str | None = None) -> bytes:
     """The document; `key`: its sbom_key when the caller has it already."""
-    import datetime as dt
-    import warnings
 
-    from cyclonedx.model import Property
-    from cyclonedx.model.bom import Bom, BomMetaData
-    from cyclonedx.model.bom_ref import BomRef
-    from cyclonedx.model.component import Component, ComponentType
-    from cyclonedx.output import make_outputter
-    from cyclonedx.schema import OutputFormat, SchemaVersion
 
     key = key or sbom_key(spec, lock, repository, outputs)
     created = dt.datetime.fromisoformat(lock.created.replace("Z", "+00:00"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,8 +29,6 @@ def _version(value: str) -> str | None:
 
 
 def _index(value: str) -> str | None:
-    import re
-
     if not re.fullmatch(r"https?://[A-Za-z0-9.:\[\]-]+(?:/[A-Za-z0-9._~%/+-]*)?", value):
         return f"expected an http(s) URL of a package index, got {value!r}"
     return None

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -284,7 +285,6 @@ def folder_to_tree(store: Store, folder: Path, what: str, mtime: int) -> Blob:
 def declared_matcher(globs: tuple[str, ...]) -> Callable[[str], bool]:
     """Whether a path of a source tree is one of its declared inputs: `*` and `?` within one path
     part, `**` across parts, a folder (`csrc/` or `csrc`) with everything under it."""
-    import re
 
     parts = []
     for glob in globs:

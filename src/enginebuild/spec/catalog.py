@@ -17,6 +17,7 @@ from typing import Any
 from enginebuild.core.schema import MapOf, OneOf, Record, Schema
 from enginebuild.core.yamlload import YList, YMap, load_yaml_file, load_yaml_text
 from enginebuild.errors import SpecError, UserError, Where, command
+from enginebuild.io.recipefiles import set_recipe_root
 from enginebuild.spec import fields
 from enginebuild.spec.model import ImageSpec
 from enginebuild.spec.reader import read_image
@@ -83,8 +84,6 @@ class Catalog:
     root: Path
 
     def __post_init__(self) -> None:
-        from enginebuild.io.recipefiles import set_recipe_root
-
         set_recipe_root(self.root)  # every recipe file is read inside this root (io/recipefiles.py)
 
     @property

@@ -8,6 +8,7 @@ import re
 from packaging.requirements import InvalidRequirement, Requirement
 
 from enginebuild.core.schema import Bool, Enum, Int, ListOf, MapOf, OneOf, Record, Schema, Str
+from enginebuild.sources import kinds
 
 NAME = r"[a-z0-9][a-z0-9._-]{0,62}"  # images, components, variants: llama.cpp is a name
 ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
@@ -169,8 +170,6 @@ STEPS = ListOf(STEP, max_items=256)
 
 
 def source_schema() -> Record:
-    from enginebuild.sources import kinds
-
     names = tuple(kinds())
     return Record({name: kind.schema for name, kind in kinds().items()}, exclusive=(names,), need_one_of=names,
                   doc="one of " + ", ".join(names), description="where the code comes from: " + "; ".join(

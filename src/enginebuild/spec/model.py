@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from enginebuild.core.patchfile import PatchFile
 from enginebuild.errors import Where
 from enginebuild.sources import Source
@@ -92,9 +95,6 @@ class PyRequirement:
 
     @property
     def name(self) -> str:
-        from packaging.requirements import Requirement
-        from packaging.utils import canonicalize_name
-
         return canonicalize_name(Requirement(self.text).name)
 
 

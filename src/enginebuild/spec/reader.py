@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import posixpath
 import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from enginebuild.core.cudacompat import DRIVER_CUDA
 from enginebuild.core.patchfile import PatchError, parse_patch
 from enginebuild.core.yamlload import YList, YMap
 from enginebuild.errors import SpecError, Where
@@ -624,7 +626,6 @@ def with_init(runtime: m.Environment) -> m.Environment:
 
 def driver_branch(r: Reader, value: Any) -> int | None:
     """`cuda-verify.driver`, a driver branch whose CUDA version enginebuild knows."""
-    from enginebuild.core.cudacompat import DRIVER_CUDA
 
     if value is None:
         return None
@@ -643,7 +644,6 @@ EDITABLE_ROOTS = ("/app", "/opt", "/srv", "/workspace", "/home", "/root", "/src"
 def editable_problem(folder: str) -> str | None:
     """Why an editable tree may not live at `folder`: it must be a folder of its own under one of
     EDITABLE_ROOTS (never /, /tmp that layer clean-up empties, a system folder or enginebuild's own)."""
-    import posixpath
 
     clean = posixpath.normpath(folder)
     if clean == "/opt/enginebuild" or clean.startswith("/opt/enginebuild/"):

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from enginebuild import __version__
+from enginebuild.io.files import write_atomic
+from enginebuild.settings import settings
 from enginebuild.wire import JsonDoc
 
 RACY_SECONDS = 2.0
@@ -39,7 +41,6 @@ def _stat(path: str) -> list[int] | None:
 def memo_key(root: Any, image: str, options: JsonDoc) -> str:
     """What the memo is for: this checkout, this image, these options, this enginebuild, and the
     time stamp every layer carries (SOURCE_DATE_EPOCH)."""
-    from enginebuild.settings import settings
 
     return json.dumps({"v": __version__, "root": str(root), "image": image, "options": options,
                        "epoch": settings().source_date_epoch}, sort_keys=True)
@@ -97,7 +98,6 @@ class PlanMemo:
         """`blobs`: the sha256 of every stored layer the image is made of. Their stats are kept too
         (written by enginebuild, never racy): a layer damaged or removed in the store since means
         no answer from the memo, and the full path verifies and makes it again."""
-        from enginebuild.io.files import write_atomic
 
         stats = {sha: _stat(self.blob_path(sha)) for sha in sorted(set(blobs))}
         write_atomic(Path(self._file(key)), json.dumps({"key": key, "inputs": inputs, "result": result,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import tarfile
 from io import BytesIO
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from enginebuild.build.assemble import layer_blobs
 from enginebuild.build.executor import Executor
+from enginebuild.build.fetch import plan_downloads
 from enginebuild.build.materialize import Materializer
 from enginebuild.errors import UserError, command
 from enginebuild.io.files import write_folder
@@ -36,6 +38,7 @@ from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.plan.quote import dockerfile_string
 from enginebuild.plan.render import render
 from enginebuild.plan.views import settings_values
+from enginebuild.sources.base import Context
 from enginebuild.spec.model import Outputs
 from enginebuild.usecases.rendering import fresh, stamp_by_content
 from enginebuild.workspace import Workspace
@@ -72,9 +75,6 @@ class Stages:
     """One platform's Dockerfile and the files it reads, written into `root`."""
 
     def __init__(self, ws: Workspace, plan: ImagePlan, root: Path):
-        from enginebuild.build.fetch import plan_downloads
-        from enginebuild.sources.base import Context
-
         self.ws, self.plan, self.root = ws, plan, root
         self.executor = Executor(ws.home)
         self.executor.fetcher.all(plan_downloads(plan))
@@ -181,7 +181,6 @@ def instructions(dockerfile: str) -> list[str]:
 
 def env_as_args(line: str) -> list[str]:
     """`ENV A="x" B="y"` as one ARG each: the commands see them, the image's settings do not."""
-    import shlex
 
     return [f"ARG {name}={dockerfile_string(value)}" for name, _, value in
             (pair.partition("=") for pair in shlex.split(line[len("ENV "):]))]

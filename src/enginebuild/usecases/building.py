@@ -6,23 +6,39 @@ hands them to pushing.py). The verb only parses its arguments into a `BuildReque
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from enginebuild.build.cache import LayerCache
-from enginebuild.errors import UserError, command
+from enginebuild import fastedit
+from enginebuild.build.cache import LayerCache, cache_from_settings
+from enginebuild.build.executor import Executor, local_tags, output_record
+from enginebuild.build.export import export_component, export_runtime
+from enginebuild.build.imports import check_imports
+from enginebuild.build.secretscan import Scanner
+from enginebuild.errors import BuildFailed, LockWouldChange, UserError, command
+from enginebuild.fastpath import DEFAULT_OPTIONS
 from enginebuild.io import faults
 from enginebuild.io.progress import output
-from enginebuild.plan.image import Options
+from enginebuild.io.store import BadBlob, Store
+from enginebuild.kernels.image import declared_of, verify_plan
+from enginebuild.kernels.runtime import check_plan
+from enginebuild.layerkinds.context import FromSource
+from enginebuild.lock.lockfile import input_where, stale_inputs
+from enginebuild.oci.engine import Engine
+from enginebuild.patches.patched import patched_tree
+from enginebuild.plan.image import Options, plan_image
 from enginebuild.plan.model import ImagePlan
+from enginebuild.plan.render import TEMPLATES
+from enginebuild.sources.base import Context
 from enginebuild.spec.model import ImageSpec
+from enginebuild.state.memo import PlanMemo, copied_paths, memo_key, other_input_paths
+from enginebuild.usecases.locking import lock_image
+from enginebuild.usecases.targets import builders_of, parse_local_tag, platforms_of
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
-    from enginebuild.build.sites import BuilderSpec
     from enginebuild.lock.lockfile import Lock
 
 
@@ -70,43 +86,9 @@ def ignore(_: Built) -> None:
 ATTEMPTS = 3
 
 
-def parse_local_tag(value: str) -> tuple[str, str]:
-    """`-t NAME[:TAG]` as (repository, tag), as Docker reads it (tag default `latest`)."""
-    from enginebuild.oci.reference import parse_image_ref
-
-    try:
-        ref = parse_image_ref(value)
-    except ValueError as exc:
-        raise UserError(f"-t {value!r}: {exc}") from None
-    if ref.digest:
-        raise UserError(f"-t {value!r}: a local tag names NAME[:TAG], not a digest")
-    name = value.rsplit(":", 1)[0] if ref.tag and value.endswith(f":{ref.tag}") else value
-    component = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-    if not re.fullmatch(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{component}(?:/{component})*", name):
-        raise UserError(f"-t {value!r}: not a Docker image name (lower-case components, as `docker build -t` needs)")
-    return name, ref.tag or "latest"
-
-
-def builders_of(ws: Workspace, values: list[str]) -> list[BuilderSpec]:
-    from enginebuild.build.sites import builder_specs
-    from enginebuild.spec.repo_settings import load_repo_settings
-
-    return builder_specs(values, load_repo_settings(ws.root).builders)
-
-
-def platforms_of(spec: ImageSpec, wanted: list[str]) -> list[str]:
-    for platform in wanted:
-        if platform not in spec.platforms:
-            raise UserError(f"{spec.file}: {spec.name} is built for {', '.join(spec.platforms)}, not {platform}")
-    return list(wanted) or list(spec.platforms)
-
-
 def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
     """Inputs the spec asks for and the lock does not pin: locked first (only those), or, with
     --locked/--frozen, refused naming them."""
-    from enginebuild.errors import LockWouldChange
-    from enginebuild.lock.lockfile import input_where, stale_inputs
-    from enginebuild.usecases.locking import lock_image
 
     for name in names:
         spec = ws.spec(name)
@@ -128,10 +110,6 @@ def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
 def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
     """A component's patch stack is applied on the host before anything is built, so a patch that
     no longer applies stops the build at once, naming patch, file and hunk."""
-    from enginebuild.build.executor import Executor
-    from enginebuild.layerkinds.context import FromSource
-    from enginebuild.patches.patched import patched_tree
-    from enginebuild.sources.base import Context
 
     executor = Executor(ws.home)
     for comp in plan.components:
@@ -149,14 +127,6 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     """Build one image for the platforms asked (all of the spec's by default); the plans built
     (what `image --push` pushes, not planned again). Each platform is reported as soon as its
     image exists, before its checks."""
-    from enginebuild import fastedit
-    from enginebuild.build.cache import cache_from_settings
-    from enginebuild.build.executor import local_tags
-    from enginebuild.fastpath import DEFAULT_OPTIONS
-    from enginebuild.io.store import Store
-    from enginebuild.plan.image import plan_image
-    from enginebuild.plan.render import TEMPLATES
-    from enginebuild.state.memo import PlanMemo, copied_paths, memo_key, other_input_paths
 
     start = time.monotonic()
     ws.select([name], all_when_empty=False)
@@ -182,7 +152,6 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         tags = local_tags(plan, listed)
         remembered = tags  # what a later no-op or file edit checks and moves: never a -t of this run alone
         if request.local_tags and len(tags) > 1:  # -t names the image the plain tag names
-            from enginebuild.oci.engine import Engine
 
             named = [parse_local_tag(t.replace("{image}", name.replace(":", "-"))) for t in request.local_tags]
             for repository, tag in named:
@@ -231,9 +200,6 @@ def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: Bui
                    platforms: tuple[str, ...]) -> Any:
     """Build one platform's plan. A stored file found damaged on the way has been named and
     deleted (see io/store.py); the build then runs again and makes or fetches it anew."""
-    from enginebuild.build.executor import Executor
-    from enginebuild.build.secretscan import Scanner
-    from enginebuild.io.store import BadBlob, Store
 
     builders = builders_of(ws, request.builder)
     for attempt in range(1, ATTEMPTS + 1):
@@ -253,9 +219,6 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
                      report: Callable[[Built], None] = ignore) -> None:
     """--component: those components (and what they need) built or taken from the cache, their
     outputs pushed to it; the image is not assembled."""
-    from enginebuild.build.cache import cache_from_settings
-    from enginebuild.build.executor import Executor
-    from enginebuild.plan.image import plan_image
 
     ws.select([name], all_when_empty=False)
     spec = ws.spec(name)
@@ -282,9 +245,6 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
 
 def check_kernels(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan) -> None:
     """An image that declares cuda-archs is verified as soon as it is built (see `verify`)."""
-    from enginebuild.errors import BuildFailed
-    from enginebuild.io.store import Store
-    from enginebuild.kernels.image import declared_of, verify_plan
 
     if not declared_of(spec):
         return
@@ -300,10 +260,6 @@ def check_kernels(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan) -
 
 def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool = True) -> None:
     """Every image's runtime closure is checked as soon as it is built (see `verify`)."""
-    from enginebuild.errors import BuildFailed
-    from enginebuild.io.store import Store
-    from enginebuild.kernels.runtime import check_plan
-    from enginebuild.oci.engine import Engine
 
     engine = Engine()
     closure = check_plan(spec, plan, Store(ws.home), engine.save)
@@ -320,7 +276,6 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool 
         output().say(f"  python: {spec.name} ({plan.platform}): imports not run: --no-load leaves no image in the engine "
                      f"to run them in (`{command()} verify {spec.name}` runs them once it is loaded)")
         return
-    from enginebuild.build.imports import check_imports
 
     imports = check_imports(engine, plan.tag, plan, spec.runtime_check.imports)
     lines = imports.lines()
@@ -335,10 +290,6 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool 
 def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platform: str | None) -> None:
     """--output: the runtime's filesystem and the components' outputs, into their folders
     (a subfolder per platform when the build made several)."""
-    from enginebuild.build.executor import output_record
-    from enginebuild.build.export import export_component, export_runtime
-    from enginebuild.io.store import Store
-    from enginebuild.oci.engine import Engine
 
     runtime, components = outputs
     sub = platform.replace("/", "_") if platform else ""

@@ -8,6 +8,15 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import IO, TYPE_CHECKING
 
+from enginebuild.build.imports import Imports, check_imports
+from enginebuild.build.reproduce import reproduce
+from enginebuild.errors import command
+from enginebuild.io.store import Store
+from enginebuild.kernels.image import declared_of, verify_plan
+from enginebuild.kernels.runtime import check_plan
+from enginebuild.oci.engine import Engine
+from enginebuild.plan.image import plan_image
+from enginebuild.usecases.targets import platforms_of
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -21,9 +30,6 @@ if TYPE_CHECKING:
 def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
                      against: ImageRef | None) -> Iterator[Reproduction]:
     """Each image and platform asked, rebuilt and compared, as it finishes."""
-    from enginebuild.build.reproduce import reproduce
-    from enginebuild.plan.image import plan_image
-    from enginebuild.usecases.building import platforms_of
 
     ws.sweep()
     for name in dict.fromkeys(names):
@@ -38,16 +44,8 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
     """Each image and platform asked, as it finishes: its runtime closure, its kernels' verdict
     (None for an image that declares no cuda-archs: nothing asked of its kernels, not a failure),
     and its imports (None unless the spec asks: `runtime-check.imports`)."""
-    from enginebuild.build.imports import check_imports
-    from enginebuild.io.store import Store
-    from enginebuild.kernels.image import declared_of, verify_plan
-    from enginebuild.kernels.runtime import check_plan
-    from enginebuild.plan.image import plan_image
-    from enginebuild.usecases.building import platforms_of
 
     def save(ref: str) -> AbstractContextManager[IO[bytes]]:
-        from enginebuild.oci.engine import Engine
-
         return Engine().save(ref)
 
     for name in dict.fromkeys(names):
@@ -59,9 +57,6 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
             verdict = verify_plan(spec, lock, plan, Store(ws.home), judged) if declared_of(spec) or judged else None
             imports = None
             if spec.runtime_check.imports is not None:
-                from enginebuild.build.imports import Imports
-                from enginebuild.errors import command
-                from enginebuild.oci.engine import Engine
 
                 engine = Engine()
                 if engine.inspect(plan.tag) is None:  # built with --no-load, or removed since

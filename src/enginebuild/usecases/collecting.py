@@ -18,8 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from enginebuild.build.cache import parse_cache_repo
 from enginebuild.errors import EngineBuildError
 from enginebuild.io.store import Store
+from enginebuild.oci.engine import Engine
+from enginebuild.oci.reference import ImageRef
+from enginebuild.oci.registry import RegistryClient
+from enginebuild.plan.image import plan_image
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -64,7 +69,6 @@ def _strings(value: object) -> Iterable[str]:
 def catalogue_plans(ws: Workspace) -> tuple[list[ImagePlan], list[str]]:
     """The current plan of every image of the catalogue for each of its platforms, and the
     images that cannot be planned here (their lock, say)."""
-    from enginebuild.plan.image import plan_image
 
     plans, unplanned = [], []
     for name in ws.buildable():
@@ -110,8 +114,6 @@ def closure(store: Store, live: set[str]) -> set[str]:
 
 
 def find_garbage(ws: Workspace) -> Garbage:
-    from enginebuild.oci.engine import Engine
-
     store = Store(ws.home)
     live, unplanned = roots(ws)
     live = closure(store, live)
@@ -141,8 +143,6 @@ def find_garbage(ws: Workspace) -> Garbage:
 
 def cache_garbage(ws: Workspace, cache_repo: str) -> list[str]:
     """The tags of the registry cache (CACHE:KEY entries) whose keys no root reaches."""
-    from enginebuild.build.cache import parse_cache_repo
-    from enginebuild.oci.registry import RegistryClient
 
     live = closure(Store(ws.home), roots(ws)[0])
     repo = parse_cache_repo(cache_repo)
@@ -152,9 +152,6 @@ def cache_garbage(ws: Workspace, cache_repo: str) -> list[str]:
 def collect_cache(cache_repo: str, tags: list[str]) -> int:
     """Delete those entries from the cache repository (the registry reclaims their blobs in its own
     garbage collection); returns how many."""
-    from enginebuild.build.cache import parse_cache_repo
-    from enginebuild.oci.reference import ImageRef
-    from enginebuild.oci.registry import RegistryClient
 
     repo, client = parse_cache_repo(cache_repo), RegistryClient()
     done = 0
@@ -168,7 +165,6 @@ def collect_cache(cache_repo: str, tags: list[str]) -> int:
 
 def collect(ws: Workspace, garbage: Garbage) -> list[str]:
     """Remove what `find_garbage` found; returns the engine refs that could not be removed (in use)."""
-    from enginebuild.oci.engine import Engine
 
     for path, _ in garbage.blobs:
         path.unlink(missing_ok=True)

@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from enginebuild.errors import command
+from enginebuild.errors import LockError, command
 from enginebuild.io.progress import output
+from enginebuild.lock.lockfile import input_where, stale_inputs, write_lock
+from enginebuild.lock.resolve import Resolvers, build_lock
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -37,8 +39,6 @@ def lock_image(ws: Workspace, name: str, resolvers: Resolvers | None = None, *, 
     the spec asks for inputs the lock does not pin, and a lock that would leave one of those
     unpinned is not written (LockError naming its spec line). Each input resolved anew, or kept
     after a failure, is said as it goes."""
-    from enginebuild.lock.lockfile import input_where, stale_inputs, write_lock
-    from enginebuild.lock.resolve import Resolvers, build_lock
 
     spec = ws.spec(name)
     path = f"lockfiles/{spec.lock_name}.lock"
@@ -61,7 +61,6 @@ def lock_image(ws: Workspace, name: str, resolvers: Resolvers | None = None, *, 
             before = previous.unresolved() if previous is not None else {}
             failed = {inp: why for inp, why in unresolved.items() if inp not in before}
             if failed:  # nothing written: the lock stays as it was
-                from enginebuild.errors import LockError
 
                 inp, why = next(iter(failed.items()))
                 raise LockError(f"{input_where(spec, inp)}: {name}: {inp} could not be locked before building: {why}",

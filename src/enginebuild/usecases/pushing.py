@@ -6,15 +6,28 @@ records nothing."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
+from enginebuild.build.assemble import Assembler, layer_blobs
+from enginebuild.build.executor import final_config
+from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import BuildFailed, UserError, command
 from enginebuild.io import faults
 from enginebuild.io.progress import output
-from enginebuild.plan.image import LAYER_KINDS, Options
+from enginebuild.io.store import Store
+from enginebuild.oci.engine import Engine
+from enginebuild.oci.push import COMPRESSIONS, Pusher
+from enginebuild.oci.reference import parse_destination
+from enginebuild.oci.registry import RegistryClient
+from enginebuild.plan.image import LAYER_KINDS, Options, plan_image
 from enginebuild.plan.model import ImagePlan
+from enginebuild.publish.attach import attach_documents
+from enginebuild.publish.changed import content_tag
+from enginebuild.publish.records import add_record
 from enginebuild.spec.model import ImageSpec
-from enginebuild.usecases.building import BuildRequest, build_platform, platforms_of
+from enginebuild.usecases.building import BuildRequest, build_platform
+from enginebuild.usecases.targets import platforms_of
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
@@ -22,10 +35,6 @@ TAG_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 
 
 def destination(to: str, tags: list[str]) -> tuple[Any, list[str]]:
-    import re
-
-    from enginebuild.oci.reference import parse_destination
-
     ref, explicit = parse_destination(to)
     tags = list(tags) + ([explicit] if explicit else [])
     for tag in tags:
@@ -40,16 +49,6 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
     """Push what was built (`plans`, as `image --push` built them; else planned here from the spec
     and lock) by digest, each tag confirmed, the SBOM and provenance attached, a record kept; the
     records, one per tag, are returned (`repository`@`digest` is what a user pulls)."""
-    from enginebuild.build.assemble import Assembler, layer_blobs
-    from enginebuild.build.executor import final_config
-    from enginebuild.build.secretscan import Scanner
-    from enginebuild.io.store import Store
-    from enginebuild.oci.engine import Engine
-    from enginebuild.oci.push import COMPRESSIONS, Pusher
-    from enginebuild.oci.registry import RegistryClient
-    from enginebuild.plan.image import plan_image
-    from enginebuild.publish.changed import content_tag
-    from enginebuild.publish.records import add_record
 
     target, tags = destination(to, tags)
     spec = ws.spec(name)
@@ -91,7 +90,6 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
             faults.reached("push.confirmed")
             attached: dict[str, str] = {}
             if attach:
-                from enginebuild.publish.attach import attach_documents
 
                 assert lock is not None  # the plans were made from it
                 attached = attach_documents(pusher, ws.root, spec, lock, plans, digest,

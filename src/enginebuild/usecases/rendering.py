@@ -23,11 +23,14 @@ from io import BytesIO
 from pathlib import Path
 
 from enginebuild.build.executor import Executor
+from enginebuild.build.fetch import plan_downloads
 from enginebuild.build.materialize import Materializer
 from enginebuild.errors import EngineBuildError
+from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.plan.model import ImagePlan
 from enginebuild.plan.views import tail_dockerfile, tail_folder, tail_start
+from enginebuild.sources.base import Context
 from enginebuild.workspace import Workspace
 
 STAMP_SPAN_NS = 10**15  # content-derived stamps fall within ~11.6 days after the epoch's
@@ -36,8 +39,6 @@ STAMP_SPAN_NS = 10**15  # content-derived stamps fall within ~11.6 days after th
 def write_contexts(ws: Workspace, plan: ImagePlan, folder: Path) -> list[str]:
     """Every build context of `plan` (components, command layers, the runtime's tail) under
     `folder`, each in a folder of its own: what each is, in build order (a line each)."""
-    from enginebuild.build.fetch import plan_downloads
-    from enginebuild.sources.base import Context
 
     executor = Executor(ws.home)
     executor.fetcher.all(plan_downloads(plan))
@@ -90,8 +91,6 @@ def stamp_by_content(folder: Path, epoch: int) -> None:
 
 
 def write_tail(executor: Executor, plan: ImagePlan, tail: Path) -> str:
-    from enginebuild.io.tars import TarWriter
-
     (tail / "Dockerfile").write_text(tail_dockerfile(plan))
     buffer = BytesIO()
     writer = TarWriter(buffer, implied_dirs=True)

@@ -1,0 +1,39 @@
+"""What a run is asked to build: the platforms of a spec, a local tag, the builders named. Light on imports: every verb
+that names an image uses it, most of them without building anything."""
+
+from __future__ import annotations
+
+import re
+
+from enginebuild.build.sites import BuilderSpec, builder_specs
+from enginebuild.errors import UserError
+from enginebuild.oci.reference import parse_image_ref
+from enginebuild.spec.model import ImageSpec
+from enginebuild.spec.repo_settings import load_repo_settings
+from enginebuild.workspace import Workspace
+
+
+def parse_local_tag(value: str) -> tuple[str, str]:
+    """`-t NAME[:TAG]` as (repository, tag), as Docker reads it (tag default `latest`)."""
+    try:
+        ref = parse_image_ref(value)
+    except ValueError as exc:
+        raise UserError(f"-t {value!r}: {exc}") from None
+    if ref.digest:
+        raise UserError(f"-t {value!r}: a local tag names NAME[:TAG], not a digest")
+    name = value.rsplit(":", 1)[0] if ref.tag and value.endswith(f":{ref.tag}") else value
+    component = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    if not re.fullmatch(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{component}(?:/{component})*", name):
+        raise UserError(f"-t {value!r}: not a Docker image name (lower-case components, as `docker build -t` needs)")
+    return name, ref.tag or "latest"
+
+
+def platforms_of(spec: ImageSpec, wanted: list[str]) -> list[str]:
+    for platform in wanted:
+        if platform not in spec.platforms:
+            raise UserError(f"{spec.file}: {spec.name} is built for {', '.join(spec.platforms)}, not {platform}")
+    return list(wanted) or list(spec.platforms)
+
+
+def builders_of(ws: Workspace, values: list[str]) -> list[BuilderSpec]:
+    return builder_specs(values, load_repo_settings(ws.root).builders)
