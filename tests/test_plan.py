@@ -177,3 +177,16 @@ def test_relocking_identical_pins_gives_the_same_image(workspace):
     assert keys(after) == keys(before) and after.config == before.config and after.created == before.created
     assert after.manifest == before.manifest
     assert plan_of(workspace, source_date_epoch=1700000000).created == "2023-11-14T22:13:20Z"  # SOURCE_DATE_EPOCH
+
+
+def test_the_fast_paths_and_the_full_path_describe_a_default_run_alike():
+    """The no-op and file-edit answers look the memo up by RunOptions built from the command line
+    alone; the full path stores it by the plan's own options: a default run must be the same key."""
+    from enginebuild.state.memo import RunOptions
+    from enginebuild.usecases.building import run_options
+
+    assert run_options(Options(), ()) == RunOptions() and RunOptions().answerable()
+    assert run_options(Options(), ("linux/arm64",)).answerable()
+    assert not run_options(Options(build_args={"X": "1"}), ()).answerable()
+    assert not run_options(Options(only=frozenset({"files"})), ()).answerable()
+    assert run_options(Options(), ()).key("/r", "demo") != run_options(Options(), ("linux/arm64",)).key("/r", "demo")

@@ -10,15 +10,11 @@ image missing, an engine not on a unix socket) returns False and the full comman
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from enginebuild.oci.probe import image_id
 from enginebuild.settings import settings
-from enginebuild.state.memo import PlanMemo, memo_key
+from enginebuild.state.memo import PlanMemo, RunOptions
 
-DEFAULT_OPTIONS: dict[str, Any] = {"build_args": {}, "on": None,
-                                   "only": sorted(["components", "files", "overlays", "python", "steps", "system"]),
-                                   "platforms": None}
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-._:")
 
 
@@ -66,12 +62,12 @@ def answer(argv: list[str], root: str) -> list[str] | None:
     import os
 
     names, platforms, push = parsed
-    options = {**DEFAULT_OPTIONS, "platforms": platforms or None}
+    options = RunOptions(platforms=tuple(platforms))
     memo = PlanMemo(settings().home)
     lines = []
     for name in dict.fromkeys(names):
         start = time.monotonic()
-        key = memo_key(os.path.realpath(root), name, options)
+        key = options.key(os.path.realpath(root), name)
         result = memo.lookup(key)
         if not result:
             from enginebuild.fastedit import answer as edited

@@ -44,8 +44,6 @@ class Options:
     strict: bool = True
     source_date_epoch: int | None = None  # SOURCE_DATE_EPOCH, as the caller read it (the plan reads no environment)
 
-    def memo(self) -> JsonDoc:
-        return {"build_args": self.build_args, "on": self.on, "only": sorted(self.only)}
 
 
 def check_lock_for_build(spec: ImageSpec, lock: Lock | None) -> Lock:

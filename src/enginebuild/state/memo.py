@@ -18,6 +18,7 @@ import os
 import time
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,30 @@ def _stat(path: str) -> list[int] | None:
     return [st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode]  # a chmod changes a file's mode in the image
 
 
-def memo_key(root: Any, image: str, options: JsonDoc) -> str:
-    """What the memo is for: this checkout, this image, these options, this enginebuild, and the
-    time stamp every layer carries (SOURCE_DATE_EPOCH)."""
+ALL_PARTS = ("components", "files", "overlays", "python", "steps", "system")
 
-    return json.dumps({"v": __version__, "root": str(root), "image": image, "options": options,
-                       "epoch": settings().source_date_epoch}, sort_keys=True)
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of an `image` run that shape what it builds: the one description the full
+    path stores its memo under and the fast paths look it up by (plan/image.Options.run_options)."""
+
+    build_args: tuple[tuple[str, str], ...] = ()
+    on: str | None = None
+    only: tuple[str, ...] = ALL_PARTS  # sorted
+    platforms: tuple[str, ...] = ()  # () for the spec's own
+
+    def answerable(self) -> bool:
+        """Options a no-op or a file edit may be answered for (`--platform` aside, all the defaults)."""
+        return replace(self, platforms=()) == RunOptions()
+
+    def key(self, root: Any, image: str) -> str:
+        """What the memo is for: this checkout, this image, these options, this enginebuild, and the
+        time stamp every layer carries (SOURCE_DATE_EPOCH)."""
+        options = {"build_args": dict(self.build_args), "on": self.on, "only": list(self.only),
+                   "platforms": list(self.platforms)}
+        return json.dumps({"v": __version__, "root": str(root), "image": image, "options": options,
+                           "epoch": settings().source_date_epoch}, sort_keys=True)
 
 
 class PlanMemo:

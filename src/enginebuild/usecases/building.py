@@ -18,7 +18,6 @@ from enginebuild.build.export import export_component, export_runtime
 from enginebuild.build.imports import check_imports
 from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import BuildFailed, LockWouldChange, UserError, command
-from enginebuild.fastpath import DEFAULT_OPTIONS
 from enginebuild.io import faults
 from enginebuild.io.progress import output
 from enginebuild.io.store import BadBlob, Store
@@ -33,7 +32,7 @@ from enginebuild.plan.model import ImagePlan
 from enginebuild.plan.render import TEMPLATES
 from enginebuild.sources.base import Context
 from enginebuild.spec.model import ImageSpec
-from enginebuild.state.memo import PlanMemo, copied_paths, memo_key, other_input_paths
+from enginebuild.state.memo import PlanMemo, RunOptions, copied_paths, other_input_paths
 from enginebuild.usecases.locking import lock_image
 from enginebuild.usecases.targets import builders_of, parse_local_tag, platforms_of
 from enginebuild.workspace import Workspace
@@ -187,10 +186,9 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             check_runtime(ws, spec, plan, loaded=request.load)
         if request.outputs:
             write_outputs(ws, plan, tags[0], request.outputs, platform if len(platforms) > 1 else None)
-    flags = {"build_args": options.build_args, "on": options.on, "only": sorted(options.only),
-             "platforms": list(request.platform) or None}
-    if {**flags, "platforms": None} == DEFAULT_OPTIONS and not ws.overrides and request.load:  # the fast path knows --platform
-        PlanMemo(ws.home).store(memo_key(ws.root, name, flags), inputs,
+    asked = run_options(options, tuple(request.platform))
+    if asked.answerable() and not ws.overrides and request.load:
+        PlanMemo(ws.home).store(asked.key(ws.root, name), inputs,
                                 {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)},
                                 [la[3] for r in results for la in r["edit"]["layers"] if la[3]])
     return built
@@ -306,3 +304,8 @@ def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platfo
         done = export_component(Store(ws.home), record, node.outputs.kind, node.outputs.to, folder / sub if sub
                                 else folder)
         output().say(f"  component {name} outputs -> {done}")
+
+
+def run_options(options: Options, platforms: tuple[str, ...]) -> RunOptions:
+    """A plan's options as the memo knows them (state/memo.py), for `platforms` (() for the spec's)."""
+    return RunOptions(tuple(sorted(options.build_args.items())), options.on, tuple(sorted(options.only)), platforms)
