@@ -15,8 +15,8 @@ from enginebuild.wire import JsonDoc
 
 
 @lru_cache(maxsize=1)
-def kinds() -> dict[str, Kind]:
-    found: dict[str, Kind] = {}
+def kinds() -> dict[str, Kind[Any, Any]]:
+    found: dict[str, Kind[Any, Any]] = {}
     for module in pkgutil.iter_modules(__path__):
         mod = importlib.import_module(f"{__name__}.{module.name}")
         kind = getattr(mod, "KIND", None)
@@ -25,7 +25,7 @@ def kinds() -> dict[str, Kind]:
     return dict(sorted(found.items()))
 
 
-def kind(name: str) -> Kind:
+def kind(name: str) -> Kind[Any, Any]:
     return kinds()[name]
 
 
@@ -38,7 +38,7 @@ class Source:
     where: Where
 
     @property
-    def impl(self) -> Kind:
+    def impl(self) -> Kind[Any, Any]:
         return kind(self.kind)
 
     @property

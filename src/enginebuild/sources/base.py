@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from enginebuild.errors import Where
 from enginebuild.io.http import Http
@@ -43,45 +43,55 @@ class Context:
         return Store(self.home)
 
 
-class Kind(Protocol):
+Request = TypeVar("Request")
+Pin = TypeVar("Pin")
+
+
+class Kind(Protocol[Request, Pin]):
+    """A source kind over its own request and pin types; each module declares `KIND: Kind[ItsRequest,
+    ItsPin]`, so mypy holds the module to this protocol with those types."""
+
     name: str  # the key in a spec: git, pypi, path, url
-    schema: Schema
     doc: str  # one line for docs/spec.md
 
-    def request(self, node: JsonDoc, place: Place, default_name: str) -> Any:
+    @property
+    def schema(self) -> Schema:
+        """What `source:` of this kind takes (a kind keeps a narrower schema type: read-only here)."""
+
+    def request(self, node: JsonDoc, place: Place, default_name: str) -> Request:
         """The typed request of a validated spec node (checked: paths exist and stay inside)."""
 
-    def request_json(self, request: Any) -> JsonDoc | None:
+    def request_json(self, request: Request) -> JsonDoc | None:
         """What the lock records as the request (None: nothing to pin, such as a folder)."""
 
-    def resolve(self, request: Any, ctx: Context) -> Any:
+    def resolve(self, request: Request, ctx: Context) -> Pin:
         """The pin of a request: a full commit, an sdist's file and sha256, ..."""
 
-    def pin_json(self, pin: Any) -> JsonDoc: ...
+    def pin_json(self, pin: Pin) -> JsonDoc: ...
 
-    def pin_from_json(self, data: JsonDoc) -> Any: ...
+    def pin_from_json(self, data: JsonDoc) -> Pin: ...
 
-    def identity(self, request: Any, pin: Any, only: Callable[[str], bool] | None = None) -> str:
+    def identity(self, request: Request, pin: Pin, only: Callable[[str], bool] | None = None) -> str:
         """A digest that changes exactly when the source's bytes may: part of every key using it.
         `only` (a component's declared inputs): a kind that has the files at hand digests those
         alone; a pinned archive or commit stays its pin (its globs and patches are keyed beside)."""
 
-    def describe(self, request: Any, pin: Any | None) -> str: ...
+    def describe(self, request: Request, pin: Pin | None) -> str: ...
 
-    def version(self, request: Any, pin: Any | None) -> str | None:
+    def version(self, request: Request, pin: Pin | None) -> str | None:
         """A release version, where the source is one (for Fixed-In and `--engine`)."""
 
-    def tree(self, request: Any, pin: Any, ctx: Context) -> SourceTree:
+    def tree(self, request: Request, pin: Pin, ctx: Context) -> SourceTree:
         """The source's files, readable without unpacking all of them (for patch checks)."""
 
-    def tree_tar(self, request: Any, pin: Any, ctx: Context) -> Blob:
+    def tree_tar(self, request: Request, pin: Pin, ctx: Context) -> Blob:
         """The whole source as a normalised tar (paths relative to its root), in the store."""
 
-    def watched_paths(self, request: Any) -> list[Path]:
+    def watched_paths(self, request: Request) -> list[Path]:
         """Files whose change changes the source without a lock change (folders of the repo)."""
 
-    def downloads(self, pin: Any) -> list[tuple[str, list[str], str, int | None]]:
+    def downloads(self, pin: Pin) -> list[tuple[str, list[str], str, int | None]]:
         """(sha256, urls, what, size) of every file `fetch` must bring into the store."""
 
-    def override(self, request: Any, ref: str, ctx: Context) -> Any:
+    def override(self, request: Request, ref: str, ctx: Context) -> Pin:
         """The pin of another version or ref of the same source (`patches check --engine`)."""

@@ -26,7 +26,7 @@ from enginebuild.errors import ResolveError, UserError
 from enginebuild.io.git import HEX40, Mirror, git
 from enginebuild.io.store import Blob, make_blob, sha256_bytes
 from enginebuild.io.tars import TarWriter, clean_name, walk_folder
-from enginebuild.sources.base import Context, Place
+from enginebuild.sources.base import Context, Kind, Place
 from enginebuild.sources.trees import GitTree, SourceTree
 from enginebuild.wire import JsonDoc
 
@@ -245,4 +245,4 @@ class GitKind:
         return GitPin(request.url, commit, _submodules(ctx.home, request.url, commit) if request.submodules else ())
 
 
-KIND = GitKind()
+KIND: Kind[GitRequest, GitPin] = GitKind()

@@ -12,7 +12,7 @@ from enginebuild.core.schema import Str
 from enginebuild.errors import SpecError, UserError
 from enginebuild.io.store import Blob
 from enginebuild.io.tars import walk_folder
-from enginebuild.sources.base import Context, Place
+from enginebuild.sources.base import Context, Kind, Place
 from enginebuild.sources.trees import DirTree, SourceTree, folder_to_tree
 from enginebuild.wire import JsonDoc
 
@@ -111,4 +111,4 @@ def _display(root: Path, path: Path) -> str:
         return str(path)
 
 
-KIND = PathKind()
+KIND: Kind[PathRequest, None] = PathKind()

@@ -15,7 +15,7 @@ from enginebuild.errors import ResolveError, UserError
 from enginebuild.io.store import Blob, make_blob, sha256_bytes
 from enginebuild.io.tars import TarWriter
 from enginebuild.io.unpack import parse_size, size_problem
-from enginebuild.sources.base import Context, Place
+from enginebuild.sources.base import Context, Kind, Place
 from enginebuild.sources.trees import ArchiveTree, SourceTree, archive_to_tree
 from enginebuild.wire import JsonDoc
 
@@ -133,4 +133,4 @@ class UrlKind:
         raise UserError(f"--engine: {request.url} is one pinned file; there is no other version to check against")
 
 
-KIND = UrlKind()
+KIND: Kind[UrlRequest, UrlPin] = UrlKind()
