@@ -27,7 +27,7 @@ c. script edit on a fresh engine sharing the registry: enginebuild --cache vs th
 d. bytes and layers pushed after a script edit vs the size of the edited file
 e. patch check of one stack against the vllm 0.21.0 sdist vs extract + git init + git apply
 f. plan of the whole catalogue
-s. see bench/compression.py: a push's gzip of several layers side by side vs one at a time; zstd vs gzip
+s. see bench/compression.py: a push's gzip of several layers side by side vs one at a time; zstd and gzip-isal vs gzip
 
 Needs the set-up of scripts/setup.sh (Docker engine, registry on 127.0.0.1:5000), root
 (for a second engine), and network access to PyPI and Debian's archive.

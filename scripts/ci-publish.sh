@@ -7,7 +7,8 @@
 #   ENGINEBUILD_PUBLISH_IMAGES="a b"      which images to consider; default every buildable one
 #   ENGINEBUILD_CACHE_TO=REGISTRY/REPO    registry stage cache; default $ENGINEBUILD_PUBLISH_TO/enginebuild-cache
 #                                         ("none" for no cache); read-only when not pushing
-#   ENGINEBUILD_PUBLISH_COMPRESSION=gzip|zstd  the layers' compression; default gzip (zstd: Docker 23+)
+#   ENGINEBUILD_PUBLISH_COMPRESSION=gzip|gzip-isal|zstd  the layers' compression; default gzip
+#                                   (gzip-isal: ISA-L, ~10x faster; zstd: Docker 23+)
 #   REGISTRY_USER, REGISTRY_TOKEN         if set, `docker login` to the registry (token on stdin only)
 #   GITHUB_STEP_SUMMARY, GITHUB_SHA       if set, digests go to the job summary; git-<sha> tag
 #
@@ -29,7 +30,7 @@ platform=${ENGINEBUILD_PLATFORM:-linux/arm64}
 cache=${ENGINEBUILD_CACHE_TO:-$prefix/enginebuild-cache}
 case "$push" in true|false) ;; *) echo "ENGINEBUILD_PUBLISH_PUSH must be true or false, not '$push'" >&2; exit 2;; esac
 compression=${ENGINEBUILD_PUBLISH_COMPRESSION:-gzip}
-case "$compression" in gzip|zstd) ;; *) echo "ENGINEBUILD_PUBLISH_COMPRESSION must be gzip or zstd, not '$compression'" >&2; exit 2;; esac
+case "$compression" in gzip|gzip-isal|zstd) ;; *) echo "ENGINEBUILD_PUBLISH_COMPRESSION must be gzip, gzip-isal or zstd, not '$compression'" >&2; exit 2;; esac
 
 if [[ -n "${REGISTRY_TOKEN:-}" ]]; then
   printf '%s' "$REGISTRY_TOKEN" | docker login "${prefix%%/*}" -u "${REGISTRY_USER:-token}" --password-stdin >/dev/null

@@ -205,7 +205,7 @@ def test_the_ci_job_refuses_a_bad_push_setting_before_doing_anything(workspace, 
     proc, _ = publish(workspace, "127.0.0.1:9/x", "yes", tmp_path, installed)
     assert proc.returncode == 2 and "ENGINEBUILD_PUBLISH_PUSH must be true or false" in proc.stderr
     proc, _ = publish(workspace, "127.0.0.1:9/x", "true", tmp_path, installed, {"ENGINEBUILD_PUBLISH_COMPRESSION": "lz4"})
-    assert proc.returncode == 2 and "ENGINEBUILD_PUBLISH_COMPRESSION must be gzip or zstd, not 'lz4'" in proc.stderr
+    assert proc.returncode == 2 and "ENGINEBUILD_PUBLISH_COMPRESSION must be gzip, gzip-isal or zstd, not 'lz4'" in proc.stderr
 
 
 def lint(*files):

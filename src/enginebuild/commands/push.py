@@ -22,9 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_compression_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--compression", choices=["gzip", "zstd"], default="gzip",
-                        help="how the layers enginebuild made are compressed: gzip (default, every consumer) or zstd "
-                             "(Docker 23+, containerd 1.5+; smaller and faster to unpack); deterministic either way")
+    parser.add_argument("--compression", choices=["gzip", "gzip-isal", "zstd"], default="gzip",
+                        help="how the layers enginebuild made are compressed: gzip (default, zlib level 6), gzip-isal "
+                             "(gzip made by ISA-L: ~10x faster, ~14%% larger; every consumer reads both) or zstd "
+                             "(Docker 23+, containerd 1.5+); deterministic every way")
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
