@@ -359,3 +359,26 @@ def test_a_zstd_push_has_zstd_layers_that_unpack_to_the_images_diff_ids_and_a_se
                 OCI_MANIFEST).json()
     assert other["config"]["digest"] == manifest["config"]["digest"]
     assert not {la["digest"] for la in other["layers"]} & {la["digest"] for la in manifest["layers"]}
+
+
+def test_a_push_to_another_repository_of_the_same_registry_mounts_the_layers_instead_of_sending_them(
+        workspace, registry, docker_engine, debian_reachable, pypi_reachable):
+    """The store remembers which repositories hold each compressed layer it pushed; a push to
+    another repository of that registry links them there (cross-repository mount): no layer
+    compressed or sent again, and the new repository serves every blob of the same manifest."""
+    name = uuid.uuid4().hex[:8]
+    first, second = (f"enginebuild-test/mount-{name}-{n}" for n in ("a", "b"))
+    pushes = []
+    for repository in (first, second):
+        proc = run_cli(["image", "demo", *AMD64, "--no-load", "--push", "--to", f"{registry.host}/{repository}",
+                        "--push-tag", "v1"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        pushes.append(proc.stdout.strip().splitlines()[-1].rsplit("@", 1)[1])
+    assert pushes[0] == pushes[1]
+    records = json.loads((workspace / "lockfiles/demo.pushes.json").read_text())["pushes"]
+    record = next(r for r in records if r["repository"] == f"{registry.host}/{second}")
+    manifest = get(registry.host, second, "manifests", pushes[1], OCI_MANIFEST).json()
+    assert record["layers_pushed"] == 0 and record["layers_mounted"] == len(manifest["layers"]) > 0, record
+    for layer in manifest["layers"]:
+        body = get(registry.host, second, "blobs", layer["digest"]).content
+        assert "sha256:" + hashlib.sha256(body).hexdigest() == layer["digest"]

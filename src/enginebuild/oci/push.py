@@ -10,7 +10,8 @@ libzstd it bundles, level 3, one thread, no content size: Docker 23 and later, c
 and later). The digest of a layer changes with the compression, its level, and the version of
 the library that made it (pinned in requirements.txt, and part of the store's record kind).
 Base layers are copied from the base's registry as they are. A blob the registry already has
-is not sent. Each platform gets a manifest; several platforms an OCI index.
+is not sent, and one another repository of that registry has is mounted from it
+(cross-repository mount). Each platform gets a manifest; several platforms an OCI index.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ ISAL_LEVEL = 2
 ZSTD_LEVEL = 3
 BLOCK = 1 << 20  # what a compressor is fed at a time (ISA-L's output depends on it)
 UPLOADS = 4  # blobs sent at a time
+HOMES = 8  # repositories remembered per blob, the latest first (to mount it from)
 
 
 def _gzip(source: IO[bytes], sink: IO[bytes]) -> None:
@@ -141,6 +143,7 @@ class PushStats:
     layers_pushed: int = 0
     bytes_pushed: int = 0
     layers_existing: int = 0
+    layers_mounted: int = 0  # linked from another repository of the same registry: no byte sent
     blobs: list[str] = field(default_factory=list)
 
 
@@ -152,6 +155,43 @@ class Pusher:
     compression: Compression = GZIP
     stats: PushStats = field(default_factory=PushStats)
     _counting: threading.Lock = field(default_factory=threading.Lock)
+
+    def homes(self, digest: str) -> list[str]:
+        """Repositories of the target's registry this store saw holding `digest` (not the target)."""
+        record = self.store.record("blob-homes", digest.removeprefix("sha256:"))
+        found = [str(r) for r in (record or {}).get("repositories", [])]
+        prefix = f"{self.target.registry}/"
+        return [r.removeprefix(prefix) for r in found if r.startswith(prefix) and r != self.target.name]
+
+    def seen(self, digest: str, ref: ImageRef | None = None) -> None:
+        """Remember that `ref`'s repository (the target's by default) holds `digest`."""
+        name = (ref or self.target).name
+        with self._counting:
+            record = self.store.record("blob-homes", digest.removeprefix("sha256:")) or {}
+            known = [str(r) for r in record.get("repositories", []) if r != name]
+            self.store.put_record("blob-homes", digest.removeprefix("sha256:"),
+                                  {"repositories": [name, *known][:HOMES]})
+
+    def mounted(self, digests: list[str], sources: dict[str, list[str]] | None = None) -> set[str]:
+        """Which of these blobs, absent from the target, a repository of the same registry that holds
+        them lent by a cross-repository mount (asked side by side; `sources`: where to look
+        besides the repositories this store saw them in)."""
+        def mount(digest: str) -> bool:
+            for repository in dict.fromkeys([*(sources or {}).get(digest, []), *self.homes(digest)]):
+                if self.client.mount_blob(self.target, digest, repository):
+                    self.seen(digest)
+                    return True
+            return False
+
+        wanted = [d for d in digests if self.homes(d) or (sources or {}).get(d)]
+        if not wanted:
+            return set()
+        with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
+            answers = list(pool.map(mount, wanted))
+        lent = {d for d, ok in zip(wanted, answers, strict=True) if ok}
+        with self._counting:
+            self.stats.layers_mounted += len(lent)
+        return lent
 
     def present(self, digests: list[str]) -> set[str]:
         """Which of these blobs the target has: one HEAD each, asked side by side."""
@@ -171,6 +211,7 @@ class Pusher:
                                 lambda: ProgressReader(opener(), size, transfer))  # type: ignore[arg-type,return-value]
         if transfer is not None:
             transfer.finish()
+        self.seen(digest)
         with self._counting:
             self.stats.layers_pushed += 1
             self.stats.bytes_pushed += size
@@ -193,15 +234,18 @@ class Pusher:
         if len(layers) != count:
             raise RegistryError(f"{base_ref}: the registry lists {len(layers)} layers, the engine {count}")
         out = []
+        same_registry = source.registry == self.target.registry and source.repository != self.target.repository
+        absent = [la["digest"] for la in layers if not self.client.has_blob(self.target, la["digest"])]
+        lent = self.mounted(absent, {d: [source.repository] for d in absent}) if same_registry else set()
         for layer in layers:
             digest, size = layer["digest"], int(layer["size"])
-            if not self.client.has_blob(self.target, digest):
+            if digest in absent and digest not in lent:  # sent through this machine
                 def opener(digest: str = digest) -> IO[bytes]:
                     response = self.client.open_blob(source, digest)
                     return cast(IO[bytes], response.raw)
 
                 self.blob(digest, size, opener, f"base layer {digest[7:19]}")
-            else:
+            elif digest not in absent:
                 self.stats.layers_existing += 1
             out.append((digest, size, layer.get("mediaType", OCI_LAYER_GZIP)))
         return out
@@ -210,7 +254,9 @@ class Pusher:
         """Upload one platform's image; returns its manifest's (digest, size), not yet tagged.
 
         A layer whose compressed digest is recorded and which the registry has is neither
-        compressed again nor sent. The others are compressed side by side (one thread per CPU:
+        compressed again nor sent; one another repository of the same registry holds (where this
+        store pushed or saw it, or the base's own repository) is mounted from there, also without
+        being compressed or sent. The others are compressed side by side (one thread per CPU:
         each layer's gzip stream is its own, so the bytes are the same as one at a time) and
         each is uploaded as soon as it is compressed, a few at a time."""
         # the config first: a registry that cannot be reached fails before any layer is compressed
@@ -220,9 +266,12 @@ class Pusher:
         ours = layers[base_count:]
         known = [recorded(self.store, layer, self.compression) for layer in ours]
         there = self.present([f"sha256:{k[0]}" for k in known if k is not None])
+        self.stats.layers_existing += len(there)
+        for digest in there:
+            self.seen(digest)
+        there |= self.mounted([f"sha256:{k[0]}" for k in known if k is not None and f"sha256:{k[0]}" not in there])
         done: list[tuple[str, int] | None] = [k if k is not None and f"sha256:{k[0]}" in there else None
                                              for k in known]
-        self.stats.layers_existing += sum(1 for d in done if d is not None)
         todo = [i for i, d in enumerate(done) if d is None]
         failed = threading.Event()
 

@@ -227,6 +227,28 @@ class RegistryClient:
             raise RegistryError(f"blob {digest[:19]} of {ref.name} does not hash to its digest")
         return bytes(data)
 
+    def mount_blob(self, ref: ImageRef, digest: str, source_repository: str) -> bool:
+        """Link a blob another repository of the same registry holds into `ref`'s (a cross-repository
+        mount: no byte sent). False when the registry did not (it may open an upload session
+        instead, which is cancelled; it may not let this client read the other repository): the
+        caller uploads then."""
+        url = (f"{self.base_url(ref.registry)}/v2/{ref.repository}/blobs/uploads/"
+               f"?mount={digest}&from={source_repository}")
+        try:
+            response = self.request(ref, "POST", url, headers={"Content-Length": "0"}, attempts=1)
+        except (RegistryError, RegistryUnreachable, HttpFailure):
+            return False
+        if response.status_code == 201:
+            return True
+        location = response.headers.get("Location", "") if response.status_code == 202 else ""
+        if location:
+            try:
+                self.request(ref, "DELETE", self.base_url(ref.registry) + location if location.startswith("/")
+                             else location, attempts=1)
+            except (RegistryError, RegistryUnreachable, HttpFailure):
+                pass
+        return False
+
     def upload_blob(self, ref: ImageRef, digest: str, size: int, opener: Callable[[], IO[bytes]]) -> None:
         """Upload a blob in one PUT (monolithic); the registry checks its digest.
 

@@ -99,12 +99,14 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                       "pushed_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
                       .replace("+00:00", "Z"),
                       "compression": compression, "layers_pushed": pusher.stats.layers_pushed,
+                      "layers_mounted": pusher.stats.layers_mounted,
                       "bytes_pushed": pusher.stats.bytes_pushed,
                       **({"attached": attached} if attached else {})}
             add_record(ws.root, spec.name, spec.lock_name, record)
             results.append(record)
             output().say(f"  {target.name}:{tag}: {pusher.stats.layers_pushed} blob(s) uploaded "
-                         f"({pusher.stats.bytes_pushed} bytes), {pusher.stats.layers_existing} already there"
+                         f"({pusher.stats.bytes_pushed} bytes), {pusher.stats.layers_existing} already there, "
+                         f"{pusher.stats.layers_mounted} mounted from another repository"
                          + "".join(f"; {k} {v}" for k, v in attached.items()))
     return results
 
