@@ -187,3 +187,18 @@ def test_only_layer_kind_modules_ask_which_kind_a_layer_is():
                 found += [f"{path.relative_to(SRC)}:{node.lineno} {c.id}" for c in classes
                           if isinstance(c, ast.Name) and c.id in names]
     assert found == []
+
+
+def test_the_no_op_path_loads_only_the_memo_the_probe_and_the_settings():
+    """`image NAME` with nothing changed is answered by fastpath.py before the CLI loads: importing it
+    must not pull in the rest of enginebuild (measured: 101 modules, 0.1 s, for the whole no-op)."""
+    import json
+    import subprocess
+    import sys
+
+    probe = ("import sys; from enginebuild.fastpath import answer; "
+             "print(sorted(m for m in sys.modules if m.startswith('enginebuild')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(SRC.parent), "PATH": "/usr/bin:/bin"}).stdout
+    assert json.loads(out.replace("'", '"')) == ["enginebuild", "enginebuild.fastpath", "enginebuild.oci", "enginebuild.oci.probe",
+                         "enginebuild.settings", "enginebuild.state", "enginebuild.state.memo", "enginebuild.wire"]

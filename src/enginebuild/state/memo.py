@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from enginebuild import __version__
-from enginebuild.io.files import write_atomic
 from enginebuild.settings import settings
 from enginebuild.wire import JsonDoc
 
@@ -117,6 +116,7 @@ class PlanMemo:
         """`blobs`: the sha256 of every stored layer the image is made of. Their stats are kept too
         (written by enginebuild, never racy): a layer damaged or removed in the store since means
         no answer from the memo, and the full path verifies and makes it again."""
+        from enginebuild.io.files import write_atomic  # not on the no-op path, which only reads
 
         stats = {sha: _stat(self.blob_path(sha)) for sha in sorted(set(blobs))}
         write_atomic(Path(self._file(key)), json.dumps({"key": key, "inputs": inputs, "result": result,
