@@ -46,10 +46,9 @@ def record(store: Store, spec: ImageSpec, plan: ImagePlan, outcome: Outcome, onl
 
     nodes = []
     for node in plan.runtime.layers:
-        files = None
-        if node.payload.copied_files():
-            files = tuple(EditFile(e.dest, e.mode, e.mode_given, e.display, str(e.src) if e.src else None,
-                                   node.inputs[f"file {e.display}"]) for e in node.payload.copied_files())
+        copied = node.payload.copied_files()
+        files = tuple(EditFile(e.dest, e.mode, e.mode_given, e.display, str(e.src) if e.src else None,
+                               node.inputs[f"file {e.display}"]) for e in copied) if copied else None
         nodes.append(EditNode(node.name, node.key, node.chain, dict(node.inputs), len(layer_blobs(store, node) or []),
                               node.by_command, files))
     listings = tuple(Listing(g.listing[0], str(g.listing[1]), str(g.listing[2]), tuple(str(e.src) for e in g.entries))

@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
@@ -53,7 +53,7 @@ def _gzip(source: IO[bytes], sink: IO[bytes]) -> None:
         shutil.copyfileobj(source, out, 1 << 20)
 
 
-def _blocks(source: IO[bytes]) -> Any:
+def _blocks(source: IO[bytes]) -> Iterator[bytes]:
     """The source in blocks of exactly BLOCK bytes (the last shorter), however reads return."""
     while True:
         block = source.read(BLOCK)
@@ -163,27 +163,28 @@ class Pusher:
         prefix = f"{self.target.registry}/"
         return [r.removeprefix(prefix) for r in found if r.startswith(prefix) and r != self.target.name]
 
-    def seen(self, digest: str, ref: ImageRef | None = None) -> None:
-        """Remember that `ref`'s repository (the target's by default) holds `digest`."""
-        name = (ref or self.target).name
+    def seen(self, digest: str) -> None:
+        """Remember that the target's repository holds `digest` (the latest first)."""
+        name, key = self.target.name, digest.removeprefix("sha256:")
         with self._counting:
-            record = self.store.record("blob-homes", digest.removeprefix("sha256:")) or {}
-            known = [str(r) for r in record.get("repositories", []) if r != name]
-            self.store.put_record("blob-homes", digest.removeprefix("sha256:"),
-                                  {"repositories": [name, *known][:HOMES]})
+            known = [str(r) for r in (self.store.record("blob-homes", key) or {}).get("repositories", [])]
+            if known[:1] != [name]:  # written only when it changes
+                self.store.put_record("blob-homes", key, {"repositories": [name, *(r for r in known if r != name)][:HOMES]})
 
     def mounted(self, digests: list[str], sources: dict[str, list[str]] | None = None) -> set[str]:
         """Which of these blobs, absent from the target, a repository of the same registry that holds
         them lent by a cross-repository mount (asked side by side; `sources`: where to look
         besides the repositories this store saw them in)."""
+        candidates = {d: list(dict.fromkeys([*(sources or {}).get(d, []), *self.homes(d)])) for d in digests}
+
         def mount(digest: str) -> bool:
-            for repository in dict.fromkeys([*(sources or {}).get(digest, []), *self.homes(digest)]):
+            for repository in candidates[digest]:
                 if self.client.mount_blob(self.target, digest, repository):
                     self.seen(digest)
                     return True
             return False
 
-        wanted = [d for d in digests if self.homes(d) or (sources or {}).get(d)]
+        wanted = [d for d in digests if candidates[d]]
         if not wanted:
             return set()
         with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
