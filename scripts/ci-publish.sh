@@ -76,7 +76,9 @@ for row in "${rows[@]}"; do
   fi
   tags=(--tag "$tag" --tag latest)
   [[ -n "${GITHUB_SHA:-}" ]] && tags+=(--tag "git-${GITHUB_SHA:0:12}")
+  # the cache (when pushing) is told each layer it now holds: a later fresh runner makes none of them
   pushed=$("${eb[@]}" push "$image" --to "$prefix/$image" --platform "$platform" --compression "$compression" \
+    "${cache_args[@]}" \
     "${tags[@]}" | tail -n 1)
   echo "$image: pushed $pushed"
   echo "| $image | pushed | \`$pushed\` |" >> "$summary"

@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from conftest import ROOT, run_cli
+from enginebuild.io.store import Store
 
 pytestmark = [pytest.mark.docker, pytest.mark.network, pytest.mark.registry]
 
@@ -382,3 +383,53 @@ def test_a_push_to_another_repository_of_the_same_registry_mounts_the_layers_ins
     for layer in manifest["layers"]:
         body = get(registry.host, second, "blobs", layer["digest"]).content
         assert "sha256:" + hashlib.sha256(body).hexdigest() == layer["digest"]
+
+
+OFFLINE = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9",
+           "https_proxy": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+
+def _stored_bytes(home: Path) -> int:
+    return sum(p.stat().st_size for p in (home / "cas").rglob("*") if p.is_file())
+
+
+def test_a_fresh_runner_with_the_registry_cache_makes_and_downloads_nothing_and_pushes_only_the_manifest(
+        workspace, registry, tmp_path, docker_engine, debian_reachable, pypi_reachable):
+    """The CI job on a second fresh runner (an empty store, PyPI and Debian out of reach): every
+    layer is stood in by the cache's description, no component is built and nothing downloaded,
+    the kernels and closure verdicts are those the first runner recorded, and its push uploads
+    nothing (the manifest it puts is the first runner's, by digest). A third runner asked for
+    other checks has no verdict to take: it fetches the layers' compressed blobs from the
+    registry, unpacks them to their diff IDs and checks them itself."""
+    probe = ["--set", f"labels[probe]={uuid.uuid4().hex[:12]}"]  # an image no other test has made
+    target = f"{registry.host}/enginebuild-test/subst-{uuid.uuid4().hex[:8]}"
+    cache = f"{registry.host}/enginebuild-test/subst-cache-{uuid.uuid4().hex[:8]}"
+
+    def runner(*extra: str, offline: bool = False):
+        home = tmp_path / f"runner-{uuid.uuid4().hex[:6]}"
+        env = {"ENGINEBUILD_HOME": str(home), **(OFFLINE if offline else {})}
+        proc = run_cli(["image", "demo", *AMD64, *probe, *extra, "--no-load", "--cache", cache, "--push", "--to",
+                        target, "--push-tag", "v1"], workspace, env=env)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return home, proc.stdout + proc.stderr, proc.stdout.strip().splitlines()[-1].rsplit("@", 1)[1]
+
+    first_home, said, pushed = runner()
+    assert "stood in" not in said and "kernels: demo (linux/amd64): ok" in said, said[-3000:]
+    second_home, said, again = runner(offline=True)
+    assert again == pushed
+    assert re.search(r"\d+ layer\(s\) stood in by \S+subst-cache-\S+ \(made and pushed elsewhere\): nothing built or "
+                     r"downloaded", said), said[-3000:]
+    assert "component" not in said and "downloading" not in said, said[-3000:]
+    assert "kernels: demo (linux/amd64): ok" in said and "the verdict recorded in" in said, said[-3000:]
+    assert ": 0 blob(s) uploaded (0 bytes)" in said, said[-3000:]
+    assert _stored_bytes(second_home) < 64 << 10 < _stored_bytes(first_home)  # records, not layers
+
+    # other checks asked: no verdict recorded for them; the layers' bytes come from the registry
+    # (online: the kernels check takes its pinned cuobjdump from PyPI)
+    third_home, said, third = runner("--set", "runtime-check.skip=[{path: /nowhere, why: not shipped}]")
+    assert third == pushed and "stood in by" in said and "the verdict recorded in" not in said, said[-3000:]
+    assert "kernels: demo (linux/amd64): ok" in said and "runtime: " in said, said[-3000:]
+    layers = json.loads(get(registry.host, target.split("/", 1)[1], "manifests", pushed, OCI_MANIFEST).text)
+    config = json.loads(get(registry.host, target.split("/", 1)[1], "blobs", layers["config"]["digest"]).content)
+    for diff_id in config["rootfs"]["diff_ids"]:  # each unpacked from its compressed blob, by its diff ID
+        assert hashlib.sha256(Store(third_home).path(diff_id[7:]).read_bytes()).hexdigest() == diff_id[7:]

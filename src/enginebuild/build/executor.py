@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from enginebuild.build import substitutes
 from enginebuild.build.assemble import Assembler, layer_blobs, put_layer_blobs, record_key
 from enginebuild.build.buildkit import Builder, run_build
 from enginebuild.build.cache import LayerCache
@@ -52,6 +53,7 @@ class Outcome:
     built: list[str] = field(default_factory=list)  # components and command layers run here
     written: list[str] = field(default_factory=list)  # layers enginebuild wrote
     pulled: list[str] = field(default_factory=list)  # from the registry cache
+    substituted: list[str] = field(default_factory=list)  # stood in by the cache's description (substitutes.py)
     reused: int = 0
     preloaded: int = 0  # layers of the runtime loaded into the engine while its later ones were written
     image_id: str = ""
@@ -458,16 +460,17 @@ class Executor:
     def build(self, plan: ImagePlan, platforms: tuple[str, ...], load: bool = True) -> Outcome:
         """Make what the plan lacks, then load the image into the engine (unless `load` is
         False: its layers stay in the store, its ID is its config's digest)."""
-        self.components(plan)
-        for pin in git_wheels(plan.runtime):
-            self.fetcher.git_wheel(self.home, pin)
-        self.make_chain(plan.runtime, plan, preload=load)
+        if load or not self.substitute(plan):
+            self.components(plan)
+            for pin in git_wheels(plan.runtime):
+                self.fetcher.git_wheel(self.home, pin)
+            self.make_chain(plan.runtime, plan, preload=load)
         config = final_config(self.assembler, plan)
         if self.scanner is not None:  # every layer and the config, before anything is tagged
             self.scanner.check_config(config.document(self.assembler.layers(plan.runtime)),
                                       f"image {plan.image} ({plan.platform})")
             self.scanner.check_layers([(la.blob, la.created_by) for la in self.assembler.layers(plan.runtime)
-                                       if la.blob], f"image {plan.image} ({plan.platform})")
+                                       if la.blob and self.store.has(la.blob)], f"image {plan.image} ({plan.platform})")
         tags = local_tags(plan, platforms)
         if load:
             self.outcome.image_id = self.assembler.load(plan.runtime, config, tags, self.known)
@@ -481,6 +484,29 @@ class Executor:
         if self.outcome.built or self.outcome.written:
             self.fill_cache()
         return self.outcome
+
+    def substitute(self, plan: ImagePlan) -> bool:
+        """A build that loads nothing takes the registry cache's description of every runtime layer
+        it has not made (substitutes.py): nothing is built or downloaded. All or nothing: when one
+        layer has no description, the build makes what it lacks as usual. A declared secret whose
+        value is here is searched for in the substituted layers' bytes, fetched for that."""
+        if self.cache is None or self.rebuild:
+            return False
+        lacking = [node for node in plan.runtime.layers if not self.made(node)]
+        if not lacking or not all(self.cache.has(f"{record_key(node)}-sub") for node in lacking):
+            return False
+        if not all(substitutes.take_outputs(self.cache, self.store, comp) for comp in plan.components):
+            return False  # the SBOM names every component's outputs: without their records, build
+        if not all(substitutes.take(self.cache, self.store, node) for node in lacking):
+            return False
+        self.outcome.substituted = [node.name for node in lacking]
+        self.outcome.reused += len(plan.runtime.layers) - len(lacking)
+        if self.scanner is not None and self.scanner.declared and self.scanner.values():
+            for node in lacking:
+                substitutes.realize(self.store, node)
+        output().say(f"  [{plan.platform}] {len(lacking)} layer(s) stood in by {self.cache.name} "
+                     "(made and pushed elsewhere): nothing built or downloaded")
+        return True
 
     def fill_cache(self) -> None:
         """What this machine made before the cache was configured goes to the cache too (a run

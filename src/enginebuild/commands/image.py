@@ -216,10 +216,12 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         else:
             built = build_image(ws, name, request, options, say_built)
             if request.push and request.to:
+                from enginebuild.build.cache import cache_from_settings
                 from enginebuild.usecases.pushing import push_image
 
+                cache = cache_from_settings(ws.root, request.cache, request.no_cache, request.cache_readonly)
                 for record in push_image(ws, name, request.to, request.tag, request.platform, plans=built,
-                                         options=options, compression=args.compression):
+                                         options=options, compression=args.compression, cache=cache):
                     print(f"{record['repository']}@{record['digest']}")
     return 0
 

@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="push only these platforms (default: every platform of the spec)")
     parser.add_argument("--no-attach", action="store_true", help="do not attach the SBOM and provenance")
     add_compression_argument(parser)
+    from enginebuild.commands.image import add_cache_arguments  # one definition of the cache's options
+
+    add_cache_arguments(parser)
 
 
 def add_compression_argument(parser: argparse.ArgumentParser) -> None:
@@ -29,11 +32,13 @@ def add_compression_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from enginebuild.build.cache import cache_from_settings
     from enginebuild.usecases.pushing import push_image
 
     ws.sweep()  # what killed runs left (partial blobs, staging folders), as every verb that reads the store
     for record in push_image(ws, args.image, args.to, args.tag, args.platform, attach=not args.no_attach,
-                             compression=args.compression):
+                             compression=args.compression,
+                             cache=cache_from_settings(ws.root, args.cache, args.no_registry_cache, args.cache_readonly)):
         print(f"{record['repository']}@{record['digest']}")
     return 0
 

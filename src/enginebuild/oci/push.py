@@ -204,6 +204,7 @@ class Pusher:
     def blob(self, digest: str, size: int, opener: Callable[[], IO[bytes]], what: str,
              present: bool | None = None) -> None:
         if present if present is not None else self.client.has_blob(self.target, digest):
+            self.seen(digest)
             with self._counting:
                 self.stats.layers_existing += 1
             return
@@ -251,7 +252,8 @@ class Pusher:
             out.append((digest, size, layer.get("mediaType", OCI_LAYER_GZIP)))
         return out
 
-    def image(self, layers: list[Layer], config: bytes, base_ref: str | None, platform: str) -> tuple[str, int]:
+    def image(self, layers: list[Layer], config: bytes, base_ref: str | None, platform: str,
+              fetch: Callable[[Layer], None] | None = None) -> tuple[str, int]:
         """Upload one platform's image; returns its manifest's (digest, size), not yet tagged.
 
         A layer whose compressed digest is recorded and which the registry has is neither
@@ -259,7 +261,8 @@ class Pusher:
         store pushed or saw it, or the base's own repository) is mounted from there, also without
         being compressed or sent. The others are compressed side by side (one thread per CPU:
         each layer's gzip stream is its own, so the bytes are the same as one at a time) and
-        each is uploaded as soon as it is compressed, a few at a time."""
+        each is uploaded as soon as it is compressed, a few at a time. A layer to compress whose
+        bytes the store lacks (a registry's stand-in) is first handed to `fetch`."""
         # the config first: a registry that cannot be reached fails before any layer is compressed
         config_there = self.client.has_blob(self.target, sha256_digest(config))
         base_count = sum(1 for layer in layers if layer.blob is None)
@@ -274,6 +277,10 @@ class Pusher:
         done: list[tuple[str, int] | None] = [k if k is not None and f"sha256:{k[0]}" in there else None
                                              for k in known]
         todo = [i for i, d in enumerate(done) if d is None]
+        for i in todo:
+            layer = ours[i]
+            if fetch is not None and layer.blob is not None and not self.store.has(layer.blob):
+                fetch(layer)
         failed = threading.Event()
 
         def send(digest: str, size: int, source: Callable[[], IO[bytes]], what: str) -> None:

@@ -69,13 +69,13 @@ def update_fallback_index(pusher: Any, subject_digest: str, referrers: list[tupl
 
 
 def attach_documents(pusher: Pusher, root: Path, spec: ImageSpec, lock: Lock, plans: list[ImagePlan],
-                     digest: str, parameters: JsonDoc | None = None) -> dict[str, str]:
-    """Push the SBOM and the provenance of the image (or index) `digest` as its referrers."""
+                     digest: str, outputs: dict[str, JsonDoc], parameters: JsonDoc | None = None) -> dict[str, str]:
+    """Push the SBOM and the provenance of the image (or index) `digest` as its referrers
+    (`outputs`: each component's outputs record, by name, that the SBOM names)."""
 
     client, target = pusher.client, pusher.target
     _, media_type, body = client.manifest(ImageRef(target.registry, target.repository, None, digest))
     store = Store(settings().home)
-    outputs = {c.name: r for c in plans[0].components if (r := store.record("outputs", c.key))}
     if media_type == OCI_INDEX:
         platforms = {f"{m['platform']['os']}/{m['platform']['architecture']}": m["digest"]
                      for m in json.loads(body)["manifests"]}

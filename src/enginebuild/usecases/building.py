@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from enginebuild import fastedit
+from enginebuild.build import substitutes
 from enginebuild.build.cache import LayerCache, cache_from_settings
 from enginebuild.build.executor import Executor, local_tags, output_record
 from enginebuild.build.export import export_component, export_runtime
@@ -176,14 +177,15 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             done.append(f"wrote {len(outcome.written)} layer(s){early}")
         if outcome.pulled:
             done.append(f"pulled {len(outcome.pulled)} from the cache")
+        if outcome.substituted and cache is not None:
+            done.append(f"took {len(outcome.substituted)} layer(s) from {cache.name} without their bytes")
         report(Built(name, platform, tuple(done), elapsed,
                      tags[-1] if request.load else f"not loaded (image {outcome.image_id[:19]})"))
         for comp_name, size in sorted(outcome.output_sizes.items()):
             if f"component {comp_name}" not in outcome.built:  # a built one said its size as it finished
                 output().say(f"  component {comp_name}: outputs {size} bytes")
         if not options.on and lock is not None:  # a lock made the plan; the check reads its pins
-            check_kernels(ws, spec, lock, plan)
-            check_runtime(ws, spec, plan, loaded=request.load)
+            run_checks(ws, spec, lock, plan, outcome, cache, request.load)
         if request.outputs:
             write_outputs(ws, plan, tags[0], request.outputs, platform if len(platforms) > 1 else None)
     asked = run_options(options, tuple(request.platform))
@@ -241,23 +243,54 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
                      components=tuple(request.component)))
 
 
-def check_kernels(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan) -> None:
-    """An image that declares cuda-archs is verified as soon as it is built (see `verify`)."""
+def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outcome: Any, cache: LayerCache | None,
+               loaded: bool) -> None:
+    """The checks that read the image's bytes (kernels, runtime closure), or, for an image whose
+    layers the registry cache stood in, the verdict the run that checked those bytes recorded
+    there (without one, the substituted layers are fetched and checked here). A verdict reached
+    here is recorded in the cache."""
+    store = Store(ws.home)
+    key = substitutes.verdict_key(check_settings(spec), plan.platform, outcome.config)
+    if outcome.substituted:
+        known = substitutes.verdict(cache, store, key) if cache is not None else None
+        if known and cache is not None:
+            for check, line in known.items():
+                output().say(f"  {check}: {line} (the verdict recorded in {cache.name} by the run that checked "
+                             "these bytes)")
+            return
+        for node in plan.runtime.layers:
+            if substitutes.substituted(store, node):
+                substitutes.realize(store, node)
+    lines = {"kernels": check_kernels(ws, spec, lock, plan), "runtime": check_runtime(ws, spec, plan, loaded=loaded)}
+    if cache is not None:
+        substitutes.put_verdict(cache, store, key, {k: v for k, v in lines.items() if v})
+
+
+def check_settings(spec: ImageSpec) -> object:
+    """What the checks of `run_checks` are asked, beyond the image's own bytes and config."""
+    return (spec.name, spec.cuda_archs, spec.cuda_verify, spec.runtime_check,
+            tuple((c.name, c.cuda_archs) for c in spec.components))
+
+
+def check_kernels(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan) -> str | None:
+    """An image that declares cuda-archs is verified as soon as it is built (see `verify`); its
+    verdict's line."""
 
     if not declared_of(spec):
-        return
+        return None
     verdict = verify_plan(spec, lock, plan, Store(ws.home))
     lines = verdict.lines()
     if verdict.ok:
         output().say("  kernels: " + lines[-1])
-        return
+        return lines[-1]
     raise BuildFailed("the kernel architecture check failed:\n    " + "\n    ".join(lines),
                       hint=f"the image is built and tagged; it lacks kernels for what it declares "
                            f"(`{command()} verify {spec.name} --json` lists every binary)")
 
 
-def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool = True) -> None:
-    """Every image's runtime closure is checked as soon as it is built (see `verify`)."""
+def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool = True) -> str:
+    """Every image's runtime closure is checked as soon as it is built (see `verify`); the
+    closure's line."""
 
     engine = Engine()
     closure = check_plan(spec, plan, Store(ws.home), engine.save)
@@ -267,13 +300,14 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool 
                           hint=f"the image is built and tagged; add the package that ships each library to the "
                                f"runtime's packages, or skip a binary that is truly optional with its reason "
                                f"(runtime-check.skip); `{command()} verify {spec.name} --json` lists everything")
-    output().say("  runtime: " + lines[-1] + f" ({closure.checked} binaries)")
+    said = lines[-1] + f" ({closure.checked} binaries)"
+    output().say("  runtime: " + said)
     if spec.runtime_check.imports is None:
-        return
+        return said
     if not loaded:
         output().say(f"  python: {spec.name} ({plan.platform}): imports not run: --no-load leaves no image in the engine "
                      f"to run them in (`{command()} verify {spec.name}` runs them once it is loaded)")
-        return
+        return said
 
     imports = check_imports(engine, plan.tag, plan, spec.runtime_check.imports)
     lines = imports.lines()
@@ -283,6 +317,7 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool 
                                "can be given its variables (runtime-check.imports.env) or skipped with the reason "
                                "(runtime-check.imports.skip)")
     output().say("  python: " + lines[-1] + f" ({len(imports.imported)} modules)")
+    return said
 
 
 def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platform: str | None) -> None:

@@ -9,7 +9,9 @@ import datetime as dt
 import re
 from typing import Any
 
+from enginebuild.build import substitutes
 from enginebuild.build.assemble import Assembler, layer_blobs
+from enginebuild.build.cache import LayerCache
 from enginebuild.build.executor import final_config
 from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import BuildFailed, UserError, command
@@ -45,7 +47,8 @@ def destination(to: str, tags: list[str]) -> tuple[Any, list[str]]:
 
 def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: list[str] | None = None,
                attach: bool = True, plans: list[ImagePlan] | None = None,
-               options: Options | None = None, compression: str = "gzip") -> list[JsonDoc]:
+               options: Options | None = None, compression: str = "gzip",
+               cache: LayerCache | None = None) -> list[JsonDoc]:
     """Push what was built (`plans`, as `image --push` built them; else planned here from the spec
     and lock) by digest, each tag confirmed, the SBOM and provenance attached, a record kept; the
     records, one per tag, are returned (`repository`@`digest` is what a user pulls)."""
@@ -62,8 +65,8 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
         if missing:
             raise BuildFailed(f"{name} ({plan.platform}) is not built at its current inputs ({missing[0]} is missing)",
                               hint=f"run `{command()} image {name}` first, or `image {name} --push --to {to}`")
-        damaged = [n.name for n in plan.runtime.layers
-                   if not all(store.intact(sha, n.name) for sha, _ in layer_blobs(store, n) or ())]
+        damaged = [n.name for n in plan.runtime.layers if not substitutes.substituted(store, n)
+                   and not all(store.intact(sha, n.name) for sha, _ in layer_blobs(store, n) or ())]
         if damaged:  # built before, damaged in the store since: made again now, as `image` would
             output().say(f"  {name} ({plan.platform}): {', '.join(damaged)} damaged in the store; making it again")
             remake(ws, spec, plan)
@@ -71,6 +74,10 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
     assembler = Assembler(Engine(), store)
     scanner = Scanner(spec, store=store)
     for plan in plans:
+        if scanner.declared and scanner.values():  # searched here: the bytes a registry stood in are fetched
+            for node in plan.runtime.layers:
+                if substitutes.substituted(store, node):
+                    substitutes.realize(store, node)
         ours = [(layer.blob, layer.created_by) for layer in assembler.layers(plan.runtime) if layer.blob]
         scanner.check_layers(ours, f"image {name} ({plan.platform})", at_push=True)
     pusher = Pusher(RegistryClient(), store, target, COMPRESSIONS[compression])
@@ -79,9 +86,11 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
         layers = assembler.layers(plan.runtime)
         config = final_config(assembler, plan).render(layers)
         digest, size = pusher.image(layers, config, plan.runtime.base.ref if plan.runtime.base else None,
-                                    plan.platform)
+                                    plan.platform, fetcher(store, plan))
         manifests.append((digest, size, plan.platform))
     faults.reached("push.uploaded")
+    if cache is not None:  # a fresh runner building the same layers takes them from the registry
+        substitutes.announce(cache, store, plans)
     results = []
     with ws.state_mutex("push records"):
         for tag in tags:
@@ -92,7 +101,8 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
             if attach:
 
                 assert lock is not None  # the plans were made from it
-                attached = attach_documents(pusher, ws.root, spec, lock, plans, digest,
+                outputs = {c.name: r for c in plans[0].components if (r := substitutes.outputs_of(store, c))}
+                attached = attach_documents(pusher, ws.root, spec, lock, plans, digest, outputs,
                                             build_parameters(ws.overrides, options))
             record = {"repository": target.name, "tag": tag, "digest": digest,
                       "platforms": {p: d for d, _, p in manifests},
@@ -109,6 +119,16 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                          f"{pusher.stats.layers_mounted} mounted from another repository"
                          + "".join(f"; {k} {v}" for k, v in attached.items()))
     return results
+
+
+def fetcher(store: Store, plan: ImagePlan) -> Any:
+    """For the pusher: fetch the bytes of a layer a registry stood in (to compress them here)."""
+    by_blob = {sha: node for node in plan.runtime.layers for sha, _ in layer_blobs(store, node) or ()}
+
+    def fetch(layer: Any) -> None:
+        substitutes.realize(store, by_blob[layer.blob])
+
+    return fetch
 
 
 def remake(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> None:

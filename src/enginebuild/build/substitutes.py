@@ -1,0 +1,236 @@
+"""Layers a registry already holds, standing in for layers this machine has not made (what Nix
+calls a substituter).
+
+After a push, the registry cache is told, per layer key, what the layer is (its diff IDs and
+sizes), its compressed forms (per compression, digest and size) and the repositories that hold
+them, and which declared secrets it was searched for where it was made: an entry of a few
+hundred bytes, `CACHE:KEY-sub`. A run that builds without loading the image (`--no-load`, the
+CI job) and finds such an entry for every layer it lacks takes them instead of making anything:
+no component built, no wheel or `.deb` downloaded; the image's config is written from the
+recorded diff IDs and its push mounts the compressed blobs from their repositories (or copies
+them from another registry). The layer's own bytes are fetched (its compressed blob, unpacked
+and checked against its diff ID) only where something must read them: a check with no recorded
+verdict, a declared secret to search for here, a load into the engine.
+
+The checks that read an image's bytes (kernel architectures, runtime closure) record their
+verdict in the cache under the image's config and the spec's check settings (`CACHE:KEY-ok`),
+so a run that substituted every layer reports the verdict of the run that checked those bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import zstandard  # type: ignore[import-untyped,unused-ignore]
+
+from enginebuild.build.assemble import layer_blobs, put_layer_blobs, record_key
+from enginebuild.build.cache import LayerCache
+from enginebuild.errors import BuildFailed, RegistryError
+from enginebuild.io.store import Store
+from enginebuild.oci.push import COMPRESSIONS
+from enginebuild.oci.reference import ImageRef, parse_image_ref
+from enginebuild.oci.registry import RegistryClient
+from enginebuild.plan.model import ComponentNode, ImagePlan, LayerNode
+from enginebuild.wire import JsonDoc
+
+SUBSTITUTE = "layer-substitute"
+VERDICT = "image-verdict"
+OUTPUTS = "outputs-described"  # a component's outputs record, without its bytes (the store's record kind too)
+VERDICT_VERSION = 1
+EMPTY_TYPE = "application/vnd.oci.empty.v1+json"  # the one layer an entry without blobs names
+FORMS = tuple(c.record for c in COMPRESSIONS.values())  # the store's record kinds of compressed forms
+SHA = re.compile(r"[0-9a-f]{64}")
+
+
+def _entry(cache: LayerCache, store: Store, key: str, kind: str, record: JsonDoc) -> None:
+    empty = store.put_bytes(b"{}", "empty descriptor")
+    cache.push_entry(key, kind, record, [(empty.sha256, empty.size, EMPTY_TYPE)], store)
+
+
+# -- telling the cache -------------------------------------------------------------------------
+def describe(store: Store, node: LayerNode) -> JsonDoc | None:
+    """What a fresh runner needs to stand this made layer in: None when it is not made here or
+    none of its blobs was ever compressed for a registry."""
+    blobs = layer_blobs(store, node)
+    if not blobs:
+        return None
+    forms: dict[str, list[list[Any]]] = {}
+    homes: dict[str, list[str]] = {}
+    for kind in FORMS:
+        made = [store.record(kind, sha) for sha, _ in blobs]
+        if all(made):
+            forms[kind] = [[str(m["sha256"]), int(m["size"])] for m in made if m]
+            for m in made:
+                assert m is not None
+                held = (store.record("blob-homes", str(m["sha256"])) or {}).get("repositories", [])
+                if held:
+                    homes[str(m["sha256"])] = [str(r) for r in held]
+    if not forms or not homes:
+        return None
+    searched = sorted(set.intersection(*(set((store.record("secret-checked", sha) or {}).get("secrets", {}))
+                                         for sha, _ in blobs)))
+    return {"name": node.name, "layers": [list(b) for b in blobs], "forms": forms, "homes": homes,
+            "secrets": searched}
+
+
+def announce(cache: LayerCache, store: Store, plans: list[ImagePlan]) -> int:
+    """After a push: every layer of the plans' runtimes described to the cache, and the outputs
+    record of every component (what the image's SBOM names); how many layers."""
+    if not cache.push_enabled:
+        return 0
+    told = 0
+    for plan in plans:
+        for comp in plan.components:
+            outputs = store.record("outputs", comp.key)
+            if outputs is not None and not cache.has(f"{comp.key}-sub"):
+                _entry(cache, store, f"{comp.key}-sub", OUTPUTS, {"record": outputs})
+        for node in plan.runtime.layers:
+            record = describe(store, node)
+            if record is not None:
+                _entry(cache, store, f"{record_key(node)}-sub", SUBSTITUTE, record)
+                told += 1
+    return told
+
+
+# -- taking from the cache ---------------------------------------------------------------------
+def _valid(record: JsonDoc) -> bool:
+    try:
+        blobs = [(str(s), int(n)) for s, n in record["layers"]]
+        forms = {str(k): [(str(s), int(n)) for s, n in v] for k, v in record["forms"].items()}
+        homes = {str(k): [str(r) for r in v] for k, v in record["homes"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return False
+    return bool(blobs) and all(SHA.fullmatch(s) for s, _ in blobs) and all(
+        len(v) == len(blobs) and all(SHA.fullmatch(s) for s, _ in v) for v in forms.values()) and all(
+        SHA.fullmatch(k) for k in homes)
+
+
+def take(cache: LayerCache, store: Store, node: LayerNode) -> bool:
+    """Stand the cache's description of `node` in for it (no blob fetched): its layer record,
+    its compressed forms, where they are held, what it was searched for. False when the cache
+    has none (or one that does not parse)."""
+    key = f"{record_key(node)}-sub"
+    if not cache.has(key):
+        return False
+    record = cache.fetch_entry(key, SUBSTITUTE, store)
+    if record is None or not _valid(record):
+        return False
+    blobs = [(str(s), int(n)) for s, n in record["layers"]]
+    for kind, made in record["forms"].items():
+        if kind in FORMS:
+            for (sha, _), (csha, csize) in zip(blobs, made, strict=True):
+                store.put_record(kind, sha, {"sha256": str(csha), "size": int(csize)})
+    for csha, repositories in record["homes"].items():
+        known = [str(r) for r in (store.record("blob-homes", csha) or {}).get("repositories", [])]
+        store.put_record("blob-homes", csha, {"repositories": list(dict.fromkeys([*known, *repositories]))[:8]})
+    for sha, _ in blobs:  # searched where it was made: a push without the value here takes that word
+        mine = dict((store.record("secret-checked", sha) or {}).get("secrets", {}))
+        mine.update({str(n): "searched where it was made" for n in record.get("secrets", []) if n not in mine})
+        store.put_record("secret-checked", sha, {"secrets": mine})
+    put_layer_blobs(store, node, blobs, {"substitute": cache.name})
+    return True
+
+
+def take_outputs(cache: LayerCache, store: Store, comp: ComponentNode) -> bool:
+    """The outputs record of a component this run does not build (for the SBOM), kept as
+    `outputs-described`: its bytes are not here."""
+    if store.record("outputs", comp.key) is not None:
+        return True
+    record = cache.fetch_entry(f"{comp.key}-sub", OUTPUTS, store) if cache.has(f"{comp.key}-sub") else None
+    described = (record or {}).get("record")
+    if not isinstance(described, dict) or not isinstance(described.get("sha256"), str):
+        return False
+    store.put_record(OUTPUTS, comp.key, described)
+    return True
+
+
+def outputs_of(store: Store, comp: ComponentNode) -> JsonDoc | None:
+    """A component's outputs record: made or taken here, else as a registry described it."""
+    return store.record("outputs", comp.key) or store.record(OUTPUTS, comp.key)
+
+
+def substituted(store: Store, node: LayerNode) -> bool:
+    """Whether `node`'s record stands in for a layer whose bytes this store lacks."""
+    record = store.record("layers", record_key(node))
+    return bool(record and record.get("substitute")) and not all(
+        store.has(sha) for sha, _ in layer_blobs(store, node) or ())
+
+
+# -- fetching the bytes where they must be read ------------------------------------------------
+def _compressed(store: Store, sha: str) -> Iterator[tuple[str, str, list[str]]]:
+    """(form, compressed digest, repositories holding it) for a stored layer blob."""
+    for kind in FORMS:
+        made = store.record(kind, sha)
+        if made:
+            csha = str(made["sha256"])
+            held = (store.record("blob-homes", csha) or {}).get("repositories", [])
+            yield kind, csha, [str(r) for r in held]
+
+
+def _unpacker(kind: str) -> Any:
+    if kind.startswith("zstd"):
+        return zstandard.ZstdDecompressor().decompressobj()
+    return zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip, by zlib or ISA-L
+
+
+def realize(store: Store, node: LayerNode, client: RegistryClient | None = None) -> None:
+    """Fetch the bytes of a substituted layer: its compressed blob from a repository that holds
+    it, unpacked into the store and checked against the diff ID."""
+    client = client or RegistryClient()
+    for sha, _ in layer_blobs(store, node) or ():
+        if store.check(sha, node.name):
+            continue
+        problems = []
+        for kind, csha, repositories in _compressed(store, sha):
+            for repository in repositories:
+                try:
+                    _fetch(client, store, parse_image_ref(repository), kind, f"sha256:{csha}", sha)
+                    break
+                except (RegistryError, ValueError, zlib.error, zstandard.ZstdError) as exc:
+                    problems.append(f"{repository}: {exc}")
+            if store.has(sha):
+                break
+        if not store.has(sha):
+            raise BuildFailed(f"layer {node.name}: its bytes are held nowhere reachable ("
+                              + ("; ".join(problems) or "no repository recorded") + ")",
+                              hint="build it here: drop the substitute with `image --no-registry-cache`")
+
+
+def _fetch(client: RegistryClient, store: Store, repository: ImageRef, kind: str, digest: str, sha: str) -> None:
+    unpack = _unpacker(kind)
+    packed = hashlib.sha256()
+    with client.open_blob(repository, digest) as response, store.ingest(f"layer {sha[:12]}") as sink:
+        for block in response.iter_content(1 << 20):
+            packed.update(block)
+            sink.write(unpack.decompress(block))
+        sink.write(unpack.flush())
+    if f"sha256:{packed.hexdigest()}" != digest or sink.hexdigest() != sha:
+        store.path(sink.hexdigest()).unlink(missing_ok=True)
+        raise RegistryError(f"blob {digest[:19]} does not unpack to layer sha256:{sha[:12]}")
+
+
+# -- verdicts of the checks that read the bytes ------------------------------------------------
+def verdict_key(settings: object, platform: str, config: bytes) -> str:
+    """The image (its config names every diff ID) and what the checks were asked (`settings`,
+    a deterministic repr of the spec's check settings)."""
+    doc = {"v": VERDICT_VERSION, "config": hashlib.sha256(config).hexdigest(), "platform": platform,
+           "settings": repr(settings)}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def put_verdict(cache: LayerCache, store: Store, key: str, lines: dict[str, str]) -> None:
+    if cache.push_enabled and not cache.has(f"{key}-ok"):
+        _entry(cache, store, f"{key}-ok", VERDICT, {"lines": dict(lines)})
+
+
+def verdict(cache: LayerCache, store: Store, key: str) -> dict[str, str] | None:
+    if not cache.has(f"{key}-ok"):
+        return None
+    record = cache.fetch_entry(f"{key}-ok", VERDICT, store)
+    lines = (record or {}).get("lines")
+    return {str(k): str(v) for k, v in lines.items()} if isinstance(lines, dict) else None
