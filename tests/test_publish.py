@@ -433,3 +433,13 @@ def test_a_fresh_runner_with_the_registry_cache_makes_and_downloads_nothing_and_
     config = json.loads(get(registry.host, target.split("/", 1)[1], "blobs", layers["config"]["digest"]).content)
     for diff_id in config["rootfs"]["diff_ids"]:  # each unpacked from its compressed blob, by its diff ID
         assert hashlib.sha256(Store(third_home).path(diff_id[7:]).read_bytes()).hexdigest() == diff_id[7:]
+
+    # a launcher edit on a fourth fresh runner: every other layer stood in, only the edited
+    # file's layer written (no component built or pulled), and its push uploads that layer alone
+    launcher = workspace / "images/demo/launch_server.sh"
+    launcher.write_text(launcher.read_text() + "# tuned\n")
+    _, said, edited = runner()
+    assert edited != pushed and re.search(r"layer\(s\) stood in by \S+ \(made and pushed elsewhere\); 1 to make here",
+                                          said), said[-3000:]
+    assert "wrote 1 layer(s)" in said and "component" not in said and "pulled" not in said, said[-3000:]
+    assert ": 1 blob(s) uploaded" in said, said[-3000:]

@@ -121,6 +121,7 @@ class Executor:
         self.fresh = fresh
         # rebuild (image --no-cache): every component and layer made again in this run, BuildKit's cache unused
         self.rebuild, self.remade = rebuild, set[str]()
+        self.stood_in: set[str] = set()  # record keys of layers the registry cache stands in (substitute)
         # the runtime is assembled here; components go to the builders (this engine unless others are named)
         self.local = Site(BuilderSpec(LOCAL, self.engine.endpoint), self.engine, (HOST_PLATFORM,), self.store,
                           buildx_name=builder_name, fresh=fresh or rebuild)
@@ -157,6 +158,8 @@ class Executor:
         return values
 
     def made(self, node: LayerNode) -> bool:
+        if record_key(node) in self.stood_in:
+            return True
         if self.rebuild and record_key(node) not in self.remade:
             return False
         blobs = layer_blobs(self.store, node)
@@ -171,8 +174,10 @@ class Executor:
         so far are loaded into the engine while the rest are written (build/preload.py)."""
         site = site or self.local
         made = [self.made(node) for node in env.layers]
-        self.outcome.reused += made.count(True)
-        self.reused += [node for node, done in zip(env.layers, made, strict=True) if done and node.by_command]
+        self.outcome.reused += sum(1 for node, done in zip(env.layers, made, strict=True)
+                                   if done and record_key(node) not in self.stood_in)
+        self.reused += [node for node, done in zip(env.layers, made, strict=True)
+                        if done and node.by_command and record_key(node) not in self.stood_in]
         if all(made):
             return  # no thread started for a chain that is already made
         ahead = [d for node, done in zip(env.layers, made, strict=True)
@@ -460,8 +465,14 @@ class Executor:
     def build(self, plan: ImagePlan, platforms: tuple[str, ...], load: bool = True) -> Outcome:
         """Make what the plan lacks, then load the image into the engine (unless `load` is
         False: its layers stay in the store, its ID is its config's digest)."""
-        if load or not self.substitute(plan):
-            self.components(plan)
+        if load or not self.substitute(plan):  # (with some layers stood in, the rest are made here)
+            if self.stood_in:  # the components whose outputs a layer left to make installs
+                wanted = {node.payload.made_by() for node in plan.runtime.layers if not self.made(node)}
+                names = frozenset(c.name for c in plan.components if c.key in wanted)
+                if names:
+                    self.components(plan, names)
+            else:
+                self.components(plan)
             for pin in git_wheels(plan.runtime):
                 self.fetcher.git_wheel(self.home, pin)
             self.make_chain(plan.runtime, plan, preload=load)
@@ -486,26 +497,35 @@ class Executor:
         return self.outcome
 
     def substitute(self, plan: ImagePlan) -> bool:
-        """A build that loads nothing takes the registry cache's description of every runtime layer
-        it has not made (substitutes.py): nothing is built or downloaded. All or nothing: when one
-        layer has no description, the build makes what it lacks as usual. A declared secret whose
-        value is here is searched for in the substituted layers' bytes, fetched for that."""
+        """A build that loads nothing takes the registry cache's description of the runtime layers
+        it has not made (substitutes.py) instead of making them. When every such layer is
+        described nothing is built or downloaded (True); when the others all stand alone (a
+        layer enginebuild writes from its own inputs), only they are made (False, the stood-in
+        ones counted as made); a layer left to make that reads the chain below it needs those
+        bytes: then nothing is stood in. A declared secret whose value is here is searched for in
+        the stood-in layers' bytes, fetched for that."""
         if self.cache is None or self.rebuild:
             return False
         lacking = [node for node in plan.runtime.layers if not self.made(node)]
-        if not lacking or not all(self.cache.has(f"{record_key(node)}-sub") for node in lacking):
+        described = [node for node in lacking if self.cache.has(f"{record_key(node)}-sub")]
+        rest = [node for node in lacking if node not in described]
+        if not described or not all(stands_alone(node) for node in rest):
             return False
         if not all(substitutes.take_outputs(self.cache, self.store, comp) for comp in plan.components):
             return False  # the SBOM names every component's outputs: without their records, build
-        if not all(substitutes.take(self.cache, self.store, node) for node in lacking):
+        if not all(substitutes.take(self.cache, self.store, node) for node in described):
             return False
-        self.outcome.substituted = [node.name for node in lacking]
-        self.outcome.reused += len(plan.runtime.layers) - len(lacking)
+        self.stood_in = {record_key(node) for node in described}
+        self.outcome.substituted = [node.name for node in described]
         if self.scanner is not None and self.scanner.declared and self.scanner.values():
-            for node in lacking:
+            for node in described:
                 substitutes.realize(self.store, node)
-        output().say(f"  [{plan.platform}] {len(lacking)} layer(s) stood in by {self.cache.name} "
-                     "(made and pushed elsewhere): nothing built or downloaded")
+        output().say(f"  [{plan.platform}] {len(described)} layer(s) stood in by {self.cache.name} "
+                     "(made and pushed elsewhere)" + (f"; {len(rest)} to make here" if rest else
+                                                       ": nothing built or downloaded"))
+        if rest:
+            return False
+        self.outcome.reused += len(plan.runtime.layers) - len(lacking)
         return True
 
     def fill_cache(self) -> None:

@@ -248,7 +248,7 @@ def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outc
     """The checks that read the image's bytes (kernels, runtime closure), or, for an image whose
     layers the registry cache stood in, the verdict the run that checked those bytes recorded
     there (without one, the substituted layers are fetched and checked here). A verdict reached
-    here is recorded in the cache."""
+    here on bytes this run made is recorded in the cache."""
     store = Store(ws.home)
     key = substitutes.verdict_key(check_settings(spec), plan.platform, outcome.config)
     if outcome.substituted:
@@ -262,7 +262,7 @@ def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outc
             if substitutes.substituted(store, node):
                 substitutes.realize(store, node)
     lines = {"kernels": check_kernels(ws, spec, lock, plan), "runtime": check_runtime(ws, spec, plan, loaded=loaded)}
-    if cache is not None:
+    if cache is not None and (outcome.built or outcome.written):  # a run that made nothing stays off the network
         substitutes.put_verdict(cache, store, key, {k: v for k, v in lines.items() if v})
 
 

@@ -142,11 +142,14 @@ def find_garbage(ws: Workspace) -> Garbage:
 
 
 def cache_garbage(ws: Workspace, cache_repo: str) -> list[str]:
-    """The tags of the registry cache (CACHE:KEY entries) whose keys no root reaches."""
+    """The tags of the registry cache (CACHE:KEY entries, and the KEY-sub descriptions of
+    build/substitutes.py) whose keys no root reaches. Verdicts (KEY-ok, a few hundred bytes,
+    keyed by an image's config) are kept."""
 
     live = closure(Store(ws.home), roots(ws)[0])
     repo = parse_cache_repo(cache_repo)
-    return sorted(tag for tag in RegistryClient().tags(repo) if HEX64.fullmatch(tag) and tag not in live)
+    keys = {tag: tag.removesuffix("-sub") for tag in RegistryClient().tags(repo)}
+    return sorted(tag for tag, key in keys.items() if HEX64.fullmatch(key) and key not in live)
 
 
 def collect_cache(cache_repo: str, tags: list[str]) -> int:
