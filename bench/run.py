@@ -27,6 +27,8 @@ c. script edit on a fresh engine sharing the registry: enginebuild --cache vs th
 d. bytes and layers pushed after a script edit vs the size of the edited file
 e. patch check of one stack against the vllm 0.21.0 sdist vs extract + git init + git apply
 f. plan of the whole catalogue
+t. see bench/cijob.py: the mission's CI job at real scale (vllm-pypi) on fresh runners: cold build
+   and push, a second runner with the registry cache, a third after a small bump (only when named)
 s. see bench/compression.py: a push's gzip of several layers side by side vs one at a time; zstd and gzip-isal vs gzip
 
 Needs the set-up of scripts/setup.sh (Docker engine, registry on 127.0.0.1:5000), root
@@ -238,7 +240,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--units", type=int, default=110, help="kernel units for (c); 110 is about 75 s here")
     parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,q,s",
-                        help="figures to measure; o (vLLM at real scale: about 15 GB of disk, 30 min) and r (a "
+                        help="figures to measure; o (vLLM at real scale: about 15 GB of disk, 30 min), t (the CI job at "
+                             "real scale: about 25 GB, 30 min) and r (a "
                              "patch to vLLM's Python at real scale: about 30 GB, 15 min) only when named")
     parser.add_argument("--pair-units", type=int, default=40, help="kernel units per component for (h)")
     parser.add_argument("--scale-builds-only", action="store_true",
@@ -303,6 +306,9 @@ def main() -> int:
             rows += bench_patches(home)
         if "f" in only:
             rows.append(bench_plan(ws, env))
+        if "t" in only:
+            from cijob import bench_ci_job
+            bench_ci_job(ws, env, rows, args.registry, Path(args.registry_root))
         if "s" in only:
             from compression import bench_compression
             rows += bench_compression()

@@ -518,8 +518,7 @@ class Executor:
         self.stood_in = {record_key(node) for node in described}
         self.outcome.substituted = [node.name for node in described]
         if self.scanner is not None and self.scanner.declared and self.scanner.values():
-            for node in described:
-                substitutes.realize(self.store, node)
+            substitutes.realize_all(self.store, described)
         output().say(f"  [{plan.platform}] {len(described)} layer(s) stood in by {self.cache.name} "
                      "(made and pushed elsewhere)" + (f"; {len(rest)} to make here" if rest else
                                                        ": nothing built or downloaded"))

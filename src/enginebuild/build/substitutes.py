@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import zstandard  # type: ignore[import-untyped,unused-ignore]
@@ -199,6 +201,18 @@ def realize(store: Store, node: LayerNode, client: RegistryClient | None = None)
             raise BuildFailed(f"layer {node.name}: its bytes are held nowhere reachable ("
                               + ("; ".join(problems) or "no repository recorded") + ")",
                               hint="build it here: drop the substitute with `image --no-registry-cache`")
+
+
+def realize_all(store: Store, nodes: Iterable[LayerNode]) -> None:
+    """`realize` for every substituted layer of `nodes`, one per CPU at a time (each its own
+    download and unpacking stream); the first failure is raised."""
+    todo = [node for node in nodes if substituted(store, node)]
+    if not todo:
+        return
+    client = RegistryClient()
+    with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1))) as pool:
+        for future in [pool.submit(realize, store, node, client) for node in todo]:
+            future.result()
 
 
 def _fetch(client: RegistryClient, store: Store, repository: ImageRef, kind: str, digest: str, sha: str) -> None:

@@ -258,9 +258,7 @@ def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outc
                 output().say(f"  {check}: {line} (the verdict recorded in {cache.name} by the run that checked "
                              "these bytes)")
             return
-        for node in plan.runtime.layers:
-            if substitutes.substituted(store, node):
-                substitutes.realize(store, node)
+        substitutes.realize_all(store, plan.runtime.layers)
     lines = {"kernels": check_kernels(ws, spec, lock, plan), "runtime": check_runtime(ws, spec, plan, loaded=loaded)}
     if cache is not None and (outcome.built or outcome.written):  # a run that made nothing stays off the network
         substitutes.put_verdict(cache, store, key, {k: v for k, v in lines.items() if v})

@@ -75,9 +75,7 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
     scanner = Scanner(spec, store=store)
     for plan in plans:
         if scanner.declared and scanner.values():  # searched here: the bytes a registry stood in are fetched
-            for node in plan.runtime.layers:
-                if substitutes.substituted(store, node):
-                    substitutes.realize(store, node)
+            substitutes.realize_all(store, plan.runtime.layers)
         ours = [(layer.blob, layer.created_by) for layer in assembler.layers(plan.runtime) if layer.blob]
         scanner.check_layers(ours, f"image {name} ({plan.platform})", at_push=True)
     pusher = Pusher(RegistryClient(), store, target, COMPRESSIONS[compression])
