@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import IO, TYPE_CHECKING
 
+from enginebuild.build import substitutes
 from enginebuild.build.imports import Imports, check_imports
 from enginebuild.build.reproduce import reproduce
 from enginebuild.errors import command
@@ -53,6 +54,7 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
         lock = ws.lock(spec)
         for platform in platforms_of(spec, platforms):
             plan = plan_image(spec, lock, platform, ws.plan_options())
+            substitutes.realize_all(Store(ws.home), plan.runtime.layers)  # stood-in layers' bytes, to read
             closure = check_plan(spec, plan, Store(ws.home), save)
             verdict = verify_plan(spec, lock, plan, Store(ws.home), judged) if declared_of(spec) or judged else None
             imports = None
