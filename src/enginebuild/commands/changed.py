@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from enginebuild.commands.push import add_compression_argument
+from enginebuild.commands.arguments import add_compression_argument
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 

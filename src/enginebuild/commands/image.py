@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from enginebuild.commands.arguments import add_cache_arguments, add_compression_argument
 from enginebuild.errors import UserError
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
@@ -40,7 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", metavar="REPO", help="with --push: REGISTRY/REPO[:TAG]")
     parser.add_argument("--push-tag", action="append", default=[], metavar="TAG",
                         help="with --push: a tag to push (repeatable; default: the content tag, and any :TAG of --to)")
-    from enginebuild.commands.push import add_compression_argument
 
     add_compression_argument(parser)
     parser.add_argument("--no-load", action="store_true",
@@ -82,14 +82,6 @@ def add_builder_arguments(parser: argparse.ArgumentParser) -> None:
                              "else this machine's engine")
     parser.add_argument("--buildx-builder", metavar="NAME",
                         help="the buildx builder this machine's engine builds with (default: $BUILDX_BUILDER)")
-
-
-def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cache", metavar="REGISTRY/REPO",
-                        help="registry-backed cache: take outputs and layers found there, push what is built here "
-                             "(default: $ENGINEBUILD_CACHE, or cache.repository in enginebuild.yaml)")
-    parser.add_argument("--no-registry-cache", action="store_true", help="ignore any configured registry cache")
-    parser.add_argument("--cache-readonly", action="store_true", help="pull from the cache, never push to it")
 
 
 def parse_build_args(values: list[str], specs: Iterable[Any] = ()) -> dict[str, str]:

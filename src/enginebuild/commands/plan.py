@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a component build argument")
     parser.add_argument("--unpinned", action="store_true",
                         help="plan from the spec alone, every input as requested and none pinned (as render has it)")
-    from enginebuild.commands.image import add_builder_arguments, add_cache_arguments, add_locking_arguments
+    from enginebuild.commands.arguments import add_cache_arguments
+    from enginebuild.commands.image import add_builder_arguments, add_locking_arguments
 
     add_locking_arguments(parser, "plan")
     add_cache_arguments(parser)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from enginebuild.commands.arguments import add_cache_arguments, add_compression_argument
 from enginebuild.workspace import Workspace
 
 
@@ -19,16 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="push only these platforms (default: every platform of the spec)")
     parser.add_argument("--no-attach", action="store_true", help="do not attach the SBOM and provenance")
     add_compression_argument(parser)
-    from enginebuild.commands.image import add_cache_arguments  # one definition of the cache's options
-
     add_cache_arguments(parser)
-
-
-def add_compression_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--compression", choices=["gzip", "gzip-isal", "zstd"], default="gzip",
-                        help="how the layers enginebuild made are compressed: gzip (default, zlib level 6), gzip-isal "
-                             "(gzip made by ISA-L: ~10x faster, ~14%% larger; every consumer reads both) or zstd "
-                             "(Docker 23+, containerd 1.5+); deterministic every way")
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
