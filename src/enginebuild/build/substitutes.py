@@ -34,7 +34,7 @@ from enginebuild.build.assemble import layer_blobs, put_layer_blobs, record_key
 from enginebuild.build.cache import LayerCache
 from enginebuild.errors import BuildFailed, RegistryError
 from enginebuild.io.store import Store
-from enginebuild.oci.push import COMPRESSIONS
+from enginebuild.oci.push import COMPRESSIONS, blob_homes, remember_homes
 from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.model import ComponentNode, ImagePlan, LayerNode
@@ -69,9 +69,9 @@ def describe(store: Store, node: LayerNode) -> JsonDoc | None:
             forms[kind] = [[str(m["sha256"]), int(m["size"])] for m in made if m]
             for m in made:
                 assert m is not None
-                held = (store.record("blob-homes", str(m["sha256"])) or {}).get("repositories", [])
+                held = blob_homes(store, str(m["sha256"]))
                 if held:
-                    homes[str(m["sha256"])] = [str(r) for r in held]
+                    homes[str(m["sha256"])] = held
     if not forms or not homes:
         return None
     searched = sorted(set.intersection(*(set((store.record("secret-checked", sha) or {}).get("secrets", {}))
@@ -128,8 +128,7 @@ def take(cache: LayerCache, store: Store, node: LayerNode) -> bool:
             for (sha, _), (csha, csize) in zip(blobs, made, strict=True):
                 store.put_record(kind, sha, {"sha256": str(csha), "size": int(csize)})
     for csha, repositories in record["homes"].items():
-        known = [str(r) for r in (store.record("blob-homes", csha) or {}).get("repositories", [])]
-        store.put_record("blob-homes", csha, {"repositories": list(dict.fromkeys([*known, *repositories]))[:8]})
+        remember_homes(store, csha, repositories)
     for sha, _ in blobs:  # searched where it was made: a push without the value here takes that word
         mine = dict((store.record("secret-checked", sha) or {}).get("secrets", {}))
         mine.update({str(n): "searched where it was made" for n in record.get("secrets", []) if n not in mine})
@@ -170,8 +169,7 @@ def _compressed(store: Store, sha: str) -> Iterator[tuple[str, str, list[str]]]:
         made = store.record(kind, sha)
         if made:
             csha = str(made["sha256"])
-            held = (store.record("blob-homes", csha) or {}).get("repositories", [])
-            yield kind, csha, [str(r) for r in held]
+            yield kind, csha, blob_homes(store, csha)
 
 
 def _unpacker(kind: str) -> Any:

@@ -98,6 +98,20 @@ COMPRESSIONS = {"gzip": Compression("gzip", OCI_LAYER_GZIP, "gzip", _gzip),
 GZIP = COMPRESSIONS["gzip"]
 
 
+def blob_homes(store: Store, digest: str) -> list[str]:
+    """The repositories (REGISTRY/REPO, the latest first) this store pushed `digest` to or saw it in."""
+    record = store.record("blob-homes", digest.removeprefix("sha256:"))
+    return [str(r) for r in (record or {}).get("repositories", [])]
+
+
+def remember_homes(store: Store, digest: str, repositories: list[str]) -> None:
+    """`repositories` first, then those known before, the latest HOMES kept (written only on change)."""
+    known = blob_homes(store, digest)
+    merged = list(dict.fromkeys([*repositories, *known]))[:HOMES]
+    if merged != known:
+        store.put_record("blob-homes", digest.removeprefix("sha256:"), {"repositories": merged})
+
+
 def recorded(store: Store, layer: Layer, compression: Compression = GZIP) -> tuple[str, int] | None:
     """(sha256, size) of the layer's compressed form when it was made before (kept or not)."""
     assert layer.blob is not None
@@ -158,18 +172,14 @@ class Pusher:
 
     def homes(self, digest: str) -> list[str]:
         """Repositories of the target's registry this store saw holding `digest` (not the target)."""
-        record = self.store.record("blob-homes", digest.removeprefix("sha256:"))
-        found = [str(r) for r in (record or {}).get("repositories", [])]
+        found = blob_homes(self.store, digest)
         prefix = f"{self.target.registry}/"
         return [r.removeprefix(prefix) for r in found if r.startswith(prefix) and r != self.target.name]
 
     def seen(self, digest: str) -> None:
         """Remember that the target's repository holds `digest` (the latest first)."""
-        name, key = self.target.name, digest.removeprefix("sha256:")
         with self._counting:
-            known = [str(r) for r in (self.store.record("blob-homes", key) or {}).get("repositories", [])]
-            if known[:1] != [name]:  # written only when it changes
-                self.store.put_record("blob-homes", key, {"repositories": [name, *(r for r in known if r != name)][:HOMES]})
+            remember_homes(self.store, digest, [self.target.name])
 
     def mounted(self, digests: list[str], sources: dict[str, list[str]] | None = None) -> set[str]:
         """Which of these blobs, absent from the target, a repository of the same registry that holds

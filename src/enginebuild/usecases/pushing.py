@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from typing import Any
 
 from enginebuild.build import substitutes
@@ -19,6 +20,7 @@ from enginebuild.io import faults
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine
+from enginebuild.oci.image import Layer
 from enginebuild.oci.push import COMPRESSIONS, Pusher
 from enginebuild.oci.reference import parse_destination
 from enginebuild.oci.registry import RegistryClient
@@ -119,12 +121,12 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
     return results
 
 
-def fetcher(store: Store, plan: ImagePlan) -> Any:
+def fetcher(store: Store, plan: ImagePlan) -> Callable[[Layer], None]:
     """For the pusher: fetch the bytes of a layer a registry stood in (to compress them here)."""
     by_blob = {sha: node for node in plan.runtime.layers for sha, _ in layer_blobs(store, node) or ()}
 
-    def fetch(layer: Any) -> None:
-        substitutes.realize(store, by_blob[layer.blob])
+    def fetch(layer: Layer) -> None:
+        substitutes.realize(store, by_blob[str(layer.blob)])
 
     return fetch
 
