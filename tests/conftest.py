@@ -216,8 +216,28 @@ def pytest_testnodedown(node, error):
     report.merge(getattr(node, "workeroutput", {}).get("reliability", {}))
 
 
+BUSY: dict = {}  # (worker, test file) -> seconds its tests' setup, call and teardown took
+
+
+def pytest_runtest_logreport(report):
+    """Where the time went, per worker and test file (a parallel run's balance, printed at the end)."""
+    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")
+    key = (worker, report.nodeid.split("::")[0])
+    BUSY[key] = BUSY.get(key, 0.0) + report.duration
+
+
 def pytest_terminal_summary(terminalreporter):
     from helpers import report
+
+    if BUSY and not hasattr(terminalreporter.config, "workeroutput"):
+        workers: dict = {}
+        for (worker, _), seconds in BUSY.items():
+            workers[worker] = workers.get(worker, 0.0) + seconds
+        terminalreporter.write_line("time per worker: " + ", ".join(
+            f"{w} {s:.0f} s" for w, s in sorted(workers.items())))
+        slowest = sorted(BUSY.items(), key=lambda kv: -kv[1])[:12]
+        terminalreporter.write_line("slowest files: " + ", ".join(
+            f"{f.removeprefix('tests/')} ({w}) {s:.0f} s" for (w, f), s in slowest))
 
     if report.FIGURES and not hasattr(terminalreporter.config, "workeroutput"):
         for line in report.render():

@@ -6,6 +6,8 @@
 #   CMAKE_CUDA_ARCHITECTURES  set: the CUDA backend for those architectures (121 on GB10),
 #                             linking the CUDA driver stub so the build needs no GPU;
 #                             empty: the CPU backend only
+#   CMAKE_BUILD_TYPE          Release (default); None compiles without optimisation flags
+#                             (about half the compile time, for tests of the recipe itself)
 #   GGML_NATIVE               OFF (default): portable code that runs on any machine of the
 #                             platform; ON tunes for the build machine's CPU
 #   LLAMA_SOURCE_DIR          where llama.cpp sits in the source (default: its top)
@@ -15,7 +17,7 @@ set -eu
 src=${LLAMA_SOURCE_DIR:-.}
 [ -f "$src/CMakeLists.txt" ] || { echo "build_llamacpp.sh: no CMakeLists.txt in $src" >&2; exit 2; }
 set -- -S "$src" -B build -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" \
     -DGGML_NATIVE="${GGML_NATIVE:-OFF}" \
     -DLLAMA_CURL=OFF \
     -DLLAMA_OPENSSL=OFF \
