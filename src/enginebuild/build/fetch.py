@@ -135,7 +135,7 @@ def component_downloads(comp: ComponentNode) -> list[Download]:
             out.append(Download(item.origin.sha256, item.origin.urls, item.origin.what, item.origin.size))
         elif isinstance(item.origin, FromSource):  # a source's own files (an sdist, a URL archive)
             o = item.origin
-            out += [Download(sha, tuple(urls), what, size) for sha, urls, what, size in o.source.impl.downloads(o.pin)]
+            out += [Download(sha, tuple(urls), what, size) for sha, urls, what, size in o.source.downloads()]
     return out + ([] if comp.release is not None else env_downloads(comp.builder))
 
 

@@ -37,7 +37,7 @@ class Materializer:
         if isinstance(origin, FromBlob):
             return self.store.verified(origin.sha256, origin.what)
         if isinstance(origin, FromSource):
-            blob = patched_tree(self.ctx, item.label or item.arcname, origin.source, origin.pin, origin.patches,
+            blob = patched_tree(self.ctx, item.label or item.arcname, origin.source, origin.patches,
                                 item.digest, self.image, origin.only)
             return self.store.verified(blob.sha256, f"source tree {item.label}")
         if isinstance(origin, FromOutput):

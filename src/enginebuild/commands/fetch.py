@@ -35,7 +35,6 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             for comp in plan.components:
                 for item in comp.context:
                     if isinstance(item.origin, FromSource):
-                        o = item.origin
-                        o.source.impl.tree_tar(o.source.request, o.pin, Context(ws.home, fetcher.http, plan.epoch))
+                        item.origin.source.tree_tar(Context(ws.home, fetcher.http, plan.epoch))
         print(f"{name}: {len(fetcher.fetched)} fetched, {fetcher.cached} already in the store")
     return 0

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from enginebuild.sources import Source
+from enginebuild.sources import Pinned
 from enginebuild.spec.model import PatchRef
 
 
@@ -31,8 +30,7 @@ class FromBlob:
 class FromSource:
     """A source's whole tree, with its patch stack applied on the host."""
 
-    source: Source
-    pin: Any
+    source: Pinned
     patches: tuple[PatchRef, ...]
     only: tuple[str, ...] = ()  # declared inputs (globs): the tree holds only those
 

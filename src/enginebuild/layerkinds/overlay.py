@@ -15,7 +15,7 @@ from enginebuild.layerkinds.installer import whiteout
 from enginebuild.oci.engine import Engine
 from enginebuild.patches.check import check_stack
 from enginebuild.patches.patched import stack_failure
-from enginebuild.sources import Source
+from enginebuild.sources import Pinned
 from enginebuild.sources.trees import FILE, SourceTree
 from enginebuild.spec.model import PatchRef
 
@@ -25,8 +25,7 @@ class OverlayFiles(LayerPayload):
     name: str
     installed: str
     patches: tuple[PatchRef, ...]
-    source: Source
-    pin: Any
+    source: Pinned  # not read to write the layer (the files are the base's); gc keeps what it names
     base: str = ""  # the chain key of the base whose files it patches
     reads_chain: ClassVar[bool] = True
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from enginebuild.errors import Where
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
-from enginebuild.sources import Source
+from enginebuild.sources import Pinned, Source
 from enginebuild.spec.model import Component, Environment, ImageSpec, Python, Release, System
 from enginebuild.wire import JsonDoc
 
@@ -69,11 +69,12 @@ class SourceInput(Input):
             raise ValueError(f"{self.name}: a source the lock does not pin is no input")
         return body
 
-    def decode(self, data: JsonDoc) -> Any:
-        return self.source.impl.pin_from_json(data)
+    def decode(self, data: JsonDoc) -> Pinned:
+        return self.source.pin_from_json(data)
 
     def encode(self, pin: Any) -> JsonDoc:
-        return self.source.impl.pin_json(pin)
+        assert isinstance(pin, Pinned) and pin.source == self.source, f"{self.name}: not this source's pin"
+        return pin.to_json()
 
 
 @dataclass(frozen=True)

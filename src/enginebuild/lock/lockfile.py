@@ -17,7 +17,7 @@ from typing import Any
 from enginebuild.errors import LockError, Where, command
 from enginebuild.io.files import write_atomic
 from enginebuild.lock.inputs import Input, image_inputs
-from enginebuild.sources import kind
+from enginebuild.sources import Pinned, Source
 from enginebuild.spec.model import ImageSpec
 from enginebuild.wire import JsonDoc
 
@@ -64,13 +64,13 @@ class Lock:
         data = self.raw(inp.name)
         return inp.decode(data) if data is not None else None
 
-    def pin_by_name(self, name: str) -> Any:
-        """The typed pin of a source input (components.X.source, overlays.X.source, ...)."""
+    def source_pin(self, source: Source, name: str) -> Pinned:
+        """A source as the lock pins it under input `name` (components.X.source, overlays.X.source,
+        ...): unpinned where the lock does not resolve it or nothing pins it."""
         entry = self.entries.get(name)
-        if entry is None or entry.resolved is None:
-            return None
-
-        return kind(str(entry.request["kind"])).pin_from_json(entry.resolved)
+        if not source.pinned_by_lock or entry is None or entry.resolved is None:
+            return Pinned(source, None)
+        return source.pin_from_json(entry.resolved)
 
     def unresolved(self) -> dict[str, str]:
         return {n: e.unresolved or "not resolved" for n, e in self.entries.items() if e.resolved is None}

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from enginebuild.core.patchfile import PatchFile
 from enginebuild.errors import LockError, UserError, command
@@ -37,18 +35,6 @@ def stacks(spec: ImageSpec) -> list[tuple[str, str, Source, tuple[PatchRef, ...]
     return out
 
 
-def project_of(source: Source) -> tuple[str, ...]:
-    """What a source is a version of (an index's project, a repository): stacks on the same
-    project are moved together by `--engine`."""
-    request = source.request
-    name, url = getattr(request, "name", None), getattr(request, "url", None)
-    if name:
-        return (source.kind, str(getattr(request, "index", "")), str(name).lower().replace("_", "-"))
-    if url:
-        return (source.kind, str(url).rstrip("/").removesuffix(".git").lower())
-    return (source.kind, source.describe())
-
-
 def override_owners(spec: ImageSpec, component: str | None) -> set[str]:
     """The stacks `--engine` moves: every stack whose source is the same project as the one
     named by `--component`, or, without it, as the only project the image's stacks are on."""
@@ -58,10 +44,10 @@ def override_owners(spec: ImageSpec, component: str | None) -> set[str]:
         if not named:
             raise UserError(f"{spec.name} has no patch stack on {component!r} "
                             f"(stacks: {', '.join(o for o, *_ in stacks(spec)) or 'none'})")
-        return {owner for owner, source in found if project_of(source) == project_of(named[0])} | {component}
+        return {owner for owner, source in found if source.project() == named[0].project()} | {component}
     projects: dict[tuple[str, ...], list[str]] = {}
     for owner, source in found:
-        projects.setdefault(project_of(source), []).append(owner)
+        projects.setdefault(source.project(), []).append(owner)
     if len(projects) > 1:
         groups = "; ".join(f"{', '.join(owners)} ({source_of(spec, owners[0])})" for owners in projects.values())
         raise UserError(f"--engine: {spec.name} has stacks on several sources ({groups}); name one of them with "
@@ -87,20 +73,14 @@ def stack_targets(ctx: Context, spec: ImageSpec, lock: Lock | None, *, engine_re
     targets = []
     for owner, name, source, patches in found:
         parsed = [p.patch for p in patches]
-        impl = source.impl
         if engine_ref and owner in moved:
-            pin = impl.override(source.request, engine_ref, ctx)
-            request: Any = source.request
-            if dataclasses.is_dataclass(request) and not isinstance(request, type) and hasattr(request, "ref"):
-                request = dataclasses.replace(request, ref=engine_ref)
-            elif dataclasses.is_dataclass(request) and not isinstance(request, type) and hasattr(request, "version"):
-                request = dataclasses.replace(request, version=getattr(pin, "version", engine_ref))
-            targets.append(StackTarget(spec.name, owner, parsed, impl.tree(request, pin, ctx), override=True))
+            targets.append(StackTarget(spec.name, owner, parsed, source.override(engine_ref, ctx).tree(ctx),
+                                       override=True))
             continue
-        pin = lock.pin_by_name(name) if lock is not None and source.pinned_by_lock else None
-        if source.pinned_by_lock and pin is None:
+        pinned = lock.source_pin(source, name) if lock is not None else source.at({}, name)
+        if not pinned.complete:
             why = lock.unresolved().get(name, "not resolved") if lock else "no lockfile"
             targets.append(StackTarget(spec.name, owner, parsed, None, unchecked=why))
             continue
-        targets.append(StackTarget(spec.name, owner, parsed, impl.tree(source.request, pin, ctx)))
+        targets.append(StackTarget(spec.name, owner, parsed, pinned.tree(ctx)))
     return targets

@@ -95,7 +95,7 @@ def _where_of_requirements(inp: PythonInput) -> dict[str, str]:
 
 def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, object]) -> Any:
     if isinstance(inp, SourceInput):
-        return inp.source.impl.resolve(inp.source.request, r.context())
+        return inp.source.resolve(r.context())
     if isinstance(inp, ToolInput):
         return resolve_tool(r)
     if isinstance(inp, ReleaseInput):
@@ -139,16 +139,14 @@ def with_wheel_requirements(r: Resolvers, spec: ImageSpec, python: Python,
         if not req.component or not req.deps:
             continue
         comp = spec.component(req.component)
-        pin = None
-        if comp.source is not None and comp.source.pinned_by_lock:
-            pin = done.get(f"components.{comp.name}.source")
-            if pin is None:
-                raise ResolveError(f"{req.where}: the source of component {comp.name} is not pinned, so what its "
-                                   "wheel needs cannot be read")
-        texts = wheel_requirements(comp, req, pin, r.context())
+        pinned = comp.source.at(done, f"components.{comp.name}.source") if comp.source is not None else None
+        if pinned is not None and not pinned.complete:
+            raise ResolveError(f"{req.where}: the source of component {comp.name} is not pinned, so what its "
+                               "wheel needs cannot be read")
+        texts = wheel_requirements(comp, req, pinned, r.context())
         extra += [PyRequirement(text, req.where) for text in texts]
-        if comp.source is not None:
-            read.append((comp.name, comp.source.impl.identity(comp.source.request, pin)))
+        if pinned is not None:
+            read.append((comp.name, pinned.identity()))
     return replace(python, requirements=(*extra, *python.requirements)), tuple(read)
 
 
@@ -165,9 +163,10 @@ def needs_again(spec: ImageSpec, inp: Input, pin: Any, done: dict[str, object]) 
         return True
     for component, identity in pin.wheel_sources:  # a git ref moved, a version was bumped
         comp = next((c for c in spec.components if c.name == component), None)
-        source_pin = done.get(f"components.{component}.source")
-        if comp is not None and comp.source is not None and source_pin is not None \
-                and comp.source.impl.identity(comp.source.request, source_pin) != identity:
+        if comp is None or comp.source is None:
+            continue
+        pinned = comp.source.at(done, f"components.{component}.source")
+        if pinned.pin is not None and pinned.identity() != identity:
             return True
     return False
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import posixpath
 import tomllib
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from enginebuild.errors import ResolveError
 from enginebuild.patches.check import check_stack
+from enginebuild.sources import Pinned
 from enginebuild.sources.base import Context
 from enginebuild.sources.trees import SourceTree
 from enginebuild.spec.model import Component, PyRequirement
@@ -80,13 +80,13 @@ def pyproject_requirements(files: PatchedFiles, path: str, what: str) -> list[st
     return [str(d) for d in project.get("dependencies") or ()]
 
 
-def wheel_requirements(comp: Component, req: PyRequirement, pin: Any, ctx: Context) -> list[str]:
-    """The requirements of the wheel `comp` builds, as its source states them."""
+def wheel_requirements(comp: Component, req: PyRequirement, source: Pinned | None, ctx: Context) -> list[str]:
+    """The requirements of the wheel `comp` builds, as its (pinned) source states them."""
     what = f"{req.where}: the wheel of component {comp.name}"
-    if comp.source is None:
+    if source is None:
         raise ResolveError(f"{what}: the component has no source to read its requirements from",
                            hint="say `deps: false` and list what it needs as requirements of their own")
-    tree = comp.source.impl.tree(comp.source.request, pin, ctx)
+    tree = source.tree(ctx)
     files = PatchedFiles(comp, tree)
     out: list[str] = []
     for path in req.requires_from or ("pyproject.toml",):

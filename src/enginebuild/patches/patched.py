@@ -11,7 +11,7 @@ from enginebuild.errors import BuildFailed, command
 from enginebuild.io.store import Blob, HashingWriter, make_blob
 from enginebuild.io.tars import TarWriter, clean_name
 from enginebuild.patches.check import check_stack
-from enginebuild.sources import Source
+from enginebuild.sources import Pinned
 from enginebuild.sources.base import Context
 from enginebuild.sources.trees import declared_matcher
 from enginebuild.spec.model import PatchRef
@@ -23,18 +23,17 @@ def stack_failure(owner: str, description: str, result: Any, hint_image: str) ->
                        hint=f"`{command()} patches check {hint_image}` shows what the source has instead")
 
 
-def patched_tree(ctx: Context, owner: str, source: Source, pin: Any, patches: tuple[PatchRef, ...], key: str,
+def patched_tree(ctx: Context, owner: str, source: Pinned, patches: tuple[PatchRef, ...], key: str,
                  image: str, only: tuple[str, ...] = ()) -> Blob:
     """The normalised tree tar of `source` with `patches` applied, derived once and recorded by
     `key`; with declared inputs `only` (globs), holding just the files they match."""
-    impl = source.impl
-    base = impl.tree_tar(source.request, pin, ctx)
+    base = source.tree_tar(ctx)
     if not patches and not only:
         return base
     declared = declared_matcher(only)
 
     def make() -> Blob:
-        tree = impl.tree(source.request, pin, ctx)
+        tree = source.tree(ctx)
         outcome = check_stack([p.patch for p in patches], tree)
         failure = outcome.first_failure
         if failure is not None:

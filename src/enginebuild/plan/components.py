@@ -7,8 +7,6 @@ components it needs: nothing of the runtime image or of other components.
 
 from __future__ import annotations
 
-from typing import Any
-
 from enginebuild.core import keys
 from enginebuild.errors import SpecError
 from enginebuild.io.recipefiles import read_recipe_file
@@ -17,7 +15,7 @@ from enginebuild.lock.inputs import release_input
 from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent_ref, script_run
 from enginebuild.plan.model import ComponentNode, EnvNode
 from enginebuild.plan.render import TEMPLATES, render
-from enginebuild.sources import Source
+from enginebuild.sources import Pinned
 from enginebuild.sources.trees import declared_matcher
 from enginebuild.spec.model import Component, PatchRef
 
@@ -54,17 +52,16 @@ def touches_declared(patch: PatchRef, only: tuple[str, ...]) -> bool:
     return any(declared(f.path) for f in patch.patch.files)
 
 
-def source_item(arcname: str, source: Source, pin: Any, patches: tuple[PatchRef, ...], label: str, epoch: int,
+def source_item(arcname: str, source: Pinned, patches: tuple[PatchRef, ...], label: str, epoch: int,
                 only: tuple[str, ...] = ()) -> ContextItem:
     """The (patched) source tree; with declared inputs `only`, just those files, and a digest
     that a patch touching none of them leaves as it is."""
-    identity = source.impl.identity(source.request, pin, declared_matcher(only) if only else None) \
-        if (pin is not None or not source.pinned_by_lock) \
-        else f"unpinned {source.describe()}"
+    identity = source.identity(declared_matcher(only) if only else None) if source.complete \
+        else f"unpinned {source.source.describe()}"
     keyed = [p.patch.sha256 for p in patches if not only or touches_declared(p, only)]
     digest = keys.key_of("source-tree", identity=identity, patches=keyed, epoch=epoch,
                          **({"inputs": list(only)} if only else {}))
-    return ContextItem(arcname, digest, FromSource(source, pin, patches, only), label=label)
+    return ContextItem(arcname, digest, FromSource(source, patches, only), label=label)
 
 
 def cuda_env(archs: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -91,16 +88,14 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     context: list[ContextItem] = []
     env: list[tuple[str, str]] = []
     if comp.source:
-        pin = pins.get(f"components.{comp.name}.source") if comp.source.pinned_by_lock else None
-        context.append(source_item("source.tar", comp.source, pin, comp.patches, comp.source.describe(pin),
-                                   planner.epoch, comp.inputs))
-        version = comp.source.impl.version(comp.source.request, pin)
-        if comp.source.kind == "git" and getattr(comp.source.request, "version", None) and version:
+        pinned = comp.source.at(pins, f"components.{comp.name}.source")
+        context.append(source_item("source.tar", pinned, comp.patches, pinned.describe(), planner.epoch, comp.inputs))
+        version = pinned.version()
+        if comp.source.kind == "git" and comp.source.release and version:
             env.append(("SETUPTOOLS_SCM_PRETEND_VERSION", version))
     for extra in comp.sources:
-        pin = pins.get(f"components.{comp.name}.sources.{extra.name}") if extra.source.pinned_by_lock else None
-        context.append(source_item(f"sources/{extra.name}.tar", extra.source, pin, (), extra.source.describe(pin),
-                                   planner.epoch))
+        pinned = extra.source.at(pins, f"components.{comp.name}.sources.{extra.name}")
+        context.append(source_item(f"sources/{extra.name}.tar", pinned, (), pinned.describe(), planner.epoch))
         if extra.env:
             env.append((extra.env, f"{SOURCES}/{extra.name}"))
     for need in comp.needs:

@@ -241,11 +241,10 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                 {f"component {name}": node.key})
     if "overlays" in only:
         for overlay in spec.overlays:
-            source_pin = pins.get(f"overlays.{overlay.name}.source") if overlay.source.pinned_by_lock else None
             if overlay.patches:
                 add("overlay", f"overlay {overlay.name} ({len(overlay.patches)} patch(es) in {overlay.installed})",
-                    OverlayFiles(overlay.name, overlay.installed, overlay.patches, overlay.source, source_pin,
-                                 runtime.root),
+                    OverlayFiles(overlay.name, overlay.installed, overlay.patches,
+                                 overlay.source.at(pins, f"overlays.{overlay.name}.source"), runtime.root),
                     {f"patches/{p.name}": p.patch.sha256 for p in overlay.patches})
     if "steps" in only:
         for step in spec.steps:

@@ -93,5 +93,10 @@ class Kind(Protocol[Request, Pin]):
     def downloads(self, pin: Pin) -> list[tuple[str, list[str], str, int | None]]:
         """(sha256, urls, what, size) of every file `fetch` must bring into the store."""
 
-    def override(self, request: Request, ref: str, ctx: Context) -> Pin:
-        """The pin of another version or ref of the same source (`patches check --engine`)."""
+    def project(self, request: Request) -> tuple[str, ...]:
+        """What the source is a version of (an index's project, a repository): `--engine` moves the
+        patch stacks on one project together."""
+
+    def override(self, request: Request, ref: str, ctx: Context) -> tuple[Request, Pin]:
+        """Another version or ref of the same source, as a request and its pin (`patches check
+        --engine`)."""

@@ -16,7 +16,7 @@ import shutil
 import tarfile
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
@@ -234,7 +234,10 @@ class GitKind:
     def downloads(self, pin: GitPin) -> list[tuple[str, list[str], str, int | None]]:
         return []
 
-    def override(self, request: GitRequest, ref: str, ctx: Context) -> GitPin:
+    def project(self, request: GitRequest) -> tuple[str, ...]:
+        return ("git", request.url.rstrip("/").removesuffix(".git").lower())
+
+    def override(self, request: GitRequest, ref: str, ctx: Context) -> tuple[GitRequest, GitPin]:
         mirror = Mirror(ctx.home, request.url)
         if ref == "latest":
             commit = mirror.remote_refs().get("HEAD")
@@ -242,7 +245,8 @@ class GitKind:
                 raise UserError(f"--engine latest: {request.url} advertises no HEAD")
         else:
             commit = mirror.resolve(ref)
-        return GitPin(request.url, commit, _submodules(ctx.home, request.url, commit) if request.submodules else ())
+        pin = GitPin(request.url, commit, _submodules(ctx.home, request.url, commit) if request.submodules else ())
+        return replace(request, ref=ref), pin
 
 
 KIND: Kind[GitRequest, GitPin] = GitKind()

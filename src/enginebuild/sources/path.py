@@ -99,7 +99,10 @@ class PathKind:
     def downloads(self, pin: Any) -> list[tuple[str, list[str], str, int | None]]:
         return []
 
-    def override(self, request: PathRequest, ref: str, ctx: Context) -> Any:
+    def project(self, request: PathRequest) -> tuple[str, ...]:
+        return ("path", request.display)
+
+    def override(self, request: PathRequest, ref: str, ctx: Context) -> tuple[PathRequest, None]:
         raise UserError(f"--engine: the source is a folder of this repository ({request.display}); "
                         "there is no other version to check against")
 

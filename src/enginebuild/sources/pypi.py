@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -136,7 +136,10 @@ class PypiKind:
     def downloads(self, pin: PypiPin) -> list[tuple[str, list[str], str, int | None]]:
         return [(pin.sha256, [pin.url], pin.filename, pin.size)]
 
-    def override(self, request: PypiRequest, ref: str, ctx: Context) -> PypiPin:
+    def project(self, request: PypiRequest) -> tuple[str, ...]:
+        return ("pypi", request.index, request.name.lower().replace("_", "-"))
+
+    def override(self, request: PypiRequest, ref: str, ctx: Context) -> tuple[PypiRequest, PypiPin]:
         version = ref
         if ref == "latest":
             found = newest_version(project_files(ctx.http, request.index, request.name), request.name)
@@ -146,7 +149,8 @@ class PypiKind:
         elif _version(ref):
             raise UserError(f"--engine {ref!r}: {request.name} comes from an index; give a release version such as "
                             f"0.22.0 (or `latest`)")
-        return self.resolve(PypiRequest(request.name, version, request.index), ctx)
+        moved = replace(request, version=version)
+        return moved, self.resolve(moved, ctx)
 
 
 KIND: Kind[PypiRequest, PypiPin] = PypiKind()

@@ -129,7 +129,10 @@ class UrlKind:
     def downloads(self, pin: UrlPin) -> list[tuple[str, list[str], str, int | None]]:
         return [(pin.sha256, [pin.url], pin.url.rsplit("/", 1)[-1], pin.size)]
 
-    def override(self, request: UrlRequest, ref: str, ctx: Context) -> UrlPin:
+    def project(self, request: UrlRequest) -> tuple[str, ...]:
+        return ("url", request.url.rstrip("/").lower())
+
+    def override(self, request: UrlRequest, ref: str, ctx: Context) -> tuple[UrlRequest, UrlPin]:
         raise UserError(f"--engine: {request.url} is one pinned file; there is no other version to check against")
 
 

@@ -158,7 +158,7 @@ def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
     steps = [*spec.steps, *(step for comp in spec.components for step in comp.steps)]
     paths += [f.src for step in steps for f in step.files if f.src is not None]
     for source in sources:
-        paths += source.impl.watched_paths(source.request)
+        paths += source.watched_paths()
     paths.append(templates)
     paths += sorted(templates.iterdir())
     return paths

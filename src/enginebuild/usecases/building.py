@@ -118,7 +118,7 @@ def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
         for item in comp.context:
             if isinstance(item.origin, FromSource) and item.origin.patches:
                 o = item.origin
-                patched_tree(Context(ws.home, executor.http, plan.epoch), comp.name, o.source, o.pin, o.patches,
+                patched_tree(Context(ws.home, executor.http, plan.epoch), comp.name, o.source, o.patches,
                              item.digest, plan.image, o.only)
 
 
