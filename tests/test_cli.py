@@ -137,3 +137,23 @@ def test_image_all_builds_every_buildable_image_and_names_the_ones_it_skips(tmp_
     built = re.findall(r"^(\S+) \(linux/amd64\): .* -> (\S+)$", proc.stdout, re.M)
     assert [name for name, _ in built] == ["alpha-all", "beta-all"], proc.stdout
     assert run_cli(["image", "--all", "alpha-all"], repo).returncode == 2  # one or the other
+
+
+def test_reproduce_says_the_same_verdicts_as_text_and_as_json():
+    """What `reproduce` prints for an image with one differing layer, in both forms (the rebuild
+    itself is test_reproduce's, which reads the text)."""
+    from enginebuild.build.reproduce import LayerVerdict, Reproduction
+
+    same, stamp = "sha256:" + "a" * 64, ("sha256:" + "b" * 64, "sha256:" + "c" * 64)
+    found = Reproduction("demo", "linux/amd64", "the local build", [
+        LayerVerdict(1, "system packages", same, same),
+        LayerVerdict(2, "step stamp", *stamp, diff=["/stamp: sha256 1234… (expected 5678…)"])], "sha256:c1", "sha256:c2", 3.2)
+    text = found.lines()
+    assert text[1].startswith("  same    layer 1 system packages: sha256:aaaaaaaaaaaa")
+    assert text[2] == f"  DIFFERS layer 2 step stamp: {stamp[1][:19]} (expected {stamp[0][:19]})"
+    assert text[3] == "      /stamp: sha256 1234… (expected 5678…)"
+    assert text[-1] == "demo (linux/amd64): NOT reproducible" and not found.ok
+    doc = json.loads(json.dumps(found.to_json()))
+    assert doc["ok"] is False and doc["config"] == {"expected": "sha256:c1", "actual": "sha256:c2"}
+    assert [(la["stage"], la["same"], la["differences"]) for la in doc["layers"]] == [
+        ("system packages", True, []), ("step stamp", False, ["/stamp: sha256 1234… (expected 5678…)"])]
