@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -235,9 +236,19 @@ def pytest_terminal_summary(terminalreporter):
             workers[worker] = workers.get(worker, 0.0) + seconds
         terminalreporter.write_line("time per worker: " + ", ".join(
             f"{w} {s:.0f} s" for w, s in sorted(workers.items())))
-        slowest = sorted(BUSY.items(), key=lambda kv: -kv[1])[:12]
+        slowest = sorted(BUSY.items(), key=lambda kv: -kv[1])
         terminalreporter.write_line("slowest files: " + ", ".join(
-            f"{f.removeprefix('tests/')} ({w}) {s:.0f} s" for (w, f), s in slowest))
+            f"{f.removeprefix('tests/')} ({w}) {s:.0f} s" for (w, f), s in slowest[:12]))
+        # every file's time, per selection (`-m fast`, `-m "not fast"`, ...): where a run's time went
+        tier = terminalreporter.config.getoption("markexpr") or "all"
+        times = ROOT / "build" / "test-times.json"
+        try:
+            known = json.loads(times.read_text())
+        except (OSError, ValueError):
+            known = {}
+        known[tier] = [{"file": f, "worker": w, "seconds": round(s, 1)} for (w, f), s in slowest]
+        times.parent.mkdir(parents=True, exist_ok=True)
+        times.write_text(json.dumps(known, indent=1) + "\n")
 
     if report.FIGURES and not hasattr(terminalreporter.config, "workeroutput"):
         for line in report.render():
