@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from enginebuild.errors import Where
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
@@ -23,10 +23,17 @@ from enginebuild.wire import JsonDoc
 CUOBJDUMP = ("nvidia-cuda-cuobjdump", "13.5.37")
 
 
+class WritesJson(Protocol):
+    def to_json(self) -> JsonDoc: ...
+
+
+P = TypeVar("P", bound=WritesJson)
+
+
 @dataclass(frozen=True)
-class Input:
+class Input(Generic[P]):
     """One input of an image, by its name in the lock; each kind is a class of its own, with its
-    request as the lock records it and its pin's JSON form."""
+    request as the lock records it and its pin (of type P) read from and written to JSON."""
 
     name: str
     where: Where
@@ -35,14 +42,14 @@ class Input:
     def request(self) -> JsonDoc:
         raise NotImplementedError
 
-    def decode(self, data: JsonDoc) -> Any:
+    def decode(self, data: JsonDoc) -> P:
         """The pin of the lock's `resolved` document."""
         raise NotImplementedError
 
-    def encode(self, pin: Any) -> JsonDoc:
+    def encode(self, pin: P) -> JsonDoc:
         return dict(pin.to_json())
 
-    def placeholder(self) -> Any:
+    def placeholder(self) -> P | None:
         """What `render --unpinned` shows for it while the lock does not resolve it."""
         return None
 
@@ -57,7 +64,7 @@ class Input:
 
 
 @dataclass(frozen=True)
-class SourceInput(Input):
+class SourceInput(Input[Pinned]):
     """A component's (or overlay's) source: the source kind's own request and pin."""
 
     source: Source = field(kw_only=True)
@@ -72,13 +79,13 @@ class SourceInput(Input):
     def decode(self, data: JsonDoc) -> Pinned:
         return self.source.pin_from_json(data)
 
-    def encode(self, pin: Any) -> JsonDoc:
-        assert isinstance(pin, Pinned) and pin.source == self.source, f"{self.name}: not this source's pin"
+    def encode(self, pin: Pinned) -> JsonDoc:
+        assert pin.source == self.source, f"{self.name}: not this source's pin"
         return pin.to_json()
 
 
 @dataclass(frozen=True)
-class ToolInput(Input):
+class ToolInput(Input[ToolPin]):
     """A host tool the build runs (the pinned cuobjdump)."""
 
     kind: ClassVar[str] = "tool"
@@ -91,7 +98,7 @@ class ToolInput(Input):
 
 
 @dataclass(frozen=True)
-class PlatformInput(Input):
+class PlatformInput(Input[P]):
     """An input of one platform's build only."""
 
     platform: str = field(kw_only=True)
@@ -101,7 +108,7 @@ class PlatformInput(Input):
 
 
 @dataclass(frozen=True)
-class ReleaseInput(PlatformInput):
+class ReleaseInput(PlatformInput[PyPin]):
     """The release wheel a component is taken from, for one platform and CPython."""
 
     release: Release = field(kw_only=True)
@@ -117,7 +124,7 @@ class ReleaseInput(PlatformInput):
 
 
 @dataclass(frozen=True)
-class EnvInput(PlatformInput):
+class EnvInput(PlatformInput[P]):
     """A part of one environment (runtime, builder, a component's builder) on one platform."""
 
     env: Environment = field(kw_only=True)
@@ -125,7 +132,7 @@ class EnvInput(PlatformInput):
 
 
 @dataclass(frozen=True)
-class BaseInput(EnvInput):
+class BaseInput(EnvInput[ImagePin]):
     kind: ClassVar[str] = "base"
 
     def request(self) -> JsonDoc:
@@ -142,7 +149,7 @@ class BaseInput(EnvInput):
 
 
 @dataclass(frozen=True)
-class SystemInput(EnvInput):
+class SystemInput(EnvInput[SystemPin]):
     system: System = field(kw_only=True)
     kind: ClassVar[str] = "system"
 
@@ -168,7 +175,7 @@ class SystemInput(EnvInput):
 
 
 @dataclass(frozen=True)
-class PythonInput(EnvInput):
+class PythonInput(EnvInput[PythonPin]):
     python: Python = field(kw_only=True)
     kind: ClassVar[str] = "python"
 
@@ -249,8 +256,11 @@ def env_input(role: str, part: str, platform: str) -> str:
     return f"{role}.{part}@{platform}"
 
 
-def image_inputs(spec: ImageSpec) -> list[Input]:
-    out: list[Input] = []
+AnyInput = Input[Any]  # one of an image's inputs, whatever its pin's type
+
+
+def image_inputs(spec: ImageSpec) -> list[AnyInput]:
+    out: list[AnyInput] = []
     # sources first: the Python closure reads what a component's wheel needs from its source.
     # A component nothing installs or needs is not built, so nothing of it is locked but the
     # source its patch stack applies to, which `patches check` checks either way

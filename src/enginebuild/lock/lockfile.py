@@ -16,7 +16,7 @@ from typing import Any
 
 from enginebuild.errors import LockError, Where, command
 from enginebuild.io.files import write_atomic
-from enginebuild.lock.inputs import Input, image_inputs
+from enginebuild.lock.inputs import Input, P, image_inputs
 from enginebuild.sources import Pinned, Source
 from enginebuild.spec.model import ImageSpec
 from enginebuild.wire import JsonDoc
@@ -59,7 +59,7 @@ class Lock:
         entry = self.entries.get(name)
         return entry.resolved if entry else None
 
-    def pin(self, inp: Input) -> Any:
+    def pin(self, inp: Input[P]) -> P | None:
         """The typed pin of an input, or None when the lock does not resolve it."""
         data = self.raw(inp.name)
         return inp.decode(data) if data is not None else None

@@ -20,9 +20,9 @@ from enginebuild.lock.base import resolve_base
 from enginebuild.lock.debian import ArchiveSet, DebianArchive, installed_packages
 from enginebuild.lock.inputs import (
     CUOBJDUMP,
+    AnyInput,
     BaseInput,
     EnvInput,
-    Input,
     PythonInput,
     ReleaseInput,
     SourceInput,
@@ -93,7 +93,7 @@ def _where_of_requirements(inp: PythonInput) -> dict[str, str]:
     return {r.name: str(r.where) for r in inp.python.requirements}
 
 
-def resolve_input(r: Resolvers, spec: ImageSpec, inp: Input, done: dict[str, object]) -> Any:
+def resolve_input(r: Resolvers, spec: ImageSpec, inp: AnyInput, done: dict[str, object]) -> Any:
     if isinstance(inp, SourceInput):
         return inp.source.resolve(r.context())
     if isinstance(inp, ToolInput):
@@ -150,7 +150,7 @@ def with_wheel_requirements(r: Resolvers, spec: ImageSpec, python: Python,
     return replace(python, requirements=(*extra, *python.requirements)), tuple(read)
 
 
-def needs_again(spec: ImageSpec, inp: Input, pin: Any, done: dict[str, object]) -> bool:
+def needs_again(spec: ImageSpec, inp: AnyInput, pin: object, done: dict[str, object]) -> bool:
     """A Python closure resolved against another base (or none) than the one locked now, or
     holding what a component's wheel needs, read from another source than the one locked now."""
     if not isinstance(inp, PythonInput) or not isinstance(pin, PythonPin):

@@ -13,7 +13,7 @@ from enginebuild.layerkinds.commands import Run
 from enginebuild.layerkinds.context import ContextItem, FromBlob, FromData, FromFile
 from enginebuild.layerkinds.system import Sysroot
 from enginebuild.layerkinds.wheels import Wheels
-from enginebuild.lock.inputs import Input, image_inputs
+from enginebuild.lock.inputs import AnyInput, image_inputs
 from enginebuild.lock.lockfile import Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin
 from enginebuild.lock.python import interpreter_mismatch
@@ -50,7 +50,7 @@ class Pins:
         return inp.decode(entry.resolved)
 
 
-def placeholder(inp: Input) -> Any:
+def placeholder(inp: AnyInput) -> Any:
     """What `render --unpinned` shows for an input the lock does not resolve."""
     return inp.placeholder()
 

@@ -70,25 +70,25 @@ class PathKind:
     def resolve(self, request: PathRequest, ctx: Context) -> None:
         return None
 
-    def pin_json(self, pin: Any) -> JsonDoc:
+    def pin_json(self, pin: None) -> JsonDoc:
         return {}
 
     def pin_from_json(self, data: JsonDoc) -> None:
         return None
 
-    def identity(self, request: PathRequest, pin: Any, only: Callable[[str], bool] | None = None) -> str:
+    def identity(self, request: PathRequest, pin: None, only: Callable[[str], bool] | None = None) -> str:
         return folder_digest(request.path, only)
 
-    def describe(self, request: PathRequest, pin: Any) -> str:
+    def describe(self, request: PathRequest, pin: None) -> str:
         return f"folder {request.display}"
 
-    def version(self, request: PathRequest, pin: Any) -> str | None:
+    def version(self, request: PathRequest, pin: None) -> str | None:
         return None
 
-    def tree(self, request: PathRequest, pin: Any, ctx: Context) -> SourceTree:
+    def tree(self, request: PathRequest, pin: None, ctx: Context) -> SourceTree:
         return DirTree(request.path, f"folder {request.display}")
 
-    def tree_tar(self, request: PathRequest, pin: Any, ctx: Context) -> Blob:
+    def tree_tar(self, request: PathRequest, pin: None, ctx: Context) -> Blob:
         return folder_to_tree(ctx.store, request.path, request.display, ctx.mtime)
 
     def watched_paths(self, request: PathRequest) -> list[Path]:
@@ -96,7 +96,7 @@ class PathKind:
         paths += [e.path for e in walk_folder(request.path)]
         return paths
 
-    def downloads(self, pin: Any) -> list[tuple[str, list[str], str, int | None]]:
+    def downloads(self, pin: None) -> list[tuple[str, list[str], str, int | None]]:
         return []
 
     def project(self, request: PathRequest) -> tuple[str, ...]:
