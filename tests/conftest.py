@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import json
 import os
 import shutil
 import subprocess
@@ -217,38 +216,20 @@ def pytest_testnodedown(node, error):
     report.merge(getattr(node, "workeroutput", {}).get("reliability", {}))
 
 
-BUSY: dict = {}  # (worker, test file) -> seconds its tests' setup, call and teardown took
-
-
 def pytest_runtest_logreport(report):
-    """Where the time went, per worker and test file (a parallel run's balance, printed at the end)."""
+    from helpers import report as figures
+
     worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")
-    key = (worker, report.nodeid.split("::")[0])
-    BUSY[key] = BUSY.get(key, 0.0) + report.duration
+    figures.took(worker, report.nodeid.split("::")[0], report.duration)
 
 
 def pytest_terminal_summary(terminalreporter):
     from helpers import report
 
-    if BUSY and not hasattr(terminalreporter.config, "workeroutput"):
-        workers: dict = {}
-        for (worker, _), seconds in BUSY.items():
-            workers[worker] = workers.get(worker, 0.0) + seconds
-        terminalreporter.write_line("time per worker: " + ", ".join(
-            f"{w} {s:.0f} s" for w, s in sorted(workers.items())))
-        slowest = sorted(BUSY.items(), key=lambda kv: -kv[1])
-        terminalreporter.write_line("slowest files: " + ", ".join(
-            f"{f.removeprefix('tests/')} ({w}) {s:.0f} s" for (w, f), s in slowest[:12]))
-        # every file's time, per selection (`-m fast`, `-m "not fast"`, ...): where a run's time went
-        tier = terminalreporter.config.getoption("markexpr") or "all"
-        times = ROOT / "build" / "test-times.json"
-        try:
-            known = json.loads(times.read_text())
-        except (OSError, ValueError):
-            known = {}
-        known[tier] = [{"file": f, "worker": w, "seconds": round(s, 1)} for (w, f), s in slowest]
-        times.parent.mkdir(parents=True, exist_ok=True)
-        times.write_text(json.dumps(known, indent=1) + "\n")
+    if report.TIMES and not hasattr(terminalreporter.config, "workeroutput"):
+        for line in report.time_lines():
+            terminalreporter.write_line(line)
+        report.write_times(ROOT / "build" / "test-times.json", terminalreporter.config.getoption("markexpr") or "all")
 
     if report.FIGURES and not hasattr(terminalreporter.config, "workeroutput"):
         for line in report.render():

@@ -6,6 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 
 FIGURES: dict = defaultdict(lambda: defaultdict(int))
+TIMES: dict = defaultdict(float)  # (worker, test file) -> seconds its tests' setup, call and teardown took
 PEAKS: set = set()  # (section, figure) kept as a maximum, not a sum
 
 
@@ -43,3 +44,29 @@ def render() -> list:
 def write(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({s: dict(f) for s, f in FIGURES.items()}, indent=2, sort_keys=True) + "\n")
+
+
+def took(worker: str, test_file: str, seconds: float) -> None:
+    TIMES[(worker, test_file)] += seconds
+
+
+def time_lines() -> list:
+    """Where a run's time went: per worker (a parallel run's balance) and the slowest files."""
+    workers: dict = defaultdict(float)
+    for (worker, _), seconds in TIMES.items():
+        workers[worker] += seconds
+    slowest = sorted(TIMES.items(), key=lambda kv: -kv[1])[:12]
+    return ["time per worker: " + ", ".join(f"{w} {s:.0f} s" for w, s in sorted(workers.items())),
+            "slowest files: " + ", ".join(f"{f.removeprefix('tests/')} ({w}) {s:.0f} s" for (w, f), s in slowest)]
+
+
+def write_times(path: Path, selection: str) -> None:
+    """Every file's time, under the run's selection (`-m fast`, `-m "not fast"`, ...) in `path`."""
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    known[selection] = [{"file": f, "worker": w, "seconds": round(s, 1)}
+                        for (w, f), s in sorted(TIMES.items(), key=lambda kv: -kv[1])]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(known, indent=1) + "\n")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enginebuild.core.patchfile import PatchFile
 from enginebuild.errors import LockError, UserError, command
 from enginebuild.lock.lockfile import Lock, stale_inputs
-from enginebuild.sources import Source
+from enginebuild.sources import Pinned, Source
 from enginebuild.sources.base import Context
 from enginebuild.sources.trees import SourceTree
 from enginebuild.spec.model import ImageSpec, PatchRef
@@ -77,7 +77,7 @@ def stack_targets(ctx: Context, spec: ImageSpec, lock: Lock | None, *, engine_re
             targets.append(StackTarget(spec.name, owner, parsed, source.override(engine_ref, ctx).tree(ctx),
                                        override=True))
             continue
-        pinned = lock.source_pin(source, name) if lock is not None else source.at({}, name)
+        pinned = lock.source_pin(source, name) if lock is not None else Pinned(source, None)
         if not pinned.complete:
             why = lock.unresolved().get(name, "not resolved") if lock else "no lockfile"
             targets.append(StackTarget(spec.name, owner, parsed, None, unchecked=why))
