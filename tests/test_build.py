@@ -139,7 +139,14 @@ def test_imports_run_in_the_image_when_asked_and_a_broken_package_fails_naming_i
     verify = json.loads(run_cli(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace).stdout)
     imported = verify["imports"][0]["imported"]
     assert {"tabulate", "wcwidth"} <= set(imported), imported  # a requirement and what it needs
-    assert verify["imports"][0]["ok"]
+    # the image's own check passed for this image ID: verify answers from its record, and says so
+    assert verify["imports"][0]["ok"] and verify["imports"][0]["recorded"], verify["imports"]
+    said = run_cli(["verify", "demo", "--platform", "linux/amd64"], workspace).stdout
+    assert "demo (linux/amd64): imports ok (recorded when image sha256:" in said, said
+    # the same image held to another check (its environment) is imported again
+    spec.write_text(text + "\nruntime-check:\n  imports: {env: {DEMO_MODE: again}}\n")
+    again = json.loads(run_cli(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace).stdout)
+    assert again["imports"][0]["ok"] and not again["imports"][0]["recorded"], again["imports"]
     replaced = text.replace("files:\n", "files:\n  /usr/local/lib/python3.11/dist-packages/tabulate/__init__.py: "
                                          "broken_tabulate.py\n")
     spec.write_text(replaced + "\nruntime-check:\n  imports: {}\n")

@@ -5,6 +5,11 @@ The modules are those a distribution declares (`top_level.txt`) or, without it, 
 names of its RECORD; each is imported in turn in one interpreter, reporting the last line of
 a failure's traceback. A module that kills the interpreter (a crash in a native library) is
 reported by its exit status and the rest are imported in a new one.
+
+A check that passed is recorded in the store under the image's ID and the check's definition
+(interpreter, folders, environment, skips, this script): the same image asked the same again
+(`verify` after `image`) is answered from the record, which the output says; any change to the
+image or the check runs it again.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.oci.engine import Engine
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImportCheck
@@ -61,6 +67,7 @@ class Imports:
     failed: list[tuple[str, str]] = field(default_factory=list)  # (module, the traceback's last line)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (module, why)
     seconds: float = 0.0
+    recorded: str = ""  # the image ID whose earlier passing check answered this one
 
     @property
     def ok(self) -> bool:
@@ -69,7 +76,8 @@ class Imports:
     def to_json(self) -> JsonDoc:
         return {"image": self.image, "platform": self.platform, "ok": self.ok, "imported": self.imported,
                 "failed": [{"module": m, "distribution": self.modules.get(m, ""), "error": e} for m, e in self.failed],
-                "skipped": [{"module": m, "why": w} for m, w in self.skipped], "seconds": round(self.seconds, 2)}
+                "skipped": [{"module": m, "why": w} for m, w in self.skipped], "seconds": round(self.seconds, 2),
+                "recorded": bool(self.recorded)}
 
     def lines(self) -> list[str]:
         out = [f"{self.image} ({self.platform}): {len(self.imported)} of {len(self.modules)} top-level module(s) "
@@ -77,7 +85,12 @@ class Imports:
         out += [f"  skipped {m}: {w}" for m, w in self.skipped]
         out += [f"  FAILED import {m} ({self.modules.get(m, '?')}): {e}" if not m.startswith("(") else
                 f"  FAILED {m[1:-1]}: {e}" for m, e in self.failed]
-        out.append(f"{self.image} ({self.platform}): imports {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f}s")
+        verdict = "ok" if self.ok else "FAILED"
+        if self.recorded:
+            out.append(f"{self.image} ({self.platform}): imports {verdict} (recorded when image {self.recorded[:19]} "
+                       f"was checked, in {self.seconds:.1f}s)")
+        else:
+            out.append(f"{self.image} ({self.platform}): imports {verdict} in {self.seconds:.1f}s")
         return out
 
 
@@ -93,9 +106,26 @@ def site_folders(plan: ImagePlan) -> tuple[str, list[str]]:
     return interpreter, folders
 
 
-def check_imports(engine: Engine, tag: str, plan: ImagePlan, check: ImportCheck) -> Imports:
-    start = time.monotonic()
+def check_imports(engine: Engine, tag: str, plan: ImagePlan, check: ImportCheck, store: Store | None = None) -> Imports:
+    """`store`: answer from, and record into, its records of passing checks (see above)."""
     interpreter, folders = site_folders(plan)
+    image_id = engine.image_id(tag) if store is not None else None
+    key = sha256_bytes(json.dumps([image_id, interpreter, folders, sorted(check.env), sorted(check.skip),
+                                   sha256_bytes(SCRIPT.encode())]).encode())
+    kept = store.record("imports", key) if store is not None and image_id else None
+    if kept is not None:
+        return Imports(plan.image, plan.platform, modules=dict(kept["modules"]), imported=list(kept["imported"]),
+                       skipped=list(check.skip), seconds=float(kept["seconds"]), recorded=str(image_id))
+    result = _run_imports(engine, tag, plan, check, interpreter, folders)
+    if store is not None and image_id and result.ok:
+        store.put_record("imports", key, {"image": image_id, "modules": result.modules, "imported": result.imported,
+                                          "seconds": round(result.seconds, 2)})
+    return result
+
+
+def _run_imports(engine: Engine, tag: str, plan: ImagePlan, check: ImportCheck, interpreter: str,
+                 folders: list[str]) -> Imports:
+    start = time.monotonic()
     result = Imports(plan.image, plan.platform, skipped=list(check.skip))
     skip = [m for m, _ in check.skip]
     done: list[str] = []

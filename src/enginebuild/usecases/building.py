@@ -307,7 +307,7 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool 
                      f"to run them in (`{command()} verify {spec.name}` runs them once it is loaded)")
         return said
 
-    imports = check_imports(engine, plan.tag, plan, spec.runtime_check.imports)
+    imports = check_imports(engine, plan.tag, plan, spec.runtime_check.imports, Store(ws.home))
     lines = imports.lines()
     if not imports.ok:
         raise BuildFailed("the import check failed:\n    " + "\n    ".join(lines),

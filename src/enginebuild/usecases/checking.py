@@ -66,5 +66,5 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
                         "(not run)", f"the engine has no {plan.tag} to import its packages in: "
                                      f"`{command()} image {spec.name} --platform {plan.platform}` loads it")])
                 else:
-                    imports = check_imports(engine, plan.tag, plan, spec.runtime_check.imports)
+                    imports = check_imports(engine, plan.tag, plan, spec.runtime_check.imports, Store(ws.home))
             yield closure, verdict, imports
