@@ -20,28 +20,28 @@ from helpers.docker import assert_pip_check_clean, docker
 pytestmark = [pytest.mark.network]
 IMAGE = "qwen36-dflash-pypi"
 PATCH = "patches/vllm/0001-dflash-target-layer-ids-off-by-one.patch"
-# the method the patch changes, called on a stand-in for the runner's speculative config: vLLM
-# imports on a CPU machine when told the platform
-LAYER_IDS = """
+# In one interpreter (vLLM imports once): the method the patch changes, called on a stand-in for
+# the runner's speculative config (vLLM imports on a CPU machine when told the platform); the
+# version as Python sees it; the sha256 of each compiled extension
+PROBE = """
+import hashlib, importlib.metadata as m, json, pathlib, vllm
 from types import SimpleNamespace as NS
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 drafter = NS(dflash_config={"target_layer_ids": [1, 16, 31, 46, 61]})
 runner = NS(speculative_config=NS(draft_model_config=NS(hf_config=drafter)))
-print(GPUModelRunner._get_eagle3_aux_layers_from_config(runner))
-"""
-EXTENSIONS = """
-import hashlib, json, pathlib, vllm
 root = pathlib.Path(vllm.__file__).parent
-print(json.dumps({str(p.relative_to(root.parent)): hashlib.sha256(p.read_bytes()).hexdigest()
-                  for p in sorted(root.rglob("*.so"))}))
+print(json.dumps({"aux": str(GPUModelRunner._get_eagle3_aux_layers_from_config(runner)),
+                  "versions": [vllm.__version__, m.version("vllm")],
+                  "extensions": {str(p.relative_to(root.parent)): hashlib.sha256(p.read_bytes()).hexdigest()
+                                 for p in sorted(root.rglob("*.so"))}}))
 """
 
 
-def _python(tag: str, code: str) -> str:
-    out = docker("run", "--rm", "-e", "VLLM_TARGET_DEVICE=cpu", "--entrypoint", "python3", tag, "-c", code,
+def _probe(tag: str) -> dict:
+    out = docker("run", "--rm", "-e", "VLLM_TARGET_DEVICE=cpu", "--entrypoint", "python3", tag, "-c", PROBE,
                  check=False)
     assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout.strip().splitlines()[-1]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _chain_tags() -> set[str]:
@@ -65,11 +65,11 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         proc = run_cli(["image", IMAGE, "--platform", "linux/amd64"], workspace, env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert "component vllm-kernels: the release's wheel vllm-0.21.0" in proc.stdout + proc.stderr
-        assert _python(tag, LAYER_IDS) == "(2, 17, 32, 47, 62)"
+        probe = _probe(tag)
+        assert probe["aux"] == "(2, 17, 32, 47, 62)"
         # vLLM 0.21.0's CLI infers the device before it parses `--version` (no GPU here: it stops),
         # so the version is read as Python sees it: the precompiled route stamps the distribution
-        versions = _python(tag, "import vllm, importlib.metadata as m; print(vllm.__version__, m.version('vllm'))")
-        assert versions == "0.21.0 0.21.0+precompiled"
+        assert probe["versions"] == ["0.21.0", "0.21.0+precompiled"]
         assert_pip_check_clean(tag, "--entrypoint", "python3")
 
         # the compiled extensions are the release wheel's bytes
@@ -77,7 +77,7 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         release = lock["components.vllm-kernels.release@linux/amd64"]["resolved"]
         with zipfile.ZipFile(Store(home).path(release["sha256"])) as wheel:
             shipped = {n: hashlib.sha256(wheel.read(n)).hexdigest() for n in wheel.namelist() if n.endswith(".so")}
-        ours = json.loads(_python(tag, EXTENSIONS))
+        ours = probe["extensions"]
         assert len(ours) >= 5 and "vllm/_C.abi3.so" in ours
         assert {n: shipped.get(n) for n in ours} == ours
 
@@ -88,7 +88,7 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         said = proc.stdout + proc.stderr
         assert "built 1 component(s) (vllm)" in said and "the release's wheel" not in said, said[-3000:]
-        assert _python(unpatched, LAYER_IDS) == "(1, 16, 31, 46, 61)"
+        assert _probe(unpatched)["aux"] == "(1, 16, 31, 46, 61)"
 
         # a comment line added to the patch's Python hunk: plan rebuilds the package, not the kernels
         patch = workspace / PATCH
