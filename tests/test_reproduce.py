@@ -18,19 +18,24 @@ pytestmark = [pytest.mark.docker, pytest.mark.network]
 AMD64 = ["--platform", "linux/amd64"]
 
 
+def _image_id(workspace, env=None) -> str:
+    """The image ID the plan gives the demo's amd64 image built with this engine and home."""
+    return json.loads(run_cli(["plan", "demo", "--json", *AMD64], workspace, env=env).stdout)["images"][0]["image_id"]
+
+
 def test_a_fresh_engine_with_an_empty_store_makes_the_demo_this_engine_made(
         workspace, tmp_path, docker_engine, debian_reachable, pypi_reachable):
     need(os.geteuid() == 0 and shutil.which("dockerd") is not None, "a second Docker engine needs root and dockerd")
     # this worker's engine and store, whatever they already hold
     assert run_cli(["image", "demo", *AMD64], workspace).returncode == 0
-    here = json.loads(run_cli(["plan", "demo", "--json", *AMD64], workspace).stdout)["images"][0]["image_id"]
+    here = _image_id(workspace)
     engine = start_engine(tmp_path / "engine7", index=7)
     try:
         env = {**engine.env, "ENGINEBUILD_HOME": str(tmp_path / "home7")}
         proc = run_cli(["image", "demo", *AMD64], workspace, env=env)
         assert proc.returncode == 0, proc.stderr
         assert "built 4 component(s)" in proc.stdout  # everything built, nothing reused
-        fresh = json.loads(run_cli(["plan", "demo", "--json", *AMD64], workspace, env=env).stdout)["images"][0]["image_id"]
+        fresh = _image_id(workspace, env)
     finally:
         engine.stop()
     report.count("reproducibility", "fresh engines that built the demo to the worker engine's image ID", int(here == fresh))

@@ -110,14 +110,16 @@ def check_imports(engine: Engine, tag: str, plan: ImagePlan, check: ImportCheck,
     """`store`: answer from, and record into, its records of passing checks (see above)."""
     interpreter, folders = site_folders(plan)
     image_id = engine.image_id(tag) if store is not None else None
+    if store is None or not image_id:
+        return _run_imports(engine, tag, plan, check, interpreter, folders)
     key = sha256_bytes(json.dumps([image_id, interpreter, folders, sorted(check.env), sorted(check.skip),
                                    sha256_bytes(SCRIPT.encode())]).encode())
-    kept = store.record("imports", key) if store is not None and image_id else None
+    kept = store.record("imports", key)
     if kept is not None:
         return Imports(plan.image, plan.platform, modules=dict(kept["modules"]), imported=list(kept["imported"]),
-                       skipped=list(check.skip), seconds=float(kept["seconds"]), recorded=str(image_id))
+                       skipped=list(check.skip), seconds=float(kept["seconds"]), recorded=image_id)
     result = _run_imports(engine, tag, plan, check, interpreter, folders)
-    if store is not None and image_id and result.ok:
+    if result.ok:
         store.put_record("imports", key, {"image": image_id, "modules": result.modules, "imported": result.imported,
                                           "seconds": round(result.seconds, 2)})
     return result
