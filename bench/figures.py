@@ -228,7 +228,7 @@ def load_floor(ref: str, repeat: int = 5) -> float:
     sys.path.insert(0, str(ROOT / "src"))
     from enginebuild.io.tars import TarWriter
     from enginebuild.oci.engine import Engine
-    from enginebuild.oci.image import Layer, canonical, write_docker_archive
+    from enginebuild.oci.image import DockerArchive, Layer, canonical
 
     found = json.loads(run(["docker", "image", "inspect", ref]).stdout)[0]
     base = [Layer(diff_id, 0, "base") for diff_id in found["RootFS"]["Layers"]]
@@ -245,12 +245,10 @@ def load_floor(ref: str, repeat: int = 5) -> float:
             layers = base + [Layer(f"sha256:{sha}", len(body.getvalue()), "floor", sha)]
             config = canonical({"architecture": found["Architecture"], "os": found["Os"], "config": found["Config"],
                                 "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]}})
-            archive = io.BytesIO()
-            write_docker_archive(archive, config, layers, len(base), lambda name: folder / name,
-                                 ["enginebuild-bench/floor:x"])
-            archive.seek(0)
+            archive = DockerArchive(config, layers, len(base), lambda name: folder / name, ["enginebuild-bench/floor:x"])
+            chunks = [bytes(chunk) for chunk in archive.chunks()]
             start = time.perf_counter()
-            Engine().load(archive)
+            Engine().load(chunks, archive.size)
             times.append(time.perf_counter() - start)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

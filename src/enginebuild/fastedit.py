@@ -153,11 +153,11 @@ class Replay:
         return replace(edit, config=data.decode(), layers=tuple(layers), nodes=tuple(nodes)), image_id, written
 
     def load(self, config: bytes, layers: list[StoredLayer], present: int, tags: list[str]) -> None:
-        from enginebuild.oci.image import Layer, piped, write_docker_archive
+        from enginebuild.oci.image import DockerArchive, Layer
 
         found = [Layer(la.diff_id, la.size, la.created_by, la.blob) for la in layers]
-        with piped(lambda sink: write_docker_archive(sink, config, found, present, self.store.path, tags)) as body:
-            self.engine.load(body)
+        archive = DockerArchive(config, found, present, self.store.path, tags)
+        self.engine.load(archive.chunks(), archive.size)
 
 
 def answer(memo: Any, key: str, name: str, home: Any) -> str | None:

@@ -11,8 +11,8 @@ import contextlib
 import hashlib
 import json
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, cast
 
 from enginebuild.errors import BuildFailed, EngineBuildError
 from enginebuild.io.progress import Work, human_bytes, output
@@ -20,7 +20,7 @@ from enginebuild.io.store import Store
 from enginebuild.lock.pins import ImagePin
 from enginebuild.oci.credentials import registry_credentials
 from enginebuild.oci.engine import Engine
-from enginebuild.oci.image import ImageConfig, Layer, piped, write_docker_archive
+from enginebuild.oci.image import DockerArchive, ImageConfig, Layer
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.plan.envs import CHAIN_REPO
 from enginebuild.plan.model import EnvNode, ImageSettings, LayerNode
@@ -194,16 +194,11 @@ class Assembler:
         if self.engine.image_id(all_tags[0]) == image_id and all(self.engine.image_id(t) == image_id for t in all_tags):
             return image_id
         chain_before = self.engine.image_id(all_tags[-1])  # a chain image this load takes the tag of
-        total = sum(layer.size for layer in layers[present:])
+        archive = DockerArchive(data, layers, present, self.store.path, all_tags)
         shown: contextlib.AbstractContextManager[Work | None] = \
             contextlib.nullcontext() if quiet else Work(output(), "loading into the engine")
         with shown as work:
-            def counted(sink: IO[bytes]) -> None:
-                out = cast(IO[bytes], Counted(sink, work, total)) if work is not None else sink
-                write_docker_archive(out, data, layers, present, self.store.path, all_tags)
-
-            with piped(counted) as body:
-                self.engine.load(body)
+            self.engine.load(counted(archive.chunks(), work, archive.size), archive.size)
         if chain_before and chain_before != image_id:
             # left untagged, it would keep every layer of the chain after the image is removed; the
             # engine keeps it if anything else still names or uses it
@@ -252,16 +247,11 @@ def duration_ns(text: str) -> int:
     return int(text)
 
 
-class Counted:
-    """A sink that says on `work`'s line how much of `total` went through it."""
-
-    def __init__(self, sink: IO[bytes], work: Work, total: int):
-        self.sink, self.work, self.total, self.sent = sink, work, total, 0
-
-    def write(self, data: bytes) -> int:
-        self.sent += len(data)
-        self.work.detail = f"{human_bytes(self.sent)} of {human_bytes(self.total)}"
-        return self.sink.write(data)
-
-    def flush(self) -> None:
-        self.sink.flush()
+def counted(chunks: Iterator[bytes | memoryview], work: Work | None, total: int) -> Iterator[bytes | memoryview]:
+    """The chunks, saying on `work`'s line how much of `total` went through."""
+    sent = 0
+    for chunk in chunks:
+        yield chunk
+        sent += len(chunk)
+        if work is not None:
+            work.detail = f"{human_bytes(sent)} of {human_bytes(total)}"

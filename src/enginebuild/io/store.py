@@ -129,23 +129,40 @@ class Store:
                           hint="it is fetched or made again on the next run")
         return path
 
+    def whole(self, sha256: str, what: str) -> Path:
+        """The stored blob, as `verified` gives it, but re-hashed only when its stat is not the one
+        it had when it was last found whole (a build reads GBs of downloads the fetch has just
+        hashed)."""
+        if not self._found_whole(sha256):
+            self.verified(sha256, what)
+            self._stamp_whole(sha256)
+        return self.path(sha256)
+
     def intact(self, sha256: str, what: str) -> bool:
         """Present and whole. Re-hashed unless the file's stat equals the one it had when it was
         last found whole (hashing every multi-GB layer on every build would cost more than the
         build); a damaged one is named and deleted, and the caller makes it again."""
-        path = self.path(sha256)
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return False
-        stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
-        record = self.record("whole", sha256)
-        if record is not None and record.get("stat") == stamp:
+        if self._found_whole(sha256):
             return True
         if not self.check(sha256, what):
             return False
-        self.put_record("whole", sha256, {"stat": stamp})
+        self._stamp_whole(sha256)
         return True
+
+    def _stat(self, sha256: str) -> list[int] | None:
+        try:
+            st = self.path(sha256).stat()
+        except FileNotFoundError:
+            return None
+        return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+    def _found_whole(self, sha256: str) -> bool:
+        stamp = self._stat(sha256)
+        record = self.record("whole", sha256) if stamp is not None else None
+        return record is not None and record.get("stat") == stamp
+
+    def _stamp_whole(self, sha256: str) -> None:
+        self.put_record("whole", sha256, {"stat": self._stat(sha256)})
 
     def check(self, sha256: str, what: str) -> bool:
         """True when the blob is present and intact; a damaged one is deleted (and reported)."""
@@ -174,8 +191,7 @@ class Store:
             target = self.path(writer.hexdigest())
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, target)
-            st = target.stat()  # hashed as it was written: found whole until its file changes
-            self.put_record("whole", writer.hexdigest(), {"stat": [st.st_size, st.st_mtime_ns, st.st_ino]})
+            self._stamp_whole(writer.hexdigest())  # hashed as it was written: found whole until its file changes
         except OSError as exc:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)

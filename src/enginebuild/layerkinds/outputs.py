@@ -33,11 +33,11 @@ class OutputTree(LayerPayload):
         record = job.outputs[self.component_key]
         if self.outputs.kind == "wheels":
             for filename, sha, _ in sorted(record.wheels):
-                install_wheel(job.store.verified(sha, filename), filename, self.site_packages, self.interpreter,
+                install_wheel(job.store.whole(sha, filename), filename, self.site_packages, self.interpreter,
                               writer)
             return
         root = clean_name(self.outputs.to) if self.outputs.kind == "prefix" else ""
-        with tarfile.open(job.store.verified(record.sha256, f"outputs of {self.component}"), "r:") as tar:
+        with tarfile.open(job.store.whole(record.sha256, f"outputs of {self.component}"), "r:") as tar:
             for member in tar:
                 member.name = f"{root}/{member.name}" if root else member.name
                 if member.islnk() and root:

@@ -20,7 +20,7 @@ class Sysroot(LayerPayload):
         return keys.key_of("sysroot", debs=[d.sha256 for d in self.debs], epoch=epoch)
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
-        write_sysroot([(job.store.verified(d.sha256, f"{d.name} {d.version}"), d.name) for d in self.debs], writer)
+        write_sysroot([(job.store.whole(d.sha256, f"{d.name} {d.version}"), d.name) for d in self.debs], writer)
 
     def downloads(self) -> list[Download]:
         return [Download(d.sha256, (url,), f"{d.name} {d.version} (.deb)", d.size)

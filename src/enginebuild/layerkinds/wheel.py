@@ -30,7 +30,7 @@ class Wheel(LayerPayload):
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         for filename, sha, _ in sorted(job.outputs[self.component_key].wheels):
-            wheel = job.store.verified(sha, filename)
+            wheel = job.store.whole(sha, filename)
             unmet = unmet_requirements(wheel, self.closure, self.target) if self.closure is not None else []
             if unmet:
                 raise BuildFailed(f"{filename} (built by component {self.pin.component}) needs what the lock did "

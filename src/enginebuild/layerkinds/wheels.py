@@ -31,7 +31,7 @@ class Wheels(LayerPayload):
                            **({"replaces": [self.base_digest, list(self.removes)]} if self.removes else {}))
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
-        wheels = [(job.store.verified(pin.sha256, pin.filename), pin.filename) if pin.sha256
+        wheels = [(job.store.whole(pin.sha256, pin.filename), pin.filename) if pin.sha256
                   else built_wheel(job, pin) for pin in self.pins]
         written = install_wheels(wheels, self.site_packages, self.interpreter, writer)
         for folder, record in self.base_records(job) if self.removes else []:
@@ -81,4 +81,4 @@ def built_wheel(job: WriteJob, pin: PyPin) -> tuple[Path, str]:
     record = job.store.record("built-wheels", f"{pin.name}-{pin.commit}")
     if record is None:
         raise BuildFailed(f"python {pin.name} from git {pin.commit[:12]} has no built wheel (run `fetch`)")
-    return job.store.verified(str(record["sha256"]), str(record["filename"])), str(record["filename"])
+    return job.store.whole(str(record["sha256"]), str(record["filename"])), str(record["filename"])

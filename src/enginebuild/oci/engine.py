@@ -13,7 +13,7 @@ import base64
 import contextlib
 import http.client
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 from urllib.parse import quote, urlencode
 
@@ -126,11 +126,12 @@ class Engine:
                        ok=(200, 409)) as response:
             response.read()
 
-    def load(self, archive: IO[bytes]) -> list[str]:
-        """Load a docker-archive stream (layers the engine already has may be left out)."""
+    def load(self, chunks: Iterable[bytes | memoryview], size: int) -> list[str]:
+        """Load a docker-archive of `size` bytes sent as `chunks` (layers the engine already has
+        may be left out)."""
         loaded = []
-        with self.open("POST", "/images/load", {"quiet": "1"}, body=archive, timeout=3600,
-                       headers={"Content-Type": "application/x-tar", "Transfer-Encoding": "chunked"}) as response:
+        with self.open("POST", "/images/load", {"quiet": "1"}, body=chunks, timeout=3600,
+                       headers={"Content-Type": "application/x-tar", "Content-Length": str(size)}) as response:
             for line in response.read().decode("utf-8", "replace").splitlines():
                 try:
                     event = json.loads(line)
