@@ -176,14 +176,19 @@ SLOW_MARKS = {"docker", "network", "registry"}
 
 # The slow tier runs on parallel workers (scripts/test.sh), a test file at a time to one worker (its
 # module fixtures are made once); the fast tier a test at a time. Files listed here go first,
-# longest first (from `--durations`), so that no worker is left with a long file at the end. The
-# three real-scale builds share one worker: each wants both CPUs of a 2-CPU machine (compiling
-# llama.cpp, gzip and wheel layers of GBs) and ~30 GB of free disk; side by side they only slow
-# each other (a run with them on two workers: llama.cpp's setup 34 min instead of 10).
+# longest first (from a clean-clone run's `--durations`), so that no worker is left with a long
+# file at the end; the rest follow in the order they are collected. The three real-scale builds
+# share one worker: each wants both CPUs of a 2-CPU machine (compiling llama.cpp, wheel layers and
+# loads of GBs) and ~30 GB of free disk; side by side they only slow each other (a run with them
+# on two workers: llama.cpp's setup 34 min instead of 10).
 LONG_FIRST = {"test_code_quality.py": None,  # mypy --strict over src/: the fast tier's longest test
               "test_llamacpp_serving.py": "real-scale", "test_mission_image.py": "real-scale",
-              "test_vllm_scale.py": "real-scale", "test_reproduce.py": None, "test_atomic.py": None,
-              "test_publish.py": None, "test_bake.py": None, "test_python_scale.py": None, "test_build.py": None}
+              "test_vllm_scale.py": "real-scale", "test_reproduce.py": None, "test_publish.py": None,
+              "test_constructs.py": None, "test_compiler_cache.py": None, "test_kernels.py": None,
+              "test_builders.py": None, "test_build.py": None, "test_integrity.py": None, "test_secrets.py": None,
+              "test_python_scale.py": None, "test_cache.py": None, "test_bake.py": None, "test_atomic.py": None,
+              "test_python_lock.py": None, "test_fastedit.py": None, "test_progress.py": None, "test_cli.py": None,
+              "test_registry_faults.py": None, "test_containers.py": None, "test_patch_build.py": None}
 
 
 @pytest.hookimpl(tryfirst=True)
