@@ -19,8 +19,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.network]
 
 @pytest.fixture(scope="module")
 def built_demo(docker_engine, debian_reachable, pypi_reachable):
-    """The demo as committed, built once for this module (later builds find what it made)."""
-    proc = run_cli(["image", "demo"], ROOT)
+    """The demo as committed, built once for this module (later builds find what it made). Through
+    the full path (a global option is not the no-op fast path's): whichever test built the demo
+    first in this worker, the run reports each platform, its checks and its components' outputs."""
+    proc = run_cli(["--progress", "plain", "image", "demo"], ROOT)
     assert proc.returncode == 0, proc.stderr
     return proc
 

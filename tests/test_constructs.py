@@ -20,6 +20,7 @@ import hashlib
 import json
 import re
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from textwrap import dedent, indent
@@ -756,6 +757,14 @@ def test_init_runs_tini_as_pid_1_so_a_launcher_that_ignores_sigterm_stops(ws, do
         assert proc.returncode == 0, proc.stderr
         container = docker("run", "-d", f"enginebuild/{name}:latest").stdout.strip()
         try:
+            # stopped once sleep runs (as a launcher would be by then), never while tini or the
+            # shell is still starting it: what a signal meets then is not the question here
+            for _ in range(300):
+                if "sleep 1000" in docker("top", container, check=False).stdout:
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"{name}: sleep did not start: {docker('logs', container, check=False).stderr}")
             docker("stop", "-t", "3", container, timeout=60)
             codes[name] = json.loads(docker("inspect", container).stdout)[0]["State"]["ExitCode"]
         finally:
