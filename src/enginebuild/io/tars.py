@@ -63,9 +63,10 @@ def parents(name: str) -> list[str]:
 
 
 class _Sink:
-    """The stream a TarWriter writes to. After the stream failed (a full disk) or was closed
-    while an error unwound, the tar's last padding is dropped instead of raising again from a
-    finaliser; on the normal path every write goes through."""
+    """The stream a TarWriter writes to, counting what it was given (tarfile asks where it is).
+    After the stream failed (a full disk) or was closed while an error unwound, the tar's closing
+    blocks are dropped instead of raising a second error over the first; on the normal path every
+    write goes through."""
 
     def __init__(self, raw: IO[bytes]):
         self.raw = raw
