@@ -175,20 +175,34 @@ SLOW_MARKS = {"docker", "network", "registry"}
 
 
 # The slow tier runs on parallel workers (scripts/test.sh), a test file at a time to one worker (its
-# module fixtures are made once); the fast tier a test at a time. Files listed here go first,
-# longest first (from a clean-clone run's `--durations`), so that no worker is left with a long
-# file at the end; the rest follow in the order they are collected. The three real-scale builds
-# share one worker: each wants both CPUs of a 2-CPU machine (compiling llama.cpp, wheel layers and
-# loads of GBs) and ~30 GB of free disk; side by side they only slow each other (a run with them
-# on two workers: llama.cpp's setup 34 min instead of 10).
+# module fixtures are made once); the fast tier a test at a time. Files listed in LONG_FIRST go
+# first, longest first (from a clean-clone run's `--durations`), so that no worker is left with a
+# long file at the end; files listed in DEMO_FREE go last; the rest follow LONG_FIRST in the order
+# they are collected. The three real-scale builds share one worker: each wants both CPUs of a
+# 2-CPU machine (compiling llama.cpp, wheel layers and loads of GBs) and ~30 GB of free disk; side
+# by side they only slow each other (a run with them on two workers: llama.cpp's setup 34 min
+# instead of 10). DEMO_FREE are the slow files that never build the demo image: the worker freed
+# by the real-scale group finds only those left and never builds the demo itself (both platforms
+# from nothing: about 75 s of a worker on two cores).
 LONG_FIRST = {"test_code_quality.py": None,  # mypy --strict over src/: the fast tier's longest test
               "test_llamacpp_serving.py": "real-scale", "test_mission_image.py": "real-scale",
               "test_vllm_scale.py": "real-scale", "test_reproduce.py": None, "test_publish.py": None,
-              "test_constructs.py": None, "test_compiler_cache.py": None, "test_kernels.py": None,
-              "test_builders.py": None, "test_build.py": None, "test_integrity.py": None, "test_secrets.py": None,
-              "test_python_scale.py": None, "test_cache.py": None, "test_bake.py": None, "test_atomic.py": None,
-              "test_python_lock.py": None, "test_fastedit.py": None, "test_progress.py": None, "test_cli.py": None,
-              "test_registry_faults.py": None, "test_containers.py": None, "test_patch_build.py": None}
+              "test_secrets.py": None, "test_compiler_cache.py": None, "test_platforms.py": None,
+              "test_integrity.py": None, "test_cache.py": None, "test_build.py": None, "test_bake.py": None,
+              "test_kernels.py": None, "test_atomic.py": None, "test_cli.py": None, "test_patch_build.py": None}
+DEMO_FREE = ("test_builders.py", "test_constructs.py", "test_python_scale.py", "test_python_lock.py",
+             "test_fastedit.py", "test_progress.py", "test_unpack.py", "test_registry_faults.py",
+             "test_containers.py", "test_declared_inputs.py", "test_gc.py", "test_patches_check.py",
+             "test_per_build_lock.py", "test_resolvers.py", "test_injection.py", "test_release_component.py",
+             "test_export.py")
+
+
+def _queue_position(name: str) -> int:
+    if name in LONG_FIRST:
+        return list(LONG_FIRST).index(name)
+    if name in DEMO_FREE:
+        return len(LONG_FIRST) + 1 + DEMO_FREE.index(name)
+    return len(LONG_FIRST)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -203,8 +217,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.fast)
         name = item.path.name
         item.add_marker(pytest.mark.xdist_group(LONG_FIRST.get(name) or name))
-    order = list(LONG_FIRST)
-    items.sort(key=lambda item: order.index(item.path.name) if item.path.name in order else len(order))
+    items.sort(key=lambda item: _queue_position(item.path.name))
 
 
 def pytest_sessionfinish(session):
