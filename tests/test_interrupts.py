@@ -198,27 +198,31 @@ def to_thread(pid: int, name: str, sig: int) -> None:
 
 @pytest.mark.docker
 @pytest.mark.network
-@pytest.mark.parametrize("to", ["process", "writer thread"])
+@pytest.mark.parametrize("to", ["process", "writer thread", "process starting a thread"])
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_while_a_layer_is_written_exits_cleanly_without_a_finaliser_traceback(workspace, eb_home, sig, code, to,
                                                                                       docker_engine, debian_reachable):
     """Whichever thread the kernel hands the signal to: one taken by the thread writing the layer
-    (the main thread waiting on it) once left the run waiting forever."""
+    (the main thread waiting on it) once left the run waiting forever. And wherever the main
+    thread is: one that arrived while it started the preloader's thread (the thread listed, not
+    yet started) once ended in a traceback from joining a thread that never started."""
     name = f"sig-{uuid.uuid4().hex[:6]}"
     write_image(workspace, name, "base: scratch\nplatform: linux/amd64\nfiles:\n  /opt/: \"*.txt\"\n",
                 {"a.txt": uuid.uuid4().hex, "b.txt": uuid.uuid4().hex})  # a.txt is in the tar's buffer at b.txt
     assert run_cli(["lock", name], workspace).returncode == 0
-    announced = eb_home / "faults" / "tar.entry"
+    point, fault = ("background.start", "background.start:enginebuild-preload=stall") if to.endswith("thread") \
+        and to.startswith("process") else ("tar.entry", "tar.entry:/opt/b.txt=stall")
+    announced = eb_home / "faults" / point
     announced.unlink(missing_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), ENGINEBUILD_FAULT="tar.entry:/opt/b.txt=stall")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), ENGINEBUILD_FAULT=fault)
     proc = subprocess.Popen([sys.executable, "-m", "enginebuild", "image", name], cwd=workspace, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while not announced.exists():  # the state: the files layer's tar is being written
+    while not announced.exists():  # the state: the files layer's tar is being written (or a thread starts)
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    if to == "process":
+    if to.startswith("process"):
         proc.send_signal(sig)
     else:
         to_thread(proc.pid, "enginebuild-layer", sig)

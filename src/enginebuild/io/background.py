@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, TypeVar
 
+from enginebuild.io import faults
+
 T = TypeVar("T")
 
 SLICE_S = 0.25  # how long the main thread waits on a worker before it looks at its signals again
@@ -58,8 +60,11 @@ class Background:
             if self.working < self.slots:
                 self.working += 1
                 thread = threading.Thread(target=self._work, name=self.name, daemon=True)
-                self.threads.append(thread)
+                faults.reached("background.start", self.name)
+                # listed once started: a signal in start() (it waits for the new thread to run) leaves
+                # a thread `cancel` could not join; unlisted, it finds the run cancelled as it starts
                 thread.start()
+                self.threads.append(thread)
         return future
 
     def _work(self) -> None:
