@@ -319,8 +319,8 @@ def test_a_secret_written_as_a_name_or_a_link_target_is_refused(how, workspace, 
 
 
 @pytest.mark.parametrize("where", ["labels[leak]", "env.LEAK"])
-def test_a_secret_in_a_label_or_env_value_is_refused_before_anything_is_tagged(where, workspace, docker_engine,
-                                                                              debian_reachable):
+def test_a_secret_in_a_label_or_env_value_is_refused_before_anything_is_built(where, workspace, docker_engine,
+                                                                             debian_reachable):
     name = f"config-{uuid.uuid4().hex[:6]}"
     write_image(workspace, name, spec(uuid.uuid4().hex), {"build.sh": PLAIN, "src/x": "x\n"})
     assert run_cli(["lock", name], workspace).returncode == 0
@@ -329,6 +329,8 @@ def test_a_secret_in_a_label_or_env_value_is_refused_before_anything_is_tagged(w
     assert proc.returncode == 1, proc.stdout + proc.stderr
     key = "Labels.leak" if where.startswith("labels") else "Env["
     assert "the image's config holds a secret's value: HF_TOKEN in config." + key in proc.stderr, proc.stderr
+    plan = json.loads(run_cli(["plan", name, "--json", "--set", f"{where}=v-{plain}"], workspace).stdout)["images"]
+    assert {c["action"] for doc in plan for c in doc["components"]} == {"build"}  # the refusal came first
     scan("the refusal", proc.stdout + proc.stderr, plain)
     assert docker("image", "inspect", f"enginebuild/{name}:latest", check=False).returncode != 0
 

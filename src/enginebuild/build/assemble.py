@@ -158,8 +158,10 @@ class Assembler:
             count += len(layer_blobs(self.store, node) or [])
         return count
 
-    def config_for(self, env: EnvNode, settings: ImageSettings | None = None) -> ImageConfig:
-        base = self.base(env.base)
+    def config_for(self, env: EnvNode, settings: ImageSettings | None = None, base: Base | None = None) -> ImageConfig:
+        """The config of `env` with the spec's `settings` over its base's (`base`: in its stead,
+        SCRATCH for what the spec alone sets, known before anything is built or pulled)."""
+        base = self.base(env.base) if base is None else base
         body = dict(base.config.get("config") or {})
         arch = env.platform.split("/")[1]
         variant = "v8" if arch == "arm64" else None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from enginebuild.build import substitutes
-from enginebuild.build.assemble import Assembler, layer_blobs, put_layer_blobs, record_key
+from enginebuild.build.assemble import SCRATCH, Assembler, layer_blobs, put_layer_blobs, record_key
 from enginebuild.build.buildkit import Builder, run_build
 from enginebuild.build.cache import LayerCache
 from enginebuild.build.compilercache import CompilerCaches
@@ -465,6 +465,9 @@ class Executor:
     def build(self, plan: ImagePlan, platforms: tuple[str, ...], load: bool = True) -> Outcome:
         """Make what the plan lacks, then load the image into the engine (unless `load` is
         False: its layers stay in the store, its ID is its config's digest)."""
+        if self.scanner is not None:  # the spec's own labels and env: refused before anything is built
+            self.scanner.check_config(self.assembler.config_for(plan.runtime, plan.config, SCRATCH).document([]),
+                                      f"image {plan.image} ({plan.platform})")
         if load or not self.substitute(plan):  # (with some layers stood in, the rest are made here)
             if self.stood_in:  # the components whose outputs a layer left to make installs
                 wanted = {node.payload.made_by() for node in plan.runtime.layers if not self.made(node)}
