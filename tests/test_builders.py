@@ -123,7 +123,9 @@ def test_a_builder_that_dies_mid_build_has_its_component_built_on_another(worksp
     doomed = start_engine(tmp_path_factory.mktemp("doomed"), index=12)
     survivor = start_engine(tmp_path_factory.mktemp("survivor"), index=13)
     try:
-        write(workspace, f"dies {time.time_ns()}", sleep=30)
+        # the window in which the test acts on the announcement (it polls every 0.1 s); the build
+        # again on the survivor sleeps it too, so it is no longer than that needs
+        write(workspace, f"dies {time.time_ns()}", sleep=12)
         home = tmp_path / "home"
         env = {"ENGINEBUILD_HOME": str(home), "ENGINEBUILD_FAULT": "buildkit.running:component slow=announce"}
         args = ["--builder", f"doomed={doomed.host}", "--builder", f"survivor={survivor.host}"]
