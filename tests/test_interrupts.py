@@ -210,8 +210,8 @@ def test_a_signal_while_a_layer_is_written_exits_cleanly_without_a_finaliser_tra
     write_image(workspace, name, "base: scratch\nplatform: linux/amd64\nfiles:\n  /opt/: \"*.txt\"\n",
                 {"a.txt": uuid.uuid4().hex, "b.txt": uuid.uuid4().hex})  # a.txt is in the tar's buffer at b.txt
     assert run_cli(["lock", name], workspace).returncode == 0
-    point, fault = ("background.start", "background.start:enginebuild-preload=stall") if to.endswith("thread") \
-        and to.startswith("process") else ("tar.entry", "tar.entry:/opt/b.txt=stall")
+    point, fault = ("background.start", "background.start:enginebuild-preload=stall") \
+        if to == "process starting a thread" else ("tar.entry", "tar.entry:/opt/b.txt=stall")
     announced = eb_home / "faults" / point
     announced.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), ENGINEBUILD_FAULT=fault)
