@@ -48,11 +48,27 @@ def eb_home(tmp_path_factory) -> Path:
     return home
 
 
+@pytest.fixture(scope="session")
+def cache_signing_key(tmp_path_factory) -> Path:
+    """The key every run of the suite signs registry-cache entries with (ENGINEBUILD_CACHE_KEY), as
+    a CI job's secret would be: so a fresh home (a "fresh runner") trusts what another pushed.
+    Tests of the trust itself set their own keys, or none."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path = tmp_path_factory.mktemp("cache-key") / "cache-signing.pem"
+    path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    path.chmod(0o600)
+    return path
+
+
 @pytest.fixture(autouse=True)
-def _isolated_home(eb_home, monkeypatch):
+def _isolated_home(eb_home, cache_signing_key, monkeypatch):
     from enginebuild.settings import reset_settings
 
     monkeypatch.setenv("ENGINEBUILD_HOME", str(eb_home))
+    monkeypatch.setenv("ENGINEBUILD_CACHE_KEY", str(cache_signing_key))
     monkeypatch.setenv("ENGINEBUILD_HTTP_BACKOFF", "0.05")
     reset_settings()
     yield

@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from enginebuild.build import cachetrust
 from enginebuild.build.assemble import layer_blobs
 from enginebuild.build.buildkit import candidates, client_version, detect_builder
 from enginebuild.build.sites import builder_specs, native_platforms
@@ -181,6 +182,16 @@ def store(ws: Workspace) -> Check:
                                 "and layer made; `gc` removes what no image needs)")
 
 
+def cache_keys(ws: Workspace) -> Check:
+    """The key this machine signs registry-cache entries with (its public half: the private key is
+    never printed), and how many keys' entries it takes."""
+    key = cachetrust.signing_key(ws.home, make=False)
+    trusted = cachetrust.trust(ws.home, load_repo_settings(ws.root).cache_trust).keys
+    signs = f"signs with {key.public.text} ({key.origin})" if key is not None else \
+        "no signing key yet (the store makes its own at its first push to a cache; or set ENGINEBUILD_CACHE_KEY)"
+    return Check("cache keys", "ok", f"{signs}; takes entries signed by {len(trusted)} key(s) (docs/cache.md)")
+
+
 def _free(path: Path) -> tuple[Path, int]:
     path = Path(path)
     while not path.exists() and path != path.parent:
@@ -250,6 +261,7 @@ def run_checks(ws: Workspace, extra_registries: list[str], builder_values: list[
                                               "lockfiles/; nothing needs it to build)", check.fix)
         checks.append(check)
     checks.append(_run("store", partial(store, ws)))
+    checks.append(_run("cache keys", partial(cache_keys, ws)))
     largest = largest_image(ws)
     need = max(MIN_FREE, 3 * largest)
     why = f"needs 3x the largest image built here ({largest / GB:.2f} GB), at least" if largest else "needs at least"

@@ -11,6 +11,8 @@ Standard library only: the no-op fast path imports this module.
 | `BUILDX_BUILDER` | the buildx builder to use, where buildx is present |
 | `ENGINEBUILD_CACHE` | the registry-backed cache repository (as `--cache`) |
 | `ENGINEBUILD_CACHE_READONLY` | `1`: pull from the cache, never push to it |
+| `ENGINEBUILD_CACHE_KEY` | the key that signs cache entries pushed here: a PEM file or the PEM (a CI secret) |
+| `ENGINEBUILD_CACHE_TRUST` | public keys (`ed25519:BASE64`, space-separated) whose cache entries are taken |
 | `ENGINEBUILD_INSECURE_REGISTRIES` | comma-separated registries spoken to over plain HTTP (loopback always is) |
 | `ENGINEBUILD_UPLOAD_DEADLINE` | seconds a blob upload may take in all, its fresh starts included (default 600) |
 | `ENGINEBUILD_HTTP_BACKOFF` | base of the exponential backoff between HTTP retries, in seconds (default 0.5) |
@@ -40,6 +42,8 @@ class Settings:
     buildx_builder: str | None
     cache: str | None
     cache_readonly: bool
+    cache_key: str | None
+    cache_trust: tuple[str, ...]
     insecure_registries: frozenset[str]
     http_backoff_s: float
     upload_deadline_s: float
@@ -88,6 +92,8 @@ def read_settings(environ: dict[str, str] | None = None) -> Settings:
         buildx_builder=env.get("BUILDX_BUILDER") or None,
         cache=env.get("ENGINEBUILD_CACHE") or None,
         cache_readonly=env.get("ENGINEBUILD_CACHE_READONLY", "").lower() in ("1", "true", "yes"),
+        cache_key=env.get("ENGINEBUILD_CACHE_KEY") or None,
+        cache_trust=tuple(t for t in env.get("ENGINEBUILD_CACHE_TRUST", "").replace(",", " ").split() if t),
         insecure_registries=insecure,
         http_backoff_s=_seconds(env.get("ENGINEBUILD_HTTP_BACKOFF"), 0.5),
         upload_deadline_s=_seconds(env.get("ENGINEBUILD_UPLOAD_DEADLINE"), 600.0),

@@ -17,7 +17,8 @@ import tarfile
 from pathlib import Path
 
 from enginebuild.build.cache import LayerCache
-from enginebuild.errors import EngineBuildError
+from enginebuild.build.cacherecords import COMPILER_CACHE
+from enginebuild.errors import EngineBuildError, SecretLeak
 from enginebuild.io.progress import human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine
@@ -25,7 +26,7 @@ from enginebuild.oci.image import OCI_LAYER_TAR
 from enginebuild.plan.components import CACHE_OUT
 from enginebuild.plan.model import ComponentNode
 
-KIND = "compiler-cache"
+KIND = COMPILER_CACHE
 
 
 def tag_of(comp: ComponentNode) -> str:
@@ -74,9 +75,12 @@ class CompilerCaches:
             return
         try:
             self.cache.push_entry(tag_of(comp), KIND, {**record, "from": self.cache.name},
-                             [(sha, size, OCI_LAYER_TAR) for _, sha, size in tars], self.store)
+                                  [(sha, size, OCI_LAYER_TAR) for _, sha, size in tars], self.store,
+                                  f"compiler cache of component {comp.name}")
             output().say(f"  component {comp.name}: compiler cache pushed to {self.cache.name} "
                          f"({human_bytes(sum(s for _, _, s in tars))})")
+        except SecretLeak:
+            raise  # a secret in the cache folders fails the build, as one in a layer does
         except EngineBuildError as exc:
             output().say(f"  component {comp.name}: compiler cache not pushed ({exc.message})")
 

@@ -30,6 +30,7 @@ from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_
 from enginebuild.build.materialize import Materializer
 from enginebuild.build.outputs import OutputRecord, export_outputs, release_outputs
 from enginebuild.build.preload import Preloader
+from enginebuild.build.secretscan import Scanner
 from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, capable, connect
 from enginebuild.errors import BuilderLost, BuildFailed, UserError
 from enginebuild.io import proc
@@ -104,16 +105,19 @@ class LayerBoard:
 
 
 class Executor:
-    def __init__(self, home: Path, *, engine: Engine | None = None, http: Http | None = None,
+    def __init__(self, home: Path, *, scanner: Scanner, engine: Engine | None = None, http: Http | None = None,
                  builder_name: str | None = None, verbose: bool = False, cache: LayerCache | None = None,
-                 scanner: Any = None,
                  jobs: int | None = None, fresh: bool = False, builders: list[BuilderSpec] | None = None,
                  rebuild: bool = False):
+        """`scanner`: the search for the spec's declared secrets, which every layer and output
+        made here and every blob pushed to the registry cache goes past (there is no build
+        without it)."""
         self.home = Path(home)
         self.store = Store(home)
         self.engine = engine or Engine()
         self.http = http or Http()
-        self.verbose, self.cache, self.scanner = verbose, cache, scanner
+        self.verbose, self.scanner = verbose, scanner
+        self.cache = cache.guarded_by(self.searched) if cache is not None else None
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
         self.fetcher = Fetcher(self.store, self.http)
         self.compiler_caches = CompilerCaches(self.store, cache)
@@ -136,6 +140,16 @@ class Executor:
         self.outputs: dict[str, OutputRecord] = {}
 
     # -- helpers ----------------------------------------------------------------------------
+    def searched(self, blobs: list[tuple[str, str]]) -> None:
+        """What is about to go to the registry cache (sha256, what made it), searched for every
+        declared secret whose value is here, as a layer of the image is (the record of an
+        earlier search answers for a blob already searched)."""
+        self.scanner.check_layers(blobs, f"{blobs[0][1] if blobs else 'an entry'} (for {self.cache_name})")
+
+    @property
+    def cache_name(self) -> str:
+        return self.cache.name if self.cache is not None else "the registry cache"
+
     @property
     def known(self) -> set[str]:
         return self.local.known
@@ -291,7 +305,7 @@ class Executor:
             parent_layers = site.assembler.layers(parent)
             raws = cut_new_layers(site.engine, tag, {layer.size: 1 for layer in parent_layers}, len(parent_layers),
                                   folder)
-            if self.scanner is not None and self.scanner.declared:  # whatever step declared them
+            if self.scanner.declared:  # whatever step declared them
                 self.scanner.check_files(raws, self.scanner.values(), node.name)
             blobs = [normalize_into_store(self.store, raw, plan.epoch, node.name) for raw in raws]
         except BaseException:
@@ -385,7 +399,7 @@ class Executor:
                            expected_s=self.history.seconds(f"component {comp.name}"), verbose=self.verbose,
                            engine_alive=site.engine.ping)
         try:
-            if self.scanner is not None and self.scanner.declared:
+            if self.scanner.declared:
                 self.scanner.check_image(site.engine, tag, site.assembler.layers(comp.builder),
                                          self.scanner.values(), f"component {comp.name}")
             exported = export_outputs(site.engine, tag, comp.name, comp.outputs, self.store, plan.epoch)
@@ -465,9 +479,9 @@ class Executor:
     def build(self, plan: ImagePlan, platforms: tuple[str, ...], load: bool = True) -> Outcome:
         """Make what the plan lacks, then load the image into the engine (unless `load` is
         False: its layers stay in the store, its ID is its config's digest)."""
-        if self.scanner is not None:  # the spec's own labels and env: refused before anything is built
-            self.scanner.check_config(self.assembler.config_for(plan.runtime, plan.config, SCRATCH).document([]),
-                                      f"image {plan.image} ({plan.platform})")
+        # the spec's own labels and env: refused before anything is built
+        self.scanner.check_config(self.assembler.config_for(plan.runtime, plan.config, SCRATCH).document([]),
+                                  f"image {plan.image} ({plan.platform})")
         if load or not self.substitute(plan):  # (with some layers stood in, the rest are made here)
             if self.stood_in:  # the components whose outputs a layer left to make installs
                 wanted = {node.payload.made_by() for node in plan.runtime.layers if not self.made(node)}
@@ -480,11 +494,11 @@ class Executor:
                 self.fetcher.git_wheel(self.home, pin)
             self.make_chain(plan.runtime, plan, preload=load)
         config = final_config(self.assembler, plan)
-        if self.scanner is not None:  # every layer and the config, before anything is tagged
-            self.scanner.check_config(config.document(self.assembler.layers(plan.runtime)),
-                                      f"image {plan.image} ({plan.platform})")
-            self.scanner.check_layers([(la.blob, la.created_by) for la in self.assembler.layers(plan.runtime)
-                                       if la.blob and self.store.has(la.blob)], f"image {plan.image} ({plan.platform})")
+        # every layer and the config, before anything is tagged
+        self.scanner.check_config(config.document(self.assembler.layers(plan.runtime)),
+                                  f"image {plan.image} ({plan.platform})")
+        self.scanner.check_layers([(la.blob, la.created_by) for la in self.assembler.layers(plan.runtime)
+                                   if la.blob and self.store.has(la.blob)], f"image {plan.image} ({plan.platform})")
         tags = local_tags(plan, platforms)
         if load:
             self.outcome.image_id = self.assembler.load(plan.runtime, config, tags, self.known)
@@ -520,7 +534,7 @@ class Executor:
             return False
         self.stood_in = {record_key(node) for node in described}
         self.outcome.substituted = [node.name for node in described]
-        if self.scanner is not None and self.scanner.declared and self.scanner.values():
+        if self.scanner.declared and self.scanner.values():
             substitutes.realize_all(self.store, described)
         output().say(f"  [{plan.platform}] {len(described)} layer(s) stood in by {self.cache.name} "
                      "(made and pushed elsewhere)" + (f"; {len(rest)} to make here" if rest else

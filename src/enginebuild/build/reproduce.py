@@ -25,6 +25,7 @@ from enginebuild.build.assemble import Assembler
 from enginebuild.build.executor import Executor, final_config
 from enginebuild.build.fetch import git_wheels
 from enginebuild.build.layerdiff import differences
+from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import BuildFailed, command
 from enginebuild.io.files import temp_path
 from enginebuild.io.progress import output
@@ -110,10 +111,10 @@ def scratch_home(home: Path) -> Path:
     return folder
 
 
-def rebuild(home: Path, plan: ImagePlan, jobs: int | None) -> tuple[Path, list[Layer], str]:
+def rebuild(home: Path, plan: ImagePlan, scanner: Scanner, jobs: int | None) -> tuple[Path, list[Layer], str]:
     """(scratch home, the rebuilt runtime layers, the rebuilt config's digest)."""
     folder = scratch_home(home)
-    executor = Executor(folder, fresh=True, jobs=jobs)
+    executor = Executor(folder, scanner=scanner, fresh=True, jobs=jobs)
     try:
         executor.components(plan)
         for pin in git_wheels(plan.runtime):
@@ -189,11 +190,12 @@ def compare(plan: ImagePlan, reference: Reference, rebuilt: list[Layer], config:
     return Reproduction(plan.image, plan.platform, reference.what, verdicts, reference.config, config, seconds)
 
 
-def reproduce(home: Path, plan: ImagePlan, against: ImageRef | None, jobs: int | None = None) -> Reproduction:
+def reproduce(home: Path, plan: ImagePlan, scanner: Scanner, against: ImageRef | None,
+              jobs: int | None = None) -> Reproduction:
     reference = remote_reference(against, plan.platform) if against else local_reference(home, plan)
     start = time.monotonic()
     output().say(f"  {plan.image} ({plan.platform}): rebuilding from the lock with nothing reused ...")
-    folder, layers, config = rebuild(home, plan, jobs)
+    folder, layers, config = rebuild(home, plan, scanner, jobs)
     try:
         return compare(plan, reference, layers, config, folder, time.monotonic() - start)
     finally:

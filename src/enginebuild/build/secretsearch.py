@@ -167,9 +167,13 @@ class _OverBudget(Exception):
 
 
 def search_tar(tar_path: Any, needles: dict[bytes, str], rules: list[Rule]) -> list[Finding]:
-    """Every regular file of a layer tar on disk, searched with what it packs."""
+    """Every regular file of a layer tar on disk, searched with what it packs; a stored blob that
+    is not a tar (a component's wheel) is searched as one file."""
     search = Search(needles, rules)
     findings: list[Finding] = []
+    if not tarfile.is_tarfile(tar_path):
+        with open(tar_path, "rb") as whole:
+            return search.file(whole, str(tar_path).rsplit("/", 1)[-1])
     with tarfile.open(tar_path, "r:") as tar:
         for member in tar:
             findings += search.names(member)

@@ -19,34 +19,31 @@ so a run that substituted every layer reports the verdict of the run that checke
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
-import re
 import zlib
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import IO, Any, cast
 
+import requests
 import zstandard  # type: ignore[import-untyped,unused-ignore]
 
 from enginebuild.build.assemble import layer_blobs, put_layer_blobs, record_key
-from enginebuild.build.cache import LayerCache
+from enginebuild.build.cache import EMPTY_TYPE, LayerCache
+from enginebuild.build.cacherecords import DESCRIBED, FORMS, SUBSTITUTE, VERDICT
 from enginebuild.errors import BuildFailed, RegistryError
 from enginebuild.io.store import Store
-from enginebuild.oci.push import COMPRESSIONS, blob_homes, remember_homes
+from enginebuild.oci.push import blob_homes, remember_homes
 from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.model import ComponentNode, ImagePlan, LayerNode
 from enginebuild.wire import JsonDoc
 
-SUBSTITUTE = "layer-substitute"
-VERDICT = "image-verdict"
-OUTPUTS = "outputs-described"  # a component's outputs record, without its bytes (the store's record kind too)
+OUTPUTS = DESCRIBED  # a component's outputs record, without its bytes (the store's record kind too)
 VERDICT_VERSION = 1
-EMPTY_TYPE = "application/vnd.oci.empty.v1+json"  # the one layer an entry without blobs names
-FORMS = tuple(c.record for c in COMPRESSIONS.values())  # the store's record kinds of compressed forms
-SHA = re.compile(r"[0-9a-f]{64}")
 
 
 def _entry(cache: LayerCache, store: Store, key: str, kind: str, record: JsonDoc) -> None:
@@ -100,18 +97,6 @@ def announce(cache: LayerCache, store: Store, plans: list[ImagePlan]) -> int:
 
 
 # -- taking from the cache ---------------------------------------------------------------------
-def _valid(record: JsonDoc) -> bool:
-    try:
-        blobs = [(str(s), int(n)) for s, n in record["layers"]]
-        forms = {str(k): [(str(s), int(n)) for s, n in v] for k, v in record["forms"].items()}
-        homes = {str(k): [str(r) for r in v] for k, v in record["homes"].items()}
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return False
-    return bool(blobs) and all(SHA.fullmatch(s) for s, _ in blobs) and all(
-        len(v) == len(blobs) and all(SHA.fullmatch(s) for s, _ in v) for v in forms.values()) and all(
-        SHA.fullmatch(k) for k in homes)
-
-
 def take(cache: LayerCache, store: Store, node: LayerNode) -> bool:
     """Stand the cache's description of `node` in for it (no blob fetched): its layer record,
     its compressed forms, where they are held, what it was searched for. False when the cache
@@ -119,8 +104,8 @@ def take(cache: LayerCache, store: Store, node: LayerNode) -> bool:
     key = f"{record_key(node)}-sub"
     if not cache.has(key):
         return False
-    record = cache.fetch_entry(key, SUBSTITUTE, store)
-    if record is None or not _valid(record):
+    record = cache.fetch_entry(key, SUBSTITUTE, store)  # signed by a trusted key, of its kind's shape
+    if record is None:
         return False
     blobs = [(str(s), int(n)) for s, n in record["layers"]]
     for kind, made in record["forms"].items():
@@ -144,7 +129,7 @@ def take_outputs(cache: LayerCache, store: Store, comp: ComponentNode) -> bool:
         return True
     record = cache.fetch_entry(f"{comp.key}-sub", OUTPUTS, store) if cache.has(f"{comp.key}-sub") else None
     described = (record or {}).get("record")
-    if not isinstance(described, dict) or not isinstance(described.get("sha256"), str):
+    if not isinstance(described, dict):
         return False
     store.put_record(OUTPUTS, comp.key, described)
     return True
@@ -163,35 +148,60 @@ def substituted(store: Store, node: LayerNode) -> bool:
 
 
 # -- fetching the bytes where they must be read ------------------------------------------------
-def _compressed(store: Store, sha: str) -> Iterator[tuple[str, str, list[str]]]:
-    """(form, compressed digest, repositories holding it) for a stored layer blob."""
+def _compressed(store: Store, sha: str) -> Iterator[tuple[str, str, int, list[str]]]:
+    """(form, compressed digest, its size, repositories holding it) for a stored layer blob."""
     for kind in FORMS:
         made = store.record(kind, sha)
         if made:
             csha = str(made["sha256"])
-            yield kind, csha, blob_homes(store, csha)
+            yield kind, csha, int(made["size"]), blob_homes(store, csha)
 
 
-def _unpacker(kind: str) -> Any:
+class _Counted:
+    """The body of a blob response, read as a file: hashed, and refused past `limit` bytes."""
+
+    def __init__(self, response: requests.Response, limit: int, what: str):
+        self.raw, self.limit, self.what = response.raw, limit, what
+        self.digest, self.count = hashlib.sha256(), 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(size if size >= 0 else 1 << 20, decode_content=True)
+        self.count += len(data)
+        if self.count > self.limit:
+            raise RegistryError(f"{self.what} is longer than the {self.limit} bytes recorded for it")
+        self.digest.update(data)
+        return bytes(data)
+
+    def drain(self) -> None:
+        while self.read(1 << 20):
+            pass
+
+
+def _unpacking(kind: str, packed: _Counted) -> Any:
+    """A reader of what the compressed blob unpacks to, a bounded block at a time."""
     if kind.startswith("zstd"):
-        return zstandard.ZstdDecompressor().decompressobj()
-    return zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip, by zlib or ISA-L
+        return zstandard.ZstdDecompressor().stream_reader(cast(IO[bytes], packed), read_across_frames=True)
+    return gzip.GzipFile(fileobj=cast(IO[bytes], packed), mode="rb")  # gzip, by zlib or ISA-L
+
+
+UNPACK_ERRORS = (RegistryError, ValueError, OSError, EOFError, zlib.error, zstandard.ZstdError)
 
 
 def realize(store: Store, node: LayerNode, client: RegistryClient | None = None) -> None:
     """Fetch the bytes of a substituted layer: its compressed blob from a repository that holds
-    it, unpacked into the store and checked against the diff ID."""
+    it, unpacked into the store and checked against the diff ID (the compressed bytes read no
+    further than their recorded size, the unpacked ones no further than the layer's)."""
     client = client or RegistryClient()
-    for sha, _ in layer_blobs(store, node) or ():
+    for sha, size in layer_blobs(store, node) or ():
         if store.check(sha, node.name):
             continue
         problems = []
-        for kind, csha, repositories in _compressed(store, sha):
+        for kind, csha, csize, repositories in _compressed(store, sha):
             for repository in repositories:
                 try:
-                    _fetch(client, store, parse_image_ref(repository), kind, f"sha256:{csha}", sha)
+                    _fetch(client, store, parse_image_ref(repository), kind, (f"sha256:{csha}", csize), (sha, size))
                     break
-                except (RegistryError, ValueError, zlib.error, zstandard.ZstdError) as exc:
+                except UNPACK_ERRORS as exc:
                     problems.append(f"{repository}: {exc}")
             if store.has(sha):
                 break
@@ -213,17 +223,20 @@ def realize_all(store: Store, nodes: Iterable[LayerNode]) -> None:
             future.result()
 
 
-def _fetch(client: RegistryClient, store: Store, repository: ImageRef, kind: str, digest: str, sha: str) -> None:
-    unpack = _unpacker(kind)
-    packed = hashlib.sha256()
+def _fetch(client: RegistryClient, store: Store, repository: ImageRef, kind: str, packed_blob: tuple[str, int],
+           layer: tuple[str, int]) -> None:
+    (digest, packed_size), (sha, size) = packed_blob, layer
     with client.open_blob(repository, digest) as response, store.ingest(f"layer {sha[:12]}") as sink:
-        for block in response.iter_content(1 << 20):
-            packed.update(block)
-            sink.write(unpack.decompress(block))
-        sink.write(unpack.flush())
-    if f"sha256:{packed.hexdigest()}" != digest or sink.hexdigest() != sha:
-        store.path(sink.hexdigest()).unlink(missing_ok=True)
-        raise RegistryError(f"blob {digest[:19]} does not unpack to layer sha256:{sha[:12]}")
+        packed = _Counted(response, packed_size, f"blob {digest[:19]}")
+        with _unpacking(kind, packed) as unpacked:
+            while block := unpacked.read(1 << 20):
+                if sink.size + len(block) > size:
+                    raise RegistryError(f"blob {digest[:19]} unpacks to more than the {size} bytes of layer "
+                                        f"sha256:{sha[:12]}")
+                sink.write(block)
+        packed.drain()
+        if f"sha256:{packed.digest.hexdigest()}" != digest or sink.size != size or sink.hexdigest() != sha:
+            raise RegistryError(f"blob {digest[:19]} does not unpack to layer sha256:{sha[:12]}")
 
 
 # -- verdicts of the checks that read the bytes ------------------------------------------------
@@ -244,5 +257,5 @@ def verdict(cache: LayerCache, store: Store, key: str) -> dict[str, str] | None:
     if not cache.has(f"{key}-ok"):
         return None
     record = cache.fetch_entry(f"{key}-ok", VERDICT, store)
-    lines = (record or {}).get("lines")
+    lines = (record or {}).get("lines")  # printable lines, no workflow command (cacherecords.verdict)
     return {str(k): str(v) for k, v in lines.items()} if isinstance(lines, dict) else None

@@ -14,6 +14,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ if TYPE_CHECKING:  # requests is loaded only by what downloads (the fast paths w
     from enginebuild.io.http import Http
 
 CHUNK = 1 << 20
+SHA256 = re.compile(r"[0-9a-f]{64}")
+RECORD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")  # a record's kind or key: a file name, never a path
 NET_CHUNK = 64 << 10  # a read from the network returns when this much arrived: progress stays current
 
 
@@ -47,6 +50,19 @@ def sha256_bytes(data: bytes) -> str:
 
 class BadBlob(FetchError):
     """A stored blob no longer matches its digest; it was deleted."""
+
+
+class BadDigest(FetchError):
+    """A digest that is not 64 lower-case hex digits: never used as a path."""
+
+
+def is_sha256(value: object) -> bool:
+    """Whether `value` is a sha256 as the store names blobs (64 lower-case hex digits)."""
+    return isinstance(value, str) and SHA256.fullmatch(value) is not None
+
+
+def _printable(value: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in value[:80])
 
 
 class HashingWriter:
@@ -111,6 +127,11 @@ class Store:
 
     # -- blobs ---------------------------------------------------------------------------
     def path(self, sha256: str) -> Path:
+        """Where the blob named `sha256` lives; anything but 64 hex digits is refused (a name from
+        a record or a registry is never a path)."""
+        if not is_sha256(sha256):
+            raise BadDigest(f"{_printable(str(sha256))!r} is not a sha256 digest; refused",
+                            hint="a record or a registry cache entry names a blob by something other than its digest")
         return self.root / sha256[:2] / sha256
 
     def has(self, sha256: str) -> bool:
@@ -280,6 +301,9 @@ class Store:
 
     # -- records -------------------------------------------------------------------------
     def _record_path(self, kind: str, key: str) -> Path:
+        for part in (kind, key):
+            if not RECORD_NAME.fullmatch(part):
+                raise BadDigest(f"{_printable(part)!r} cannot name a record; refused")
         return self.records / kind / f"{key}.json"
 
     def record(self, kind: str, key: str) -> JsonDoc | None:

@@ -204,12 +204,24 @@ class Pusher:
             self.stats.layers_mounted += len(lent)
         return lent
 
-    def present(self, digests: list[str]) -> set[str]:
-        """Which of these blobs the target has: one HEAD each, asked side by side."""
+    def present(self, digests: list[str]) -> dict[str, int]:
+        """Which of these blobs the target has, with the size it gives each: one HEAD each, asked
+        side by side."""
 
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(digests)))) as pool:
-            answers = list(pool.map(lambda d: self.client.has_blob(self.target, d), digests))
-        return {d for d, has in zip(digests, answers, strict=True) if has}
+            answers = list(pool.map(lambda d: self.client.blob_size(self.target, d), digests))
+        return {d: size for d, size in zip(digests, answers, strict=True) if size is not None}
+
+    def sized(self, held: dict[str, int], known: list[tuple[str, int] | None]) -> None:
+        """A blob the manifest names without sending it has the size recorded for it, or the push
+        stops: a record (a registry cache's description among them) that misstates it would make a
+        manifest no client can pull."""
+        for item in known:
+            if item is not None and held.get(f"sha256:{item[0]}", item[1]) not in (item[1], -1):
+                raise RegistryError(f"{self.target.name}: blob sha256:{item[0][:12]} has "
+                                    f"{held[f'sha256:{item[0]}']} bytes there, the record says {item[1]}; "
+                                    "nothing was pushed",
+                                    hint="build without the registry cache's descriptions (--no-registry-cache)")
 
     def blob(self, digest: str, size: int, opener: Callable[[], IO[bytes]], what: str,
              present: bool | None = None) -> None:
@@ -279,11 +291,14 @@ class Pusher:
         descriptors = self.base_layers(base_ref, platform, base_count) if base_count and base_ref else []
         ours = layers[base_count:]
         known = [recorded(self.store, layer, self.compression) for layer in ours]
-        there = self.present([f"sha256:{k[0]}" for k in known if k is not None])
-        self.stats.layers_existing += len(there)
-        for digest in there:
+        held = self.present([f"sha256:{k[0]}" for k in known if k is not None])
+        self.stats.layers_existing += len(held)
+        for digest in held:
             self.seen(digest)
-        there |= self.mounted([f"sha256:{k[0]}" for k in known if k is not None and f"sha256:{k[0]}" not in there])
+        lent = self.mounted([f"sha256:{k[0]}" for k in known if k is not None and f"sha256:{k[0]}" not in held])
+        held.update(self.present(sorted(lent)))
+        self.sized(held, known)
+        there = set(held)
         done: list[tuple[str, int] | None] = [k if k is not None and f"sha256:{k[0]}" in there else None
                                              for k in known]
         todo = [i for i, d in enumerate(done) if d is None]

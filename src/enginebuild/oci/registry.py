@@ -205,11 +205,17 @@ class RegistryClient:
 
     # -- blobs ---------------------------------------------------------------------------
     def has_blob(self, ref: ImageRef, digest: str) -> bool:
+        return self.blob_size(ref, digest) is not None
+
+    def blob_size(self, ref: ImageRef, digest: str) -> int | None:
+        """The size the registry gives for a blob it holds (-1 when it names none), None when it
+        holds none."""
         response = self.request(ref, "HEAD", self._url(ref, "blobs", digest))
         if response.status_code in (200, 307):
-            return True
+            length = response.headers.get("Content-Length", "")
+            return int(length) if length.isdigit() and response.status_code == 200 else -1
         if response.status_code == 404:
-            return False
+            return None
         raise RegistryError(f"HEAD blob {digest[:19]} in {ref.name}: HTTP {response.status_code}")
 
     def open_blob(self, ref: ImageRef, digest: str) -> requests.Response:

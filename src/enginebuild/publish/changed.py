@@ -1,20 +1,35 @@
 """Which images a registry does not hold yet. Every push carries a content tag,
-`sha-<16 hex>`, a hash of the runtime keys of the platforms pushed: the same inputs give the
-same tag on any machine. An image whose content tag is absent at PREFIX/IMAGE has changed since
-it was last pushed there; CI builds and pushes only those."""
+`sha-<16 hex>`, a hash of what the platforms pushed are made of: their runtime keys (every
+layer) and their configurations (env, labels, entrypoint, user, healthcheck, ... and `created`),
+so the same inputs give the same tag on any machine and a change to either gives another. An
+image whose content tag is absent at PREFIX/IMAGE has changed since it was last pushed there;
+CI builds and pushes only those."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
-from enginebuild.core.keys import sha
+from enginebuild.core.keys import canonical, sha
 from enginebuild.oci.reference import ImageRef, parse_destination
+from enginebuild.plan.model import ImagePlan
+
+TAG_VERSION = 2  # 2: the configuration is hashed too (1 hashed the layers alone)
 
 
-def content_tag(plans: list[Any], compression: str = "gzip") -> str:
-    """The tag naming what these platform plans build (the runtime keys, in platform order); a push
-    of zstd layers (other manifests of the same image) has its own: `…-zstd`."""
-    return "sha-" + sha("".join(p.runtime.tip for p in plans))[:16] + ("" if compression == "gzip" else f"-{compression}")
+def content_tag(plans: list[ImagePlan], compression: str = "gzip") -> str:
+    """The tag naming what these platform plans build (their layers and configurations, in
+    platform order); a push of zstd layers (other manifests of the same image) has its own:
+    `…-zstd`."""
+    made = [{"layers": p.runtime.tip, "config": _settings(p), "created": p.created, "platform": p.platform}
+            for p in plans]
+    digest = sha(canonical({"v": TAG_VERSION, "images": made}))
+    return "sha-" + digest[:16] + ("" if compression == "gzip" else f"-{compression}")
+
+
+def _settings(plan: ImagePlan) -> object:
+    """The image's own settings as its config will carry them (the note for readers of a rendered
+    Dockerfile left out)."""
+    return {k: v for k, v in dataclasses.asdict(plan.config).items() if k != "env_note"}
 
 
 def published(client: Any, repository: str, tag: str) -> str | None:

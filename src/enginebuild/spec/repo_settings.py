@@ -3,6 +3,7 @@
     cache:
       repository: ghcr.io/org/enginebuild-cache   # the registry-backed cache
       push: true                                  # push what is built here (false: read only)
+      trust: [ed25519:BASE64...]                  # keys whose entries are taken (docs/cache.md)
     builders:                                     # the Docker engines components are built on
       - name: spark1
         host: unix:///var/run/docker.sock         # a DOCKER_HOST address (unix://, tcp://, ssh://)
@@ -32,7 +33,11 @@ BUILDER = Record({"name": Str(pattern=NAME, what="a builder name (lower-case let
                  required=("name",), exclusive=(("host", "context"),), need_one_of=("host", "context"),
                  doc="{name, host | context, platforms}")
 SCHEMA = Record({"cache": Record({"repository": Str(pattern=r"[A-Za-z0-9._:/-]+", what="a registry repository"),
-                                  "push": Bool()}, required=("repository",), doc="{repository, push}"),
+                                  "push": Bool(),
+                                  "trust": ListOf(Str(pattern=r"ed25519:[A-Za-z0-9+/]{43}=",
+                                                      what="a cache key: ed25519: and the base64 of 32 bytes"),
+                                                  unique=True, max_items=64)},
+                 doc="{repository, push, trust}"),
                  "builders": ListOf(BUILDER, max_items=64),
                  "tags": ListOf(Str(pattern=r"\S*\{image\}\S*", what="a NAME[:TAG] with {image} in it"),
                                 unique=True, max_items=16)},
@@ -51,6 +56,7 @@ class BuilderEntry:
 class RepoSettings:
     cache_repository: str | None = None
     cache_push: bool = True
+    cache_trust: tuple[str, ...] = ()  # public keys whose cache entries are taken (build/cachetrust.py)
     builders: tuple[BuilderEntry, ...] = ()
     tags: tuple[str, ...] = ()  # local tags every build also gets, `{image}` replaced (as -t)
 
@@ -76,4 +82,5 @@ def load_repo_settings(root: Path) -> RepoSettings:
         if names.count(name) > 1:
             raise UserError(f"{FILE}: builders: the name {name!r} is given twice")
     return RepoSettings(cache_repository=cache.get("repository"), cache_push=cache.get("push", True),
+                        cache_trust=tuple(cache.get("trust") or ()),
                         builders=tuple(builders), tags=tuple(tree.get("tags") or ()))

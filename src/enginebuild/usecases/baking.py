@@ -31,8 +31,10 @@ from enginebuild.build.assemble import layer_blobs
 from enginebuild.build.executor import Executor
 from enginebuild.build.fetch import plan_downloads
 from enginebuild.build.materialize import Materializer
+from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import UserError, command
 from enginebuild.io.files import write_folder
+from enginebuild.io.store import Store
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.plan.quote import dockerfile_string
@@ -76,7 +78,7 @@ class Stages:
 
     def __init__(self, ws: Workspace, plan: ImagePlan, root: Path):
         self.ws, self.plan, self.root = ws, plan, root
-        self.executor = Executor(ws.home)
+        self.executor = Executor(ws.home, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)))
         self.executor.fetcher.all(plan_downloads(plan))
         outputs = {c.key: r.sha256 for c in plan.components if (r := self.executor.output_record(c))}
         self.materializer = Materializer(Context(ws.home, self.executor.http, plan.epoch), plan.image, outputs)

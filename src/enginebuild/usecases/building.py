@@ -111,7 +111,7 @@ def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
     """A component's patch stack is applied on the host before anything is built, so a patch that
     no longer applies stops the build at once, naming patch, file and hunk."""
 
-    executor = Executor(ws.home)
+    executor = Executor(ws.home, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)))
     for comp in plan.components:
         if executor.output_record(comp) is not None:
             continue
@@ -230,8 +230,8 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
         plan = plan_image(spec, ws.lock(spec), platform, options)
         check_stacks_first(ws, plan)
         executor = Executor(ws.home, rebuild=request.rebuild, builder_name=request.buildx_builder,
-                            verbose=request.verbose, cache=cache, jobs=request.jobs,
-                            builders=builders_of(ws, request.builder))
+                            verbose=request.verbose, cache=cache, scanner=Scanner(spec, store=Store(ws.home)),
+                            jobs=request.jobs, builders=builders_of(ws, request.builder))
         executor.components(plan, frozenset(request.component))
         executor.fill_cache()
         outcome = executor.outcome

@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING
 from enginebuild.build import substitutes
 from enginebuild.build.imports import Imports, check_imports
 from enginebuild.build.reproduce import reproduce
+from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import command
 from enginebuild.io.store import Store
 from enginebuild.kernels.image import declared_of, verify_plan
@@ -37,7 +38,8 @@ def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
         spec = ws.spec(name)
         lock = ws.lock(spec)
         for platform in platforms_of(spec, platforms):
-            yield reproduce(ws.home, plan_image(spec, lock, platform, ws.plan_options()), against)
+            yield reproduce(ws.home, plan_image(spec, lock, platform, ws.plan_options()),
+                            Scanner(spec, store=Store(ws.home)), against)
 
 
 def verify_images(ws: Workspace, names: list[str], platforms: list[str],

@@ -25,7 +25,9 @@ from pathlib import Path
 from enginebuild.build.executor import Executor
 from enginebuild.build.fetch import plan_downloads
 from enginebuild.build.materialize import Materializer
+from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import EngineBuildError
+from enginebuild.io.store import Store
 from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.plan.model import ImagePlan
@@ -40,7 +42,7 @@ def write_contexts(ws: Workspace, plan: ImagePlan, folder: Path) -> list[str]:
     """Every build context of `plan` (components, command layers, the runtime's tail) under
     `folder`, each in a folder of its own: what each is, in build order (a line each)."""
 
-    executor = Executor(ws.home)
+    executor = Executor(ws.home, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)))
     executor.fetcher.all(plan_downloads(plan))
     outputs = {c.key: r.sha256 for c in plan.components if (r := executor.output_record(c))}  # checked once
     materializer = Materializer(Context(ws.home, executor.http, plan.epoch), plan.image, outputs)
