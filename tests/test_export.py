@@ -126,3 +126,33 @@ def test_output_through_a_dangling_symlink_is_refused(workspace, tmp_path):
     proc = run_cli(["image", "t", "--output", str(link)], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 2 and f"--output {link}: is a symbolic link" in proc.stderr, proc.stderr
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_output_folders_inside_one_another_are_refused_before_anything_is_built(workspace, tmp_path):
+    """The runtime's folder holds what the image puts there, links included: a component's folder
+    inside it would be written through them."""
+    write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\nfiles:\n  /a.txt: a.txt\n", {"a.txt": "a\n"})
+    root = tmp_path / "rootfs"
+    proc = run_cli(["image", "t", "--output", str(root), "--output", f"e={root}/lib/x"], workspace,
+                   env={"ENGINEBUILD_DOCKER": "/bin/false", "DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 2, proc.stderr
+    assert f"--output {root}/lib/x: is inside --output {root}" in proc.stderr
+    assert not root.exists()
+
+
+def test_a_component_output_named_like_a_whiteout_fails_the_build_and_deletes_nothing(workspace, docker_engine,
+                                                                                       debian_reachable, tmp_path):
+    from helpers.specs import BUSYBOX_BUILDER
+
+    spec = BUSYBOX_BUILDER + ("components:\n  e:\n    source: {path: src}\n    build: {script: build.sh}\n"
+                              "    outputs: {prefix: /out}\ninstall: [e]\n")
+    marker = uuid.uuid4().hex[:12]
+    write_image(workspace, "wh", spec, {"src/a": marker, "build.sh": "#!/bin/sh\nset -e\nmkdir -p /out\n"
+                                        "echo ok > /out/ok\n: > '/out/.wh...'\n"})
+    assert run_cli(["lock", "wh"], workspace).returncode == 0
+    (tmp_path / "users-file").write_text("keep me")
+    proc = run_cli(["image", "wh", "--output", f"e={tmp_path / 'out'}"], workspace)
+    assert proc.returncode == 1, proc.stderr
+    assert "component e: its output /out holds '.wh...': a name starting with .wh. is how a layer deletes" \
+        in proc.stderr, proc.stderr
+    assert (tmp_path / "users-file").read_text() == "keep me" and not (tmp_path / "out").exists()

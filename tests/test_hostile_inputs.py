@@ -137,3 +137,38 @@ def test_a_build_argument_naming_a_variable_is_refused_saying_nothing_expands(ws
     from enginebuild.spec.catalog import Catalog
 
     assert dict(Catalog(ws).load("t").component("e").build.args)["PRICE"] == "$5"  # $$: a dollar, as in env
+
+
+@pytest.mark.parametrize("folder", ["/x,id=/x", "/root/.cache,rw=true", "/a=b"])
+def test_a_cache_folder_that_would_add_mount_options_is_refused(ws, folder):
+    spec = (ws / "images/t/image.yaml").read_text()
+    (ws / "images/t/image.yaml").write_text(spec + f"steps:\n  - name: s\n    run: echo hi\n    cache: ['{folder}']\n")
+    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2, proc.stderr
+    assert re.search(r"images/t/image\.yaml:\d+: steps\[0\]\.cache\[0\]: expected an absolute path of letters, "
+                     r"digits and \._@\+- \(a cache folder", proc.stderr), proc.stderr
+    (ws / "images/t/image.yaml").write_text(spec.replace("build: {script: build.sh}",
+                                                         f"build: {{script: build.sh, cache: ['{folder}']}}"))
+    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2 and "components.e.build.cache[0]: expected an absolute path" in proc.stderr, proc.stderr
+
+
+def test_a_step_file_whose_name_would_add_mount_options_is_refused(ws):
+    (ws / "images/t/x,rw=true").write_text("echo hi\n")
+    spec = (ws / "images/t/image.yaml").read_text()
+    (ws / "images/t/image.yaml").write_text(spec + "steps:\n  - name: s\n    files: ['x,rw=true']\n    run: echo hi\n")
+    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2, proc.stderr
+    assert re.search(r"images/t/image\.yaml:\d+: steps\[0\]\.files: a step's file is mounted at "
+                     r"/opt/enginebuild/step/NAME, and 'x,rw=true' cannot be such a name", proc.stderr), proc.stderr
+
+
+@pytest.mark.parametrize("value", ["/x,id=/y", "a\"b", "x y", "x=y", ""])
+def test_no_mount_option_is_made_of_a_value_that_would_add_one(value):
+    from enginebuild.errors import SpecError
+    from enginebuild.plan.envs import mounts
+
+    with pytest.raises(SpecError, match="cannot be a mount's path"):
+        mounts(cache=(value,))
+    assert mounts(cache=("/root/.cache",), sealed=("HF_TOKEN",)) == \
+        " --mount=type=cache,id=/root/.cache#secrets=HF_TOKEN,target=/root/.cache"

@@ -39,6 +39,11 @@ def parse_outputs(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
             runtime = target
     targets = ([runtime] if runtime else []) + list(components.values())
     for target in targets:
+        inside = next((t for t in targets if t is not target and _within(target, t)), None)
+        if inside is not None:
+            raise UserError(f"--output {target}: is inside --output {inside}, which the build writes (a link the "
+                            "image puts there would lead elsewhere)",
+                            hint="give each output a folder of its own, outside the others")
         if target.is_symlink():
             raise UserError(f"--output {target}: is a symbolic link (to {os.readlink(target)})",
                             hint="name the folder itself: enginebuild writes a new folder, never through a link")
@@ -48,6 +53,11 @@ def parse_outputs(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
             raise UserError(f"--output {target}: exists and is not an empty folder",
                             hint="name a new folder (nothing already there is overwritten)")
     return runtime, components
+
+
+def _within(path: Path, folder: Path) -> bool:
+    inner, outer = os.path.abspath(path), os.path.abspath(folder)
+    return inner != outer and inner.startswith(outer.rstrip("/") + "/")
 
 
 def export_runtime(engine: Engine, image: str, target: Path) -> Path:

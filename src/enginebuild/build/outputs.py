@@ -79,6 +79,10 @@ def export_outputs(engine: Engine, image: str, component: str, outputs: Outputs,
                             name = _rename(outputs, path, clean_name(member.name))
                             if not name:
                                 continue
+                            if name.rsplit("/", 1)[-1].startswith(".wh."):
+                                raise BuildFailed(f"component {component}: its output {path} holds {name!r}: a "
+                                                  "name starting with .wh. is how a layer deletes a file below it",
+                                                  hint="rename the file in the build script")
                             member.name = name
                             if member.islnk():
                                 member.linkname = _rename(outputs, path, clean_name(member.linkname))

@@ -174,7 +174,12 @@ def write_folder(target: Path, fill: Callable[[Path], None]) -> Path:
     stage.mkdir()
     old = temp_path(target.parent, target.name + "-old", "d")
     try:
-        fill(stage)
+        try:
+            fill(stage)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:  # named as the folder being written, whichever write met it
+                raise disk_full(target.parent, exc) from None
+            raise
         if target.exists():
             target.rename(old)
         stage.rename(target)

@@ -58,13 +58,15 @@ class LayerTree:
         return self._parent(name) / base
 
     def _existing(self, name: str) -> Path | None:
-        """`name`'s path when every folder on the way is a real folder already written, else None."""
+        """`name`'s path when every folder on the way is a real folder already written, else None
+        (and None for a name whose last part is no file name: never the folder itself or above)."""
         here = self.root
         for part in name.split("/")[:-1]:
             here = here / part
             if part in ("", ".", "..") or not stat.S_ISDIR(_mode(here)):
                 return None
-        return here / name.rsplit("/", 1)[-1]
+        base = name.rsplit("/", 1)[-1]
+        return None if base in ("", ".", "..") else here / base
 
     @staticmethod
     def _remove(path: Path) -> None:
@@ -79,9 +81,17 @@ class LayerTree:
 
     # -- layers ----------------------------------------------------------------------------------
     def add(self, layer: IO[bytes] | Path) -> None:
-        """One layer (a tar, uncompressed, seekable): its whiteouts, then its entries."""
+        """One layer (a tar, uncompressed, seekable): its whiteouts, then its entries. A sparse
+        entry is refused: what it would write is not bounded by the layer's own bytes (no layer an
+        engine or enginebuild writes holds one)."""
         with (tarfile.open(layer, "r:") if isinstance(layer, Path) else tarfile.open(fileobj=layer, mode="r:")) as tar:
             members = [m for m in tar.getmembers() if clean_name(m.name) not in ("", ".")]
+            sparse = next((m for m in members if m.issparse()), None)
+            if sparse is not None:
+                raise BuildFailed(f"{self.what}: entry {clean_name(sparse.name)!r} is a sparse file of {sparse.size} "
+                                  "bytes; refused, nothing was written",
+                                  hint="a layer (or a build's outputs) that an engine or enginebuild wrote holds no "
+                                       "sparse entry: this one came from elsewhere")
             self._whiteouts(members)
             for member in members:
                 if not member.name.rsplit("/", 1)[-1].startswith(".wh."):
@@ -91,6 +101,10 @@ class LayerTree:
         for member in members:
             name = clean_name(member.name)
             folder, _, base = name.rpartition("/")
+            if base.startswith(".wh.") and base != OPAQUE and base[4:] in ("", ".", ".."):
+                raise BuildFailed(f"{self.what}: entry {name!r} would delete {base[4:]!r}, which names no file "
+                                  "in its folder; nothing was written outside the folder",
+                                  hint="a layer (or a build's outputs) holds a file named like a whiteout of . or ..")
             if base == OPAQUE:
                 found = self._existing(name)
                 if found is not None:

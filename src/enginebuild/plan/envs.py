@@ -55,16 +55,32 @@ def placeholder(inp: AnyInput) -> Any:
     return inp.placeholder()
 
 
+MOUNT_UNSAFE = frozenset(',"\'=\n\r\t \\\x00')  # what would end a --mount field or start another
+
+
+def mount_value(value: str) -> str:
+    """One value of a `--mount=k=v,k=v` option: BuildKit reads the option as comma-separated
+    fields (its last `id=` wins), so a value holding a comma, quote, `=` or blank would add
+    fields of its own; refused (the spec's schema refuses them first, naming file and key)."""
+    bad = sorted(set(value) & MOUNT_UNSAFE)
+    if bad or not value:
+        raise SpecError(None, "", f"{value[:80]!r} cannot be a mount's path: it holds {''.join(bad)!r}",
+                        hint="name cache folders and step files with letters, digits and ._@+-/")
+    return value
+
+
 def mounts(cache: tuple[str, ...] = (), secrets: tuple[str, ...] = (), binds: tuple[tuple[str, str], ...] = (),
            sealed: tuple[str, ...] = ()) -> str:
     """`sealed`: the secrets the image declares. Its cache mounts are its own, apart from those of
     images that declare other secrets or none: a secret one image's step leaves in a cache never
-    reaches an image whose layers are not searched for it."""
-    out = "".join(f" --mount=type=bind,source={src},target={dst}" for src, dst in binds)
-    seal = f"#secrets={'+'.join(sorted(sealed))}" if sealed else ""
-    out += "".join(f" --mount=type=cache,id={d}{seal},target={d}" if seal else f" --mount=type=cache,target={d}"
-                   for d in cache)
-    out += "".join(f" --mount=type=secret,id={s}" for s in secrets)
+    reaches an image whose layers are not searched for it. Every value is a validated part
+    (`mount_value`): no path can add an option."""
+    v = mount_value
+    out = "".join(f" --mount=type=bind,source={v(src)},target={v(dst)}" for src, dst in binds)
+    seal = f"#secrets={'+'.join(v(s) for s in sorted(sealed))}" if sealed else ""
+    out += "".join(f" --mount=type=cache,id={v(d)}{seal},target={v(d)}" if seal else
+                   f" --mount=type=cache,target={v(d)}" for d in cache)
+    out += "".join(f" --mount=type=secret,id={v(s)}" for s in secrets)
     return out
 
 

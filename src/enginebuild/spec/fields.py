@@ -120,6 +120,12 @@ def _source_files(value: str) -> str | None:
 TEXT = Str(test=no_control)
 SCALAR_TEXT = Str(test=no_control, allow_int=True, what="a string (quote it)")
 ABS = Str(test=_abs_path, what="an absolute path")
+
+
+# a folder mounted into a build (a cache): BuildKit reads a mount's options split at ',' and '='
+CACHE_DIR = Str(pattern=r"/(?:[A-Za-z0-9._@+-]+/?)*", test=_abs_path,
+                what="an absolute path of letters, digits and ._@+- (a cache folder: BuildKit's mount options "
+                     "are split at ',' and '=')")
 REL = Str(test=repo_path, what="a path beside the spec (or, with .., elsewhere in the recipe repository)")
 COMMAND = OneOf((Str(test=_command, what="a shell command"), ListOf(Str(test=no_control), max_items=256)),
                 description="a shell command (a string) or an exec-form list")
@@ -163,7 +169,7 @@ STEP = OneOf((
             "files": ListOf(REL, unique=True, max_items=64,
                             description="files beside the spec the step reads, at /opt/enginebuild/step/NAME "
                                         "(read-only, never in the image)"),
-            "secrets": SECRETS, "cache": ListOf(ABS, unique=True)},
+            "secrets": SECRETS, "cache": ListOf(CACHE_DIR, unique=True)},
            required=("run",), doc="{name, run, files, secrets, cache}"),
 ), description="a command run in the image (a string), or {name, run, files, secrets, cache}")
 STEPS = ListOf(STEP, max_items=256)
@@ -271,7 +277,7 @@ def component_schema() -> Record:
         doc="{wheels} | {prefix, to} | {paths} | {editable}",
         description="what the component keeps: a folder of wheels, a prefix copied to `to`, paths, or its "
                     "source tree at a path with an editable install of it (`pip install -e`)")
-    build = Record({"script": REL, "args": ARGS, "cache": ListOf(ABS, unique=True), "secrets": SECRETS},
+    build = Record({"script": REL, "args": ARGS, "cache": ListOf(CACHE_DIR, unique=True), "secrets": SECRETS},
                    required=("script",), doc="{script, args, cache, secrets}")
     release = Record({"name": Str(pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*", what="a project name"),
                       "version": Str(pattern=r"[0-9][A-Za-z0-9.!+_-]*", what="a version such as 0.21.0"),

@@ -325,6 +325,12 @@ class Reader:
                     files.append(m.FileEntry(str(rel).rstrip("/").rsplit("/", 1)[-1], image_mode(real.stat().st_mode),
                                              display, src=real))
                 names = [f.dest for f in files]
+                odd = next((n for n in names if not re.fullmatch(r"[A-Za-z0-9._@+-]+", n)), None)
+                if odd is not None:
+                    raise SpecError(self.where(f"{path}[{i}].files"), f"{path}[{i}].files",
+                                    f"a step's file is mounted at /opt/enginebuild/step/NAME, and {odd!r} cannot be "
+                                    "such a name (BuildKit reads a mount's options split at ',' and '=')",
+                                    hint="name it with letters, digits and ._@+- only")
                 if len(set(names)) != len(names):
                     raise SpecError(self.where(f"{path}[{i}].files"), f"{path}[{i}].files",
                                     "two files of one step have the same name (they share one folder)")
