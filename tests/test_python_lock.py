@@ -194,6 +194,41 @@ def test_a_distribution_the_base_ships_and_no_index_serves_satisfies_what_needs_
         index.stop()
 
 
+@pytest.mark.registry
+def test_a_bases_metadata_naming_a_path_is_left_out_and_never_becomes_a_file(workspace, registry, tmp_path,
+                                                                            pypi_reachable):
+    """A base is another party's: its METADATA's Name and Version are read, never trusted as
+    names (before, `Name: /abs/path` wrote a file there and a Version with `/..` ended in a
+    traceback)."""
+    site = "usr/local/lib/python3.12/dist-packages"
+    target = tmp_path / "planted"
+    push_files_image(registry.host, "enginebuild-test/hostilebase", "1", {
+        f"{site}/evil-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {target}\nVersion: 1.0\n\n".encode(),
+        f"{site}/evil2-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: evil2\nVersion: 1.0/../../x\n\n",
+        f"{site}/six-1.16.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n\n"})
+    base = f"{registry.host}/enginebuild-test/hostilebase:1"
+    write_image(workspace, "t", python_spec("    - six\n", base=base))
+    proc = run_cli(["lock", "t"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert f"names '{target}' '1.0', not a distribution and version: left out" in proc.stderr
+    assert "names 'evil2' '1.0/../../x', not a distribution and version: left out" in proc.stderr
+    assert not list(tmp_path.glob("planted*")) and not (tmp_path / "x").exists()
+    assert packages(workspace)["six"] == {"name": "six", "version": "1.16.0", "origin": "base"}
+
+
+def test_a_lock_that_lists_a_base_distribution_by_a_path_is_refused(tmp_path):
+    from enginebuild.errors import LockError
+    from enginebuild.lock.python import provided_wheel
+
+    for name, version in ((str(tmp_path / "x"), "1.0"), ("ok", "1.0/../../y"), ("../x", "1")):
+        with pytest.raises(LockError, match="not a distribution's name and version"):
+            provided_wheel(tmp_path / "provided", name, version)
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "provided").mkdir()
+    assert provided_wheel(tmp_path / "provided", "torch", "2.10.0a0+a36e1d39eb.nv26.1").name == \
+        "torch-2.10.0a0+a36e1d39eb.nv26.1-py3-none-any.whl"
+
+
 def test_an_override_lifts_a_packages_cap(workspace, tmp_path, pypi_reachable):
     """`python.overrides` replaces every requirement on that name, as uv's --override: a recipe
     that forces a newer release over a package's cap says so in the spec."""

@@ -27,11 +27,12 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from enginebuild.errors import ResolveError, ToolMissing, UserError
+from enginebuild.errors import LockError, ResolveError, ToolMissing, UserError, printable
 from enginebuild.io import proc
 from enginebuild.io.http import Http, HttpFailure
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin
 from enginebuild.lock.wheelfiles import with_shares
+from enginebuild.oci.rootfs import DIST_NAME, dist_version
 from enginebuild.sources.pyindex import DEFAULT_INDEX
 from enginebuild.spec.model import PyRequirement, Python
 from enginebuild.wire import JsonDoc
@@ -143,7 +144,13 @@ def provided_wheel(folder: Path, name: str, version: str) -> Path:
     """A wheel that says only "NAME VERSION is here": what the base has installed, offered to
     the resolver beside the indexes, so a distribution no index serves (NGC's torch
     2.11.0+cu130) satisfies what needs it. It has no requirements: what the base installed
-    with it is there too (and constrained to the base's versions). It is never installed."""
+    with it is there too (and constrained to the base's versions). It is never installed. `name`
+    and `version` come from a base's metadata (through the lock): anything but a distribution's
+    name and a version is refused, never made a file name."""
+    if not DIST_NAME.fullmatch(name) or not dist_version(version):
+        raise LockError(f"the base's Python distributions list {printable(name[:80])!r} "
+                        f"{printable(version[:80])!r}, not a distribution's name and version",
+                        hint="lock again (the base is read anew), or check python_dists in the lockfile")
     dist = canonicalize_name(name).replace("-", "_")
     info = f"{dist}-{version}.dist-info"
     path = folder / f"{dist}-{version}-py3-none-any.whl"

@@ -12,8 +12,10 @@ from collections.abc import Callable
 from typing import IO, cast
 
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
-from enginebuild.errors import RegistryError
+from enginebuild.errors import RegistryError, printable
+from enginebuild.io.progress import output
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.wire import JsonDoc
@@ -54,8 +56,22 @@ def read_files(client: RegistryClient, ref: ImageRef, manifest: JsonDoc, wanted:
 _DIST = re.compile(r"(?:^|/)(?:site|dist)-packages/[^/]+\.(?:dist-info/METADATA|egg-info/PKG-INFO)$")
 
 
+DIST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,198}[A-Za-z0-9])?")  # PEP 508's name, bounded
+
+
+def dist_version(text: str) -> bool:
+    """Whether `text` is a version as PEP 440 writes one (what a resolver and a file name can carry)."""
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return len(text) <= 128
+
+
 def python_dist_folders(files: dict[str, bytes]) -> dict[str, tuple[str, str]]:
-    """name -> (version, the folder of its metadata) of the Python distributions a filesystem holds."""
+    """name -> (version, the folder of its metadata) of the Python distributions a filesystem holds.
+    A base is another party's: metadata whose Name is not a distribution's name or whose Version is
+    not a version is left out, said once, and never becomes a file name."""
 
     out: dict[str, tuple[str, str]] = {}
     for path, data in sorted(files.items()):
@@ -69,7 +85,10 @@ def python_dist_folders(files: dict[str, bytes]) -> dict[str, tuple[str, str]]:
                 name = line[5:].strip()
             elif line.startswith("Version:"):
                 version = line[8:].strip()
-        if name and version:
+        if name and version and (not DIST_NAME.fullmatch(name) or not dist_version(version)):
+            output().say(f"  warning: the base's {path[:200]!r} names {printable(name[:80])!r} "
+                         f"{printable(version[:80])!r}, not a distribution and version: left out")
+        elif name and version:
             out[canonicalize_name(name)] = (version, path.rpartition("/")[0])
     return out
 
