@@ -148,3 +148,73 @@ def test_quoted_paths_are_decoded_as_git_quotes_them_and_non_utf8_names_stay_ref
     with pytest.raises(PatchError) as info:
         parse_patch("vllm/0001-x.patch", (HEADER + DIFF.replace("--- a/pkg/mod.py", '--- "a/pkg/m\\377.py"')).encode())
     assert "a path that is not UTF-8 (quoted or not)" in info.value.message
+
+
+def _base85_lines(data: bytes) -> str:
+    """git's data lines: a length character, then base85 of up to 52 bytes."""
+    from enginebuild.core.gitbinary import _ALPHABET
+
+    out = []
+    for i in range(0, len(data), 52):
+        chunk = data[i:i + 52]
+        padded = chunk + b"\0" * (-len(chunk) % 4)
+        text = bytearray()
+        for j in range(0, len(padded), 4):
+            value = int.from_bytes(padded[j:j + 4], "big")
+            digits = []
+            for _ in range(5):
+                value, digit = divmod(value, 85)
+                digits.append(_ALPHABET[digit])
+            text += bytes(reversed(digits))
+        head = chr(ord("A") + len(chunk) - 1) if len(chunk) <= 26 else chr(ord("a") + len(chunk) - 27)
+        out.append(head + text.decode())
+    return "\n".join(out) + "\n"
+
+
+def binary_patch(kind: str, size: int, payload: bytes) -> str:
+    import zlib
+
+    return HEADER + (f"diff --git a/x.bin b/x.bin\nindex {'1' * 40}..{'2' * 40} 100644\nGIT binary patch\n"
+                     f"{kind} {size}\n" + _base85_lines(zlib.compress(payload, 6)) + "\n")
+
+
+def test_binary_patch_data_inflates_no_further_than_its_stated_size():
+    """A zlib literal that states a small size but inflates to 256 MiB (a patch is another party's
+    text) is refused after inflating one byte more than stated, never in full."""
+    import tracemalloc
+
+    bomb = b"\0" * (256 << 20)
+    text = binary_patch("literal", 100, bomb)
+    assert len(text) < 2 << 20
+    tracemalloc.start()
+    try:
+        message = error(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "inflates to more than the 100 bytes it states" in message
+    assert peak < 64 << 20, f"{peak >> 20} MiB to refuse it"
+    huge = binary_patch("literal", 3 << 30, b"x")
+    assert f"it states {3 << 30} bytes; a binary patch of enginebuild's carries at most" in error(huge)
+
+
+def test_a_delta_makes_no_more_than_it_states_nor_more_than_the_limit():
+    from enginebuild.core.gitbinary import MAX_BYTES, BinaryPatchError, apply_delta
+
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+            n >>= 7
+            if not out[-1] & 0x80:
+                return bytes(out)
+
+    old = b"x" * 0x10000
+    copy_all = bytes([0x80])  # copy 0x10000 bytes from offset 0: one byte each
+    with pytest.raises(BinaryPatchError, match="makes more than the 65536 bytes it states"):
+        apply_delta(old, varint(len(old)) + varint(0x10000) + copy_all * 1000)
+    with pytest.raises(BinaryPatchError, match=f"makes {2 << 30} bytes; .* at most {MAX_BYTES}"):
+        apply_delta(old, varint(len(old)) + varint(2 << 30) + copy_all * 32768)
+    with pytest.raises(BinaryPatchError, match="ends inside a copy instruction"):
+        apply_delta(old, varint(len(old)) + varint(4) + bytes([0x91]))
+    assert apply_delta(old, varint(len(old)) + varint(0x20000) + copy_all * 2) == old * 2

@@ -5,6 +5,9 @@ A file's section holds a forward fragment and, after a blank line, a reverse one
 `literal SIZE` (the new bytes) or `delta SIZE` (instructions against the old bytes), SIZE
 being the inflated size. Git checks the preimage by its blob id before it applies one, and
 the result by the new id (`index OLD..NEW`, full 40-hex ids): `blob_id` is that id.
+
+A patch is another party's text: what a fragment inflates to and what a delta makes are held to
+the sizes they state, and those to MAX_BYTES, before and while the bytes are made.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 
 _ALPHABET = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
 _VALUE = {c: i for i, c in enumerate(_ALPHABET)}
+MAX_BYTES = 64 << 20  # a file a binary patch makes or carries (git itself applies larger ones; no patch stack needs to)
 
 
 class BinaryPatchError(ValueError):
@@ -63,13 +67,19 @@ def decode_base85_line(line: str) -> bytes:
 
 
 def read_fragment(kind: str, size: int, lines: list[str]) -> Fragment:
-    """A fragment from its data lines: decoded, inflated, and held to its stated size."""
+    """A fragment from its data lines: decoded, inflated no further than its stated size (itself
+    at most MAX_BYTES), and held to it."""
+    if size > MAX_BYTES:
+        raise BinaryPatchError(f"it states {size} bytes; a binary patch of enginebuild's carries at most {MAX_BYTES}")
     raw = b"".join(decode_base85_line(line) for line in lines)
+    inflater = zlib.decompressobj()
     try:
-        data = zlib.decompress(raw)
+        data = inflater.decompress(raw, size + 1)
     except zlib.error as exc:
         raise BinaryPatchError(f"its data does not inflate ({exc})") from None
-    if len(data) != size:
+    if len(data) > size or inflater.unconsumed_tail:
+        raise BinaryPatchError(f"its data inflates to more than the {size} bytes it states")
+    if len(data) != size or not inflater.eof:
         raise BinaryPatchError(f"its data inflates to {len(data)} bytes, not the {size} it states")
     return Fragment(kind, data)
 
@@ -93,12 +103,17 @@ def apply_delta(old: bytes, delta: bytes) -> bytes:
     result_size, at = _varint(delta, at)
     if source_size != len(old):
         raise BinaryPatchError(f"the delta is for a file of {source_size} bytes; this one has {len(old)}")
+    if result_size > MAX_BYTES:
+        raise BinaryPatchError(f"the delta makes {result_size} bytes; a binary patch of enginebuild's makes at most "
+                               f"{MAX_BYTES}")
     out = bytearray()
     while at < len(delta):
         op = delta[at]
         at += 1
         if op & 0x80:  # copy: offset and size, each byte present when its bit is set
             offset = size = 0
+            if at + bin(op & 0x7F).count("1") > len(delta):
+                raise BinaryPatchError("a delta ends inside a copy instruction")
             for bit in range(4):
                 if op & (1 << bit):
                     offset |= delta[at] << (8 * bit)
@@ -110,10 +125,14 @@ def apply_delta(old: bytes, delta: bytes) -> bytes:
             size = size or 0x10000
             if offset + size > len(old):
                 raise BinaryPatchError("a delta copies past the end of the file")
+            if len(out) + size > result_size:
+                raise BinaryPatchError(f"the delta makes more than the {result_size} bytes it states")
             out += old[offset:offset + size]
         elif op:  # insert the next `op` bytes
             if at + op > len(delta):
                 raise BinaryPatchError("a delta inserts past its own end")
+            if len(out) + op > result_size:
+                raise BinaryPatchError(f"the delta makes more than the {result_size} bytes it states")
             out += delta[at:at + op]
             at += op
         else:
