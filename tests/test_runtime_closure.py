@@ -221,3 +221,41 @@ def test_a_library_the_python_code_opens_is_loaded_before_what_needs_it_and_cubi
     opened = check(tmp_path, "amd64", files)
     assert opened.ok, opened.lines()
     assert opened.in_process == 1
+
+
+def test_a_library_with_thousands_of_folders_and_names_costs_their_sum_not_their_product(tmp_path: Path,
+                                                                                          monkeypatch) -> None:
+    """A library is another party's file: 4,000 RUNPATH folders and 4,000 NEEDED names (a 1.7 MB
+    library once took 45 s) are judged with folder lookups that grow with the sum of the two (the
+    count is the measure, not the time: the same on any machine)."""
+    arch, folders, names = "amd64", 4000, 4000
+    runpath = ":".join(f"/opt/many/dir{i}" for i in range(folders))
+    needed = tuple(f"libabsent{i}.so" for i in range(names)) + ("libfound.so",)
+    files: dict[str, bytes | str] = {
+        "/opt/many/lib/libwide.so": make_elf(arch, soname="libwide.so", needed=needed, runpath=runpath),
+        f"/opt/many/dir{folders - 1}/libfound.so": make_elf(arch, soname="libfound.so"),
+    }
+    calls = {"real": 0}
+    real = FileTable.real
+
+    def counted(self: FileTable, path: str) -> str | None:
+        calls["real"] += 1
+        return real(self, path)
+
+    monkeypatch.setattr(FileTable, "real", counted)
+    closure = check(tmp_path, arch, files)
+    assert [u.name for u in closure.missing] == list(needed[:-1])  # every absent name, the last one found
+    assert calls["real"] < 4 * (folders + names), calls
+
+
+@pytest.mark.parametrize("cut", ["dynamic", "strings"])
+def test_a_library_whose_dynamic_segment_lies_past_its_end_is_damaged_not_passed(tmp_path: Path, cut: str) -> None:
+    """Before, a PT_DYNAMIC past the end of the file read as "needs nothing": the check passed a
+    library the loader refuses to map."""
+    whole = make_elf("amd64", soname="libcut.so", needed=("libc.so.6", "libgone.so"))
+    dynamic_at = len(whole) - 16 * 5  # two NEEDED, SONAME, STRTAB, STRSZ, NULL: the last 6 entries
+    cut_at = dynamic_at - 16 if cut == "dynamic" else 200
+    closure = check(tmp_path, "amd64", {"/opt/cut/lib/libcut.so": whole[:max(cut_at, 200)]})
+    assert not closure.ok and closure.missing == []
+    assert [u.path for u in closure.damaged] == ["/opt/cut/lib/libcut.so"]
+    assert "DAMAGED /opt/cut/lib/libcut.so: its dynamic segment" in "\n".join(closure.lines())

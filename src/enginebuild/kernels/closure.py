@@ -82,19 +82,21 @@ class Closure:
     driver: list[Unresolved] = field(default_factory=list)
     optional: list[Unresolved] = field(default_factory=list)  # what plugins lack
     skipped: list[Unresolved] = field(default_factory=list)
+    damaged: list[Unresolved] = field(default_factory=list)  # files the loader would refuse to map
     other_platform: list[str] = field(default_factory=list)
     layers: int = 0
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return not self.missing
+        return not self.missing and not self.damaged
 
     def to_json(self) -> JsonDoc:
         return {"image": self.image, "platform": self.platform, "ok": self.ok, "checked": self.checked,
                 "resolved": self.resolved, "in_process": self.in_process, "layers": self.layers, "seconds": round(self.seconds, 2),
                 "missing": [u.to_json() for u in self.missing], "driver": [u.to_json() for u in self.driver],
                 "optional": [u.to_json() for u in self.optional], "skipped": [u.to_json() for u in self.skipped],
+                "damaged": [u.to_json() for u in self.damaged],
                 "other_platform": self.other_platform}
 
     def lines(self) -> list[str]:
@@ -112,6 +114,8 @@ class Closure:
                        f"(first: {self.other_platform[0]})")
         for path, found in _by_binary(self.skipped).items():
             out.append(f"  skipped {path} (lacks {', '.join(u.name for u in found)}): {found[0].note}")
+        for item in self.damaged:
+            out.append(f"  DAMAGED {item.path}: {item.note}")
         for path, found in _by_binary(self.missing).items():
             hints = "; ".join(u.note for u in found if u.note)
             out.append(f"  MISSING {', '.join(u.name for u in found)}, needed by {path}" + (f" ({hints})" if hints else ""))
@@ -146,6 +150,10 @@ def check_closure(image: str, platform: str, table: FileTable, ours: set[str], l
         if not loader.of_platform(linkage):
             if judged:
                 result.other_platform.append(path)
+            continue
+        if linkage.damaged:
+            if judged:
+                result.damaged.append(Unresolved(path, "", entry.layer, linkage.damaged))
             continue
         lacking = graph.search(path, linkage)
         if judged:
@@ -206,8 +214,9 @@ class _Graph:
     def search(self, path: str, linkage: Linkage) -> list[str]:
         """The needed names the object's own search does not find."""
         lacking = []
+        order = self.loader.search_order(path, linkage)
         for name in linkage.needed:
-            hit = self.loader.find(name, path, linkage)
+            hit = self.loader.find(name, path, linkage, order)
             if hit is None:
                 lacking.append(name)
             else:
@@ -225,12 +234,13 @@ class _Graph:
                 entry = self.table.entries[path]
                 if not lacking or entry.linkage is None or entry.linkage.runpath:
                     continue
-                loaders = [(a, self.table.entries.get(a)) for a in self.ancestors(self.table.real(path) or path)]
+                orders = [self.loader.rpath_order(a, loader.linkage.rpath)
+                          for a in self.ancestors(self.table.real(path) or path)
+                          if (loader := self.table.entries.get(a)) is not None and loader.linkage is not None
+                          and loader.linkage.rpath]
                 for name in list(lacking):
-                    for loader_path, loader in loaders:
-                        hit = None
-                        if loader is not None and loader.linkage is not None and loader.linkage.rpath:
-                            hit = self.loader.find_in(name, loader_path, loader.linkage.rpath, entry.linkage)
+                    for order in orders:
+                        hit = self.loader.first(name, order, entry.linkage)
                         if hit is not None:
                             self._add(path, hit.path)
                             lacking.remove(name)

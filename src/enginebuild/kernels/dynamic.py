@@ -19,6 +19,7 @@ DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1,
 MACHINES = {"amd64": 62, "arm64": 183}  # e_machine of each platform's files (EM_X86_64, EM_AARCH64)
 _MAX_HEADERS = 1 << 12
 _MAX_STRINGS = 1 << 24
+_MAX_NAME = 4096  # bytes of one name or path list read from the string table (PATH_MAX)
 
 
 @dataclass(frozen=True)
@@ -32,20 +33,22 @@ class Linkage:
     needed: tuple[str, ...] = ()
     rpath: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
+    damaged: str = ""  # why the loader would refuse the file (a dynamic segment outside it, ...)
 
     def to_json(self) -> JsonDoc:
         return {"m": self.machine, "w": self.wide, "i": self.interp, "s": self.soname, "n": list(self.needed),
-                "rp": list(self.rpath), "ru": list(self.runpath)}
+                "rp": list(self.rpath), "ru": list(self.runpath), **({"d": self.damaged} if self.damaged else {})}
 
     @staticmethod
     def from_json(doc: JsonDoc) -> Linkage:
         return Linkage(int(doc["m"]), bool(doc["w"]), str(doc["i"]), str(doc["s"]), tuple(doc["n"]),
-                       tuple(doc["rp"]), tuple(doc["ru"]))
+                       tuple(doc["rp"]), tuple(doc["ru"]), str(doc.get("d", "")))
 
 
 def read_linkage(handle: IO[bytes]) -> Linkage | None:
     """The linkage of an executable or shared object (seekable); None for anything else (not ELF,
     a relocatable object, a core file, malformed headers)."""
+    size = handle.seek(0, 2)
     handle.seek(0)
     head = handle.read(64)
     if len(head) < 52 or not is_elf(head) or head[4] not in (1, 2) or head[5] not in (1, 2):
@@ -84,24 +87,40 @@ def read_linkage(handle: IO[bytes]) -> Linkage | None:
     base = Linkage(machine, wide, interp)
     if dynamic is None:
         return base  # statically linked: needs nothing
+    if dynamic[0] + dynamic[1] > size:
+        return Linkage(machine, wide, interp, damaged=f"its dynamic segment ({dynamic[1]} bytes at {dynamic[0]}) "
+                                                      f"lies past the end of the file ({size} bytes)")
     entries = _entries(handle, dynamic, wide, order)
     strtab = next((v for t, v in entries if t == DT_STRTAB), None)
     strsz = next((v for t, v in entries if t == DT_STRSZ), 0)
     offset = next((o + strtab - a for a, o, n in loads if strtab is not None and a <= strtab < a + n), None)
-    if offset is None or strsz > _MAX_STRINGS:
-        return base
+    if offset is None or strsz > _MAX_STRINGS or offset + strsz > size:
+        needs = any(t in (DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH) for t, _ in entries)
+        return Linkage(machine, wide, interp, damaged="its string table lies outside the file" if needs else "")
     handle.seek(offset)
     strings = handle.read(strsz)
 
-    def text(at: int) -> str:
-        end = strings.find(b"\0", at)
-        return strings[at:end if end >= 0 else len(strings)].decode("utf-8", "replace") if at < len(strings) else ""
+    read: dict[int, str] = {}
 
-    def paths(tag: int) -> tuple[str, ...]:
-        return tuple(p for t, v in entries if t == tag for p in text(v).split(":") if p)
+    def text(at: int, limit: int = len(strings)) -> str:
+        """The string at `at`, read no further than `limit` bytes, each offset once."""
+        if at not in read:
+            end = strings.find(b"\0", at, at + limit)
+            read[at] = strings[at:end if end >= 0 else min(len(strings), at + limit)].decode(
+                "utf-8", "replace") if at < len(strings) else ""
+        return read[at]
 
-    return Linkage(machine, wide, interp, next((text(v) for t, v in entries if t == DT_SONAME), ""),
-                   tuple(text(v) for t, v in entries if t == DT_NEEDED), paths(DT_RPATH), paths(DT_RUNPATH))
+    def last(tag: int) -> str:
+        """glibc keeps the last entry of a tag that has one slot (SONAME, RPATH, RUNPATH)."""
+        return next((text(v) for t, v in reversed(entries) if t == tag), "")
+
+    def paths(tag: int) -> tuple[str, ...]:  # each folder once, in order: the loader's search is the same
+        return tuple(dict.fromkeys(p for p in last(tag).split(":") if p))
+
+    # a needed name is a file name (at most _MAX_NAME bytes read), each once: many entries naming one
+    # long string cost its length once
+    needed = tuple(dict.fromkeys(text(v, _MAX_NAME) for t, v in entries if t == DT_NEEDED))
+    return Linkage(machine, wide, interp, last(DT_SONAME), needed, paths(DT_RPATH), paths(DT_RUNPATH))
 
 
 def _entries(handle: IO[bytes], dynamic: tuple[int, int], wide: bool, order: str) -> list[tuple[int, int]]:

@@ -24,7 +24,7 @@ from enginebuild.wire import JsonDoc
 if TYPE_CHECKING:
     from enginebuild.io.store import Store
 
-TABLE_RECORD = "file-table-v2"
+TABLE_RECORD = "file-table-v3"  # v3: a damaged dynamic segment is recorded
 KEPT_TEXT = ("/etc/ld.so.conf", "/etc/ld.so.conf.d/*")  # read by the loader model: their text is kept
 _MAX_HOPS = 40
 

@@ -8,6 +8,11 @@ default folders (the platform's multiarch folders, /lib, /usr/lib). `$ORIGIN` is
 of the object, by the path it was found at and by its real path; `$LIB` and `$PLATFORM` are
 the platform's. A candidate counts only if it is an ELF file of the same machine and class
 (the loader passes over others).
+
+An object's search order is made once (`search_order`: each folder by its real path, its first
+place), and a name is looked up among the folders that hold a file of that name, not folder by
+folder: the cost is the object's folders plus its names, never their product (a library with
+thousands of RUNPATH folders and NEEDED names is judged as fast as it is read).
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import posixpath
 from dataclasses import dataclass
 
 from enginebuild.kernels.dynamic import MACHINES, Linkage
+
+Order = dict[str, int]  # a search's folders (real paths) -> their first place in it
 from enginebuild.kernels.filetable import FileTable
 
 TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
@@ -38,6 +45,8 @@ class Loader:
         self.conf = tuple(self._conf("/etc/ld.so.conf", set()))
         self.defaults = (f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib") + \
             (("/lib64", "/usr/lib64") if self.arch == "amd64" else ())
+        self._holders: dict[str, list[str]] | None = None
+        self._real: dict[str, str | None] = {}
 
     def _conf(self, path: str, seen: set[str]) -> list[str]:
         found = self.table.file(path)
@@ -62,24 +71,49 @@ class Loader:
     def of_platform(self, linkage: Linkage) -> bool:
         return self.fits(linkage, True)  # both platforms are 64-bit
 
-    def find(self, name: str, path: str, linkage: Linkage) -> Found | None:
-        """The library the loader takes for DT_NEEDED `name` of the object at `path`."""
+    def search_order(self, path: str, linkage: Linkage) -> Order:
+        """Where the object at `path` has a needed name searched, in the loader's order."""
+        return self.order((() if linkage.runpath else self._expand(linkage.rpath, path)) + self.library_path
+                          + self._expand(linkage.runpath, path) + self.conf + self.defaults)
+
+    def rpath_order(self, origin: str, folders: tuple[str, ...]) -> Order:
+        """Another object's DT_RPATH folders (`origin`: that object's path), as a search order."""
+        return self.order(self._expand(folders, origin))
+
+    def order(self, folders: tuple[str, ...]) -> Order:
+        out: Order = {}
+        for place, folder in enumerate(folders):
+            if folder not in self._real:
+                self._real[folder] = self.table.real(folder)
+            real = self._real[folder]
+            if real is not None and real not in out:
+                out[real] = place
+        return out
+
+    def find(self, name: str, path: str, linkage: Linkage, order: Order | None = None) -> Found | None:
+        """The library the loader takes for DT_NEEDED `name` of the object at `path` (`order`: its
+        `search_order`, when the caller has it)."""
         if "/" in name:
             return self._candidate(name if name.startswith("/") else "/" + name, name, linkage)
-        folders = (() if linkage.runpath else self._expand(linkage.rpath, path)) + self.library_path + \
-            self._expand(linkage.runpath, path) + self.conf + self.defaults
-        return self._first(name, folders, linkage)
+        return self.first(name, order if order is not None else self.search_order(path, linkage), linkage)
 
-    def find_in(self, name: str, origin: str, folders: tuple[str, ...], linkage: Linkage) -> Found | None:
-        """`name` in another object's DT_RPATH folders (`origin`: that object's path)."""
-        return self._first(name, self._expand(folders, origin), linkage)
-
-    def _first(self, name: str, folders: tuple[str, ...], linkage: Linkage) -> Found | None:
-        for folder in dict.fromkeys(folders):
+    def first(self, name: str, order: Order, linkage: Linkage) -> Found | None:
+        """`name` in the first folder of `order` that holds a library of it the loader takes."""
+        places = sorted((order[folder], folder) for folder in self.holders().get(name, ()) if folder in order)
+        for _, folder in places:
             found = self._candidate(f"{folder}/{name}", name, linkage)
             if found is not None:
                 return found
         return None
+
+    def holders(self) -> dict[str, list[str]]:
+        """File name -> the folders (as the table has them: real paths) that hold an entry of it."""
+        if self._holders is None:
+            self._holders = {}
+            for path in self.table.entries:
+                folder, _, base = path.rpartition("/")
+                self._holders.setdefault(base, []).append(folder or "/")
+        return self._holders
 
     def interpreter(self, linkage: Linkage) -> Found | None:
         return self._candidate(linkage.interp, linkage.interp, linkage)
