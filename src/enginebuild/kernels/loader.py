@@ -21,9 +21,9 @@ import posixpath
 from dataclasses import dataclass
 
 from enginebuild.kernels.dynamic import MACHINES, Linkage
+from enginebuild.kernels.filetable import FileTable
 
 Order = dict[str, int]  # a search's folders (real paths) -> their first place in it
-from enginebuild.kernels.filetable import FileTable
 
 TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
 CPUS = {"amd64": "x86_64", "arm64": "aarch64"}

@@ -8,6 +8,7 @@ CI builds and pushes only those."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from enginebuild.core.keys import canonical, sha
 from enginebuild.oci.reference import ImageRef, parse_destination
