@@ -1,7 +1,9 @@
 """Resolvers against the real services: PyPI's simple API, Debian's archive, git repositories."""
 
+import json
 import subprocess
 import tarfile
+import time
 
 import pytest
 
@@ -201,6 +203,50 @@ def test_submodules_are_pinned_by_the_commit_the_superproject_records(upstream, 
         assert any(n.startswith(".git/refs/tags/v2.0") or n == ".git/packed-refs" for n in names)
 
 
+
+
+def test_a_repository_from_elsewhere_may_not_name_a_local_submodule(upstream, tmp_path, workspace):
+    """A pinned repository served by a git server whose .gitmodules names a repository of this
+    machine (file://, or a plain path) is refused at lock: before, git ran with
+    protocol.file.allow=always and the local repository was fetched and built into the image."""
+    from helpers.registry import free_port
+
+    private = tmp_path / "private"
+    private.mkdir()
+    git(private, "init", "-q", "-b", "main")
+    (private / "secret.txt").write_text("this machine's own\n")
+    git(private, "add", ".")
+    git(private, "commit", "-qm", "private")
+    top = upstream["path"]
+    for name, url in (("a", f"file://{private}"), ("b", str(private))):
+        git(top, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "--name", name, url, f"third_party/{name}")
+        git(top, "commit", "-qm", f"submodule {name}")
+        git(top, "tag", f"v3.{name}")
+    served = tmp_path / "served"
+    served.mkdir()
+    subprocess.run(["git", "clone", "-q", "--bare", str(top), str(served / "top.git")], check=True, capture_output=True)
+    git(served / "top.git", "config", "uploadpack.allowFilter", "true")
+    port = free_port()
+    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={served}",
+                               "--listen=127.0.0.1", f"--port={port}", str(served)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if subprocess.run(["git", "ls-remote", f"git://127.0.0.1:{port}/top.git"], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        for tag, shown in (("v3.a", f"file://{private}"), ("v3.b", str(private))):
+            write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\n" + COMPONENT.format(
+                source=f"{{git: {{url: \"git://127.0.0.1:{port}/top.git\", ref: {tag}, submodules: true}}}}"), BUILD)
+            proc = run_cli(["lock", "t"], workspace)
+            assert proc.returncode == 1, proc.stderr
+            assert f"names '{shown}', a repository on this machine: a repository from elsewhere may not reach into " \
+                   "this machine's files" in proc.stderr, proc.stderr
+            entry = json.loads((workspace / "lockfiles/t.lock").read_text())["inputs"]["components.e.source"]
+            assert entry["resolved"] is None and "a repository on this machine" in entry["unresolved"]
+    finally:
+        daemon.terminate()
+        daemon.wait(10)
 
 
 def test_a_metadata_checkout_is_clean_to_git_status_and_describe(upstream, tmp_path, workspace, eb_home):

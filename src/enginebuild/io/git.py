@@ -22,8 +22,11 @@ _GIT_ENV = {
     "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh",
     "GIT_CONFIG_NOSYSTEM": "1",
     "GIT_CONFIG_COUNT": "1",
+    # git's own default since 2.38.1: file:// only when a command asks for it directly (enginebuild
+    # fetches every URL itself, a submodule's too, after sources/git.py has judged it), never when
+    # git follows one a repository names
     "GIT_CONFIG_KEY_0": "protocol.file.allow",
-    "GIT_CONFIG_VALUE_0": "always",
+    "GIT_CONFIG_VALUE_0": "user",
 }
 
 

@@ -41,6 +41,11 @@ def _git_url(value: str) -> str | None:
     return None
 
 
+def _local(url: str) -> bool:
+    """A URL git reads from this machine's files."""
+    return url.startswith("file:") or url.startswith("/") or not re.match(r"[A-Za-z][A-Za-z0-9+.-]*://|[^/]+@[^/]+:", url)
+
+
 def _git_ref(value: str) -> str | None:
     if (value.startswith("-") or ".." in value or value.endswith(".lock") or value.endswith("/")
             or not re.fullmatch(r"[A-Za-z0-9._/+-]{1,200}", value)):
@@ -105,6 +110,10 @@ def _submodules(home: Path, url: str, commit: str, depth: int = 0) -> tuple[Subm
             sub_url = urljoin(url.rstrip("/") + "/", sub_url)
         if _git_url(sub_url):
             raise ResolveError(f"{url} at {commit[:12]}: submodule {path} has an unusable URL {sub_url!r}")
+        if _local(sub_url) and not _local(url):
+            raise ResolveError(f"{url} at {commit[:12]}: submodule {path} names {sub_url!r}, a repository on this "
+                               "machine: a repository from elsewhere may not reach into this machine's files",
+                               hint="only a repository on this machine (file://) may have local submodules")
         out.append(Submodule(path, sub_url, links[path]))
         if depth + 1 < MAX_SUBMODULE_DEPTH:
             out += [Submodule(f"{path}/{s.path}", s.url, s.commit) for s in _submodules(home, sub_url, links[path],
