@@ -222,6 +222,7 @@ def test_a_repository_from_elsewhere_may_not_name_a_local_submodule(upstream, tm
         git(top, "-c", "protocol.file.allow=always", "submodule", "add", "-q", "--name", name, url, f"third_party/{name}")
         git(top, "commit", "-qm", f"submodule {name}")
         git(top, "tag", f"v3.{name}")
+        git(top, "rm", "-q", f"third_party/{name}")  # the next tag has the next submodule alone
     served = tmp_path / "served"
     served.mkdir()
     subprocess.run(["git", "clone", "-q", "--bare", str(top), str(served / "top.git")], check=True, capture_output=True)
