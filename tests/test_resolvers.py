@@ -236,13 +236,14 @@ def test_a_repository_from_elsewhere_may_not_name_a_local_submodule(upstream, tm
             if subprocess.run(["git", "ls-remote", f"git://127.0.0.1:{port}/top.git"], capture_output=True).returncode == 0:
                 break
             time.sleep(0.1)
-        for tag, shown in (("v3.a", f"file://{private}"), ("v3.b", str(private))):
+        for tag, said in (("v3.a", f"names 'file://{private}', a repository on this machine: a repository from "
+                                   "elsewhere may not reach into this machine's files"),
+                          ("v3.b", f"has an unusable URL '{private}'")):
             write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\n" + COMPONENT.format(
                 source=f"{{git: {{url: \"git://127.0.0.1:{port}/top.git\", ref: {tag}, submodules: true}}}}"), BUILD)
             proc = run_cli(["lock", "t"], workspace)
             assert proc.returncode == 1, proc.stderr
-            assert f"names '{shown}', a repository on this machine: a repository from elsewhere may not reach into " \
-                   "this machine's files" in proc.stderr, proc.stderr
+            assert said in proc.stderr, proc.stderr
             entry = json.loads((workspace / "lockfiles/t.lock").read_text())["inputs"]["components.e.source"]
             assert entry["resolved"] is None and "a repository on this machine" in entry["unresolved"]
     finally:
