@@ -58,6 +58,19 @@ def test_an_editable_tree_outside_a_folder_of_its_own_is_refused(ws, folder):
     assert f"{folder} is" in proc.stderr
 
 
+@pytest.mark.parametrize("folder,pattern", [("/root/.cache/pkg", "/root/.cache/*"), ("/root/.cache/a/b", "/root/.cache/*")])
+def test_an_editable_tree_where_layer_clean_up_drops_files_is_refused(ws, folder, pattern):
+    """Before, `editable: /root/.cache/pkg` was accepted, its files dropped by the clean-up of the
+    component's outputs, and the build ended with exit 0 and a ModuleNotFoundError later."""
+    spec = COMPONENT.replace("outputs: {paths: [/x]}", f"outputs: {{editable: {folder}}}").replace(
+        "install: [e]", "python:\n  version: '3.11'\n  requirements: [{requirement: e, component: e}]")
+    write_image(ws, "t", spec)
+    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2, proc.stderr
+    assert re.search(r"images/t/image\.yaml:\d+: components\.e\.outputs\.editable: ", proc.stderr), proc.stderr
+    assert f"{folder} lies where layer clean-up drops what a build leaves ({pattern})" in proc.stderr, proc.stderr
+
+
 @pytest.mark.network
 def test_the_only_builder_unreachable_is_named(ws):
     proc = run_cli(["image", "t", "--builder", "far=tcp://127.0.0.1:9"], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})

@@ -9,31 +9,17 @@ kept as they are: they mean something.
 
 from __future__ import annotations
 
-import fnmatch
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from enginebuild.io.tars import TarWriter, clean_name
-
-DROP = (
-    "tmp/*", "var/tmp/*", "run/*", "var/log/*", "var/cache/apt/*", "var/lib/apt/lists/*", "root/.cache/*",
-    "var/cache/debconf/*-old", "var/lib/dpkg/*-old", "var/cache/ldconfig/aux-cache", "*/__pycache__/*.pyc",
-    "*/__pycache__", "var/cache/man/*", "etc/machine-id",
-)
-_KEEP_DIRS = {"tmp", "var/tmp", "run", "var/log"}
+from enginebuild.io.tars import KEEP_DIRS, TarWriter, clean_name, dropped
 
 
 @dataclass
 class Normalized:
     entries: int
     dropped: list[str]
-
-
-def dropped(name: str) -> bool:
-    if name.rsplit("/", 1)[-1].startswith(".wh."):
-        return False
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in DROP)
 
 
 def normalize_layer(source: Path, writer: TarWriter) -> Normalized:
@@ -45,7 +31,7 @@ def normalize_layer(source: Path, writer: TarWriter) -> Normalized:
             name = clean_name(member.name)
             if not name:
                 continue
-            if dropped(name) and name not in _KEEP_DIRS:
+            if dropped(name) and name not in KEEP_DIRS:
                 gone.append(name)
                 left[name] = member
                 continue

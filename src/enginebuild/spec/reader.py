@@ -16,6 +16,7 @@ from enginebuild.core.yamlload import YList, YMap
 from enginebuild.errors import SpecError, Where
 from enginebuild.io.files import image_mode
 from enginebuild.io.recipefiles import open_recipe_file, read_recipe_file
+from enginebuild.io.tars import dropped_by
 from enginebuild.sources import Source, kind
 from enginebuild.sources.base import Place
 from enginebuild.sources.pyindex import DEFAULT_INDEX
@@ -657,5 +658,9 @@ def editable_problem(folder: str) -> str | None:
     if not any(clean.startswith(root + "/") for root in EDITABLE_ROOTS):
         return (f"{folder} is not a folder of its own under {', '.join(EDITABLE_ROOTS)} (the tree replaces the "
                 "folder's contents; /, /tmp and system folders are never one)")
+    pattern = dropped_by(clean.lstrip("/") + "/pkg/module.py")  # what a tree there holds: is it dropped?
+    if pattern is not None:
+        return f"{folder} lies where layer clean-up drops what a build leaves (/{pattern}): the tree would not reach " \
+               "the image"
     return None
 
