@@ -25,7 +25,7 @@ from enginebuild.build.assemble import SCRATCH, Assembler, layer_blobs, put_laye
 from enginebuild.build.buildkit import Builder, run_build
 from enginebuild.build.cache import LayerCache
 from enginebuild.build.compilercache import CompilerCaches
-from enginebuild.build.fetch import Fetcher, Prefetch, component_downloads, git_wheels, layer_downloads
+from enginebuild.build.fetch import STOP_WAIT_S, Fetcher, Prefetch, component_downloads, git_wheels, layer_downloads
 from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
 from enginebuild.build.materialize import Materializer
 from enginebuild.build.outputs import OutputRecord, export_outputs, release_outputs
@@ -220,6 +220,11 @@ class Executor:
             if loader:
                 loader.finish()
                 self.outcome.preloaded = loader.upto
+        except BaseException:
+            # a failure, Ctrl-C or SIGTERM: the writers still at work stop at their next file and remove
+            # what they staged (wheels unpacked in memory, partial blobs) before the process leaves
+            writers.cancel(wait_s=STOP_WAIT_S)
+            raise
         finally:
             writers.cancel()
             if loader:

@@ -5,7 +5,10 @@ build stops (an error, Ctrl-C, SIGTERM) the caller calls `cancel(wait_s)`: tasks
 never start, and those in progress get `wait_s` seconds to end (a download stops at its next
 block and removes its partial file); the process then exits without waiting further (a
 temporary file left behind carries this process's id and is swept at the next start, as a
-killed run's are)."""
+killed run's are). A task that writes many files (a wheel unpacked into memory, a layer's tar)
+calls `stop_if_cancelled()` between them: once its pool is cancelled it raises `Cancelled`, and
+the task's own clean-up runs while the caller waits, instead of the process leaving with the
+task half-way."""
 
 from __future__ import annotations
 
@@ -21,6 +24,18 @@ from enginebuild.io import faults
 T = TypeVar("T")
 
 SLICE_S = 0.25  # how long the main thread waits on a worker before it looks at its signals again
+_running = threading.local()  # the pool whose task this thread runs (none on the main thread)
+
+
+class Cancelled(Exception):
+    """The pool this task runs in was cancelled: the task stops where it is, cleaning up."""
+
+
+def stop_if_cancelled() -> None:
+    """Raise `Cancelled` in a task whose pool was cancelled (nothing elsewhere)."""
+    pool = getattr(_running, "pool", None)
+    if pool is not None and pool.cancelled.is_set():
+        raise Cancelled(f"{pool.name}: the run was cancelled")
 
 
 def settled(future: Future[T]) -> T:
@@ -68,6 +83,7 @@ class Background:
         return future
 
     def _work(self) -> None:
+        _running.pool = self
         while True:
             with self.lock:
                 if not self.queue or self.cancelled.is_set():

@@ -21,6 +21,7 @@ from typing import IO, Any, cast
 
 from enginebuild.errors import EngineBuildError
 from enginebuild.io import faults
+from enginebuild.io.background import stop_if_cancelled
 from enginebuild.io.files import image_mode
 
 FORMAT = tarfile.PAX_FORMAT
@@ -200,6 +201,7 @@ def write_folder(writer: TarWriter, folder: Path, prefix: str = "", entries: Ite
     """A folder under `prefix/` (no entry for the prefix itself unless given as a folder)."""
     base = clean_name(prefix)
     for entry in entries if entries is not None else walk_folder(folder):
+        stop_if_cancelled()  # a cancelled run's writer stops here, its temporaries removed on the way out
         name = f"{base}/{entry.rel}" if base else entry.rel
         if entry.kind == "dir":
             writer.add_dir(name)

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from email.parser import HeaderParser
 from pathlib import Path
+from typing import Any
 
 from installer import install
 from installer.destinations import SchemeDictionaryDestination
@@ -27,6 +28,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion
 
 from enginebuild.errors import BuildFailed
+from enginebuild.io import faults
+from enginebuild.io.background import Cancelled, stop_if_cancelled
 from enginebuild.io.files import MEMORY_TMP, temp_path
 from enginebuild.io.tars import FolderEntry, TarWriter, walk_folder, write_folder
 from enginebuild.io.unpack import Budget
@@ -87,12 +90,13 @@ def staged(wheel: Path, filename: str, site_packages: str, interpreter: str,
         named.parent.mkdir()
         named.symlink_to(wheel)
         paths = {k: str(stage / v.lstrip("/")) for k, v in scheme(site_packages).items()}
-        destination = SchemeDictionaryDestination(paths, interpreter=interpreter, script_kind="posix",
-                                                  bytecode_optimization_levels=())
+        destination = _Stoppable(paths, interpreter=interpreter, script_kind="posix", bytecode_optimization_levels=())
         try:
             with WheelFile.open(named) as source, warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # "Skip installing ...__pycache__": as pip does
                 install(source, destination, additional_metadata=_metadata(editable))
+        except Cancelled:
+            raise
         except Exception as exc:  # installer raises plain exceptions for bad wheels
             raise BuildFailed(f"cannot install {filename}: {exc}") from None
         yield list(walk_folder(stage))
@@ -101,6 +105,16 @@ def staged(wheel: Path, filename: str, site_packages: str, interpreter: str,
         shutil.rmtree(named.parent, ignore_errors=True)
         if in_memory:
             MEMORY.give(unpacked)
+
+
+class _Stoppable(SchemeDictionaryDestination):
+    """Unpacks as installer does, and stops before the next file once the run is cancelled (the
+    stage is then removed by `staged` before the process leaves)."""
+
+    def write_file(self, scheme: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+        stop_if_cancelled()
+        faults.reached("installer.file", str(path))
+        return super().write_file(scheme, path, *args, **kwargs)
 
 
 def _metadata(editable: str) -> dict[str, bytes]:
