@@ -259,6 +259,14 @@ def test_a_builder_over_tcp_with_tls_from_a_docker_context(workspace, engines, t
         ca_only = run_cli(["image", "two", "--builder", f"near={engines[0].host}", "--builder", "ca-only"],
                           workspace, env=env)
         assert ca_only.returncode == 0 and "builder ca-only (context ca-only" in ca_only.stderr, ca_only.stderr
-        assert "unreachable" in ca_only.stderr
+        assert "unreachable (cannot reach the Docker engine at tcp://127.0.0.1:" in ca_only.stderr
+        assert ": TLS: " in ca_only.stderr, ca_only.stderr  # said as TLS, not as an engine that does not answer
+        # a client whose CA is another: the engine's certificate is not verified, and that is what is said
+        _, stranger = tls_files(tmp_path / "other-tls")
+        other_env = {**tls_env, "DOCKER_CERT_PATH": str(stranger)}
+        doctor = run_cli(["doctor", "--json", "--builder", f"viaenv=tcp://127.0.0.1:{port}"], workspace, env=other_env)
+        check = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "builder viaenv")
+        assert check["status"] == "FAIL" and ": TLS: " in check["detail"] and "CERTIFICATE_VERIFY_FAILED" in \
+            check["detail"], check
     finally:
         secured.stop()

@@ -98,8 +98,9 @@ def builders(specs: list[Any], targets: set[str]) -> list[Check]:
     for spec in specs:
         name = f"builder {spec.name}"
         eng = Engine(spec.endpoint, timeout=15)
-        if not eng.ping():
-            out.append(Check(name, "FAIL", f"nothing answers at {spec.endpoint.describe()}",
+        why = eng.unreachable()
+        if why is not None:
+            out.append(Check(name, "FAIL", f"nothing answers at {spec.endpoint.describe()} ({why})",
                              "start its engine; check `docker -H ADDRESS version` (ssh: keys, and docker on the "
                              "other machine); a build skips it and says so"))
             continue

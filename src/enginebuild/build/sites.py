@@ -135,8 +135,9 @@ def connect(specs: list[BuilderSpec], store: Store, *, local: Site, fresh: bool 
             continue
         engine = Engine(spec.endpoint)
         try:
-            if not Engine(spec.endpoint, timeout=15).ping():
-                raise EngineBuildError("it does not answer /_ping")
+            why = Engine(spec.endpoint, timeout=15).unreachable()
+            if why is not None:
+                raise EngineBuildError(why)
             platforms = spec.platforms or native_platforms(engine)
             sites.append(Site(spec, engine, platforms, store, fresh=fresh))
         except EngineBuildError as exc:

@@ -13,6 +13,7 @@ import base64
 import contextlib
 import http.client
 import json
+import ssl
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 from urllib.parse import quote, urlencode
@@ -47,6 +48,10 @@ class Engine:
             raise EngineUnavailable(exc.message) from None
 
     def _unavailable(self, exc: BaseException) -> EngineUnavailable:
+        if isinstance(exc, ssl.SSLError):  # TLS refused: said as such, not as an engine that is down
+            return EngineUnavailable(f"cannot reach the Docker engine at {self.host}: TLS: {exc}",
+                                     hint="check DOCKER_CERT_PATH's ca.pem, cert.pem and key.pem against the "
+                                          "engine's (`docker --tlsverify -H ADDRESS version` tells)")
         return EngineUnavailable(f"cannot reach the Docker engine at {self.host}: {exc}",
                                  hint="start dockerd (see README: set-up) or set DOCKER_HOST")
 
@@ -84,11 +89,16 @@ class Engine:
 
     # -- images ----------------------------------------------------------------------------
     def ping(self) -> bool:
+        return self.unreachable() is None
+
+    def unreachable(self) -> str | None:
+        """Why the engine does not answer `/_ping` (its connection's own words: refused, a TLS
+        certificate not verified, a client certificate missing), or None when it answers."""
         try:
             with self.open("GET", "/_ping", timeout=5) as response:
-                return response.status == 200
-        except EngineBuildError:
-            return False
+                return None if response.status == 200 else f"/_ping answered HTTP {response.status}"
+        except EngineBuildError as exc:
+            return exc.message
 
     def version(self) -> JsonDoc:
         return dict(self.call("GET", "/version") or {})
