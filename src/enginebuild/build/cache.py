@@ -180,13 +180,16 @@ class LayerCache:
     # -- writing -------------------------------------------------------------------------------
     def push_entry(self, key: str, kind: str, record: JsonDoc, blobs: list[tuple[str, int, str]],
                    store: Store, what: str = "") -> None:
-        """Push an entry signed by this machine's key; its blobs first go past the guard (the
-        declared secrets' search), and nothing is pushed when it refuses them."""
+        """Push an entry signed by this machine's key; the blobs it carries first go past the guard
+        (the declared secrets' search), and nothing is pushed when it refuses them. An entry that
+        carries none (a description, a verdict) needs no guard."""
         if not self.push_enabled:
             return
-        if self.guard is None:
-            raise AssertionError("a push to the registry cache without the secret search")
-        self.guard([(sha, what or f"{kind} {key[:12]}") for sha, _, mt in blobs if mt != EMPTY_TYPE])
+        carried = [(sha, what or f"{kind} {key[:12]}") for sha, _, mt in blobs if mt != EMPTY_TYPE]
+        if carried:
+            if self.guard is None:
+                raise AssertionError("a push of blobs to the registry cache without the secret search")
+            self.guard(carried)
         key_to_sign = self._signing_key()
         ref = self._ref(key)
         for sha, size, _ in blobs:
