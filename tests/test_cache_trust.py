@@ -174,3 +174,44 @@ def test_a_hostile_description_and_verdict_are_not_stood_in_for_a_layer(built, r
         assert out.strip() == f"honest-{built['marker']}"
     finally:
         docker("image", "rm", f"{repo_two}:second", check=False)
+
+
+def test_a_trusted_description_of_a_bomb_is_unpacked_no_further_than_its_layer(built, registry, tmp_path,
+                                                                             cache_signing_key):
+    """A description names a compressed blob for a layer; where the layer's bytes must be read (no
+    verdict for the checks) the blob is unpacked no further than the layer's size: a gzip of 256
+    MiB of zeros named for a layer of a few KB stops there (before: 2.1 GiB of memory, a tmpfs
+    filled)."""
+    import gzip
+
+    import requests
+
+    from helpers.cacheentry import put_blob
+
+    target = f"{registry.host}/enginebuild-test/trust-bomb-{built['marker']}"
+    honest = run_cli(["image", "t", *AMD64, "--no-load", "--cache", built["cache"], "--push", "--to", target],
+                     built["ws"], env={"ENGINEBUILD_HOME": str(tmp_path / "w")})
+    assert honest.returncode == 0, honest.stderr
+    bomb = gzip.compress(b"\0" * (256 << 20), compresslevel=6, mtime=0)
+    bomb_digest = put_blob(registry.host, target.split("/", 1)[1], bomb)
+    step = f"{built['layer']}-sub"
+    doc, config = get_entry(registry.host, built["repo"], step)
+    record = dict(config["record"])
+    record["forms"] = {form: [[bomb_digest[7:], len(bomb)]] for form in record["forms"]}
+    record["homes"] = {bomb_digest[7:]: [target]}
+    put_entry(registry.host, built["repo"], step, "layer-substitute", record,
+              [(la["digest"], la["size"], la["mediaType"]) for la in doc["layers"]], key=cache_signing_key)
+    tags = requests.get(f"http://{registry.host}/v2/{built['repo']}/tags/list", timeout=30).json()["tags"]
+    for tag in (t for t in tags if t.endswith("-ok")):  # no verdict: the layers' bytes must be read here
+        doc, _ = get_entry(registry.host, built["repo"], tag)
+        put_entry(registry.host, built["repo"], tag, "image-verdict", {"lines": {}},
+                  [(la["digest"], la["size"], la["mediaType"]) for la in doc["layers"]], key=None)
+    proc = run_cli(["image", "t", *AMD64, "--no-load", "--cache", built["cache"], "--cache-readonly", "--push", "--to",
+                    f"{target}-again"], built["ws"], env={"ENGINEBUILD_HOME": str(tmp_path / "r")})
+    assert proc.returncode == 1, proc.stderr
+    assert "stood in by" in proc.stderr
+    assert f"blob {bomb_digest[:19]} unpacks to more than the " in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    left = [p for p in (tmp_path / "r").rglob("*") if p.is_file() and (p.stat().st_size > 16 << 20
+                                                                        or p.name.startswith(".ingest"))]
+    assert left == [], left  # nothing of the bomb kept (the largest layer here is busybox's, ~2 MB)

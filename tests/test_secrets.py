@@ -176,6 +176,28 @@ def test_a_build_that_writes_a_secret_into_a_layer_is_refused_and_nothing_is_kep
     report.count("secret scan", "leaks refused")
 
 
+def test_the_ci_spread_job_building_one_component_searches_for_secrets_before_the_cache(workspace, docker_engine,
+                                                                                      debian_reachable, registry):
+    """`image --component NAME --cache REPO` (the spread CI job) built without the secret search:
+    the component's outputs (and its compiler cache) went to the registry cache holding the
+    declared secret's value. It is refused as the whole image's build is, and nothing is pushed."""
+    name = f"leak-spread-{uuid.uuid4().hex[:6]}"
+    write_image(workspace, name, spec(uuid.uuid4().hex), {"build.sh": "#!/bin/sh\nset -eu\n" + LEAKS["copied"] + "\n",
+                                                          "src/x": "x\n"})
+    assert run_cli(["lock", name], workspace).returncode == 0
+    cache = f"{registry.host}/enginebuild-test/spread-{uuid.uuid4().hex[:8]}"
+    proc = run_cli(["image", name, "--component", "probe", "--cache", cache], workspace, env={"HF_TOKEN": SENTINEL})
+    assert proc.returncode == 1, proc.stderr
+    assert "error: component probe wrote a secret into its layers: HF_TOKEN in /opt/probe/HF_TOKEN" in proc.stderr
+    scan("the refusal", proc.stderr, SENTINEL)
+    import requests
+
+    key = json.loads(run_cli(["plan", name, "--json"], workspace).stdout)["images"][0]["components"][0]["key"]
+    tags = requests.get(f"http://{registry.host}/v2/{cache.split('/', 1)[1]}/tags/list", timeout=30)
+    held = tags.json().get("tags") or [] if tags.status_code == 200 else []
+    assert not [t for t in held if t.startswith(key) or t.startswith("cc-")], held  # neither outputs nor caches
+
+
 def test_a_secret_in_a_copied_file_is_refused_at_build_before_anything_is_tagged(workspace, docker_engine,
                                                                                   debian_reachable, registry, eb_home):
     name = f"shipped-{uuid.uuid4().hex[:6]}"

@@ -120,7 +120,7 @@ class Executor:
         self.cache = cache.guarded_by(self.searched) if cache is not None else None
         self.jobs = jobs or max(1, min(4, os.cpu_count() or 1))
         self.fetcher = Fetcher(self.store, self.http)
-        self.compiler_caches = CompilerCaches(self.store, cache)
+        self.compiler_caches = CompilerCaches(self.store, self.cache)
         # fresh (reproduce): every chain is loaded from what this run made, none taken from the engine
         self.fresh = fresh
         # rebuild (image --no-cache): every component and layer made again in this run, BuildKit's cache unused

@@ -28,7 +28,7 @@ from enginebuild.build.layers import cut_new_layers, remove_folder, scratch_fold
 from enginebuild.build.secretsearch import Finding, Rule, search_tar
 from enginebuild.errors import SecretLeak, SecretUnchecked
 from enginebuild.io.progress import output
-from enginebuild.io.store import Store
+from enginebuild.io.store import Store, is_sha256
 from enginebuild.settings import settings
 
 if TYPE_CHECKING:
@@ -105,7 +105,8 @@ class Scanner:
 
     def _rule_key(self, tar_path: Path) -> str | None:
         """The record key of a stored layer's rule verdict (layers are named by their sha256)."""
-        if self.store is None or Path(tar_path) != self.store.path(Path(tar_path).name):
+        name = Path(tar_path).name
+        if self.store is None or not is_sha256(name) or Path(tar_path) != self.store.path(name):
             return None
         return hashlib.sha256(f"{Path(tar_path).name}:{RULES_ID}".encode()).hexdigest()
 
