@@ -99,11 +99,12 @@ class FaultProxy:
         length = int(h.headers.get("Content-Length") or 0)
         return h.rfile.read(length) if length else b""
 
-    def _send(self, h, status: int, headers: dict, body: bytes = b""):
+    def _send(self, h, status: int, headers: dict, body: bytes = b"", length: str | None = None):
+        """`length`: a HEAD's Content-Length, as the registry gave it (a HEAD has no body to count)."""
         h.send_response(status)
         for key, value in headers.items():
             h.send_header(key, value)
-        h.send_header("Content-Length", str(len(body)))
+        h.send_header("Content-Length", length if length is not None else str(len(body)))
         h.end_headers()
         if h.command != "HEAD":
             h.wfile.write(body)
@@ -170,4 +171,5 @@ class FaultProxy:
         if rule is not None and rule.action == "lie" and "Docker-Content-Digest" in out:
             out["Docker-Content-Digest"] = "sha256:" + hashlib.sha256(b"a lie").hexdigest()
         self.log.append((h.command, path, response.status))
-        self._send(h, response.status, out, data)
+        self._send(h, response.status, out, data,
+                   response.getheader("Content-Length") if h.command == "HEAD" else None)

@@ -208,12 +208,12 @@ class RegistryClient:
         return self.blob_size(ref, digest) is not None
 
     def blob_size(self, ref: ImageRef, digest: str) -> int | None:
-        """The size the registry gives for a blob it holds (-1 when it names none), None when it
-        holds none."""
+        """The size the registry gives for a blob it holds (-1 when it names none: a redirect, a
+        proxy that answers a HEAD with no length), None when it holds none."""
         response = self.request(ref, "HEAD", self._url(ref, "blobs", digest))
         if response.status_code in (200, 307):
             length = response.headers.get("Content-Length", "")
-            return int(length) if length.isdigit() and response.status_code == 200 else -1
+            return int(length) if length.isdigit() and int(length) > 0 and response.status_code == 200 else -1
         if response.status_code == 404:
             return None
         raise RegistryError(f"HEAD blob {digest[:19]} in {ref.name}: HTTP {response.status_code}")
