@@ -116,3 +116,24 @@ def test_spec_md_documents_every_per_build_option_the_cli_offers():
         assert name in help_text, f"{flag} is not in the help"
         assert f"`{name}" in section, f"docs/spec.md does not document {name}"
     assert "components[llama.cpp]" in section and "COMPONENT=DIR" in section
+
+
+CHECKS_SCHEMA = ROOT / "docs/patch-checks.schema.json"
+
+
+def test_the_committed_checks_schema_is_generated_and_every_checks_file_validates():
+    import jsonschema
+
+    proc = run_cli(["schema", "--checks"], ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert CHECKS_SCHEMA.read_text() == proc.stdout, \
+        "regenerate: python BUILD.py schema --checks --out docs/patch-checks.schema.json"
+    check = jsonschema.Draft202012Validator(json.loads(CHECKS_SCHEMA.read_text()))
+    files = sorted(ROOT.glob("patches/*/*.checks.yaml"))
+    assert len(files) >= 2
+    import yaml
+
+    for path in files:
+        errors = [e.message for e in check.iter_errors(yaml.safe_load(path.read_text()))]
+        assert errors == [], (path, errors)
+    assert list(check.iter_errors({"checks": [{"name": "x", "python": "1", "run": "true"}]}))

@@ -76,12 +76,13 @@ static void stop(int signum) {
 
 int main(int argc, char **argv) {
     const char *model = NULL, *served = NULL, *aux = NULL;
-    int port = 8000;
+    int port = 8000, dry_run = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--served-model-name")) served = argv[i + 1];
         else if (!strcmp(argv[i], "--port")) port = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--aux-layers")) aux = argv[i + 1];
+        else if (!strcmp(argv[i], "--dry-run")) dry_run = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "demo-engine: unknown option %s\n", argv[i]);
             return 2;
@@ -96,6 +97,7 @@ int main(int argc, char **argv) {
            run_kernels(1));
     if (aux) print_aux_layers(aux);
     fflush(stdout);
+    if (dry_run) return 0; /* what it would serve, said; nothing bound */
 
     signal(SIGPIPE, SIG_IGN);
     signal(SIGTERM, stop);

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--component", metavar="NAME",
                        help="with --engine, where stacks are on several sources: a component or overlay whose "
                             "source is the one to move (the stacks on the same source move with it)")
+    check.add_argument("--behaviour", "--behavior", action="store_true",
+                       help="also build the image (at --engine's version) without its patches that have checks, run "
+                            "the checks in it and say per check: still needed, obsolete or changed (docs/patches.md)")
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.add_argument("--strict", action="store_true",
                        help="exit 1 also when a stack could not be checked (its source is not pinned where this runs)")
@@ -47,6 +50,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         raise UserError("name images to check, or --all")
     if args.component and not args.engine:
         raise UserError("--component goes with --engine")
+    if args.behaviour:
+        return run_behaviour(args, ws)
     names = ws.select(args.images) if args.images else [n for n in ws.catalog.names()]
     ctx = Context(ws.home)
     report: list[tuple[Any, Any]] = []
@@ -110,6 +115,36 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if errors:
         return EXIT_BAD_INPUT
     return EXIT_FAILED if failed or (args.strict and unchecked) else 0
+
+
+def run_behaviour(args: argparse.Namespace, ws: Workspace) -> int:
+    """--behaviour: per image named, the build without its checked patches and each check's verdict."""
+    from enginebuild.usecases.bumping import STILL_NEEDED, bump
+
+    if not args.images:
+        raise UserError("--behaviour builds each image named: name them (not --all)")
+    bumps = [bump(ws, name, args.engine, args.component) for name in ws.select(args.images)]
+    if args.json:
+        print(json.dumps([b.to_json() for b in bumps], indent=2))
+    for b in bumps if not args.json else ():
+        through = f" through {b.through}" if b.through != b.image else ""
+        print(f"{b.image}: at {b.engine}{through} ({b.platform}), built without {', '.join(b.removed)}")
+        for patch in dict.fromkeys(v.check.patch for v in b.verdicts):
+            ours = [v for v in b.verdicts if v.check.patch == patch]
+            print(f"  {patch}: text: {ours[0].text}")
+            for v in ours:
+                said = v.run.why or f"printed {_printed(v.run.output)}"
+                print(f"    {v.check.name:<28} {v.verdict:<13} {said}")
+                if v.disagree:
+                    print(f"      the text says {v.text}, the behaviour {v.verdict}: they disagree; a human must look")
+    return 0 if all(v.verdict == STILL_NEEDED and v.text == "applies" for b in bumps for v in b.verdicts) else EXIT_FAILED
+
+
+def _printed(out: str) -> str:
+    from enginebuild.spec.patchchecks import normal
+
+    text = normal(out)
+    return repr(text[:120] + ("..." if len(text) > 120 else ""))
 
 
 def _show_conflict(conflict: Any) -> None:

@@ -1,5 +1,6 @@
-"""Print the JSON Schema of images/<name>/image.yaml, generated from the schema the loader
-validates with (for editors: completion and validation while writing a spec)."""
+"""Print the JSON Schema of images/<name>/image.yaml (or, with --checks, of a patch's checks file),
+generated from the schema the loader validates with (for editors: completion and validation
+while writing a spec)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from enginebuild.workspace import Workspace
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="FILE", help="write it to FILE instead of printing it")
+    parser.add_argument("--checks", action="store_true",
+                        help="the schema of patches/<component>/<name>.checks.yaml instead (docs/patches.md)")
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.spec.jsonschema import image_json_schema
+    from enginebuild.spec.jsonschema import checks_json_schema, image_json_schema
 
-    text = json.dumps(image_json_schema(), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(checks_json_schema() if args.checks else image_json_schema(), indent=2, sort_keys=True) + "\n"
     if args.out:
         from pathlib import Path
 

@@ -43,8 +43,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     verdicts = []
     closures = []
     imported = []
+    behaviours = []
     undeclared: list[str] = []
-    for closure, verdict, imports in verify_images(ws, args.images, args.platform, args.archs):
+    for found in verify_images(ws, args.images, args.platform, args.archs):
+        closure, verdict, imports = found.closure, found.verdict, found.imports
         closures.append(closure)
         if not args.json:
             print("\n".join(closure.lines()))
@@ -52,6 +54,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             imported.append(imports)
             if not args.json:
                 print("\n".join(imports.lines()))
+        if found.behaviour is not None:
+            behaviours.append(found.behaviour)
+            if not args.json:
+                print("\n".join(found.behaviour.lines()))
         if verdict is None:  # nothing is asked of its kernels: not a failure
             if closure.image not in undeclared:
                 undeclared.append(closure.image)
@@ -62,9 +68,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         verdicts.append(verdict)
         if not args.json:
             print("\n".join(verdict.lines()))
-    ok = all(v.ok for v in verdicts) and all(c.ok for c in closures) and all(i.ok for i in imported)
+    ok = all(v.ok for v in verdicts) and all(c.ok for c in closures) and all(i.ok for i in imported) and \
+        all(b.ok for b in behaviours)
     if args.json:
         print(json.dumps({"ok": ok, "images": [v.to_json() for v in verdicts],
                           "runtime": [c.to_json() for c in closures], "imports": [i.to_json() for i in imported],
-                          "not_declared": undeclared}, indent=2))
+                          "patch_checks": [b.to_json() for b in behaviours], "not_declared": undeclared}, indent=2))
     return 0 if ok else 1

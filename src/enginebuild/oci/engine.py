@@ -14,6 +14,7 @@ import contextlib
 import http.client
 import json
 import ssl
+import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 from urllib.parse import quote, urlencode
@@ -198,24 +199,50 @@ class Engine:
     def run(self, image: str, argv: list[str], env: dict[str, str], timeout: float = 3600) -> tuple[int, bytes, bytes]:
         """Run a command in a container of an image, without a network: (exit status, stdout,
         stderr). The container is removed afterwards."""
+        status, out, err = self.run_limited(image, argv, env, timeout)
+        if status is None:
+            raise EngineError(f"{argv[0]} in a container of {image} ran past {timeout:.0f}s; stopped")
+        return status, out, err
+
+    def run_limited(self, image: str, argv: list[str], env: dict[str, str], limit_s: float,
+                    gpus: bool = False) -> tuple[int | None, bytes, bytes]:
+        """As `run`, stopped after `limit_s` seconds (status None: it ran past them, the output is
+        what it printed until then); `gpus`: every GPU of the NVIDIA runtime given to it."""
+        host: JsonDoc = {"NetworkMode": "none"}
+        if gpus:
+            host["DeviceRequests"] = [{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]
         body = json.dumps({"Image": image, "Entrypoint": argv[:1], "Cmd": argv[1:], "WorkingDir": "/",
                            "Env": [f"{k}={v}" for k, v in env.items()], "NetworkDisabled": True,
-                           "HostConfig": {"NetworkMode": "none"}}).encode()
+                           "HostConfig": host}).encode()
         created = self.call("POST", "/containers/create", body=body, headers={"Content-Type": "application/json"})
         if not created:
             raise EngineError(f"cannot create a container of {image}")
         ident = str(created["Id"])
         try:
             self.call("POST", f"/containers/{ident}/start")
-            with self.open("POST", f"/containers/{ident}/wait", timeout=timeout) as response:
-                status = int(json.loads(response.read() or b"{}").get("StatusCode", -1))
+            status = self._ended(ident, limit_s)
+            if status is None:
+                with contextlib.suppress(EngineBuildError):
+                    self.call("POST", f"/containers/{ident}/kill")
             with self.open("GET", f"/containers/{ident}/logs", {"stdout": "1", "stderr": "1"},
-                           timeout=timeout) as response:
+                           timeout=600) as response:
                 out, err = _demux(response.read())
             return status, out, err
         finally:
             with contextlib.suppress(EngineBuildError):
                 self.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
+
+    def _ended(self, ident: str, limit_s: float) -> int | None:
+        """The container's exit status once it stops, None when it still runs after `limit_s`
+        (asked every tenth of a second: a wait the engine holds would outlive its caller's limit)."""
+        deadline = time.monotonic() + limit_s
+        while True:
+            state = (self.call("GET", f"/containers/{ident}/json") or {}).get("State") or {}
+            if not state.get("Running") and state.get("Status") in ("exited", "dead"):
+                return int(state.get("ExitCode", -1))
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.1)
 
     @contextlib.contextmanager
     def archive(self, container: str, path: str) -> Iterator[IO[bytes] | None]:

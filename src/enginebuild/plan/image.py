@@ -43,6 +43,8 @@ class Options:
     only: frozenset[str] = frozenset(LAYER_KINDS)
     strict: bool = True
     source_date_epoch: int | None = None  # SOURCE_DATE_EPOCH, as the caller read it (the plan reads no environment)
+    flavour: str | None = None  # local tags of their own (`enginebuild/IMAGE:FLAVOUR`) for a build that is not the
+    #                             catalogue's image (a behaviour check's build without a patch): its tags stay the user's
 
 
 
@@ -271,6 +273,8 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     flavour = spec.name.partition(":")[2] or "latest"
     if options.on:
         flavour = f"on-{options.on.rsplit(':', 1)[-1][:12]}"
+    if options.flavour:
+        flavour = options.flavour
     tags = (f"enginebuild/{image}:{flavour}-{arch}", f"enginebuild/{image}:{flavour}")
     final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)  # config: image_env
     return ImagePlan(spec.name, platform, created, epoch, tuple(components.values()), final,

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from enginebuild.spec import fields
+from enginebuild.spec import fields, patchchecks
 from enginebuild.wire import JsonDoc
 
 SCHEMA_ID = "https://enginebuild.invalid/schema/image.json"
+CHECKS_ID = "https://enginebuild.invalid/schema/patch-checks.json"
+
+
+def checks_json_schema() -> JsonDoc:
+    """The JSON Schema of a patch's checks file (patches/<component>/<name>.checks.yaml)."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": CHECKS_ID,
+            "title": "enginebuild patch checks (patches/<component>/<name>.checks.yaml)",
+            **patchchecks.SCHEMA.json_schema()}
 
 
 def image_json_schema() -> JsonDoc:

@@ -11,6 +11,7 @@ from packaging.utils import canonicalize_name
 from enginebuild.core.patchfile import PatchFile
 from enginebuild.errors import Where
 from enginebuild.sources import Source
+from enginebuild.spec.patchchecks import PatchCheck, checks_path
 
 DEFAULT_PLATFORM = "linux/arm64"
 DEFAULT_ARCHIVE_URL = "http://deb.debian.org/debian"
@@ -47,6 +48,12 @@ class PatchRef:
     path: Path
     where: Where
     patch: PatchFile = field(compare=False, repr=False)
+    checks: tuple[PatchCheck, ...] = field(default=(), compare=False, repr=False)  # <name>.checks.yaml
+
+    @property
+    def checks_file(self) -> Path:
+        """Where its checks are (or would be): a change there is run again, not built again."""
+        return checks_path(self.path)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from enginebuild.sources.pyindex import DEFAULT_INDEX
 from enginebuild.sources.trees import declared_matcher
 from enginebuild.spec import model as m
 from enginebuild.spec.listing import listed
+from enginebuild.spec.patchchecks import read_checks
 
 # set by enginebuild in every component build (plan/templates/component.Dockerfile)
 RELEASE_WHEELS = "/opt/enginebuild/out"  # where a release component's wheel is, for what needs it
@@ -196,7 +197,8 @@ class Reader:
                 parsed = parse_patch(name, read_recipe_file(real, str(self.root)))
             except PatchError as exc:
                 raise SpecError(where, sub, exc.message) from None
-            out.append(m.PatchRef(name=name, path=real, where=where, patch=parsed))
+            checks = read_checks(real, name, self.root)  # its own file's errors name that file
+            out.append(m.PatchRef(name=name, path=real, where=where, patch=parsed, checks=checks))
         return tuple(out)
 
     # -- environments --------------------------------------------------------------------

@@ -149,6 +149,7 @@ def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
     paths = [root / "images" / name / "image.yaml" for name in spec.chain]
     paths += [root / "lockfiles" / f"{spec.lock_name}.lock", root / "enginebuild.yaml"]
     paths += [p.path for _, p in spec.all_patches]
+    paths += [p.checks_file for _, p in spec.all_patches]  # what `image` runs in the image it built
     sources = []
     for comp in spec.components:
         if comp.build.script is not None and comp.build.script.src is not None:

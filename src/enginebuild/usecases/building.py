@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from enginebuild import fastedit
 from enginebuild.build import substitutes
+from enginebuild.build.behaviour import image_checks
+from enginebuild.build.behaviour import run_checks as run_patch_checks
 from enginebuild.build.cache import LayerCache, cache_from_settings
 from enginebuild.build.executor import Executor, local_tags, output_record
 from enginebuild.build.export import export_component, export_runtime
@@ -260,8 +262,32 @@ def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outc
             return
         substitutes.realize_all(store, plan.runtime.layers)
     lines = {"kernels": check_kernels(ws, spec, lock, plan), "runtime": check_runtime(ws, spec, plan, loaded=loaded)}
+    check_patches(ws, spec, plan, loaded)
     if cache is not None and (outcome.built or outcome.written):  # a run that made nothing stays off the network
         substitutes.put_verdict(cache, store, key, {k: v for k, v in lines.items() if v})
+
+
+def check_patches(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool) -> None:
+    """The behaviour checks of every patch the image is built with, run in it as soon as it is
+    built (see build/behaviour.py); a failing one fails the build naming patch, check, command,
+    and what it printed against what it should."""
+    checks = image_checks(spec, plan)
+    if not checks:
+        return
+    if not loaded:
+        output().say(f"  patches: {spec.name} ({plan.platform}): {len(checks)} behaviour check(s) not run: --no-load "
+                     f"leaves no image in the engine to run them in (`{command()} verify {spec.name}` runs them "
+                     "once it is loaded)")
+        return
+    behaviour = run_patch_checks(Engine(), plan.tag, plan, checks, Store(ws.home))
+    lines = behaviour.lines()
+    if not behaviour.ok:
+        raise BuildFailed("a patch's behaviour check failed:\n  " + "\n  ".join(lines),
+                          hint="the image is built and tagged; the patch does not do what its checks say "
+                               "(patches/<component>/<name>.checks.yaml), or the check expects the wrong output")
+    for line in lines[:-1]:
+        output().say(f"  patches: {line.strip()}")
+    output().say("  patches: " + lines[-1])
 
 
 def check_settings(spec: ImageSpec) -> object:

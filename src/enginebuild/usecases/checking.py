@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 from enginebuild.build import substitutes
+from enginebuild.build.behaviour import Behaviour, CheckRun, image_checks
+from enginebuild.build.behaviour import run_checks as run_patch_checks
 from enginebuild.build.imports import Imports, check_imports
 from enginebuild.build.reproduce import reproduce
 from enginebuild.build.secretscan import Scanner
@@ -42,11 +45,22 @@ def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
                             Scanner(spec, store=Store(ws.home)), against)
 
 
+@dataclass(frozen=True)
+class Verified:
+    """One platform of an image, verified: its runtime closure, its kernels' verdict (None for an
+    image that declares no cuda-archs: nothing asked of its kernels, not a failure), its imports
+    (None unless the spec asks: `runtime-check.imports`), its patches' behaviour checks (None
+    when no patch it is built with has any)."""
+
+    closure: Closure
+    verdict: Verdict | None
+    imports: Imports | None
+    behaviour: Behaviour | None
+
+
 def verify_images(ws: Workspace, names: list[str], platforms: list[str],
-                  judged: tuple[str, ...] = ()) -> Iterator[tuple[Closure, Verdict | None, Imports | None]]:
-    """Each image and platform asked, as it finishes: its runtime closure, its kernels' verdict
-    (None for an image that declares no cuda-archs: nothing asked of its kernels, not a failure),
-    and its imports (None unless the spec asks: `runtime-check.imports`)."""
+                  judged: tuple[str, ...] = ()) -> Iterator[Verified]:
+    """Each image and platform asked, as it finishes (see `Verified`)."""
 
     def save(ref: str) -> AbstractContextManager[IO[bytes]]:
         return Engine().save(ref)
@@ -60,13 +74,17 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
             closure = check_plan(spec, plan, Store(ws.home), save)
             verdict = verify_plan(spec, lock, plan, Store(ws.home), judged) if declared_of(spec) or judged else None
             imports = None
+            engine = Engine()
+            loaded = engine.inspect(plan.tag) is not None  # not when built with --no-load, or removed since
+            load_it = f"the engine has no {plan.tag} to run it in: `{command()} image {spec.name} --platform " \
+                      f"{plan.platform}` loads it"
             if spec.runtime_check.imports is not None:
-
-                engine = Engine()
-                if engine.inspect(plan.tag) is None:  # built with --no-load, or removed since
-                    imports = Imports(spec.name, plan.platform, failed=[(
-                        "(not run)", f"the engine has no {plan.tag} to import its packages in: "
-                                     f"`{command()} image {spec.name} --platform {plan.platform}` loads it")])
-                else:
-                    imports = check_imports(engine, plan.tag, plan, spec.runtime_check.imports, Store(ws.home))
-            yield closure, verdict, imports
+                imports = Imports(spec.name, plan.platform, failed=[("(not run)", load_it)]) if not loaded else \
+                    check_imports(engine, plan.tag, plan, spec.runtime_check.imports, Store(ws.home))
+            checks = image_checks(spec, plan)
+            behaviour = None
+            if checks and loaded:
+                behaviour = run_patch_checks(engine, plan.tag, plan, checks, Store(ws.home))
+            elif checks:
+                behaviour = Behaviour(spec.name, plan.platform, [CheckRun(c, "not-run", why=load_it) for c in checks])
+            yield Verified(closure, verdict, imports, behaviour)

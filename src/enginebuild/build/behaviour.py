@@ -1,0 +1,156 @@
+"""The patches' behaviour checks (spec/patchchecks.py), run in containers of a built image: no
+network, the image's own interpreter for `python:` checks, each within its time limit; a check
+that `needs` a GPU runs only where the engine has the NVIDIA runtime, and is otherwise listed as
+not run, with why, never as passed.
+
+A run in which every check that ran passed is recorded in the store under the image's ID and the
+checks' definitions: the same image asked the same again (a rebuild that changed nothing,
+`verify` after `image`) is answered from the record, which the output says; a changed check or
+image runs them again. `observed` is the other use: what each check prints in an image built
+without the patch (`patches check --behaviour`), judged by the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from enginebuild.build.imports import site_folders
+from enginebuild.errors import printable
+from enginebuild.io.store import Store, sha256_bytes
+from enginebuild.oci.engine import Engine
+from enginebuild.plan.model import ImagePlan
+from enginebuild.spec.model import ImageSpec
+from enginebuild.spec.patchchecks import PatchCheck, normal
+from enginebuild.wire import JsonDoc
+
+RECORD = "patch-checks"
+SHOWN = 400  # characters of an output a message shows
+
+
+@dataclass
+class CheckRun:
+    check: PatchCheck
+    status: str  # passed | failed | not-run
+    output: str = ""
+    why: str = ""  # a failure's or a not-run's reason, in words
+
+    def to_json(self) -> JsonDoc:
+        return {"patch": self.check.patch, "check": self.check.name, "status": self.status,
+                "command": self.check.shown(), "expected": self.check.wanted(), "output": self.output[:SHOWN],
+                **({"why": self.why} if self.why else {})}
+
+
+@dataclass
+class Behaviour:
+    image: str
+    platform: str
+    runs: list[CheckRun] = field(default_factory=list)
+    seconds: float = 0.0
+    recorded: str = ""  # the image ID whose earlier run answered this one
+
+    @property
+    def ok(self) -> bool:
+        return not any(r.status == "failed" for r in self.runs)
+
+    def of(self, status: str) -> list[CheckRun]:
+        return [r for r in self.runs if r.status == status]
+
+    def to_json(self) -> JsonDoc:
+        return {"image": self.image, "platform": self.platform, "ok": self.ok, "seconds": round(self.seconds, 2),
+                "recorded": bool(self.recorded), "checks": [r.to_json() for r in self.runs]}
+
+    def lines(self) -> list[str]:
+        out = []
+        for run in self.of("not-run"):
+            out.append(f"  NOT RUN {run.check.patch}: {run.check.name}: {run.why}")
+        for run in self.of("failed"):
+            out.append(f"  FAILED {run.check.patch}: {run.check.name}: `{run.check.shown()}` {run.why}")
+        passed, ran = len(self.of("passed")), len(self.of("passed")) + len(self.of("failed"))
+        verdict = "ok" if self.ok else "FAILED"
+        where = f" (recorded when image {self.recorded[:19]} was checked)" if self.recorded else ""
+        out.append(f"{self.image} ({self.platform}): patch checks {verdict}: {passed} of {ran} passed"
+                   + (f", {len(self.of('not-run'))} not run" if self.of("not-run") else "")
+                   + f"{where} in {self.seconds:.1f}s")
+        return out
+
+
+def image_checks(spec: ImageSpec, plan: ImagePlan) -> list[PatchCheck]:
+    """The checks of every patch the image is built with (the components it builds, its overlays),
+    each once however many stacks carry its patch."""
+    built = {c.name for c in plan.components}
+    refs = [p for c in spec.components if c.name in built for p in c.patches]
+    refs += [p for o in spec.overlays for p in o.patches]
+    found: dict[tuple[str, str], PatchCheck] = {}
+    for ref in refs:
+        for check in ref.checks:
+            found.setdefault((check.patch, check.name), check)
+    return list(found.values())
+
+
+def has_gpus(engine: Engine) -> bool:
+    """Whether containers of this engine can be given GPUs (the NVIDIA runtime is installed)."""
+    return "nvidia" in (engine.info().get("Runtimes") or {})
+
+
+def run_checks(engine: Engine, tag: str, plan: ImagePlan, checks: list[PatchCheck], store: Store | None,
+               gpus: bool | None = None) -> Behaviour:
+    """Every check in a container of the image `tag`; answered from the store's record of an
+    earlier run of the same checks on the same image when there is one."""
+    start = time.monotonic()
+    result = Behaviour(plan.image, plan.platform)
+    if not checks:
+        return result
+    gpus = has_gpus(engine) if gpus is None else gpus
+    image_id = engine.image_id(tag) if store is not None else None
+    key = sha256_bytes(json.dumps([image_id, gpus, [c.definition() for c in checks]], sort_keys=True).encode())
+    kept = store.record(RECORD, key) if store is not None and image_id else None
+    if kept is not None:
+        outputs = dict(kept["outputs"])
+        for check in checks:
+            said = outputs.get(f"{check.patch}:{check.name}")
+            result.runs.append(CheckRun(check, "passed", str(said)) if said is not None else _not_run(check))
+        result.seconds, result.recorded = float(kept["seconds"]), str(image_id)
+        return result
+    interpreter = site_folders(plan)[0]
+    for check in checks:
+        result.runs.append(run_one(engine, tag, check, interpreter, gpus))
+    result.seconds = time.monotonic() - start
+    passed = result.of("passed")
+    if store is not None and image_id and result.ok and passed:
+        store.put_record(RECORD, key, {"image": image_id, "seconds": round(result.seconds, 2),
+                                       "outputs": {f"{r.check.patch}:{r.check.name}": r.output for r in passed}})
+    return result
+
+
+def _not_run(check: PatchCheck) -> CheckRun:
+    return CheckRun(check, "not-run", why="needs a GPU: this engine has no NVIDIA runtime to give it one")
+
+
+def observed(engine: Engine, tag: str, check: PatchCheck, interpreter: str, gpus: bool) -> CheckRun:
+    """What the check prints in the image `tag` (its status says only whether it could run)."""
+    if "gpu" in check.needs and not gpus:
+        return _not_run(check)
+    status, out, err = engine.run_limited(tag, check.argv(interpreter), dict(check.env), check.timeout_s,
+                                          gpus="gpu" in check.needs)
+    text = out.decode("utf-8", "replace")
+    if status is None:
+        return CheckRun(check, "failed", text, f"ran past its limit of {check.timeout_s:.0f}s and was stopped")
+    if status != 0:
+        tail = printable(normal(err.decode("utf-8", "replace")).splitlines()[-1][:SHOWN]) if err.strip() else ""
+        return CheckRun(check, "failed", text, f"exited {status}" + (f": {tail}" if tail else ""))
+    return CheckRun(check, "passed", text)
+
+
+def run_one(engine: Engine, tag: str, check: PatchCheck, interpreter: str, gpus: bool) -> CheckRun:
+    run = observed(engine, tag, check, interpreter, gpus)
+    if run.status != "passed" or check.patched_by(run.output):
+        return run
+    wanted = _shown(check.expect) if check.expect is not None else check.wanted()
+    return CheckRun(check, "failed", run.output, f"printed {_shown(run.output)}, expected {wanted}")
+
+
+def _shown(text: str) -> str:
+    value = normal(text)
+    return repr(value[:SHOWN] + ("..." if len(value) > SHOWN else ""))
