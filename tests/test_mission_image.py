@@ -1,8 +1,10 @@
 """The mission's image built here (`qwen36-dflash-pypi`): vLLM 0.21.0 from its PyPI sdist with
 the DFlash layer-id patch, packaged around the release wheel's compiled extensions (nothing
-compiles), on its whole PyPI closure. Executed in the image, not grepped: the patched method
-turns a drafter's target layer ids into vLLM's aux taps, and the same build without the patch
-leaves them as they are. Built for linux/amd64 in a store of its own, removed afterwards."""
+compiles), on its whole PyPI closure. Executed in the image, not grepped: the patch's own
+checks (patches/vllm/0001-….checks.yaml) run in it as it is built: the patched method turns a
+drafter's target layer ids into vLLM's aux taps; `patches check --behaviour` builds it without
+the patch and says vLLM 0.21.0 still needs it. Built for linux/amd64 in a store of its own,
+removed afterwards."""
 from __future__ import annotations
 
 import hashlib
@@ -59,12 +61,14 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
     need_free_disk(Path(root), 30 if Path(root).stat().st_dev == tmp_path.stat().st_dev else 18,
                    "the qwen36-dflash-pypi build's store and engine")
     env = {"ENGINEBUILD_HOME": str(home)}
-    tag, unpatched = f"enginebuild/{IMAGE}:latest", f"enginebuild/{IMAGE}:unpatched-test"
+    tag, unpatched = f"enginebuild/{IMAGE}:latest", f"enginebuild/{IMAGE}:unpatched"
     chains = _chain_tags()
     try:
         proc = run_cli(["image", IMAGE, "--platform", "linux/amd64"], workspace, env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert "component vllm-kernels: the release's wheel vllm-0.21.0" in proc.stdout + proc.stderr
+        # the patch's checks ran in the image: the patched method, on two drafters' configs
+        assert f"patches: {IMAGE} (linux/amd64): patch checks ok: 2 of 2 passed" in proc.stderr, proc.stderr[-3000:]
         probe = _probe(tag)
         assert probe["aux"] == "(2, 17, 32, 47, 62)"
         # vLLM 0.21.0's CLI infers the device before it parses `--version` (no GPU here: it stops),
@@ -81,14 +85,16 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         assert len(ours) >= 5 and "vllm/_C.abi3.so" in ours
         assert {n: shipped.get(n) for n in ours} == ours
 
-        # the same image without the patch: only the package component and its layer are made
-        # again, and vLLM reads the drafter's ids unchanged
-        proc = run_cli(["image", IMAGE, "--platform", "linux/amd64", "--set", "components.vllm.patches=[]",
-                        "-t", unpatched], workspace, env=env)
+        # the same image without the patch (the mission's qwen36-dflash, built through this image):
+        # only the package component and its layer are made again, and vLLM 0.21.0 reads the
+        # drafter's ids unchanged: it still needs the patch
+        proc = run_cli(["patches", "check", "qwen36-dflash", "--behaviour"], workspace, env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         said = proc.stdout + proc.stderr
         assert "built 1 component(s) (vllm)" in said and "the release's wheel" not in said, said[-3000:]
-        assert _probe(unpatched)["aux"] == "(1, 16, 31, 46, 61)"
+        assert f"qwen36-dflash: at the lock's pin through {IMAGE} (linux/amd64), built without {PATCH[8:]}" in said
+        for check in ("dflash-ids-only", "dflash-and-eagle-blocks"):
+            assert f"{check:<28} still needed  printed '(1, 16, 31, 46, 61)'" in proc.stdout, proc.stdout
 
         # a comment line added to the patch's Python hunk: plan rebuilds the package, not the kernels
         patch = workspace / PATCH
@@ -103,7 +109,7 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         assert " build " in lines["vllm"] and PATCH in lines["vllm"], plan.stdout
         assert "1 component(s) and 0 command layer(s) to build" in plan.stdout
     finally:
-        docker("rmi", "-f", tag, f"enginebuild/{IMAGE}:latest-amd64", unpatched, check=False)
+        docker("rmi", "-f", tag, f"enginebuild/{IMAGE}:latest-amd64", unpatched, f"{unpatched}-amd64", check=False)
         for ref in _chain_tags() - chains:
             docker("rmi", ref, check=False)
         shutil.rmtree(home, ignore_errors=True)

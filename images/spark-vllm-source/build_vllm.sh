@@ -5,7 +5,13 @@
 # wheel is the one vllm-kernels built for 12.1a, or the release's when that component is
 # taken from a release (`release:`). POSIX sh: it runs on NVIDIA's base and on busybox alike.
 set -eu
-python3 use_existing_torch.py
+# keep the environment's PyTorch: the script sits at the top of the tree up to 0.22, in tools/ later
+for script in use_existing_torch.py tools/use_existing_torch.py; do
+    if [ -f "$script" ]; then
+        python3 "$script"
+        break
+    fi
+done
 kernels=""
 for wheel in "$ENGINEBUILD_DEP_VLLM_KERNELS"/*.whl; do
     kernels="$wheel"

@@ -129,6 +129,8 @@ def run_behaviour(args: argparse.Namespace, ws: Workspace) -> int:
     for b in bumps if not args.json else ():
         through = f" through {b.through}" if b.through != b.image else ""
         print(f"{b.image}: at {b.engine}{through} ({b.platform}), built without {', '.join(b.removed)}")
+        if b.image_checks:
+            print(f"  (its own checks fail there: {b.image_checks})")
         for patch in dict.fromkeys(v.check.patch for v in b.verdicts):
             ours = [v for v in b.verdicts if v.check.patch == patch]
             print(f"  {patch}: text: {ours[0].text}")

@@ -66,14 +66,25 @@ def requirement_lines(files: PatchedFiles, path: str, what: str, seen: set[str] 
 
 
 def pyproject_requirements(files: PatchedFiles, path: str, what: str) -> list[str]:
+    """A pyproject.toml's dependencies, or with `#build-system` what its build requires."""
+    path, _, part = path.partition("#")
     data = files.read(path)
     if data is None:
         raise ResolveError(f"{what}: the source has no {path} saying what its wheel needs",
                            hint="name its requirements files with `requires-from`, or say `deps: false`")
     try:
-        project = tomllib.loads(data.decode("utf-8", "replace")).get("project") or {}
+        doc = tomllib.loads(data.decode("utf-8", "replace"))
     except tomllib.TOMLDecodeError as exc:
         raise ResolveError(f"{what}: {path} is not valid TOML: {exc}") from None
+    if part == "build-system":
+        requires = [str(r) for r in (doc.get("build-system") or {}).get("requires") or [] if isinstance(r, str)]
+        for line in requires:
+            try:
+                Requirement(line)
+            except InvalidRequirement as exc:
+                raise ResolveError(f"{what}: {path}: build-system.requires: not a requirement: {exc}") from None
+        return requires
+    project = doc.get("project") or {}
     if "dependencies" in (project.get("dynamic") or ()):
         raise ResolveError(f"{what}: {path} declares its dependencies dynamic (computed by its build)",
                            hint="name the requirements files its build reads with `requires-from`")
@@ -90,7 +101,7 @@ def wheel_requirements(comp: Component, req: PyRequirement, source: Pinned | Non
     files = PatchedFiles(comp, tree)
     out: list[str] = []
     for path in req.requires_from or ("pyproject.toml",):
-        found = pyproject_requirements(files, path, what) if path.endswith(".toml") else \
+        found = pyproject_requirements(files, path, what) if path.partition("#")[0].endswith(".toml") else \
             requirement_lines(files, path, what)
         out += [line for line in found if line not in out]
     return out

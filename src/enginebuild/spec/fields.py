@@ -213,6 +213,13 @@ def _source_path(value: str) -> str | None:
     return None
 
 
+def _requires_from(value: str) -> str | None:
+    path, sep, part = value.partition("#")
+    if sep and (part != "build-system" or not path.endswith(".toml")):
+        return "FILE.toml#build-system is the one part of a file that can be named"
+    return _source_path(path)
+
+
 def _input_glob(value: str) -> str | None:
     if _source_path(value.replace("*", "x").replace("?", "x")) is not None:
         return "a relative path or glob inside the component's source (no '..', no leading /)"
@@ -231,11 +238,13 @@ def python_schema() -> Record:
                 "sha256": Str(pattern=r"[0-9a-f]{64}", what="a sha256"),
                 "component": Str(pattern=NAME, what="a component producing wheels"),
                 "deps": Bool(description="false: install this one without its dependencies"),
-                "requires-from": ListOf(Str(test=_source_path, what="a requirements file or pyproject.toml of the "
-                                                                    "component's source"),
+                "requires-from": ListOf(Str(test=_requires_from, what="a requirements file or pyproject.toml of the "
+                                                                      "component's source"),
                                         unique=True, max_items=16,
                                         description="where the component's source states what its wheel needs "
-                                                    "(default: its pyproject.toml)")},
+                                                    "(default: its pyproject.toml's dependencies; "
+                                                    "`pyproject.toml#build-system`: what its build requires, for a "
+                                                    "build on the runtime's own environment)")},
                required=("requirement",), exclusive=(("index", "git", "url", "component"),),
                doc="{requirement, index | git | url (+ sha256) | component (+ requires-from), deps}"),
     ))

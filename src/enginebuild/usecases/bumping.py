@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from enginebuild.build.behaviour import CheckRun, has_gpus, observed
 from enginebuild.build.imports import site_folders
 from enginebuild.build.sites import HOST_PLATFORM
-from enginebuild.errors import UserError
+from enginebuild.errors import BuildFailed, UserError
 from enginebuild.io.progress import output
 from enginebuild.lock.patch_targets import override_owners, stack_targets, stacks
 from enginebuild.oci.engine import Engine
 from enginebuild.patches.check import check_stack
+from enginebuild.plan.image import plan_image
 from enginebuild.sources.base import Context
 from enginebuild.spec.model import ImageSpec
 from enginebuild.spec.patchchecks import PatchCheck
@@ -64,6 +65,7 @@ class Bump:
     platform: str
     removed: tuple[str, ...]  # the patches left out of that build
     verdicts: list[CheckVerdict] = field(default_factory=list)
+    image_checks: str = ""  # the build's own checks (kernels, runtime closure) that failed at this engine
 
     @property
     def needed(self) -> bool:
@@ -72,7 +74,8 @@ class Bump:
 
     def to_json(self) -> JsonDoc:
         return {"image": self.image, "built": self.through, "engine": self.engine, "platform": self.platform,
-                "without": list(self.removed), "checks": [v.to_json() for v in self.verdicts]}
+                "without": list(self.removed), "checks": [v.to_json() for v in self.verdicts],
+                **({"image_checks_failed": self.image_checks} if self.image_checks else {})}
 
 
 def verdict_of(check: PatchCheck, run: CheckRun) -> str:
@@ -146,19 +149,35 @@ def bump(ws: Workspace, name: str, engine_ref: str | None, component: str | None
     flavour = "unpatched" if engine_ref is None else \
         "unpatched-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in version)[:100]
     options = dataclasses.replace(moved.plan_options(), flavour=flavour)  # tags of its own: the user's stay
-    plans = build_image(moved, spec.name, BuildRequest(platform=[platform]), options)
-    plan = plans[-1]
-    text = _text_verdicts(ws, spec, engine_ref, component)
     engine = Engine()
+    failed = ""
+    try:
+        plan = build_image(moved, spec.name, BuildRequest(platform=[platform]), options)[-1]
+    except BuildFailed as exc:  # the image's own checks (kernels at a new release, say): the image is there
+        plan = plan_image(moved.spec(spec.name), moved.lock(moved.spec(spec.name)), platform, options)
+        if engine.inspect(plan.tag) is None:
+            raise
+        failed = _first_failure(exc.message)
+        (say or output().say)(f"{name}: {plan.tag} is built, but its own checks fail at {version} ({failed}); the "
+                              "patches' checks run in it all the same")
+    text = _text_verdicts(ws, spec, engine_ref, component)
     gpus = has_gpus(engine)
     interpreter = site_folders(plan)[0]
-    result = Bump(name, spec.name, version, platform, removed)
+    result = Bump(name, spec.name, version, platform, removed, image_checks=failed)
     for check in (c for _, _, _, patches in stacks(spec) for p in patches for c in p.checks):
         if any(v.check.patch == check.patch and v.check.name == check.name for v in result.verdicts):
             continue
         run = observed(engine, plan.tag, check, interpreter, gpus)
         result.verdicts.append(CheckVerdict(check, verdict_of(check, run), run, text.get(check.patch, "?")))
     return result
+
+
+def _first_failure(message: str) -> str:
+    """A failed check's message in one line: what failed, and its first failing item."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    items = [line for line in lines[1:] if line.startswith(("MISSING", "FAILED"))]
+    more = f" (and {len(items) - 1} more)" if len(items) > 1 else ""
+    return (f"{lines[0].rstrip(':')}: {items[0]}{more}" if items else lines[0]) if lines else "its checks failed"
 
 
 def _text_verdicts(ws: Workspace, spec: ImageSpec, engine_ref: str | None, component: str | None) -> dict[str, str]:
