@@ -30,6 +30,8 @@ f. plan of the whole catalogue
 t. see bench/cijob.py: the mission's CI job at real scale (vllm-pypi) on fresh runners: cold build
    and push, a second runner with the registry cache, a third after a small bump (only when named)
 s. see bench/compression.py: a push's gzip of several layers side by side vs one at a time; zstd and gzip-isal vs gzip
+u. see bench/behaviour.py: whether vLLM 0.21.0, 0.22.0 and the newest release still need the DFlash patch,
+   by what the patch's checks print in each built without it (a table, not a ratio; only when named)
 
 Needs the set-up of scripts/setup.sh (Docker engine, registry on 127.0.0.1:5000), root
 (for a second engine), and network access to PyPI and Debian's archive.
@@ -312,6 +314,9 @@ def main() -> int:
         if "s" in only:
             from compression import bench_compression
             rows += bench_compression()
+        if "u" in only:
+            from behaviour import bench_behaviour
+            bench_behaviour(ws, env)
     finally:
         shutil.rmtree(ws, ignore_errors=True)
         shutil.rmtree(rendered, ignore_errors=True)
