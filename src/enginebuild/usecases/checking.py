@@ -75,13 +75,14 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
             verdict = verify_plan(spec, lock, plan, Store(ws.home), judged) if declared_of(spec) or judged else None
             imports = None
             engine = Engine()
-            loaded = engine.inspect(plan.tag) is not None  # not when built with --no-load, or removed since
+            checks = image_checks(spec, plan)
+            asked = spec.runtime_check.imports is not None or bool(checks)  # else the engine is not asked
+            loaded = asked and engine.inspect(plan.tag) is not None  # not when built with --no-load, or removed
             load_it = f"the engine has no {plan.tag} to run it in: `{command()} image {spec.name} --platform " \
                       f"{plan.platform}` loads it"
             if spec.runtime_check.imports is not None:
                 imports = Imports(spec.name, plan.platform, failed=[("(not run)", load_it)]) if not loaded else \
                     check_imports(engine, plan.tag, plan, spec.runtime_check.imports, Store(ws.home))
-            checks = image_checks(spec, plan)
             behaviour = None
             if checks and loaded:
                 behaviour = run_patch_checks(engine, plan.tag, plan, checks, Store(ws.home))
