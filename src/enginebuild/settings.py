@@ -13,6 +13,7 @@ Standard library only: the no-op fast path imports this module.
 | `ENGINEBUILD_CACHE_READONLY` | `1`: pull from the cache, never push to it |
 | `ENGINEBUILD_CACHE_KEY` | the key that signs cache entries pushed here: a PEM file or the PEM (a CI secret) |
 | `ENGINEBUILD_CACHE_TRUST` | public keys (`ed25519:BASE64`, space-separated) whose cache entries are taken |
+| `ENGINEBUILD_GIT_MIRRORS` | `UPSTREAM=WHERE` pairs (space-separated): git sources fetched from WHERE instead |
 | `ENGINEBUILD_INSECURE_REGISTRIES` | comma-separated registries spoken to over plain HTTP (loopback always is) |
 | `ENGINEBUILD_UPLOAD_DEADLINE` | seconds a blob upload may take in all, its fresh starts included (default 600) |
 | `ENGINEBUILD_HTTP_BACKOFF` | base of the exponential backoff between HTTP retries, in seconds (default 0.5) |
@@ -44,6 +45,7 @@ class Settings:
     cache_readonly: bool
     cache_key: str | None
     cache_trust: tuple[str, ...]
+    git_mirrors: tuple[tuple[str, str], ...]  # (upstream URL, or a prefix ending in /; where to fetch it from)
     insecure_registries: frozenset[str]
     http_backoff_s: float
     upload_deadline_s: float
@@ -94,6 +96,8 @@ def read_settings(environ: dict[str, str] | None = None) -> Settings:
         cache_readonly=env.get("ENGINEBUILD_CACHE_READONLY", "").lower() in ("1", "true", "yes"),
         cache_key=env.get("ENGINEBUILD_CACHE_KEY") or None,
         cache_trust=tuple(t for t in env.get("ENGINEBUILD_CACHE_TRUST", "").replace(",", " ").split() if t),
+        git_mirrors=tuple((item.split("=", 1)[0], item.split("=", 1)[1])
+                          for item in env.get("ENGINEBUILD_GIT_MIRRORS", "").split() if "=" in item),
         insecure_registries=insecure,
         http_backoff_s=_seconds(env.get("ENGINEBUILD_HTTP_BACKOFF"), 0.5),
         upload_deadline_s=_seconds(env.get("ENGINEBUILD_UPLOAD_DEADLINE"), 600.0),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -28,6 +29,20 @@ class Workspace:
     _specs: dict[str, ImageSpec] = field(default_factory=dict)
     _broken: dict[str, UserError] | None = None  # computed once per command (see broken)
     _build_locks: dict[str, Lock | None] = field(default_factory=dict)  # per-build locks of --set (see lock)
+
+    def __post_init__(self) -> None:
+        # git sources may come from mirrors that enginebuild.yaml names (read when a source is fetched)
+        from enginebuild.io.git import use_mirrors
+
+        root = self.root
+
+        @functools.cache
+        def mirrors() -> tuple[tuple[str, str], ...]:
+            from enginebuild.spec.repo_settings import load_repo_settings
+
+            return load_repo_settings(root).mirrors
+
+        use_mirrors(mirrors)
 
     @cached_property
     def catalog(self) -> Catalog:

@@ -3,17 +3,28 @@
 Refs resolve to full 40-hex commits with `git ls-remote`; a commit must be reachable
 from an upstream branch or tag (a dangling or fork-only commit is refused). Trees are
 exported with `git archive`, without a checkout.
+
+A source may be fetched from elsewhere than its URL (`mirrors:` in enginebuild.yaml,
+ENGINEBUILD_GIT_MIRRORS): a git bundle, a repository on this machine, another URL, as git's
+`url.<base>.insteadOf` would, keyed by the upstream URL or a prefix of it. The lock keeps the
+upstream URL and commit; every object fetched is checked by git (`fetch.fsckObjects`), a
+commit is taken only by its full id (so the commit a mirror gives is the commit pinned), a
+mirror that lacks it, or names another commit for a pinned branch or tag, is refused naming
+the mirror, and the first use of a mirror is said.
 """
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 from enginebuild.errors import ResolveError
 from enginebuild.io import proc
 from enginebuild.io.files import mutex
+from enginebuild.io.progress import output
+from enginebuild.settings import settings
 
 HEX40 = re.compile(r"[0-9a-f]{40}")
 SHORT_HEX = re.compile(r"[0-9a-f]{7,39}")
@@ -21,7 +32,9 @@ _GIT_ENV = {
     "GIT_TERMINAL_PROMPT": "0",
     "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh",
     "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_COUNT": "2",
+    "GIT_CONFIG_KEY_1": "fetch.fsckObjects",  # every object fetched, from upstream or a mirror, checked
+    "GIT_CONFIG_VALUE_1": "true",
     # git's own default since 2.38.1: file:// only when a command asks for it directly (enginebuild
     # fetches every URL itself, a submodule's too, after sources/git.py has judged it), never when
     # git follows one a repository names
@@ -35,19 +48,61 @@ def git(args: list[str], *, cwd: Path | str | None = None, check: bool = True,
     return proc.run(["git", *args], cwd=cwd, env=_GIT_ENV, check=check, what=what or "git")
 
 
+# where the mirrors of enginebuild.yaml come from: set by the workspace, read on a mirror's first use
+_configured: Callable[[], tuple[tuple[str, str], ...]] = tuple
+_said: set[str] = set()
+
+
+def use_mirrors(configured: Callable[[], tuple[tuple[str, str], ...]]) -> None:
+    """`configured`: the (upstream, where) pairs of the recipe repository, asked when needed."""
+    global _configured
+    _configured = configured
+    _said.clear()
+
+
+def mirror_of(url: str) -> str | None:
+    """Where to fetch `url` from instead (ENGINEBUILD_GIT_MIRRORS first, then enginebuild.yaml):
+    an entry naming the URL itself (a trailing / or .git aside), or a prefix of it ending in /."""
+    bare = url.rstrip("/").removesuffix(".git")
+    for upstream, where in (*settings().git_mirrors, *_configured()):
+        if upstream.endswith("/") and url.startswith(upstream) and len(url) > len(upstream):
+            return where.rstrip("/") + "/" + url[len(upstream):]
+        if bare == upstream.rstrip("/").removesuffix(".git"):
+            return where
+    return None
+
+
 class Mirror:
     def __init__(self, home: Path, url: str) -> None:
         self.url = url
         self.path = Path(home) / "git" / (hashlib.sha256(url.encode()).hexdigest()[:24] + ".git")
+        self.source = mirror_of(url) or url  # where it is fetched from
+
+    @property
+    def mirrored(self) -> bool:
+        return self.source != self.url
+
+    @property
+    def named(self) -> str:
+        """How messages name where it comes from."""
+        return f"{self.url} (from the mirror {self.source})" if self.mirrored else self.url
+
+    def _say(self) -> None:
+        if self.mirrored and self.url not in _said:
+            _said.add(self.url)
+            output().say(f"  {self.url}: fetched from the mirror {self.source}")
 
     def _ensure(self) -> None:
-        if (self.path / "HEAD").is_file():
+        self._say()
+        if not (self.path / "HEAD").is_file():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            git(["init", "--bare", "-q", str(self.path)])
+            git(["remote", "add", "origin", self.source], cwd=self.path)
+            git(["config", "remote.origin.promisor", "true"], cwd=self.path)
+            git(["config", "remote.origin.partialclonefilter", "blob:none"], cwd=self.path)
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        git(["init", "--bare", "-q", str(self.path)])
-        git(["remote", "add", "origin", self.url], cwd=self.path)
-        git(["config", "remote.origin.promisor", "true"], cwd=self.path)
-        git(["config", "remote.origin.partialclonefilter", "blob:none"], cwd=self.path)
+        if git(["remote", "get-url", "origin"], cwd=self.path, check=False).out.strip() != self.source:
+            git(["remote", "set-url", "origin", self.source], cwd=self.path)  # a mirror named (or dropped) since
 
     def lock(self) -> AbstractContextManager[None]:
         return mutex(self.path.with_suffix(".lock"), f"git mirror of {self.url}", quiet=True)
@@ -58,11 +113,13 @@ class Mirror:
 
     def remote_refs(self) -> dict[str, str]:
         """name -> commit for every branch and tag upstream (annotated tags peeled)."""
-        result = git(["ls-remote", "--", self.url], check=False)
+        self._say()
+        result = git(["ls-remote", "--", self.source], check=False)
         if result.returncode != 0:
             last = (result.err.strip().splitlines() or ["no answer"])[-1]
-            raise ResolveError(f"cannot list refs of {self.url}: {last}",
-                               hint="check the URL and your network access to it")
+            raise ResolveError(f"cannot list refs of {self.named}: {last}",
+                               hint="check the mirror named in enginebuild.yaml (mirrors) or ENGINEBUILD_GIT_MIRRORS"
+                               if self.mirrored else "check the URL and your network access to it")
         refs: dict[str, str] = {}
         for line in result.out.splitlines():
             sha, _, name = line.partition("\t")
@@ -88,7 +145,22 @@ class Mirror:
             if shallow.returncode != 0 or not self.has(commit):
                 self.fetch_history()
             if not self.has(commit):
-                raise ResolveError(f"commit {commit} is not in {self.url}")
+                raise ResolveError(f"commit {commit} is not in {self.named}",
+                                   hint="the mirror lacks the pinned commit: refresh it from upstream"
+                                   if self.mirrored else None)
+
+    def vouch(self, ref: str, commit: str) -> None:
+        """A mirror that names another commit than the pinned one for the spec's branch or tag is
+        refused (it may serve the commit pinned, yet not be the upstream it stands for)."""
+        if not self.mirrored or HEX40.fullmatch(ref):
+            return
+        refs = self.remote_refs()
+        served = refs.get(f"refs/tags/{ref}") or refs.get(f"refs/heads/{ref}")
+        if served is not None and served != commit:
+            raise ResolveError(f"the mirror {self.source} of {self.url} names commit {served[:12]} for {ref}; the lock "
+                               f"pins {commit[:12]}: refused",
+                               hint="a mirror must hold what upstream holds: refresh it, or lock again where upstream "
+                                    "is reachable")
 
     def resolve(self, ref: str) -> str:
         """A full commit id for a branch, tag, short or full commit id, reachable upstream."""
@@ -97,19 +169,19 @@ class Mirror:
             if name in refs:
                 return refs[name]
         if not (HEX40.fullmatch(ref) or SHORT_HEX.fullmatch(ref)):
-            raise ResolveError(f"{self.url} has no branch or tag named {ref!r}")
+            raise ResolveError(f"{self.named} has no branch or tag named {ref!r}")
         if ref in refs.values():
             return ref
         with self.lock():
             self.fetch_history()
             found = git(["rev-parse", "-q", "--verify", f"{ref}^{{commit}}"], cwd=self.path, check=False)
             if found.returncode != 0:
-                raise ResolveError(f"{self.url} has no commit {ref}")
+                raise ResolveError(f"{self.named} has no commit {ref}")
             commit = found.out.strip()
             containing = git(["for-each-ref", "--contains", commit, "--format=%(refname)",
                               "refs/remotes/origin", "refs/tags"], cwd=self.path).out.split()
         if not containing:
-            raise ResolveError(f"commit {commit} is not reachable from any branch or tag of {self.url}",
+            raise ResolveError(f"commit {commit} is not reachable from any branch or tag of {self.named}",
                                hint="pin a commit that upstream has published on a branch or tag")
         return commit
 

@@ -1,12 +1,15 @@
 """What the wheel a component builds needs at run time, read from the component's pinned
 source (with its patch stack applied) before anything is built, so that the lock resolves
 it with the rest of the closure, with hashes: `requires-from` names requirements files
-(`-r` includes followed) or a pyproject.toml; without it, the source's pyproject.toml.
+(`-r` includes followed), a pyproject.toml (its dependencies, or with `#build-system` what its
+build requires) or a setup.py whose `setup(install_requires=[...])` is a literal list (read, never
+run); without it, the source's pyproject.toml.
 The build checks the wheel's own metadata against what was resolved (layerkinds/installer.py).
 """
 
 from __future__ import annotations
 
+import ast
 import posixpath
 import tomllib
 
@@ -91,6 +94,39 @@ def pyproject_requirements(files: PatchedFiles, path: str, what: str) -> list[st
     return [str(d) for d in project.get("dependencies") or ()]
 
 
+def setup_requirements(files: PatchedFiles, path: str, what: str) -> list[str]:
+    """`install_requires` of a setup.py's `setup(...)` call, when it is a literal list of strings:
+    the file is parsed, never run."""
+    data = files.read(path)
+    if data is None:
+        raise ResolveError(f"{what}: {path} is not in the component's source")
+    try:
+        tree = ast.parse(data.decode("utf-8", "replace"), path)
+    except SyntaxError as exc:
+        raise ResolveError(f"{what}: {path}:{exc.lineno}: not Python: {exc.msg}") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "setup"
+                                           or getattr(node.func, "attr", None) == "setup"):
+            for keyword in node.keywords:
+                if keyword.arg != "install_requires":
+                    continue
+                try:
+                    value = ast.literal_eval(keyword.value)
+                except ValueError:
+                    value = None
+                if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+                    raise ResolveError(f"{what}: {path}:{keyword.value.lineno}: install_requires is computed, not a "
+                                       "list of strings", hint="name a requirements file with `requires-from`")
+                for line in value:
+                    try:
+                        Requirement(line)
+                    except InvalidRequirement as exc:
+                        raise ResolveError(f"{what}: {path}: install_requires: not a requirement: {exc}") from None
+                return list(value)
+            return []
+    raise ResolveError(f"{what}: {path} has no setup(...) call to read install_requires from")
+
+
 def wheel_requirements(comp: Component, req: PyRequirement, source: Pinned | None, ctx: Context) -> list[str]:
     """The requirements of the wheel `comp` builds, as its (pinned) source states them."""
     what = f"{req.where}: the wheel of component {comp.name}"
@@ -101,7 +137,11 @@ def wheel_requirements(comp: Component, req: PyRequirement, source: Pinned | Non
     files = PatchedFiles(comp, tree)
     out: list[str] = []
     for path in req.requires_from or ("pyproject.toml",):
-        found = pyproject_requirements(files, path, what) if path.partition("#")[0].endswith(".toml") else \
-            requirement_lines(files, path, what)
+        if path.partition("#")[0].endswith(".toml"):
+            found = pyproject_requirements(files, path, what)
+        elif path.endswith("setup.py"):
+            found = setup_requirements(files, path, what)
+        else:
+            found = requirement_lines(files, path, what)
         out += [line for line in found if line not in out]
     return out

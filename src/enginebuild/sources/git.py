@@ -171,11 +171,14 @@ class GitKind:
         return request.version or _version_of_ref(request.ref)
 
     def tree(self, request: GitRequest, pin: GitPin, ctx: Context) -> SourceTree:
-        tree = GitTree(Mirror(ctx.home, pin.url), pin.commit, f"{pin.url} at {pin.commit[:12]}")
+        mirror = Mirror(ctx.home, pin.url)
+        mirror.vouch(request.ref, pin.commit)
+        tree = GitTree(mirror, pin.commit, f"{pin.url} at {pin.commit[:12]}")
         tree.version = self.version(request, pin)
         return tree
 
     def tree_tar(self, request: GitRequest, pin: GitPin, ctx: Context) -> Blob:
+        Mirror(ctx.home, pin.url).vouch(request.ref, pin.commit)
         key = sha256_bytes(f"git-tree-v1 {self.identity(request, pin)} {ctx.mtime}".encode())
         return ctx.store.derived("trees", key, f"{pin.url} at {pin.commit[:12]}",
                                  lambda: make_blob(ctx.store, pin.url, lambda sink: self._write(request, pin, ctx, sink)))

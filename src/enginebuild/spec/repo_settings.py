@@ -11,6 +11,9 @@
         context: spark2                           # or a Docker context
         platforms: [linux/arm64]                  # what it builds natively (default: read from the engine)
     tags: ["ghcr.io/me/{image}:dev"]              # local tags every `image` also gives (as -t), {image} its name
+    mirrors:                                      # git sources fetched from elsewhere (the lock keeps upstream's)
+      - upstream: https://github.com/0xSero/turboquant
+        at: ../mirrors/turboquant.bundle          # a git bundle, a repository, or a URL; a path is the checkout's
 """
 
 from __future__ import annotations
@@ -40,7 +43,11 @@ SCHEMA = Record({"cache": Record({"repository": Str(pattern=r"[A-Za-z0-9._:/-]+"
                  doc="{repository, push, trust}"),
                  "builders": ListOf(BUILDER, max_items=64),
                  "tags": ListOf(Str(pattern=r"\S*\{image\}\S*", what="a NAME[:TAG] with {image} in it"),
-                                unique=True, max_items=16)},
+                                unique=True, max_items=16),
+                 "mirrors": ListOf(Record({"upstream": Str(pattern=r"(?:https?|ssh|git)://\S+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:\S*",
+                                                           what="a git URL (or a prefix of URLs ending in /)"),
+                                           "at": Str(pattern=r"\S+", what="a git bundle, a repository or a URL")},
+                                          required=("upstream", "at"), doc="{upstream, at}"), max_items=256)},
                 doc="enginebuild settings")
 
 
@@ -59,6 +66,7 @@ class RepoSettings:
     cache_trust: tuple[str, ...] = ()  # public keys whose cache entries are taken (build/cachetrust.py)
     builders: tuple[BuilderEntry, ...] = ()
     tags: tuple[str, ...] = ()  # local tags every build also gets, `{image}` replaced (as -t)
+    mirrors: tuple[tuple[str, str], ...] = ()  # (upstream git URL or prefix, where to fetch it: a path made absolute)
 
 
 def load_repo_settings(root: Path) -> RepoSettings:
@@ -81,6 +89,14 @@ def load_repo_settings(root: Path) -> RepoSettings:
     for name in names:
         if names.count(name) > 1:
             raise UserError(f"{FILE}: builders: the name {name!r} is given twice")
+    mirrors = tuple((str(m["upstream"]), _where(root, str(m["at"]))) for m in tree.get("mirrors") or ())
     return RepoSettings(cache_repository=cache.get("repository"), cache_push=cache.get("push", True),
                         cache_trust=tuple(cache.get("trust") or ()),
-                        builders=tuple(builders), tags=tuple(tree.get("tags") or ()))
+                        builders=tuple(builders), tags=tuple(tree.get("tags") or ()), mirrors=mirrors)
+
+
+def _where(root: Path, at: str) -> str:
+    """A mirror's place: a URL as given, a path made absolute from the checkout's root."""
+    if "://" in at or (":" in at.split("/", 1)[0] and "@" in at):
+        return at
+    return str((Path(root) / at).resolve()) if not at.startswith("/") else at

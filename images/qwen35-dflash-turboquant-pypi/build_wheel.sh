@@ -1,0 +1,1 @@
+../qwen35-dflash-turboquant/build_wheel.sh
