@@ -7,6 +7,7 @@ from typing import Any
 
 from enginebuild.build.assemble import layer_blobs
 from enginebuild.io.store import Store
+from enginebuild.layerkinds.context import FromSource
 from enginebuild.plan.model import ImagePlan, LayerNode
 from enginebuild.state.history import BuildHistory, changed_inputs
 from enginebuild.wire import JsonDoc
@@ -35,6 +36,10 @@ def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str
             row["changed"] = changed_inputs(comp.inputs, history.get(f"component {comp.name}"))
         if comp.outside:
             row["outside_declared_inputs"] = list(comp.outside)
+        mirrors = sorted({where for item in comp.context if isinstance(item.origin, FromSource)
+                          if (where := item.origin.source.source.fetched_from())})
+        if mirrors:
+            row["mirrors"] = mirrors
         components.append(row)
     layers = []
     for node in plan.runtime.layers:

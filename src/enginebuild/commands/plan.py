@@ -163,6 +163,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             if c.get("changed"):
                 line += "  <- " + ", ".join(c["changed"])
             print(line)
+            for where in c.get("mirrors", []):
+                print(f"  {'':28} its source is fetched from the mirror {where}")
             for patch in c.get("outside_declared_inputs", []):
                 print(f"  {'':28} {patch} touches none of its declared inputs: not part of its key")
         for unused in doc["unused_components"]:

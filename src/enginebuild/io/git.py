@@ -149,13 +149,26 @@ class Mirror:
                                    hint="the mirror lacks the pinned commit: refresh it from upstream"
                                    if self.mirrored else None)
 
+    def _peeled(self, found: str) -> str:
+        """The commit an annotated tag names: a bundle's list of refs does not peel tags, as a
+        server's does (`^{}`), so the tag is fetched and peeled here."""
+        with self.lock():
+            self._ensure()
+            if not self.has(found):
+                self.fetch_history()
+            peeled = git(["rev-parse", "-q", "--verify", f"{found}^{{commit}}"], cwd=self.path, check=False)
+        if peeled.returncode != 0:
+            raise ResolveError(f"{self.named} names {found[:12]} for a tag, which is no commit here")
+        return peeled.out.strip()
+
     def vouch(self, ref: str, commit: str) -> None:
         """A mirror that names another commit than the pinned one for the spec's branch or tag is
         refused (it may serve the commit pinned, yet not be the upstream it stands for)."""
         if not self.mirrored or HEX40.fullmatch(ref):
             return
         refs = self.remote_refs()
-        served = refs.get(f"refs/tags/{ref}") or refs.get(f"refs/heads/{ref}")
+        tag, head = refs.get(f"refs/tags/{ref}"), refs.get(f"refs/heads/{ref}")
+        served = self._peeled(tag) if tag is not None else head
         if served is not None and served != commit:
             raise ResolveError(f"the mirror {self.source} of {self.url} names commit {served[:12]} for {ref}; the lock "
                                f"pins {commit[:12]}: refused",
@@ -167,7 +180,7 @@ class Mirror:
         refs = self.remote_refs()
         for name in (f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
             if name in refs:
-                return refs[name]
+                return self._peeled(refs[name]) if name.startswith("refs/tags/") and self.mirrored else refs[name]
         if not (HEX40.fullmatch(ref) or SHORT_HEX.fullmatch(ref)):
             raise ResolveError(f"{self.named} has no branch or tag named {ref!r}")
         if ref in refs.values():

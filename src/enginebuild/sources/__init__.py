@@ -74,6 +74,10 @@ class Source:
     def watched_paths(self) -> list[Path]:
         return self._impl.watched_paths(self.request)
 
+    def fetched_from(self) -> str | None:
+        """Where it is fetched from instead of its own address (a git mirror), if anywhere."""
+        return self._impl.fetched_from(self.request)
+
     def resolve(self, ctx: Context) -> Pinned:
         return Pinned(self, self._impl.resolve(self.request, ctx))
 

@@ -97,6 +97,9 @@ class Kind(Protocol[Request, Pin]):
         """What the source is a version of (an index's project, a repository): `--engine` moves the
         patch stacks on one project together."""
 
+    def fetched_from(self, request: Request) -> str | None:
+        """Where the source is fetched from instead of its own address (a git mirror), if anywhere."""
+
     def override(self, request: Request, ref: str, ctx: Context) -> tuple[Request, Pin]:
         """Another version or ref of the same source, as a request and its pin (`patches check
         --engine`)."""

@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 
 from enginebuild.core.schema import Bool, Record, Str
 from enginebuild.errors import ResolveError, UserError
-from enginebuild.io.git import HEX40, Mirror, git
+from enginebuild.io.git import HEX40, Mirror, git, mirror_of
 from enginebuild.io.store import Blob, make_blob, sha256_bytes
 from enginebuild.io.tars import TarWriter, clean_name, walk_folder
 from enginebuild.sources.base import Context, Kind, Place
@@ -239,6 +239,9 @@ class GitKind:
                     writer.add_file(name, entry.path, 0o644)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def fetched_from(self, request: GitRequest) -> str | None:
+        return mirror_of(request.url)
 
     def watched_paths(self, request: GitRequest) -> list[Path]:
         return []

@@ -91,6 +91,9 @@ class PathKind:
     def tree_tar(self, request: PathRequest, pin: None, ctx: Context) -> Blob:
         return folder_to_tree(ctx.store, request.path, request.display, ctx.mtime)
 
+    def fetched_from(self, request: PathRequest) -> str | None:
+        return None
+
     def watched_paths(self, request: PathRequest) -> list[Path]:
         paths = [request.path]
         paths += [e.path for e in walk_folder(request.path)]

@@ -130,6 +130,9 @@ class PypiKind:
                                  lambda: archive_to_tree(ctx.store, self._archive(pin, ctx), pin.filename, ctx.mtime,
                                                         max_unpacked=request.max_unpacked))
 
+    def fetched_from(self, request: PypiRequest) -> str | None:
+        return None
+
     def watched_paths(self, request: PypiRequest) -> list[Path]:
         return []
 

@@ -123,6 +123,9 @@ class UrlKind:
         return ctx.store.derived("trees", sha256_bytes(key.encode()), request.filename,
                                  lambda: make_blob(ctx.store, request.filename, write))
 
+    def fetched_from(self, request: UrlRequest) -> str | None:
+        return None
+
     def watched_paths(self, request: UrlRequest) -> list[Path]:
         return []
 
