@@ -136,5 +136,9 @@ def test_a_repository_on_this_machine_serves_as_a_mirror_from_enginebuild_yaml(u
     assert proc.returncode == 0, proc.stderr
     assert pinned["resolved"] == {"commit": git(upstream, "rev-parse", "HEAD"), "url": url}
     assert f"{url}: fetched from the mirror {tmp_path}/mirrors/org/engine" in proc.stderr
-    plan = run_cli(["plan", "t"], workspace, env={**NO_DOCKER, "ENGINEBUILD_HOME": str(tmp_path / "h")})
+    spec = workspace / "images/t/image.yaml"  # a builder with a shell, for `plan` (lock pinned it already)
+    spec.write_text(spec.read_text().replace("base: scratch\n", "base: scratch\nbuilder:\n  base: scratch\n  system: "
+                                             "{install: extract, packages: [busybox-static], run: "
+                                             "[[/bin/busybox, --install, -s, /bin]]}\n", 1))
+    plan = run_cli(["plan", "t", "--unpinned"], workspace, env={**NO_DOCKER, "ENGINEBUILD_HOME": str(tmp_path / "h")})
     assert f"its source is fetched from the mirror {tmp_path}/mirrors/org/engine" in plan.stdout, plan.stdout
