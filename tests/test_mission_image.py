@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need_free_disk, run_cli
+from conftest import ROOT, need, need_free_disk, run_cli
 from enginebuild.io.store import Store
 from helpers.docker import assert_pip_check_clean, docker
 
@@ -44,6 +44,49 @@ def _probe(tag: str) -> dict:
                  check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+TURBOQUANT = "qwen35-dflash-turboquant-pypi"
+BUNDLE = ROOT.parent / "shared" / "mirrors" / "github.com-0xSero-turboquant.bundle"
+HOOKED = """
+import turboquant.quantizer, vllm.v1.worker.gpu_model_runner as runner
+print(getattr(runner.GPUModelRunner.load_model, "_turboquant", False))
+"""
+
+
+def turboquant_in_the_same_runtime(workspace: Path, env: dict, home: Path) -> None:
+    """The mission's second stack: TurboQuant from its pinned commit, served by the mirror of
+    ../shared/mirrors (GitHub is out of reach), with its patch, installed beside the same vLLM:
+    it imports, its .pth bootstrap hooks vLLM's model runner when ENABLE_TURBOQUANT=1 and not
+    otherwise (executed, on the CPU), its patch's GPU check is listed as not run here, and the
+    wheel is the one an H100 ran (tests/corpus/turboquant-gpu-outcomes.json)."""
+    need(BUNDLE.is_file(), f"the TurboQuant mirror is not at {BUNDLE}")
+    env = {**env, "ENGINEBUILD_GIT_MIRRORS": f"https://github.com/0xSero/turboquant={BUNDLE}"}
+    proc = run_cli(["image", TURBOQUANT, "--platform", "linux/amd64"], workspace, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"https://github.com/0xSero/turboquant: fetched from the mirror {BUNDLE}" in proc.stderr
+    assert "built 1 component(s) (turboquant)" in proc.stdout, proc.stdout[-2000:]
+    assert ("NOT RUN turboquant/0001-cache-qjl-powers-per-device.patch: cuda-graph-capture: needs a GPU: this engine "
+            "has no NVIDIA runtime to give it one") in proc.stderr, proc.stderr[-3000:]
+    assert f"patches: {TURBOQUANT} (linux/amd64): patch checks ok: 2 of 2 passed, 1 not run" in proc.stderr
+    tag = f"enginebuild/{TURBOQUANT}:latest"
+    for enabled, hooked in (("1", "True"), ("0", "False")):
+        out = docker("run", "--rm", "-e", "VLLM_TARGET_DEVICE=cpu", "-e", "VLLM_LOGGING_LEVEL=ERROR", "-e",
+                     f"ENABLE_TURBOQUANT={enabled}", "--entrypoint", "python3", tag, "-c", HOOKED, check=False)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stdout.strip().splitlines()[-1] == hooked, (enabled, out.stdout[-2000:])
+    # the wheel this build made is the one the GPU record ran with the patch: a rebuild that
+    # changes it makes the record stale, here
+    doc = json.loads(run_cli(["plan", TURBOQUANT, "--platform", "linux/amd64", "--json"], workspace,
+                             env=env).stdout)["images"][0]
+    key = next(c["key"] for c in doc["components"] if c["name"] == "turboquant")
+    (wheel,) = Store(home).record("outputs", key)["wheels"]
+    record = json.loads((ROOT / "tests/corpus/turboquant-gpu-outcomes.json").read_text())
+    patched = next(r for r in record["runs"] if r["variant"] == "patched")
+    assert wheel[1] == patched["wheel_sha256"], "the TurboQuant wheel changed: run scripts/gpu-truth/turboquant.py again"
+    check = run_cli(["patches", "check", TURBOQUANT], workspace, env=env)
+    assert check.returncode == 0 and "applies           turboquant/0001-cache-qjl-powers-per-device.patch" \
+        in check.stdout, check.stdout + check.stderr
 
 
 def _chain_tags() -> set[str]:
@@ -96,6 +139,8 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         for check in ("dflash-ids-only", "dflash-and-eagle-blocks"):
             assert f"{check:<28} still needed  printed '(1, 16, 31, 46, 61)'" in proc.stdout, proc.stdout
 
+        turboquant_in_the_same_runtime(workspace, env, home)
+
         # a comment line added to the patch's Python hunk: plan rebuilds the package, not the kernels
         patch = workspace / PATCH
         text = patch.read_text()
@@ -109,7 +154,8 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         assert " build " in lines["vllm"] and PATCH in lines["vllm"], plan.stdout
         assert "1 component(s) and 0 command layer(s) to build" in plan.stdout
     finally:
-        docker("rmi", "-f", tag, f"enginebuild/{IMAGE}:latest-amd64", unpatched, f"{unpatched}-amd64", check=False)
+        docker("rmi", "-f", tag, f"enginebuild/{IMAGE}:latest-amd64", unpatched, f"{unpatched}-amd64",
+               f"enginebuild/{TURBOQUANT}:latest", f"enginebuild/{TURBOQUANT}:latest-amd64", check=False)
         for ref in _chain_tags() - chains:
             docker("rmi", ref, check=False)
         shutil.rmtree(home, ignore_errors=True)
