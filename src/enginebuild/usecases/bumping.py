@@ -89,10 +89,11 @@ def verdict_of(check: PatchCheck, run: CheckRun) -> str:
 
 
 def route(ws: Workspace, name: str, wanted: set[str]) -> ImageSpec:
-    """The image to build: `name` itself when its lock lets it be built here, else the first image
-    of the catalogue that extends it, can be built here and carries every patch asked."""
-    candidates = [name] + [n for n in ws.catalog.names() if n != name and n not in ws.broken()
-                           and name in ws.spec(n).chain]
+    """The image to build: `name` itself when its lock lets it be built here, else the nearest image
+    of the catalogue that extends it (the fewest steps of `extends` away, then by name), can be
+    built here and carries every patch asked."""
+    extending = [n for n in ws.catalog.names() if n != name and n not in ws.broken() and name in ws.spec(n).chain]
+    candidates = [name] + sorted(extending, key=lambda n: (ws.spec(n).chain.index(name), n))
     for candidate in candidates:
         spec = ws.spec(candidate)
         lock = ws.lock(spec)
