@@ -153,7 +153,9 @@ def bump(ws: Workspace, name: str, engine_ref: str | None, component: str | None
     engine = Engine()
     failed = ""
     try:
-        plan = build_image(moved, spec.name, BuildRequest(platform=[platform]), options)[-1]
+        plan = build_image(moved, spec.name, BuildRequest(platform=[platform]), options,
+                           lambda b: (say or output().say)(f"{b.name} ({b.platform}): {', '.join(b.done) or 'nothing '
+                                                           f'to build'} in {b.seconds:.1f}s -> {b.result}"))[-1]
     except BuildFailed as exc:  # the image's own checks (kernels at a new release, say): the image is there
         plan = plan_image(moved.spec(spec.name), moved.lock(moved.spec(spec.name)), platform, options)
         if engine.inspect(plan.tag) is None:
