@@ -30,7 +30,7 @@ from enginebuild.plan.image import plan_image
 from enginebuild.sources.base import Context
 from enginebuild.spec.model import ImageSpec
 from enginebuild.spec.patchchecks import PatchCheck
-from enginebuild.usecases.building import BuildRequest, build_image
+from enginebuild.usecases.building import BuildRequest, Built, build_image
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
@@ -154,8 +154,7 @@ def bump(ws: Workspace, name: str, engine_ref: str | None, component: str | None
     failed = ""
     try:
         plan = build_image(moved, spec.name, BuildRequest(platform=[platform]), options,
-                           lambda b: (say or output().say)(f"{b.name} ({b.platform}): {', '.join(b.done) or 'nothing '
-                                                           f'to build'} in {b.seconds:.1f}s -> {b.result}"))[-1]
+                           lambda b: (say or output().say)(_built(b)))[-1]
     except BuildFailed as exc:  # the image's own checks (kernels at a new release, say): the image is there
         plan = plan_image(moved.spec(spec.name), moved.lock(moved.spec(spec.name)), platform, options)
         if engine.inspect(plan.tag) is None:
@@ -173,6 +172,12 @@ def bump(ws: Workspace, name: str, engine_ref: str | None, component: str | None
         run = observed(engine, plan.tag, check, interpreter, gpus)
         result.verdicts.append(CheckVerdict(check, verdict_of(check, run), run, text.get(check.patch, "?")))
     return result
+
+
+def _built(built: Built) -> str:
+    """A build's report, as `image` prints it."""
+    return f"{built.name} ({built.platform}): {', '.join(built.done) or 'nothing to build'} in " \
+           f"{built.seconds:.1f}s -> {built.result}"
 
 
 def _first_failure(message: str) -> str:
