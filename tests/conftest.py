@@ -24,6 +24,11 @@ from helpers import registry as registry_helpers  # noqa: E402
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+# the mirror of TurboQuant's pinned commit (GitHub is out of reach from these machines)
+TURBOQUANT_BUNDLE = ROOT.parent / "shared" / "mirrors" / "github.com-0xSero-turboquant.bundle"
+TURBOQUANT_MIRROR = {"ENGINEBUILD_GIT_MIRRORS": f"https://github.com/0xSero/turboquant={TURBOQUANT_BUNDLE}"}
+
+
 def need(condition: bool, what: str) -> None:
     """Skip (locally) or fail (under CI=true) when a real part is missing."""
     if condition:

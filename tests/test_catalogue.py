@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, TURBOQUANT_BUNDLE, TURBOQUANT_MIRROR, need, run_cli
 from enginebuild.lock.lockfile import read_lock, stale_inputs
 from enginebuild.spec.catalog import Catalog
 
@@ -15,10 +15,13 @@ def load(name):
     return Catalog(ROOT).load(name)
 
 
-def test_list_shows_the_six_recipes_and_the_four_images_buildable_here():
+def test_list_shows_the_six_recipes_and_the_five_images_buildable_here():
     rows = json.loads(run_cli(["list", "--json"], ROOT).stdout)
     buildable = sorted(r["image"] for r in rows if r["lock"] != "abstract")
-    assert buildable == sorted(RECIPES + ["demo", "llamacpp-cpu", "vllm-pypi", "qwen36-dflash-pypi"])
+    assert buildable == sorted(RECIPES + ["demo", "llamacpp-cpu", "vllm-pypi", "qwen36-dflash-pypi",
+                                           "qwen35-dflash-turboquant-pypi"])
+    # TurboQuant built from its pinned commit, on the mission image's package
+    assert tuple(load("qwen35-dflash-turboquant-pypi").chain[:2]) == ("qwen35-dflash-turboquant-pypi", "qwen36-dflash-pypi")
     # the mission's recipe with one key changed: its kernels from the release, the rest its own
     assert tuple(load("qwen36-dflash-pypi").chain[:2]) == ("qwen36-dflash-pypi", "qwen36-dflash")
     assert load("qwen36-dflash-pypi").component("vllm-kernels").release is not None
@@ -128,13 +131,16 @@ def test_source_builds_compile_vllm_and_flashinfer_for_12_1a():
 
 @pytest.mark.network
 def test_patches_check_passes_on_the_committed_catalogue(pypi_reachable):
-    proc = run_cli(["patches", "check", "--all", "--json"], ROOT)
+    need(TURBOQUANT_BUNDLE.is_file(), f"the TurboQuant mirror is not at {TURBOQUANT_BUNDLE}")
+    proc = run_cli(["patches", "check", "--all", "--json"], ROOT, TURBOQUANT_MIRROR)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     stacks = {(s["image"], s["component"]): [p["status"] for p in s["patches"]] for s in json.loads(proc.stdout)}
     assert stacks[("qwen36-dflash", "vllm")] == ["applies"]
     assert stacks[("qwen3-coder-next-dflash", "vllm")] == ["applies"]
-    # TurboQuant v0.2.0 lives on github.com, which this machine cannot reach: said, not skipped
-    assert stacks[("qwen35-dflash-turboquant", "turboquant")] == ["not-checked"]
+    # TurboQuant's pinned commit, fetched from its mirror (github.com is out of reach here)
+    assert stacks[("qwen35-dflash-turboquant", "turboquant")] == ["applies"]
+    assert stacks[("qwen35-dflash-turboquant-pypi", "turboquant")] == ["applies"]
+    assert stacks[("qwen35-dflash-turboquant-pypi", "vllm")] == ["applies"]
 
 
 def test_one_broken_spec_is_one_row_and_the_rest_of_the_catalogue_goes_on(workspace):
@@ -180,7 +186,8 @@ def test_an_image_not_buildable_here_is_called_so_by_every_command(workspace, re
     changed = run_cli(["changed", "--prefix", f"{registry.host}/enginebuild-test", "--json"], workspace)
     assert changed.returncode == 0, changed.stderr
     assert "vllm-prefill: skipped, not buildable here" in changed.stderr
-    assert [r["image"] for r in json.loads(changed.stdout)["images"]] == ["demo", "llamacpp-cpu", "qwen36-dflash-pypi", "vllm-pypi"]
+    assert [r["image"] for r in json.loads(changed.stdout)["images"]] == ["demo", "llamacpp-cpu", "qwen35-dflash-turboquant-pypi",
+                                                                        "qwen36-dflash-pypi", "vllm-pypi"]
 
 
 def test_lock_without_update_moves_no_pin_when_nothing_was_asked(workspace):

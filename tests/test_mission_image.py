@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, need, need_free_disk, run_cli
+from conftest import ROOT, TURBOQUANT_BUNDLE, TURBOQUANT_MIRROR, need, need_free_disk, run_cli
 from enginebuild.io.store import Store
 from helpers.docker import assert_pip_check_clean, docker
 
@@ -48,7 +48,7 @@ def _probe(tag: str) -> dict:
 
 
 TURBOQUANT = "qwen35-dflash-turboquant-pypi"
-BUNDLE = ROOT.parent / "shared" / "mirrors" / "github.com-0xSero-turboquant.bundle"
+BUNDLE = TURBOQUANT_BUNDLE
 HOOKED = """
 import turboquant.quantizer, vllm.v1.worker.gpu_model_runner as runner
 print(getattr(runner.GPUModelRunner.load_model, "_turboquant", False))
@@ -62,7 +62,7 @@ def turboquant_in_the_same_runtime(workspace: Path, env: dict, home: Path) -> No
     otherwise (executed, on the CPU), its patch's GPU check is listed as not run here, and the
     wheel is the one an H100 ran (tests/corpus/turboquant-gpu-outcomes.json)."""
     need(BUNDLE.is_file(), f"the TurboQuant mirror is not at {BUNDLE}")
-    env = {**env, "ENGINEBUILD_GIT_MIRRORS": f"https://github.com/0xSero/turboquant={BUNDLE}"}
+    env = {**env, **TURBOQUANT_MIRROR}
     proc = run_cli(["image", TURBOQUANT, "--platform", "linux/amd64"], workspace, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"https://github.com/0xSero/turboquant: fetched from the mirror {BUNDLE}" in proc.stderr

@@ -1,5 +1,6 @@
 """`patches check` against real sources: local git repositories, and real vLLM sdists from PyPI."""
 import json
+import shutil
 import textwrap
 
 import pytest
@@ -231,6 +232,38 @@ def test_a_stack_whose_source_is_not_pinned_here_is_reported_not_checked_never_s
     assert "  NOT CHECKED       engine/0001-layer-ids.patch  its source is not pinned here" in proc.stdout
     assert "warning: t: the engine stack (1 patch(es)) was NOT checked" in proc.stderr
     assert run_cli(["patches", "check", "t", "--strict"], workspace).returncode == 1
+
+
+def test_a_pinned_stack_whose_source_is_out_of_reach_is_reported_not_checked_with_the_others_checked(
+        image, upstream, workspace, tmp_path):
+    """Pinned in the lock, but the source cannot be fetched from here (no network, no mirror, on a
+    store that never fetched it): that stack is NOT CHECKED with git's reason, the other stacks are
+    still checked, and --strict fails."""
+    repo, _ = upstream
+    write_image(workspace, "u", f"""
+        base: scratch
+        platform: linux/amd64
+        components:
+          engine:
+            source:
+              git: {{url: "{(tmp_path / "gone").as_uri()}", ref: v1.0}}
+            patches: [engine/0001-layer-ids.patch]
+            build: {{script: build.sh}}
+            outputs: {{paths: [/x]}}
+        """, {"build.sh": "#!/bin/sh\ntrue\n"})
+    shutil.copytree(repo.path, tmp_path / "gone")
+    assert run_cli(["lock", "u"], workspace).returncode == 0
+    shutil.rmtree(tmp_path / "gone")
+    env = {"ENGINEBUILD_HOME": str(tmp_path / "fresh-home")}
+    proc = run_cli(["patches", "check", "t", "u", "--json"], workspace, env)
+    assert proc.returncode == 0, proc.stderr
+    docs = {d["image"]: d for d in json.loads(proc.stdout)}
+    assert [p["status"] for p in docs["t"]["patches"]] == ["applies", "applies"]
+    assert [p["status"] for p in docs["u"]["patches"]] == ["not-checked"]
+    assert docs["u"]["unchecked_because"].startswith("its pinned source could not be fetched: fetching file://")
+    assert "warning: u: the engine stack (1 patch(es)) was NOT checked: its pinned source could not be fetched" \
+        in proc.stderr
+    assert run_cli(["patches", "check", "t", "u", "--strict"], workspace, env).returncode == 1
 
 
 @pytest.mark.network

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             print(f"{target.image}: {target.owner} {target.description}{note}")
             if results is None:
                 for patch in target.patches:
-                    print(f"  {'NOT CHECKED':<17} {patch.name}  its source is not pinned here: {target.unchecked}")
+                    print(f"  {'NOT CHECKED':<17} {patch.name}  {target.unchecked}")
                 continue
             for result in results:
                 print(f"  {result.status:<17} {result.name}  {result.detail}")
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     for target, results in report:
         if results is None:
             output().say(f"warning: {target.image}: the {target.owner} stack ({len(target.patches)} patch(es)) was NOT "
-                         "checked: its source is not pinned in its lock; run `lock` where it is reachable")
+                         f"checked: {(target.unchecked or '').splitlines()[0]}")
     if errors:
         return EXIT_BAD_INPUT
     return EXIT_FAILED if failed or (args.strict and unchecked) else 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from enginebuild.core.patchfile import PatchFile
-from enginebuild.errors import LockError, UserError, command
+from enginebuild.errors import FetchError, LockError, ResolveError, UserError, command
+from enginebuild.io.proc import CommandFailed
 from enginebuild.lock.lockfile import Lock, stale_inputs
 from enginebuild.sources import Pinned, Source
 from enginebuild.sources.base import Context
@@ -24,7 +25,7 @@ class StackTarget:
 
     @property
     def description(self) -> str:
-        return self.tree.description if self.tree is not None else "(source not pinned here)"
+        return self.tree.description if self.tree is not None else "(source not fetched here)"
 
 
 def stacks(spec: ImageSpec) -> list[tuple[str, str, Source, tuple[PatchRef, ...]]]:
@@ -80,7 +81,13 @@ def stack_targets(ctx: Context, spec: ImageSpec, lock: Lock | None, *, engine_re
         pinned = lock.source_pin(source, name) if lock is not None else Pinned(source, None)
         if not pinned.complete:
             why = lock.unresolved().get(name, "not resolved") if lock else "no lockfile"
-            targets.append(StackTarget(spec.name, owner, parsed, None, unchecked=why))
+            targets.append(StackTarget(spec.name, owner, parsed, None, unchecked=f"its source is not pinned here: {why}"))
             continue
-        targets.append(StackTarget(spec.name, owner, parsed, pinned.tree(ctx)))
+        try:
+            tree = pinned.tree(ctx).fetch()
+        except (FetchError, ResolveError, CommandFailed) as exc:  # pinned, out of reach (no network, no mirror)
+            targets.append(StackTarget(spec.name, owner, parsed, None,
+                                       unchecked=f"its pinned source could not be fetched: {exc.message}"))
+            continue
+        targets.append(StackTarget(spec.name, owner, parsed, tree))
     return targets

@@ -51,6 +51,10 @@ class SourceTree:
     def is_ancestor(self, ancestor: str, commit: str) -> bool:
         return False
 
+    def fetch(self) -> SourceTree:
+        """Fetch now what reading the tree needs (a lazy tree fetches on its first read)."""
+        return self
+
 
 class DirTree(SourceTree):
     def __init__(self, root: Path, description: str):
@@ -209,6 +213,10 @@ class GitTree(SourceTree):
                                FILE if kind == "blob" else OTHER, image_mode(int(mode, 8)))
             self._kinds = kinds
         return self._kinds
+
+    def fetch(self) -> SourceTree:
+        self._load()
+        return self
 
     def kind(self, path: str) -> str | None:
         entry = self._load().get(path)
