@@ -204,10 +204,11 @@ Upstream: not forwarded (test)
 """
 
 
-def test_a_patch_to_the_engines_python_part_compiles_nothing(built_demo, workspace):
+def test_a_patch_to_the_engines_python_part_builds_no_component(built_demo, workspace):
     """The demo's engine has a compiled part (`engine`, inputs: engine.c) and a Python part
-    (`engine-py`, inputs: py/**) from one patched source: a patch reaching only the Python part
-    rebuilds `engine-py` alone, in the plan and in a real build, and no compiler runs."""
+    (`engine-py`, inputs: py/**, installed as they are) from one patched source: a patch reaching
+    only the Python part is outside the compiled part's key, and is applied as files to what
+    `engine-py` installs: no component is built, in the plan or in a real build."""
     marker = uuid.uuid4().hex[:8]
     patch = workspace / "patches/demo-engine/0002-settings-mounted.patch"
     patch.write_text(PY_PATCH.replace("MARK", marker))
@@ -216,16 +217,17 @@ def test_a_patch_to_the_engines_python_part_compiles_nothing(built_demo, workspa
     assert spec.read_text().count(stack) == 2  # the compiled part and the Python part share the stack
     spec.write_text(spec.read_text().replace(stack, stack + "      - demo-engine/0002-settings-mounted.patch\n"))
     plans = plan_json(workspace)
-    assert same_for_all(plans, "components_to_build") == ["engine-py"]
+    assert same_for_all(plans, "components_to_build") == []
     text = run_cli(["plan", "demo"], workspace).stdout
     assert "0002-settings-mounted.patch touches none of its declared inputs: not part of its key" in text, text
+    assert "engine-py: 0002-settings-mounted.patch applied as files (1 file, " in text, text
     proc = build(workspace)
     for platform in PLATFORMS:
-        assert f"demo ({platform}): built 1 component(s) (engine-py)" in proc.stdout, proc.stdout
+        assert f"demo ({platform}): wrote " in proc.stdout and f"demo ({platform}): built" not in proc.stdout, \
+            proc.stdout
     said = proc.stdout + proc.stderr
-    assert "component engine-py: built" in said, said
-    for compiled in ("engine", "kernels", "cuda-kernels"):  # reused: no compile unit ran
-        assert f"component {compiled}: built" not in said, said
+    for name in ("engine", "engine-py", "kernels", "cuda-kernels"):  # reused: no build ran
+        assert f"component {name}: built" not in said, said
     out = docker("run", "--rm", "--entrypoint", "demo-engine-settings", "enginebuild/demo:latest").stdout
     assert f"model folder (mounted) {marker}" in out
 

@@ -35,26 +35,33 @@ def test_list_counts_patches_on_every_stack():
     assert rows["qwen36-dflash"]["components"] == ["flashinfer", "vllm-kernels", "vllm"]
 
 
-def test_editing_the_dflash_patch_rebuilds_the_vllm_package_and_not_its_kernels(workspace):
+def test_editing_the_dflash_patch_rebuilds_no_vllm_component(workspace):
     """vLLM is split in a compiled part (declared inputs: C++/CUDA, CMake) and a package built
-    around its wheel: the off-by-one patch edits a Python file, so editing it moves only the
-    package's key (minutes of packaging instead of every CUDA file)."""
+    around its wheel: the off-by-one patch edits a Python file, outside the compiled part's key,
+    and applied as files to what the package installs: editing it moves no component's key, only
+    the layer of patched files (a small layer instead of every CUDA file, or the package)."""
     def keys() -> dict:
         proc = run_cli(["plan", "qwen36-dflash", "--json"], workspace)
         assert proc.returncode == 0, proc.stderr
         doc = json.loads(proc.stdout)["images"][0]
-        return {c["name"]: c for c in doc["components"]}
+        found = {c["name"]: c for c in doc["components"]}
+        found.update({row["name"]: row for row in doc["layers"] if row["kind"] == "patched"})
+        return found
 
     before = keys()
+    assert [r["route"] for r in before["vllm"]["patch_routes"]] == ["files"]
     assert before["vllm-kernels"]["outside_declared_inputs"] == ["patches/vllm/0001-dflash-target-layer-ids-off-by-one.patch"]
     patch = workspace / "patches/vllm/0001-dflash-target-layer-ids-off-by-one.patch"
     patch.write_text(patch.read_text().replace("aux_hidden_state_layers=(2, 17, 32, 47, 62).",
                                                "aux_hidden_state_layers=(2, 17, 32, 47, 62) (edited)."))
     after = keys()
-    assert after["vllm-kernels"]["key"] == before["vllm-kernels"]["key"]
-    assert after["vllm"]["key"] != before["vllm"]["key"] and after["flashinfer"]["key"] == before["flashinfer"]["key"]
+    assert {n: after[n]["key"] for n in ("vllm-kernels", "vllm", "flashinfer")} == \
+        {n: before[n]["key"] for n in ("vllm-kernels", "vllm", "flashinfer")}
+    layer = "patches of vllm as files (0001-dflash-target-layer-ids-off-by-one.patch)"
+    assert after[layer]["key"] != before[layer]["key"]
     text = run_cli(["plan", "qwen36-dflash"], workspace).stdout
     assert "touches none of its declared inputs" in text
+    assert "vllm: 0001-dflash-target-layer-ids-off-by-one.patch applied as files (1 file, " in text, text
 
 
 def test_recipes_share_one_vllm_base_and_one_llamacpp_base():

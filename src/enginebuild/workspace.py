@@ -83,10 +83,12 @@ class Workspace:
                      only: frozenset[str] | None = None, strict: bool = True) -> Options:
         """Options for planning here: what is given, and the environment's SOURCE_DATE_EPOCH
         (the plan itself reads no environment)."""
+        from enginebuild.io.store import Store
         from enginebuild.plan.image import LAYER_KINDS, Options
+        from enginebuild.plan.routes import stored_facts
 
         return Options(build_args=build_args or {}, on=on, only=only or frozenset(LAYER_KINDS), strict=strict,
-                       source_date_epoch=settings().source_date_epoch)
+                       source_date_epoch=settings().source_date_epoch, facts=stored_facts(Store(self.home)))
 
     def broken(self) -> dict[str, UserError]:
         """The catalogue's specs that do not load, each with its error (one bad spec does not stop

@@ -36,6 +36,8 @@ def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str
             row["changed"] = changed_inputs(comp.inputs, history.get(f"component {comp.name}"))
         if comp.outside:
             row["outside_declared_inputs"] = list(comp.outside)
+        if comp.routes:
+            row["patch_routes"] = [r.to_json() for r in comp.routes]
         mirrors = sorted({where for item in comp.context if isinstance(item.origin, FromSource)
                           if (where := item.origin.source.source.fetched_from())})
         if mirrors:

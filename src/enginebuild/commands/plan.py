@@ -10,6 +10,7 @@ import json
 from typing import TYPE_CHECKING
 
 from enginebuild.io.progress import human_bytes
+from enginebuild.plan.routes import Route
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
@@ -167,6 +168,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                 print(f"  {'':28} its source is fetched from the mirror {where}")
             for patch in c.get("outside_declared_inputs", []):
                 print(f"  {'':28} {patch} touches none of its declared inputs: not part of its key")
+            for route in c.get("patch_routes", []):
+                if route["route"] != "outside":
+                    print(f"  {'':28} {Route(**route).line(c['name'])}")
         for unused in doc["unused_components"]:
             print(f"  component {unused:<18} {'':12}  not built: nothing installs or needs it")
         for i, row in enumerate(doc["layers"], 1):

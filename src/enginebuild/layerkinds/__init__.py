@@ -10,10 +10,13 @@ from enginebuild.layerkinds.data import Data
 from enginebuild.layerkinds.files import Files
 from enginebuild.layerkinds.outputs import OutputTree
 from enginebuild.layerkinds.overlay import OverlayFiles
+from enginebuild.layerkinds.patchedfiles import PatchedFiles
 from enginebuild.layerkinds.system import Sysroot
 from enginebuild.layerkinds.wheel import Wheel
 from enginebuild.layerkinds.wheels import Wheels
 
-KINDS: tuple[type[LayerPayload], ...] = (Sysroot, Run, Wheels, Wheel, OutputTree, OverlayFiles, Data, Files)
+KINDS: tuple[type[LayerPayload], ...] = (Sysroot, Run, Wheels, Wheel, OutputTree, PatchedFiles, OverlayFiles, Data,
+                                         Files)
 
-__all__ = ["KINDS", "Data", "Files", "LayerPayload", "OutputTree", "OverlayFiles", "Run", "Sysroot", "Wheel", "Wheels"]
+__all__ = ["KINDS", "Data", "Files", "LayerPayload", "OutputTree", "OverlayFiles", "PatchedFiles", "Run", "Sysroot",
+           "Wheel", "Wheels"]

@@ -4,7 +4,9 @@ and no container. The layer's bytes depend only on the wheel and the install sch
 
 from __future__ import annotations
 
+import base64
 import csv
+import hashlib
 import io
 import json
 import os
@@ -14,14 +16,16 @@ import tempfile
 import threading
 import warnings
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from installer import install
 from installer.destinations import SchemeDictionaryDestination
+from installer.records import Hash, RecordEntry
+from installer.scripts import Script
 from installer.sources import WheelFile
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -123,6 +127,76 @@ def _metadata(editable: str) -> dict[str, bytes]:
         extra["direct_url.json"] = json.dumps({"dir_info": {"editable": True}, "url": f"file://{editable}"},
                                               sort_keys=True).encode()
     return extra
+
+
+class _RecordOnly(SchemeDictionaryDestination):
+    """Installs nothing: replays what installing a wheel would write into its RECORD. A member of
+    the wheel's root is hashed as its own RECORD says (read from the archive where it says
+    nothing usable), a replaced member as its new bytes; scripts and metadata are hashed as
+    written."""
+
+    def __init__(self, paths: dict[str, str], interpreter: str, known: dict[str, tuple[str, int]],
+                 replaced: Mapping[str, bytes]):
+        super().__init__(paths, interpreter=interpreter, script_kind="posix", bytecode_optimization_levels=())
+        self.known, self.replaced, self.record = known, replaced, b""
+
+    def write_to_fs(self, scheme: Any, path: str, stream: BinaryIO, is_executable: bool) -> RecordEntry:
+        if path.endswith(".dist-info/RECORD") and path.count("/") == 1:
+            self.record = stream.read()
+            return RecordEntry(path, None, None)
+        root = scheme in ("purelib", "platlib")
+        if root and path in self.replaced:
+            data = self.replaced[path]
+            return RecordEntry(path, Hash("sha256", _b64_sha256(data)), len(data))
+        if root and path in self.known:
+            value, size = self.known[path]
+            return RecordEntry(path, Hash("sha256", value), size)
+        digest, size = hashlib.sha256(), 0
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+        return RecordEntry(path, Hash("sha256", base64.urlsafe_b64encode(digest.digest()).decode().rstrip("=")), size)
+
+    def write_script(self, name: str, module: str, attr: str, section: Any) -> RecordEntry:
+        script_name, data = Script(name, module, attr, section).generate(self.interpreter, self.script_kind)
+        return self.write_to_fs("scripts", script_name, io.BytesIO(data), True)
+
+
+@contextmanager
+def _named(wheel: Path, filename: str) -> Iterator[Path]:
+    """The stored wheel under its own file name (the installer reads its tags from the name)."""
+    named = temp_path(Path(tempfile.gettempdir()), "enginebuild-wheel-name", "d") / filename
+    try:
+        named.parent.mkdir()
+        named.symlink_to(wheel)
+        yield named
+    finally:
+        shutil.rmtree(named.parent, ignore_errors=True)
+
+
+def _b64_sha256(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip("=")
+
+
+def installed_record(wheel: Path, filename: str, site_packages: str, interpreter: str,
+                     replaced: Mapping[str, bytes]) -> tuple[str, bytes]:
+    """(its path in the image, no leading /; its bytes): the RECORD that installing the wheel
+    with the members of `replaced` holding those bytes would write, the wheel not unpacked."""
+    paths = scheme(site_packages)
+    with _named(wheel, filename) as named, WheelFile.open(named) as source:
+        known: dict[str, tuple[str, int]] = {}
+        for row in csv.reader(io.StringIO(source.read_dist_info("RECORD"))):
+            if len(row) == 3 and row[1].startswith("sha256=") and row[2].isdigit():
+                known[row[0]] = (row[1][len("sha256="):], int(row[2]))
+        destination = _RecordOnly(paths, interpreter, known, replaced)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                install(source, destination, additional_metadata=_metadata(""))
+        except Exception as exc:  # installer raises plain exceptions for bad wheels
+            raise BuildFailed(f"cannot read {filename} as a wheel: {exc}") from None
+        folder = source.dist_info_dir
+    return f"{site_packages.strip('/')}/{folder}/RECORD", destination.record
 
 
 def install_wheel(wheel: Path, filename: str, site_packages: str, interpreter: str, writer: TarWriter,

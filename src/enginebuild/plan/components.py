@@ -11,14 +11,17 @@ from enginebuild.core import keys
 from enginebuild.errors import SpecError
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.layerkinds.context import ContextItem, FromBlob, FromData, FromFile, FromOutput, FromSource
+from enginebuild.layerkinds.verbatim import Facts
 from enginebuild.lock.inputs import release_input
 from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent_ref, script_run
 from enginebuild.plan.model import ComponentNode, EnvNode
 from enginebuild.plan.render import TEMPLATES, render
+from enginebuild.plan.routes import FactsReader, Route, no_facts, route_patches
 from enginebuild.sources import Pinned
 from enginebuild.sources.trees import declared_matcher
 from enginebuild.spec.model import Component, PatchRef
 
+ROUTED_OUTPUTS = ("wheels", "paths", "prefix")  # outputs a patch can be applied to as files (plan/routes.py)
 SOURCES = "/opt/enginebuild/sources"
 DEPS = "/opt/enginebuild/deps"
 CACHE_IN = "/opt/enginebuild/compiler-cache-in"  # a seed of each build.cache folder, from an earlier build
@@ -80,16 +83,22 @@ def cuda_env(archs: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, needed: dict[str, ComponentNode],
-                   build_args: dict[str, str], cuda_archs: tuple[str, ...] = ()) -> ComponentNode:
+                   build_args: dict[str, str], cuda_archs: tuple[str, ...] = (),
+                   facts: FactsReader = no_facts, refused: str = "") -> ComponentNode:
+    """`facts`: what earlier builds learned, per recipe key (the key without patches): the files
+    each build installs verbatim (plan/routes.py routes the patch stack by them); `refused`: why
+    none of its patches may be applied as files."""
     if not builder.layers and builder.base is None:
         raise SpecError(comp.where, f"components.{comp.name}.builder",
                         "the builder is scratch with nothing installed: a build script needs at least a shell")
     pins = planner.pins
     context: list[ContextItem] = []
     env: list[tuple[str, str]] = []
+    source: ContextItem | None = None
+    pinned_source: Pinned | None = None
     if comp.source:
-        pinned = comp.source.at(pins, f"components.{comp.name}.source")
-        context.append(source_item("source.tar", pinned, comp.patches, pinned.describe(), planner.epoch, comp.inputs))
+        pinned = pinned_source = comp.source.at(pins, f"components.{comp.name}.source")
+        source = source_item("source.tar", pinned, (), pinned.describe(), planner.epoch, comp.inputs)
         version = pinned.version()
         if comp.source.kind == "git" and comp.source.release and version:
             env.append(("SETUPTOOLS_SCM_PRETEND_VERSION", version))
@@ -143,25 +152,52 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
                         seed_mounts=mounts(caches, binds=(("compiler-cache", CACHE_IN),), sealed=planner.spec.secret_names),
                         workdir=comp.outputs.paths[0].rstrip("/") if editable else SRC, editable=editable)
     secrets = tuple(dict.fromkeys(comp.build.secrets + tuple(s for step in comp.steps for s in step.secrets)))
-    items = tuple(sorted(context, key=lambda c: c.arcname))
-    key = keys.key_of("component", name=comp.name, platform=planner.platform, builder=builder.tip,
-                      dockerfile=dockerfile, secrets=list(secrets),
-                      context=[[c.arcname, c.mode, c.digest] for c in items],
-                      outputs=[comp.outputs.kind, list(comp.outputs.paths)])
+
+    def key_with(extra: list[ContextItem]) -> tuple[str, tuple[ContextItem, ...]]:
+        items = tuple(sorted(context + extra, key=lambda c: c.arcname))
+        return keys.key_of("component", name=comp.name, platform=planner.platform, builder=builder.tip,
+                           dockerfile=dockerfile, secrets=list(secrets),
+                           context=[[c.arcname, c.mode, c.digest] for c in items],
+                           outputs=[comp.outputs.kind, list(comp.outputs.paths)]), items
+
+    key, items = key_with([source] if source else [])
+    build_patches: tuple[PatchRef, ...] = comp.patches
+    file_patches: tuple[PatchRef, ...] = ()
+    routes: tuple[Route, ...] = ()
+    if source is not None and pinned_source is not None and comp.patches:
+        why = refused or ("" if comp.patches_as_files else "patches-as-files: false") or \
+            ("" if comp.outputs.kind in ROUTED_OUTPUTS else f"its outputs are {comp.outputs.kind}")
+        # routed by what the build of the patches that go into it installs verbatim (learned once it is
+        # made): a patch found to touch another file goes into the build, whose own facts are read next
+        known: Facts | None = None
+        while True:
+            build_patches, file_patches, routes = route_patches(comp.patches, known, inputs=comp.inputs, refused=why)
+            source = source_item("source.tar", pinned_source, build_patches, source.label, planner.epoch, comp.inputs)
+            key, items = key_with([source])
+            learned = facts(key) if file_patches else None
+            if learned is None or route_patches(comp.patches, learned, inputs=comp.inputs, refused=why)[0] \
+                    == build_patches:
+                if learned is not None:
+                    build_patches, file_patches, routes = route_patches(comp.patches, learned, inputs=comp.inputs,
+                                                                        refused=why)
+                break
+            known = learned
     inputs = {"builder": builder.tip, "instructions": keys.sha(dockerfile)}
     for item in items:
         inputs[item.label or item.arcname] = item.digest
     outside: tuple[str, ...] = ()
     # each patch that reaches a declared input (without inputs: every patch), by name: the one
     # that changed is named
-    inputs.update({f"patches/{p.name}": p.patch.sha256 for p in comp.patches
+    inputs.update({f"patches/{p.name}": p.patch.sha256 for p in build_patches
                    if not comp.inputs or touches_declared(p, comp.inputs)})
     if comp.inputs:
-        outside = tuple(f"patches/{p.name}" for p in comp.patches if not touches_declared(p, comp.inputs))
+        outside = tuple(f"patches/{p.name}" for p in build_patches if not touches_declared(p, comp.inputs))
     cache_key = keys.key_of("compiler-cache", name=comp.name, platform=planner.platform, builder=builder.tip,
                             folders=list(caches)) if caches else ""
     return ComponentNode(comp.name, key, planner.platform, builder, dockerfile, items, secrets, comp.needs,
-                         comp.outputs, cuda_archs, inputs, outside, caches, cache_key)
+                         comp.outputs, cuda_archs, inputs, outside, caches, cache_key,
+                         file_patches=file_patches, stack=comp.patches if file_patches else (), routes=routes,
+                         tree=source if file_patches else None)
 
 
 def release_node(planner: EnvPlanner, comp: Component) -> ComponentNode:

@@ -13,7 +13,7 @@ from typing import Any
 from enginebuild.core import keys
 from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
-from enginebuild.layerkinds import Data, Files, LayerPayload, OutputTree, OverlayFiles, Wheel
+from enginebuild.layerkinds import Data, Files, LayerPayload, OutputTree, OverlayFiles, PatchedFiles, Wheel
 from enginebuild.lock.inputs import role_of
 from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
 from enginebuild.lock.pins import PythonPin
@@ -27,6 +27,7 @@ from enginebuild.plan.model import (
     ImageSettings,
     LayerNode,
 )
+from enginebuild.plan.routes import FactsReader, no_facts
 from enginebuild.spec.model import FileGroup, ImageSpec
 from enginebuild.spec.reader import ENV_REF
 from enginebuild.wire import JsonDoc
@@ -45,6 +46,7 @@ class Options:
     source_date_epoch: int | None = None  # SOURCE_DATE_EPOCH, as the caller read it (the plan reads no environment)
     flavour: str | None = None  # local tags of their own (`enginebuild/IMAGE:FLAVOUR`) for a build that is not the
     #                             catalogue's image (a behaviour check's build without a patch): its tags stay the user's
+    facts: FactsReader = no_facts  # which files each recipe's build installs verbatim (plan/routes.py), as learned
 
 
 
@@ -192,8 +194,10 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
             role = role_of(spec, comp.builder)
             if role not in builders:
                 builders[role] = planner.environment(role, comp.builder)
+            users = [c.name for c in spec.components if comp.name in c.needs and c.name in used]
+            refused = f"component {users[0]} builds on its outputs" if users else ""
             components[comp.name] = component_node(planner, comp, builders[role], components, options.build_args,
-                                                   comp.cuda_archs or spec.cuda_archs)
+                                                   comp.cuda_archs or spec.cuda_archs, options.facts, refused)
     base_pin = planner.base("runtime", spec.runtime, options.on)
     unknown = base_pin is not None and base_pin.digest is None and not base_pin.scratch
     # the commands see the base's variables and build-env; env comes after them (a launcher's PORT
@@ -230,6 +234,8 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                     Wheel(pin, python.site_packages, python.interpreter, comp_key, closure,
                           marker_environment(python.version, platform), editable),
                     {f"component {pin.component}": comp_key})
+                if node.file_patches:
+                    add("patched", *patched_files(node, epoch, python.site_packages, python.interpreter))
     if "components" in only:
         for name in spec.install:
             node = components[name]
@@ -241,6 +247,9 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                 OutputTree(name, node.key, node.outputs, python.site_packages if python else "",
                            python.interpreter if python else "/usr/bin/python3"),
                 {f"component {name}": node.key})
+            if node.file_patches:
+                add("patched", *patched_files(node, epoch, python.site_packages if python else "",
+                                              python.interpreter if python else "/usr/bin/python3"))
     if "overlays" in only:
         for overlay in spec.overlays:
             if overlay.patches:
@@ -279,6 +288,19 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)  # config: image_env
     return ImagePlan(spec.name, platform, created, epoch, tuple(components.values()), final,
                      config, manifest, tags, spec.cuda_archs, options.on, unused)
+
+
+def patched_files(node: ComponentNode, epoch: int, site: str, interpreter: str) -> tuple[str, PatchedFiles,
+                                                                                     dict[str, str]]:
+    """The layer applying a component's file-routed patches to what its output layer installed."""
+    assert node.tree is not None
+    names = ", ".join(p.name.rsplit("/", 1)[-1] for p in node.file_patches)
+    wheels = node.outputs.kind == "wheels"
+    payload = PatchedFiles(node.name, node.key, node.file_patches, node.tree, node.outputs.kind,
+                           node.outputs.to if node.outputs.kind == "prefix" else "", site if wheels else "",
+                           interpreter if wheels else "", epoch)
+    inputs = {f"component {node.name}": node.key, **{f"patches/{p.name}": p.patch.sha256 for p in node.file_patches}}
+    return f"patches of {node.name} as files ({names})", payload, inputs
 
 
 def marker_environment(python_version: str, platform: str) -> tuple[tuple[str, str], ...]:

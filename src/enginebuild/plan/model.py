@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from enginebuild.layerkinds.base import LayerPayload
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.lock.pins import ImagePin, PyPin
-from enginebuild.spec.model import Healthcheck, Outputs
+from enginebuild.plan.routes import Route
+from enginebuild.spec.model import Healthcheck, Outputs, PatchRef
 from enginebuild.wire import JsonDoc
 
 
@@ -72,6 +73,10 @@ class ComponentNode:
     caches: tuple[str, ...] = ()  # build.cache folders (ccache): kept, and carried by the registry cache
     cache_key: str = ""  # where those are kept: component, platform and builder environment (not the key)
     release: PyPin | None = None  # the release wheel it is taken from (nothing is built)
+    file_patches: tuple[PatchRef, ...] = ()  # its patches applied as files, not in its build (plan/routes.py)
+    stack: tuple[PatchRef, ...] = ()  # its whole patch stack, in order (where some are applied as files)
+    routes: tuple[Route, ...] = ()  # each patch's route, and why
+    tree: ContextItem | None = None  # the source tree its build receives, where patches are applied as files
 
 
 @dataclass(frozen=True)

@@ -316,6 +316,10 @@ def component_schema() -> Record:
                                      "`CMakeLists.txt`): its key covers only those, and only those are in its "
                                      "build; default: the whole source"),
         "release": release,
+        "patches-as-files": Bool(description="false: every patch of its stack goes into its build; default: a "
+                                             "patch whose files its build installs verbatim (checked from the "
+                                             "bytes) is applied to them as a layer of its own, and the build runs "
+                                             "without it (docs/patches.md)"),
     }, need_one_of=("build", "release"), doc="a component")
 
 

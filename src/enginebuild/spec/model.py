@@ -186,6 +186,7 @@ class Component:
     where: Where
     inputs: tuple[str, ...] = ()  # globs of the source the build reads (empty: all of it)
     release: Release | None = None  # its wheel from a release: nothing of the above is built
+    patches_as_files: bool = True  # a patch its build would install verbatim is applied as files (plan/routes.py)
 
 
 @dataclass(frozen=True)

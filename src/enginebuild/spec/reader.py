@@ -466,6 +466,7 @@ class Reader:
             where=self.where(path),
             inputs=tuple(self.get(node, "inputs", path, ()) or ()),
             release=release,
+            patches_as_files=self.get(node, "patches-as-files", path, True) is not False,
         )
 
     def components(self, node: Any, builder: m.Environment) -> tuple[m.Component, ...]:

@@ -27,9 +27,11 @@ from enginebuild.io.store import BadBlob, Store
 from enginebuild.kernels.image import declared_of, verify_plan
 from enginebuild.kernels.runtime import check_plan
 from enginebuild.layerkinds.context import FromSource
+from enginebuild.layerkinds.patchedfiles import NotVerbatim
 from enginebuild.lock.lockfile import input_where, stale_inputs
 from enginebuild.oci.engine import Engine
-from enginebuild.patches.patched import patched_tree
+from enginebuild.patches.check import check_stack
+from enginebuild.patches.patched import patched_tree, stack_failure
 from enginebuild.plan.image import Options, plan_image
 from enginebuild.plan.model import ImagePlan
 from enginebuild.plan.render import TEMPLATES
@@ -115,6 +117,12 @@ def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
 
     executor = Executor(ws.home, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)))
     for comp in plan.components:
+        if comp.file_patches and comp.tree is not None and isinstance(comp.tree.origin, FromSource):
+            # the whole stack on the source, as `patches check` applies it (those applied as files too)
+            tree = comp.tree.origin.source.tree(Context(ws.home, executor.http, plan.epoch))
+            failure = check_stack([p.patch for p in comp.stack], tree).first_failure
+            if failure is not None:
+                raise stack_failure(comp.name, tree.description, failure, plan.image)
         if executor.output_record(comp) is not None:
             continue
         for item in comp.context:
@@ -147,10 +155,10 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     built: list[ImagePlan] = []
     for platform in platforms:
         plan = plan_image(spec, lock, platform, options)
-        built.append(plan)
         faults.reached("image.planned")
         check_stacks_first(ws, plan)
-        outcome = build_platform(ws, spec, plan, request, cache, listed)
+        plan, outcome = build_routed(ws, spec, plan, lock, options, request, cache, listed)
+        built.append(plan)
         tags = local_tags(plan, listed)
         remembered = tags  # what a later no-op or file edit checks and moves: never a -t of this run alone
         if request.local_tags and len(tags) > 1:  # -t names the image the plain tag names
@@ -196,6 +204,22 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
                                 {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)},
                                 [la[3] for r in results for la in r["edit"]["layers"] if la[3]])
     return built
+
+
+def build_routed(ws: Workspace, spec: ImageSpec, plan: ImagePlan, lock: Any, options: Options,
+                 request: BuildRequest, cache: LayerCache | None, platforms: tuple[str, ...]) -> tuple[ImagePlan, Any]:
+    """Build the plan; where a patch routed as files turns out to touch a file its component's
+    build does not install verbatim (learned from the bytes as the layer is written, and kept),
+    plan again, that patch now in the build, and build that plan."""
+    while True:
+        try:
+            return plan, build_platform(ws, spec, plan, request, cache, platforms)
+        except NotVerbatim as exc:
+            again = plan_image(spec, lock, plan.platform, options)
+            if [c.key for c in again.components] == [c.key for c in plan.components]:
+                raise  # learned nothing that routes otherwise: never loop
+            output().say(f"  {exc.message}: its patch goes into the component's build; planned again")
+            plan = again
 
 
 def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: BuildRequest, cache: LayerCache | None,

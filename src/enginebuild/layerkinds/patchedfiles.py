@@ -1,0 +1,184 @@
+"""Patches applied as files: a component built without them, and a layer holding exactly the
+files they change, patched on the host by the code `patches check` runs.
+
+The files are read from the component's own output (a wheel's members, its outputs tar) where
+its build installed them verbatim (layerkinds/verbatim.py; checked again from their sha256 when
+the layer is written), patched, and written where that output puts them, with the modes it
+gives them; for a wheel, its RECORD as installing the patched wheel would write it. Written
+from the store alone: no builder, and nothing of the chain below is read."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from enginebuild.core import keys
+from enginebuild.errors import BuildFailed
+from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.layerkinds.base import ComponentOutput, LayerPayload, WriteJob
+from enginebuild.layerkinds.context import ContextItem, FromSource
+from enginebuild.layerkinds.installer import installed_record
+from enginebuild.layerkinds.verbatim import (
+    OutputMember,
+    Placed,
+    forget,
+    keep_facts,
+    learn,
+    read_facts,
+    source_files,
+    tar_members,
+    wheel_members,
+)
+from enginebuild.patches.check import check_stack
+from enginebuild.patches.patched import patched_tree, stack_failure
+from enginebuild.sources.base import Context
+from enginebuild.sources.trees import FILE, SourceTree
+from enginebuild.spec.model import PatchRef
+
+
+class NotVerbatim(BuildFailed):
+    """A file a patch was routed for is not installed verbatim by the component's build: the
+    image is planned again with that patch in the build (the fact is kept)."""
+
+    def __init__(self, component: str, path: str, why: str):
+        super().__init__(f"component {component}: {path} {why}")
+        self.component, self.path = component, path
+
+
+@dataclass(frozen=True)
+class PatchedFiles(LayerPayload):
+    component: str
+    component_key: str  # its build, without these patches: what the facts are kept under
+    patches: tuple[PatchRef, ...]  # applied as files, in stack order
+    tree: ContextItem  # the source tree that build received (the facts are learned from it)
+    outputs_kind: str  # wheels | paths | prefix
+    root: str = ""  # a prefix output's folder in the image
+    site_packages: str = ""  # where a wheels output is installed
+    interpreter: str = ""
+    epoch: int = 0  # the time stamps of that tree's entries
+
+    def key(self, epoch: int) -> str:
+        return keys.key_of("patched-files", component=self.component_key, outputs=self.outputs_kind,
+                           patches=[[p.name, p.patch.sha256] for p in self.patches], root=self.root,
+                           site=self.site_packages, interpreter=self.interpreter, epoch=epoch)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(sorted({f.path for p in self.patches for f in p.patch.files}))
+
+    def write(self, job: WriteJob, writer: TarWriter) -> None:
+        record = job.outputs[self.component_key]
+        facts = read_facts(job.store, self.component_key)
+        if facts is None:
+            facts = self.learn(job, record)
+        wanted = {p.at: path for path in self.paths for p in facts.get(path, ())}
+        for path in self.paths:
+            if not facts.get(path):
+                raise NotVerbatim(self.component, path, "is not installed verbatim by its build (its bytes are in "
+                                                        "no file of its outputs)")
+        found: dict[str, tuple[Placed, OutputMember, bytes]] = {}
+        for member in self.members(job, record, set(wanted)):
+            path = wanted[member.at]
+            placed = next(p for p in facts[path] if p.at == member.at and p.wheel == member.wheel)
+            data = member.read()
+            if keys.sha(data) != placed.sha256:
+                forget(job.store, self.component_key, facts, path)
+                raise NotVerbatim(self.component, path, f"is not what its build installed at {member.at}")
+            found[member.at] = (placed, member, data)
+        for path in self.paths:
+            missing = [p.at for p in facts[path] if p.at not in found]
+            if missing:
+                forget(job.store, self.component_key, facts, path)
+                raise NotVerbatim(self.component, path, f"is not in its outputs at {missing[0]}")
+        originals = {path: found[facts[path][0].at] for path in self.paths}
+        tree = _Files({path: (data, placed.mode) for path, (placed, _, data) in originals.items()},
+                      f"the outputs of component {self.component}")
+        outcome = check_stack([p.patch for p in self.patches], tree)
+        failure = outcome.first_failure
+        if failure is not None:
+            raise stack_failure(self.component, tree.description, failure, job.image)
+        replaced: dict[str, dict[str, bytes]] = {}  # wheel -> member -> new bytes
+        for path in self.paths:
+            patched = outcome.files.get(path)
+            if patched is None:
+                raise BuildFailed(f"component {self.component}: a patch applied as files deletes {path}")
+            for placed in facts[path]:
+                _, member, _ = found[placed.at]
+                self.put(writer, placed, member, patched)
+                if placed.wheel:
+                    replaced.setdefault(placed.wheel, {})[placed.at] = patched
+        wheels = {filename: sha for filename, sha, _ in record.wheels}
+        for filename, members in sorted(replaced.items()):
+            where, data = installed_record(job.store.whole(wheels[filename], filename), filename,
+                                           self.site_packages, self.interpreter, members)
+            writer.add_bytes(where, data, 0o644)
+
+    def put(self, writer: TarWriter, placed: Placed, member: OutputMember, data: bytes) -> None:
+        if placed.wheel:
+            writer.add_bytes(f"{self.site_packages.strip('/')}/{placed.at}", data, placed.mode)
+            return
+        assert member.info is not None
+        info = _renamed(member.info, f"{clean_name(self.root)}/{placed.at}" if self.root else placed.at)
+        info.size = len(data)
+        writer.add_member(info, io.BytesIO(data))
+
+    def members(self, job: WriteJob, record: ComponentOutput, wanted: set[str] | None = None) -> Iterable[OutputMember]:
+        if self.outputs_kind == "wheels":
+            for filename, sha, _ in sorted(record.wheels):
+                for member in wheel_members(job.store.whole(sha, filename), filename):
+                    if wanted is None or member.at in wanted:
+                        yield member
+            return
+        for member in tar_members(job.store.whole(record.sha256, f"outputs of {self.component}")):
+            if wanted is None or member.at in wanted:
+                yield member
+
+    def learn(self, job: WriteJob, record: ComponentOutput) -> dict[str, tuple[Placed, ...]]:
+        """Which source files the build installs verbatim, from the tree it was given and what it made."""
+        origin = self.tree.origin
+        assert isinstance(origin, FromSource)
+        tree = patched_tree(Context(job.store.home, mtime=self.epoch), self.tree.label or self.component, origin.source,
+                            origin.patches, self.tree.digest, job.image, origin.only)
+        names = {m.at.rsplit("/", 1)[-1] for m in self.members(job, record)}
+        sources = source_files(job.store.whole(tree.sha256, f"source tree of component {self.component}"),
+                               lambda p: p.rsplit("/", 1)[-1] in names)
+        facts = learn(sources, self.members(job, record))
+        keep_facts(job.store, self.component_key, facts)
+        return facts
+
+    def made_by(self) -> str:
+        return self.component_key
+
+    def describe(self, name: str, folder: str) -> str:
+        names = ", ".join(p.name.rsplit("/", 1)[-1] for p in self.patches)
+        return f"# enginebuild: {names} applied as files to what component {self.component} installs ({len(self.paths)} file(s))"
+
+    def python_site(self) -> tuple[str, str] | None:
+        return (self.interpreter, self.site_packages) if self.site_packages else None
+
+
+def _renamed(info: tarfile.TarInfo, name: str) -> tarfile.TarInfo:
+    copy = tarfile.TarInfo(name)
+    copy.mode, copy.uid, copy.gid, copy.type = info.mode, info.uid, info.gid, tarfile.REGTYPE
+    copy.pax_headers = dict(info.pax_headers)
+    return copy
+
+
+class _Files(SourceTree):
+    """The files a patch applied as files changes, as the component's output holds them."""
+
+    def __init__(self, files: dict[str, tuple[bytes, int]], description: str):
+        self.files, self.description = files, description
+
+    def kind(self, path: str) -> str | None:
+        return FILE if path in self.files else None
+
+    def mode(self, path: str) -> int:
+        return self.files[path][1] if path in self.files else 0o644
+
+    def read_many(self, paths: Any) -> dict[str, bytes | None]:
+        return {p: self.files[p][0] if p in self.files else None for p in paths}
+

@@ -1,0 +1,100 @@
+"""Patches applied as files, on the demo for real: the image made with a Python patch applied as
+files holds, path for path, the bytes and modes of the image made with the patch in the
+component's build (`patches-as-files: false`); an edit of that patch writes one layer and builds
+nothing; a patch of a file the build rewrites is found out from the bytes and goes into the
+build, and `plan` names the file from then on."""
+import uuid
+
+import pytest
+
+from conftest import run_cli
+from helpers.docker import docker, filesystem
+
+pytestmark = [pytest.mark.docker, pytest.mark.network]
+
+PY_PATCH = """Subject: demo-engine: say where the model is mounted
+Description: a patch of the engine's Python part only
+Upstream: not forwarded (test)
+---
+--- a/py/engine_settings.py
++++ b/py/engine_settings.py
+@@ -10,3 +10,3 @@
+ SETTINGS = (
+-    ("MODEL_PATH", "model folder", ""),
++    ("MODEL_PATH", "model folder (mounted) MARK", ""),
+     ("SERVED_MODEL_NAME", "name served", "basename of MODEL_PATH"),
+"""
+NAME = "demo-engine/0002-settings-mounted.patch"
+AMD64 = ("--platform", "linux/amd64")
+
+
+def with_python_patch(workspace, marker: str) -> None:
+    (workspace / "patches" / NAME).write_text(PY_PATCH.replace("MARK", marker))
+    spec = workspace / "images/demo/image.yaml"
+    stack = "      - demo-engine/0001-aux-layer-ids-off-by-one.patch\n"
+    text = spec.read_text()
+    if NAME not in text:  # the Python part's stack (the second one: engine, then engine-py)
+        head, _, tail = text.rpartition(stack)
+        spec.write_text(head + stack + f"      - {NAME}\n" + tail)
+
+
+def image(workspace, tag: str, *extra):
+    proc = run_cli(["image", "demo", *AMD64, "-t", tag, *extra], workspace)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def settings(tag: str) -> str:
+    return docker("run", "--rm", "--entrypoint", "demo-engine-settings", "-e", "MODEL_PATH=/m", tag).stdout
+
+
+def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspace, docker_engine, debian_reachable,
+                                                                       pypi_reachable):
+    marker = uuid.uuid4().hex[:8]
+    with_python_patch(workspace, marker)
+    plan = run_cli(["plan", "demo", *AMD64], workspace).stdout
+    assert "engine-py: 0002-settings-mounted.patch applied as files (1 file, " in plan, plan
+    files_tag, build_tag = (f"enginebuild-test/patch-files:{n}-{marker}" for n in ("files", "build"))
+    image(workspace, files_tag)
+    assert f"model folder (mounted) {marker}" in settings(files_tag)  # run, through the command's link
+    # from the bytes now: the facts are known, the plan says so without "checked ... once built"
+    plan = run_cli(["plan", "demo", *AMD64], workspace).stdout
+    assert "0002-settings-mounted.patch applied as files (1 file, " in plan and "once its build is made" not in plan
+
+    # an edit of the patch: no component built, the layer of patched files written again
+    again = uuid.uuid4().hex[:8]
+    with_python_patch(workspace, again)
+    edited = image(workspace, files_tag)
+    assert "demo (linux/amd64): wrote " in edited.stdout and "built" not in edited.stdout.split("demo (linux/amd64)")[1]
+    assert "component engine-py: built" not in edited.stdout + edited.stderr
+    assert f"model folder (mounted) {again}" in settings(files_tag)
+
+    # the same stack in the component's build
+    into = run_cli(["plan", "demo", *AMD64, "--set", "components.engine-py.patches-as-files=false"], workspace)
+    assert "engine-py: 0002-settings-mounted.patch into the build: patches-as-files: false" in into.stdout, into.stdout
+    built = image(workspace, build_tag, "--set", "components.engine-py.patches-as-files=false")
+    assert "built 1 component(s) (engine-py)" in built.stdout, built.stdout
+    ours, theirs = filesystem(files_tag), filesystem(build_tag)
+    assert sorted(set(ours) ^ set(theirs)) == []
+    assert {path: (ours[path], theirs[path]) for path in ours if ours[path] != theirs[path]} == {}
+    docker("rmi", files_tag, build_tag, check=False)
+
+
+def test_a_python_file_the_build_rewrites_is_found_out_and_its_patch_goes_into_the_build(workspace, docker_engine,
+                                                                                          debian_reachable, pypi_reachable):
+    marker = uuid.uuid4().hex[:8]
+    script = workspace / "images/demo/engine/build_engine_py.sh"
+    script.write_text(script.read_text().replace(
+        "cp py/engine_settings.py /opt/demo-engine/py/engine_settings.py",
+        "{ cat py/engine_settings.py; echo '# packaged by build_engine_py.sh'; } > /opt/demo-engine/py/engine_settings.py"))
+    with_python_patch(workspace, marker)
+    tag = f"enginebuild-test/patch-files:rewritten-{marker}"
+    proc = image(workspace, tag)
+    said = proc.stdout + proc.stderr
+    assert "component engine-py: py/engine_settings.py is not installed verbatim by its build" in said, said
+    assert "its patch goes into the component's build; planned again" in said, said
+    assert f"model folder (mounted) {marker}" in settings(tag)
+    plan = run_cli(["plan", "demo", *AMD64], workspace).stdout
+    assert "engine-py: 0002-settings-mounted.patch into the build: py/engine_settings.py is not installed verbatim" \
+        in plan, plan
+    docker("rmi", tag, check=False)
