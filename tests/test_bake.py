@@ -81,8 +81,8 @@ def test_the_bake_file_and_its_dockerfiles_match_the_plan(baked, plans):
             assert sorted({m.group(1) for line in body if (m := re.match(r"COPY --from=component-(\S+) ", line))}) \
                 == sorted(comp["needs"])
         runtime = found["runtime"]
-        copied = [re.match(r"COPY --from=component-(\S+) ", line).group(1)  # type: ignore[union-attr]
-                  for line in runtime if line.startswith("COPY --from=")]
+        copied = list(dict.fromkeys(re.match(r"COPY --from=component-(\S+) ", line).group(1)  # type: ignore[union-attr]
+                                    for line in runtime if line.startswith("COPY --from=")))  # a line per path
         outputs = [layer["name"].split()[2] for layer in plan["layers"] if layer["kind"] == "output"]
         assert copied == outputs
         # every file a build reads is in the folder

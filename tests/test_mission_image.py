@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 import shutil
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -77,18 +78,55 @@ def turboquant_in_the_same_runtime(workspace: Path, env: dict, home: Path) -> No
                      f"ENABLE_TURBOQUANT={enabled}", "--entrypoint", "python3", tag, "-c", HOOKED, check=False)
         assert out.returncode == 0, out.stderr[-3000:]
         assert out.stdout.strip().splitlines()[-1] == hooked, (enabled, out.stdout[-2000:])
-    # the wheel this build made is the one the GPU record ran with the patch: a rebuild that
-    # changes it makes the record stale, here
-    doc = json.loads(run_cli(["plan", TURBOQUANT, "--platform", "linux/amd64", "--json"], workspace,
-                             env=env).stdout)["images"][0]
-    key = next(c["key"] for c in doc["components"] if c["name"] == "turboquant")
-    (wheel,) = Store(home).record("outputs", key)["wheels"]
+    # its patch is applied as files: the plugin's wheel is the one the GPU record ran without the
+    # patch, and the patched module the image holds is the one of the wheel the record ran with it
+    # (built with the patch inside, here): a rebuild that changes either makes the record stale
     record = json.loads((ROOT / "tests/corpus/turboquant-gpu-outcomes.json").read_text())
-    patched = next(r for r in record["runs"] if r["variant"] == "patched")
-    assert wheel[1] == patched["wheel_sha256"], "the TurboQuant wheel changed: run scripts/gpu-truth/turboquant.py again"
+    runs = {r["variant"]: r["wheel_sha256"] for r in record["runs"]}
+    stale = "the TurboQuant wheel changed: run scripts/gpu-truth/turboquant.py again"
+    assert _turboquant_wheel(workspace, env, home)[0] == runs["unpatched"], stale
+    held = docker("run", "--rm", "--entrypoint", "python3", tag, "-c", "import hashlib, turboquant.quantizer as q; "
+                  "print(hashlib.sha256(open(q.__file__, 'rb').read()).hexdigest())").stdout.split()[-1]
+    inside = ["--set", "components.turboquant.patches-as-files=false"]
+    proc = run_cli(["image", TURBOQUANT, "--platform", "linux/amd64", *inside], workspace, env=env)
+    assert proc.returncode == 0 and "built 1 component(s) (turboquant)" in proc.stdout, proc.stdout[-3000:]
+    sha, path = _turboquant_wheel(workspace, env, home, *inside)
+    assert sha == runs["patched"], stale
+    with zipfile.ZipFile(path) as wheel:
+        assert hashlib.sha256(wheel.read("turboquant/quantizer.py")).hexdigest() == held
     check = run_cli(["patches", "check", TURBOQUANT], workspace, env=env)
     assert check.returncode == 0 and "applies           turboquant/0001-cache-qjl-powers-per-device.patch" \
         in check.stdout, check.stdout + check.stderr
+
+
+def _turboquant_wheel(workspace: Path, env: dict, home: Path, *extra: str) -> tuple[str, Path]:
+    """The sha256 of the wheel the TurboQuant component built, and where the store keeps it."""
+    doc = json.loads(run_cli(["plan", TURBOQUANT, "--platform", "linux/amd64", "--json", *extra], workspace,
+                             env=env).stdout)["images"][0]
+    key = next(c["key"] for c in doc["components"] if c["name"] == "turboquant")
+    (wheel,) = Store(home).record("outputs", key)["wheels"]
+    return wheel[1], Store(home).path(wheel[1])
+
+
+def _layers(workspace: Path, env: dict, *extra: str) -> dict[str, str]:
+    """Each layer of the image's plan, by name: the key its bytes are kept under."""
+    proc = run_cli(["plan", IMAGE, "--platform", "linux/amd64", "--json", *extra], workspace, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return {row["name"]: row["content_key"] for row in json.loads(proc.stdout)["images"][0]["layers"]}
+
+
+def _merged(home: Path, keys: list[str]) -> dict[str, tuple]:
+    """What the layers kept under `keys` leave, stacked in that order: path -> (type, mode, owner,
+    sha256 of the bytes or the link's target)."""
+    store, out = Store(home), {}
+    for key in keys:
+        for sha, _ in Store(home).record("layers", key)["layers"]:
+            with tarfile.open(store.path(sha)) as tar:
+                for member in tar:
+                    handle = tar.extractfile(member) if member.isreg() else None
+                    body = hashlib.sha256(handle.read()).hexdigest() if handle else member.linkname
+                    out[member.name.rstrip("/")] = (member.type, oct(member.mode), member.uid, member.gid, body)
+    return out
 
 
 def _chain_tags() -> set[str]:
@@ -131,19 +169,20 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         assert {n: shipped.get(n) for n in ours} == ours
 
         # the same image without the patch (the mission's qwen36-dflash, built through this image):
-        # only the package component and its layer are made again, and vLLM 0.21.0 reads the
-        # drafter's ids unchanged: it still needs the patch
+        # the patch is applied as files, so the package component is the one built already and only
+        # layers are written; vLLM 0.21.0 reads the drafter's ids unchanged: it still needs the patch
         proc = run_cli(["patches", "check", "qwen36-dflash", "--behaviour"], workspace, env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         said = proc.stdout + proc.stderr
-        assert "built 1 component(s) (vllm)" in said and "the release's wheel" not in said, said[-3000:]
+        assert "component(s)" not in said and "the release's wheel" not in said, said[-3000:]
         assert f"qwen36-dflash: at the lock's pin through {IMAGE} (linux/amd64), built without {PATCH[8:]}" in said
         for check in ("dflash-ids-only", "dflash-and-eagle-blocks"):
             assert f"{check:<28} still needed  printed '(1, 16, 31, 46, 61)'" in proc.stdout, proc.stdout
 
         turboquant_in_the_same_runtime(workspace, env, home)
 
-        # a comment line added to the patch's Python hunk: plan rebuilds the package, not the kernels
+        # a comment line added to the patch's Python hunk: no component is built, one layer of patched
+        # files is written (and the manifest naming the patch)
         patch = workspace / PATCH
         text = patch.read_text()
         patch.write_text(text.replace("+                # DFlash drafters count",
@@ -152,9 +191,26 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         plan = run_cli(["plan", IMAGE, "--platform", "linux/amd64"], workspace, env=env)
         assert plan.returncode == 0, plan.stderr
         lines = {line.split()[1]: line for line in plan.stdout.splitlines() if line.strip().startswith("component")}
-        assert " exists " in lines["vllm-kernels"], plan.stdout
-        assert " build " in lines["vllm"] and PATCH in lines["vllm"], plan.stdout
-        assert "1 component(s) and 0 command layer(s) to build" in plan.stdout
+        assert " exists " in lines["vllm-kernels"] and " exists " in lines["vllm"], plan.stdout
+        assert f"vllm: {PATCH.rsplit('/', 1)[1]} applied as files (1 file, " in plan.stdout, plan.stdout
+        assert "0 component(s) and 0 command layer(s) to build, 2 layer(s) to write" in plan.stdout, plan.stdout
+        proc = run_cli(["image", IMAGE, "--platform", "linux/amd64"], workspace, env=env)
+        assert proc.returncode == 0 and "component(s)" not in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert _probe(tag)["aux"] == "(2, 17, 32, 47, 62)"
+
+        # the same stack in the package's build: the same files, path for path, bytes and modes
+        inside = ["--set", "components.vllm.patches-as-files=false"]
+        proc = run_cli(["image", IMAGE, "--platform", "linux/amd64", *inside], workspace, env=env)
+        assert proc.returncode == 0 and "built 1 component(s) (vllm)" in proc.stdout, \
+            proc.stdout[-3000:] + proc.stderr[-3000:]
+        as_files, in_build = _layers(workspace, env), _layers(workspace, env, *inside)
+        vllm = "python vllm (built by component vllm)"
+        patched = f"patches of vllm as files ({PATCH.rsplit('/', 1)[1]})"
+        assert {n: k for n, k in as_files.items() if n not in (vllm, patched)} == \
+            {n: k for n, k in in_build.items() if n != vllm}  # every other layer is the same layer
+        ours, theirs = _merged(home, [as_files[vllm], as_files[patched]]), _merged(home, [in_build[vllm]])
+        assert len(ours) > 1000 and sorted(set(ours) ^ set(theirs)) == []
+        assert {p: (ours[p], theirs[p]) for p in ours if ours[p] != theirs[p]} == {}
     finally:
         docker("rmi", "-f", tag, f"enginebuild/{IMAGE}:latest-amd64", unpatched, f"{unpatched}-amd64",
                f"enginebuild/{TURBOQUANT}:latest", f"enginebuild/{TURBOQUANT}:latest-amd64", check=False)

@@ -78,7 +78,13 @@ def test_an_overlay_patches_the_installed_files_on_the_host_and_ships_them(works
     overlay_image(workspace, base_with(registry, ENGINE_C), ["demo-engine/0001-aux-layer-ids-off-by-one.patch",
                                                              "demo-engine/0002-not-found-message.patch"])
     assert run_cli(["patches", "check", "overlay"], workspace).returncode == 0
+    # the first patch's behaviour check runs the engine through a shell: this base has neither, so
+    # the check fails, named, and says why (its container cannot start)
     proc = run_cli(["image", "overlay"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})  # no command runs
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "drafter-ids-to-taps" in said and "its container could not start" in said, said
+    (workspace / "patches/demo-engine/0001-aux-layer-ids-off-by-one.checks.yaml").unlink()
+    proc = run_cli(["image", "overlay"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 0, proc.stderr
     source = file_in("enginebuild/overlay:latest", "/opt/engine/engine.c")
     assert b'"no such path\\n"' in source and b"drafter_layer_id + 1" in source

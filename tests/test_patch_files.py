@@ -68,6 +68,15 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
     assert "demo (linux/amd64): wrote " in edited.stdout and "built" not in edited.stdout.split("demo (linux/amd64)")[1]
     assert "component engine-py: built" not in edited.stdout + edited.stderr
     assert f"model folder (mounted) {again}" in settings(files_tag)
+    verified = run_cli(["verify", "demo", *AMD64], workspace)
+    assert "demo (linux/amd64): patches applied as files: 1 of 1 file(s) as the patch stack makes them: ok" \
+        in verified.stdout, verified.stdout
+    # exported for `docker buildx bake`: the component's stage without the patch, then the patched files
+    baked = workspace.parent / "baked"
+    assert run_cli(["render", "demo", *AMD64, "--bake", str(baked)], workspace).returncode == 0
+    runtime = (baked / "linux-amd64/Dockerfile").read_text().split("AS runtime\n", 1)[1].splitlines()
+    at = runtime.index("# patches of engine-py as files (0002-settings-mounted.patch): the layer enginebuild wrote")
+    assert runtime[at - 1].startswith("COPY --from=component-engine-py ") and runtime[at + 1].startswith("ADD layers/")
 
     # the same stack in the component's build
     into = run_cli(["plan", "demo", *AMD64, "--set", "components.engine-py.patches-as-files=false"], workspace)
@@ -78,6 +87,17 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
     assert sorted(set(ours) ^ set(theirs)) == []
     assert {path: (ours[path], theirs[path]) for path in ours if ours[path] != theirs[path]} == {}
     docker("rmi", files_tag, build_tag, check=False)
+
+    # a later layer that puts other bytes where a patched file is: verify names it
+    spec = workspace / "images/demo/image.yaml"
+    spec.write_text(spec.read_text().replace("files:\n", "files:\n  /opt/demo-engine/py/engine_settings.py: "
+                                                        "wait_for_server.sh\n", 1))
+    image(workspace, files_tag)
+    verified = run_cli(["verify", "demo", *AMD64], workspace)
+    assert verified.returncode == 1
+    assert "FAILED /opt/demo-engine/py/engine_settings.py (engine-py): layer files /opt/demo-engine/py/engine_settings" \
+        ".py holds other bytes than the patch stack makes" in verified.stdout, verified.stdout
+    docker("rmi", files_tag, check=False)
 
 
 def test_a_python_file_the_build_rewrites_is_found_out_and_its_patch_goes_into_the_build(workspace, docker_engine,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enginebuild.build.imports import site_folders
 from enginebuild.errors import printable
 from enginebuild.io.store import Store, sha256_bytes
-from enginebuild.oci.engine import Engine
+from enginebuild.oci.engine import Engine, EngineError
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImageSpec
 from enginebuild.spec.patchchecks import PatchCheck, normal
@@ -132,8 +132,12 @@ def observed(engine: Engine, tag: str, check: PatchCheck, interpreter: str, gpus
     """What the check prints in the image `tag` (its status says only whether it could run)."""
     if "gpu" in check.needs and not gpus:
         return _not_run(check)
-    status, out, err = engine.run_limited(tag, check.argv(interpreter), dict(check.env), check.timeout_s,
-                                          gpus="gpu" in check.needs)
+    try:
+        status, out, err = engine.run_limited(tag, check.argv(interpreter), dict(check.env), check.timeout_s,
+                                              gpus="gpu" in check.needs)
+    except EngineError as exc:  # the image cannot run it (no shell for a `run:` check, no such program)
+        reason = printable(exc.message.splitlines()[0])[-SHOWN:]
+        return CheckRun(check, "failed", "", f"its container could not start: {reason}")
     text = out.decode("utf-8", "replace")
     if status is None:
         return CheckRun(check, "failed", text, f"ran past its limit of {check.timeout_s:.0f}s and was stopped")

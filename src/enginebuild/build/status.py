@@ -53,7 +53,8 @@ def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str
         else:
             action = "build" if by_command else "write"
         row = {"name": node.name, "kind": node.kind, "key": node.chain, "action": action,
-               "by": "buildkit" if by_command else "enginebuild"}
+               "by": "buildkit" if by_command else "enginebuild",
+               "content_key": node.key}  # what its bytes depend on (the chain key adds what is below it)
         if action in ("build", "write"):
             row["changed"] = changed_inputs(node.inputs, history.get(node.name))
         layers.append(row)

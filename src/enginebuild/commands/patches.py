@@ -8,10 +8,11 @@ reported beside every other stack)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
-from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, ResolveError, UserError
+from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, FetchError, ResolveError, UserError
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 
@@ -42,6 +43,7 @@ def _shown(line: str) -> str:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from enginebuild.io.proc import CommandFailed
     from enginebuild.lock.patch_targets import stack_targets
     from enginebuild.patches.check import check_stack
     from enginebuild.sources.base import Context
@@ -81,7 +83,13 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                 unchecked = True
                 report.append((target, None))
                 continue
-            outcome = check_stack(target.patches, target.tree)
+            try:
+                outcome = check_stack(target.patches, target.tree)
+            except (FetchError, ResolveError, CommandFailed) as exc:  # its history, say, out of reach from here
+                unchecked = True
+                report.append((dataclasses.replace(target, tree=None, unchecked="its pinned source could not be "
+                                                   f"fetched: {exc.message}"), None))
+                continue
             failed |= not outcome.ok
             report.append((target, outcome.results))
     if args.json:

@@ -44,6 +44,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     closures = []
     imported = []
     behaviours = []
+    patched = []
     undeclared: list[str] = []
     for found in verify_images(ws, args.images, args.platform, args.archs):
         closure, verdict, imports = found.closure, found.verdict, found.imports
@@ -58,6 +59,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             behaviours.append(found.behaviour)
             if not args.json:
                 print("\n".join(found.behaviour.lines()))
+        if found.patched is not None:
+            patched.append(found.patched)
+            if not args.json:
+                print("\n".join(found.patched.lines()))
         if verdict is None:  # nothing is asked of its kernels: not a failure
             if closure.image not in undeclared:
                 undeclared.append(closure.image)
@@ -69,9 +74,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         if not args.json:
             print("\n".join(verdict.lines()))
     ok = all(v.ok for v in verdicts) and all(c.ok for c in closures) and all(i.ok for i in imported) and \
-        all(b.ok for b in behaviours)
+        all(b.ok for b in behaviours) and all(p.ok for p in patched)
     if args.json:
         print(json.dumps({"ok": ok, "images": [v.to_json() for v in verdicts],
                           "runtime": [c.to_json() for c in closures], "imports": [i.to_json() for i in imported],
-                          "patch_checks": [b.to_json() for b in behaviours], "not_declared": undeclared}, indent=2))
+                          "patch_checks": [b.to_json() for b in behaviours],
+                          "patched_files": [p.to_json() for p in patched], "not_declared": undeclared}, indent=2))
     return 0 if ok else 1

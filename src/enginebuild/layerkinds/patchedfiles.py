@@ -116,12 +116,18 @@ class PatchedFiles(LayerPayload):
                                            self.site_packages, self.interpreter, members)
             writer.add_bytes(where, data, 0o644)
 
+    def image_path(self, placed: Placed) -> str:
+        """Where the image holds a file placed so (no leading /)."""
+        if placed.wheel:
+            return f"{self.site_packages.strip('/')}/{placed.at}"
+        return f"{clean_name(self.root)}/{placed.at}" if self.root else placed.at
+
     def put(self, writer: TarWriter, placed: Placed, member: OutputMember, data: bytes) -> None:
         if placed.wheel:
-            writer.add_bytes(f"{self.site_packages.strip('/')}/{placed.at}", data, placed.mode)
+            writer.add_bytes(self.image_path(placed), data, placed.mode)
             return
         assert member.info is not None
-        info = _renamed(member.info, f"{clean_name(self.root)}/{placed.at}" if self.root else placed.at)
+        info = _renamed(member.info, self.image_path(placed))
         info.size = len(data)
         writer.add_member(info, io.BytesIO(data))
 

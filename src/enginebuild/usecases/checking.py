@@ -13,6 +13,7 @@ from enginebuild.build import substitutes
 from enginebuild.build.behaviour import Behaviour, CheckRun, image_checks
 from enginebuild.build.behaviour import run_checks as run_patch_checks
 from enginebuild.build.imports import Imports, check_imports
+from enginebuild.build.patchedcheck import PatchedCheck, check_patched
 from enginebuild.build.reproduce import reproduce
 from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import command
@@ -21,6 +22,7 @@ from enginebuild.kernels.image import declared_of, verify_plan
 from enginebuild.kernels.runtime import check_plan
 from enginebuild.oci.engine import Engine
 from enginebuild.plan.image import plan_image
+from enginebuild.sources.base import Context
 from enginebuild.usecases.targets import platforms_of
 from enginebuild.workspace import Workspace
 
@@ -56,6 +58,7 @@ class Verified:
     verdict: Verdict | None
     imports: Imports | None
     behaviour: Behaviour | None
+    patched: PatchedCheck | None = None  # the files of patches applied as files (None: it has none)
 
 
 def verify_images(ws: Workspace, names: list[str], platforms: list[str],
@@ -88,4 +91,5 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
                 behaviour = run_patch_checks(engine, plan.tag, plan, checks, Store(ws.home))
             elif checks:
                 behaviour = Behaviour(spec.name, plan.platform, [CheckRun(c, "not-run", why=load_it) for c in checks])
-            yield Verified(closure, verdict, imports, behaviour)
+            patched = check_patched(plan, Store(ws.home), Context(ws.home, mtime=plan.epoch))
+            yield Verified(closure, verdict, imports, behaviour, patched)
