@@ -15,7 +15,6 @@ from enginebuild.build.assemble import layer_blobs
 from enginebuild.io.store import Store
 from enginebuild.io.tars import clean_name
 from enginebuild.layerkinds.context import FromSource
-from enginebuild.layerkinds.patchedfiles import PatchedFiles
 from enginebuild.layerkinds.verbatim import read_facts
 from enginebuild.patches.check import check_stack
 from enginebuild.plan.model import ImagePlan, LayerNode
@@ -49,13 +48,11 @@ class PatchedCheck:
 def check_patched(plan: ImagePlan, store: Store, ctx: Context) -> PatchedCheck | None:
     """None when no patch of the image is applied as files."""
     layers = list(plan.runtime.layers)
-    found = [(i, node) for i, node in enumerate(layers) if isinstance(node.payload, PatchedFiles)]
+    found = [(i, files) for i, node in enumerate(layers) if (files := node.payload.patched_files()) is not None]
     if not found:
         return None
     result = PatchedCheck(plan.image, plan.platform)
-    for index, node in found:
-        payload = node.payload
-        assert isinstance(payload, PatchedFiles)
+    for index, payload in found:
         comp = plan.component(payload.component)
         facts = read_facts(store, payload.component_key) or {}
         assert comp.tree is not None and isinstance(comp.tree.origin, FromSource)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from enginebuild.errors import BuildFailed
 from enginebuild.io.store import Store
@@ -70,6 +70,21 @@ class ComponentOutput(Protocol):
 
     @property
     def wheels(self) -> Sequence[tuple[str, str, int]]: ...
+
+
+class FilesOfPatches(Protocol):
+    """A layer of files a component's patch stack changes, written where its outputs put them."""
+
+    @property
+    def component(self) -> str: ...
+
+    @property
+    def component_key(self) -> str: ...
+
+    @property
+    def paths(self) -> tuple[str, ...]: ...
+
+    def image_path(self, placed: Any) -> str: ...
 
 
 class BasePuller(Protocol):
@@ -142,4 +157,8 @@ class LayerPayload:
 
     def python_site(self) -> tuple[str, str] | None:
         """(interpreter, site-packages) it installs Python distributions into."""
+        return None
+
+    def patched_files(self) -> FilesOfPatches | None:
+        """The source files of a component's patch stack it writes (a layer of patches applied as files)."""
         return None

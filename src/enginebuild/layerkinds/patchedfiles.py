@@ -155,6 +155,9 @@ class PatchedFiles(LayerPayload):
         keep_facts(job.store, self.component_key, facts)
         return facts
 
+    def patched_files(self) -> PatchedFiles:
+        return self
+
     def made_by(self) -> str:
         return self.component_key
 
