@@ -97,12 +97,12 @@ def bench_patch_to_image(ws: Path, env: dict, rows: list, registry: str, registr
     cache = f"{registry}/enginebuild-bench/q36-cache-{salt}"
     size = lambda: _registry_bytes(registry_root) if registry_root else 0  # noqa: E731
     try:
-        # warm: both built once before the edit (ours filling the registry cache a fresh runner reads)
-        run(eb(ws, "image", IMAGE, *AMD64, "--cache", cache), cwd=ws, env=env)
+        # warm: both built once before the edit and pushed (ours as the CI job: filling the registry
+        # cache a fresh runner reads, every layer it pushed described there)
+        run(eb(ws, "image", IMAGE, *AMD64, "--cache", cache, "--push", "--to", ours_repo), cwd=ws, env=env)
         _hand_context(ws, env, hand)
         run([DOCKER, "build", "-q", "--build-arg", "BUILDKIT_INLINE_CACHE=1", "-t", HAND, str(hand)],
             env={"DOCKER_BUILDKIT": "1"})
-        run(eb(ws, "push", IMAGE, *AMD64, "--to", ours_repo), cwd=ws, env=env)
         run([DOCKER, "tag", HAND, f"{hand_repo}:1"])
         run([DOCKER, "push", f"{hand_repo}:1"])
         _edit(ws)

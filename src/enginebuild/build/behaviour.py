@@ -1,7 +1,8 @@
 """The patches' behaviour checks (spec/patchchecks.py), run in containers of a built image: no
 network, the image's own interpreter for `python:` checks, each within its time limit; a check
 that `needs` a GPU runs only where the engine has the NVIDIA runtime, and is otherwise listed as
-not run, with why, never as passed.
+not run, with why, never as passed. An image's checks run side by side, one container each, as
+many at a time as there are CPUs (each is mostly one Python process importing the engine).
 
 A run in which every check that ran passed is recorded in the store under the image's ID and the
 checks' definitions: the same image asked the same again (a rebuild that changed nothing,
@@ -12,12 +13,15 @@ without the patch (`patches check --behaviour`), judged by the caller.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import time
 from dataclasses import dataclass, field
 
 from enginebuild.build.imports import site_folders
 from enginebuild.errors import printable
+from enginebuild.io.background import Background, settled
 from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.oci.engine import Engine, EngineError
 from enginebuild.plan.model import ImagePlan
@@ -114,8 +118,13 @@ def run_checks(engine: Engine, tag: str, plan: ImagePlan, checks: list[PatchChec
         result.seconds, result.recorded = float(kept["seconds"]), str(image_id)
         return result
     interpreter = site_folders(plan)[0]
-    for check in checks:
-        result.runs.append(run_one(engine, tag, check, interpreter, gpus))
+    # side by side, a container each (a check is mostly one Python process importing the engine)
+    pool = Background(min(len(checks), os.cpu_count() or 1), "enginebuild-patch-checks")
+    try:
+        runs = [pool.submit(functools.partial(run_one, engine, tag, check, interpreter, gpus)) for check in checks]
+        result.runs.extend(settled(run) for run in runs)
+    finally:
+        pool.cancel()
     result.seconds = time.monotonic() - start
     passed = result.of("passed")
     if store is not None and image_id and result.ok and passed:

@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from enginebuild import fastedit
 from enginebuild.build import substitutes
-from enginebuild.build.behaviour import image_checks
+from enginebuild.build.behaviour import Behaviour, image_checks
 from enginebuild.build.behaviour import run_checks as run_patch_checks
 from enginebuild.build.cache import LayerCache, cache_from_settings
 from enginebuild.build.executor import Executor, local_tags, output_record
 from enginebuild.build.export import export_component, export_runtime
-from enginebuild.build.imports import check_imports
+from enginebuild.build.imports import Imports, check_imports
 from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import BuildFailed, LockWouldChange, UserError, command
 from enginebuild.io import faults
+from enginebuild.io.background import Background, settled
 from enginebuild.io.progress import output
 from enginebuild.io.store import BadBlob, Store
 from enginebuild.kernels.image import declared_of, verify_plan
@@ -285,25 +287,63 @@ def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outc
                              "these bytes)")
             return
         substitutes.realize_all(store, plan.runtime.layers)
-    lines = {"kernels": check_kernels(ws, spec, lock, plan), "runtime": check_runtime(ws, spec, plan, loaded=loaded)}
-    check_patches(ws, spec, plan, loaded)
+    lines = {"kernels": check_kernels(ws, spec, lock, plan), "runtime": check_runtime(ws, spec, plan)}
+    check_in_containers(ws, spec, plan, loaded)
     if cache is not None and (outcome.built or outcome.written):  # a run that made nothing stays off the network
         substitutes.put_verdict(cache, store, key, {k: v for k, v in lines.items() if v})
 
 
-def check_patches(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool) -> None:
-    """The behaviour checks of every patch the image is built with, run in it as soon as it is
-    built (see build/behaviour.py); a failing one fails the build naming patch, check, command,
-    and what it printed against what it should."""
-    checks = image_checks(spec, plan)
-    if not checks:
-        return
+def check_in_containers(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool) -> None:
+    """The checks run in containers of the new image: the import check (see `verify`) and the
+    behaviour checks of every patch it is built with (see build/behaviour.py), side by side (each
+    is mostly one Python process importing the engine, one CPU). A failing one fails the build:
+    the import check naming each module, a behaviour check naming patch, check, command, and what
+    it printed against what it should."""
+    imports_check, checks = spec.runtime_check.imports, image_checks(spec, plan)
     if not loaded:
-        output().say(f"  patches: {spec.name} ({plan.platform}): {len(checks)} behaviour check(s) not run: --no-load "
-                     f"leaves no image in the engine to run them in (`{command()} verify {spec.name}` runs them "
-                     "once it is loaded)")
+        if imports_check is not None:
+            output().say(f"  python: {spec.name} ({plan.platform}): imports not run: --no-load leaves no image in the "
+                         f"engine to run them in (`{command()} verify {spec.name}` runs them once it is loaded)")
+        if checks:
+            output().say(f"  patches: {spec.name} ({plan.platform}): {len(checks)} behaviour check(s) not run: "
+                         f"--no-load leaves no image in the engine to run them in (`{command()} verify {spec.name}` "
+                         "runs them once it is loaded)")
         return
-    behaviour = run_patch_checks(Engine(), plan.tag, plan, checks, Store(ws.home))
+    pool = Background(2, "enginebuild-checks")
+    try:
+        imports = pool.submit(lambda: check_imports(Engine(), plan.tag, plan, imports_check, Store(ws.home))) \
+            if imports_check is not None else None
+        behaviour = pool.submit(lambda: run_patch_checks(Engine(), plan.tag, plan, checks, Store(ws.home))) \
+            if checks else None
+        for future in (imports, behaviour):  # both end before either verdict is said
+            if future is not None:
+                completed_or_failed(future)
+        if imports is not None:
+            report_imports(imports.result())
+        if behaviour is not None:
+            report_behaviour(behaviour.result())
+    finally:
+        pool.cancel()
+
+
+def completed_or_failed(future: Future[Any]) -> None:
+    try:
+        settled(future)
+    except Exception:  # noqa: BLE001 - raised again by .result() where it is reported
+        pass
+
+
+def report_imports(imports: Imports) -> None:
+    lines = imports.lines()
+    if not imports.ok:
+        raise BuildFailed("the import check failed:\n    " + "\n    ".join(lines),
+                          hint="the image is built and tagged; a module that needs what a container here lacks "
+                               "can be given its variables (runtime-check.imports.env) or skipped with the reason "
+                               "(runtime-check.imports.skip)")
+    output().say("  python: " + lines[-1] + f" ({len(imports.imported)} modules)")
+
+
+def report_behaviour(behaviour: Behaviour) -> None:
     lines = behaviour.lines()
     if not behaviour.ok:
         raise BuildFailed("a patch's behaviour check failed:\n  " + "\n  ".join(lines),
@@ -336,12 +376,11 @@ def check_kernels(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan) -
                            f"(`{command()} verify {spec.name} --json` lists every binary)")
 
 
-def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool = True) -> str:
+def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> str:
     """Every image's runtime closure is checked as soon as it is built (see `verify`); the
     closure's line."""
 
-    engine = Engine()
-    closure = check_plan(spec, plan, Store(ws.home), engine.save)
+    closure = check_plan(spec, plan, Store(ws.home), Engine().save)
     lines = closure.lines()
     if not closure.ok:
         raise BuildFailed("the runtime-closure check failed:\n    " + "\n    ".join(lines),
@@ -350,21 +389,6 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool 
                                f"(runtime-check.skip); `{command()} verify {spec.name} --json` lists everything")
     said = lines[-1] + f" ({closure.checked} binaries)"
     output().say("  runtime: " + said)
-    if spec.runtime_check.imports is None:
-        return said
-    if not loaded:
-        output().say(f"  python: {spec.name} ({plan.platform}): imports not run: --no-load leaves no image in the engine "
-                     f"to run them in (`{command()} verify {spec.name}` runs them once it is loaded)")
-        return said
-
-    imports = check_imports(engine, plan.tag, plan, spec.runtime_check.imports, Store(ws.home))
-    lines = imports.lines()
-    if not imports.ok:
-        raise BuildFailed("the import check failed:\n    " + "\n    ".join(lines),
-                          hint="the image is built and tagged; a module that needs what a container here lacks "
-                               "can be given its variables (runtime-check.imports.env) or skipped with the reason "
-                               "(runtime-check.imports.skip)")
-    output().say("  python: " + lines[-1] + f" ({len(imports.imported)} modules)")
     return said
 
 
