@@ -78,6 +78,11 @@ def test_a_substitute_names_only_repositories(home):
     ({"name": "n", "layers": [[A, 10]], "forms": {"gzip": [[B, 99_999_999_999_999]]}, "homes": {}}, "not a size"),
     ({"name": "n", "layers": [[A, 10]], "forms": {"gzip": [[B, 5]]}, "homes": {}, "secrets": ["$(rm)"]},
      "not secret names"),
+    # a layer said to hold nothing the checks read must be one of the record's own blobs
+    ({"name": "n", "layers": [[A, 10]], "forms": {"gzip": [[B, 5]]}, "homes": {}, "inert": [B]},
+     "inert: not blobs of the layer"),
+    ({"name": "n", "layers": [[A, 10]], "forms": {"gzip": [[B, 5]]}, "homes": {}, "inert": ["../../etc/passwd"]},
+     "inert: not blobs of the layer"),
 ])
 def test_a_substitute_of_another_shape_is_refused(record, why):
     with pytest.raises(BadEntry, match=why):

@@ -435,11 +435,15 @@ def test_a_fresh_runner_with_the_registry_cache_makes_and_downloads_nothing_and_
         assert hashlib.sha256(Store(third_home).path(diff_id[7:]).read_bytes()).hexdigest() == diff_id[7:]
 
     # a launcher edit on a fourth fresh runner: every other layer stood in, only the edited
-    # file's layer written (no component built or pulled), and its push uploads that layer alone
+    # file's layer written (no component built or pulled), and its push uploads that layer alone;
+    # the checks read nothing in a layer of scripts (build/inert.py), so the first runner's
+    # verdict answers for the new image and no other layer's bytes are fetched
     launcher = workspace / "images/demo/launch_server.sh"
     launcher.write_text(launcher.read_text() + "# tuned\n")
-    _, said, edited = runner()
+    fourth_home, said, edited = runner()
     assert edited != pushed and re.search(r"layer\(s\) stood in by \S+ \(made and pushed elsewhere\); 1 to make here",
                                           said), said[-3000:]
     assert "wrote 1 layer(s)" in said and "component" not in said and "pulled" not in said, said[-3000:]
+    assert "runtime: demo (linux/amd64): runtime closure ok" in said and "the verdict recorded in" in said, said[-3000:]
+    assert _stored_bytes(fourth_home) < 1 << 20, _stored_bytes(fourth_home)
     assert ": 1 blob(s) uploaded" in said, said[-3000:]

@@ -153,8 +153,10 @@ def substitute(record: JsonDoc) -> JsonDoc:
         where[csha] = found
     secrets = items(record.get("secrets", []), "secrets")
     _need(all(isinstance(n, str) and SECRET.fullmatch(n) for n in secrets), "secrets: not secret names")
+    inert = items(record.get("inert", []), "inert")  # blobs the byte-reading checks read nothing in
+    _need(all(isinstance(s, str) and s in {p[0] for p in layers} for s in inert), "inert: not blobs of the layer")
     return {"name": text(record.get("name", ""), "name"), "layers": [list(p) for p in layers], "forms": kept,
-            "homes": where, "secrets": list(secrets)}
+            "homes": where, "secrets": list(secrets), "inert": list(inert)}
 
 
 def described(record: JsonDoc) -> JsonDoc:

@@ -34,6 +34,7 @@ import zstandard  # type: ignore[import-untyped,unused-ignore]
 from enginebuild.build.assemble import layer_blobs, put_layer_blobs, record_key
 from enginebuild.build.cache import EMPTY_TYPE, LayerCache
 from enginebuild.build.cacherecords import DESCRIBED, FORMS, SUBSTITUTE, VERDICT
+from enginebuild.build.inert import inert, said
 from enginebuild.errors import BuildFailed, RegistryError
 from enginebuild.io.store import Store
 from enginebuild.oci.push import blob_homes, remember_homes
@@ -43,7 +44,7 @@ from enginebuild.plan.model import ComponentNode, ImagePlan, LayerNode
 from enginebuild.wire import JsonDoc
 
 OUTPUTS = DESCRIBED  # a component's outputs record, without its bytes (the store's record kind too)
-VERDICT_VERSION = 1
+VERDICT_VERSION = 2  # keyed by the layers the checks read (build/inert.py)
 
 
 def _entry(cache: LayerCache, store: Store, key: str, kind: str, record: JsonDoc) -> None:
@@ -74,7 +75,7 @@ def describe(store: Store, node: LayerNode) -> JsonDoc | None:
     searched = sorted(set.intersection(*(set((store.record("secret-checked", sha) or {}).get("secrets", {}))
                                          for sha, _ in blobs)))
     return {"name": node.name, "layers": [list(b) for b in blobs], "forms": forms, "homes": homes,
-            "secrets": searched}
+            "secrets": searched, "inert": [sha for sha, _ in blobs if inert(store, sha) is True]}
 
 
 def announce(cache: LayerCache, store: Store, plans: list[ImagePlan]) -> int:
@@ -118,6 +119,8 @@ def take(cache: LayerCache, store: Store, node: LayerNode) -> bool:
         mine = dict((store.record("secret-checked", sha) or {}).get("secrets", {}))
         mine.update({str(n): "searched where it was made" for n in record.get("secrets", []) if n not in mine})
         store.put_record("secret-checked", sha, {"secrets": mine})
+    for sha in record.get("inert", []):  # blobs the checks read nothing in (build/inert.py)
+        said(store, str(sha))
     put_layer_blobs(store, node, blobs, {"substitute": cache.name})
     return True
 
@@ -240,11 +243,16 @@ def _fetch(client: RegistryClient, store: Store, repository: ImageRef, kind: str
 
 
 # -- verdicts of the checks that read the bytes ------------------------------------------------
-def verdict_key(settings: object, platform: str, config: bytes) -> str:
-    """The image (its config names every diff ID) and what the checks were asked (`settings`,
-    a deterministic repr of the spec's check settings)."""
-    doc = {"v": VERDICT_VERSION, "config": hashlib.sha256(config).hexdigest(), "platform": platform,
-           "settings": repr(settings)}
+def verdict_key(settings: object, platform: str, config: bytes, store: Store) -> str:
+    """What the checks read of the image (the diff IDs of its layers but the inert ones, its
+    environment, its platform) and what they were asked (`settings`, a deterministic repr of the
+    spec's check settings)."""
+    doc = json.loads(config)
+    diff_ids = [str(d) for d in (doc.get("rootfs") or {}).get("diff_ids") or []]
+    read = [d for d in diff_ids if inert(store, d.removeprefix("sha256:")) is not True]
+    doc = {"v": VERDICT_VERSION, "layers": read, "env": (doc.get("config") or {}).get("Env"),
+           "os": doc.get("os"), "architecture": doc.get("architecture"), "variant": doc.get("variant"),
+           "platform": platform, "settings": repr(settings)}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 

@@ -278,7 +278,7 @@ def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outc
     there (without one, the substituted layers are fetched and checked here). A verdict reached
     here on bytes this run made is recorded in the cache."""
     store = Store(ws.home)
-    key = substitutes.verdict_key(check_settings(spec), plan.platform, outcome.config)
+    key = substitutes.verdict_key(check_settings(spec), plan.platform, outcome.config, store)
     if outcome.substituted:
         known = substitutes.verdict(cache, store, key) if cache is not None else None
         if known and cache is not None:
