@@ -68,6 +68,11 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
     assert "demo (linux/amd64): wrote " in edited.stdout and "built" not in edited.stdout.split("demo (linux/amd64)")[1]
     assert "component engine-py: built" not in edited.stdout + edited.stderr
     assert f"model folder (mounted) {again}" in settings(files_tag)
+    # the kernel and closure checks read nothing in a layer of Python files: the verdict on the
+    # other layers answers (build/inert.py); `verify` below reads every layer again
+    assert "kernels: demo (linux/amd64): ok" in edited.stdout and "runtime: demo (linux/amd64): runtime closure ok" \
+        in edited.stdout and "(the verdict kept when the layers these checks read were checked)" in edited.stdout, \
+        edited.stdout
     verified = run_cli(["verify", "demo", *AMD64], workspace)
     assert "demo (linux/amd64): patches applied as files: 1 of 1 file(s) as the patch stack makes them: ok" \
         in verified.stdout, verified.stdout

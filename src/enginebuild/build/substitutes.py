@@ -45,6 +45,7 @@ from enginebuild.wire import JsonDoc
 
 OUTPUTS = DESCRIBED  # a component's outputs record, without its bytes (the store's record kind too)
 VERDICT_VERSION = 2  # keyed by the layers the checks read (build/inert.py)
+VERDICT_RECORD = "image-verdict"  # the store's record of a verdict reached here, by its key
 
 
 def _entry(cache: LayerCache, store: Store, key: str, kind: str, record: JsonDoc) -> None:

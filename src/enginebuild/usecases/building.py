@@ -276,9 +276,19 @@ def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outc
     """The checks that read the image's bytes (kernels, runtime closure), or, for an image whose
     layers the registry cache stood in, the verdict the run that checked those bytes recorded
     there (without one, the substituted layers are fetched and checked here). A verdict reached
-    here on bytes this run made is recorded in the cache."""
+    here is kept in the store, and recorded in the cache for bytes this run made; either answers
+    for an image that differs only in layers those checks read nothing in (build/inert.py: a
+    layer of patched Python files, scripts)."""
     store = Store(ws.home)
     key = substitutes.verdict_key(check_settings(spec), plan.platform, outcome.config, store)
+    kept = store.record(substitutes.VERDICT_RECORD, key)
+    if kept is not None and not outcome.substituted:
+        for check, line in dict(kept["lines"]).items():
+            output().say(f"  {check}: {line} (the verdict kept when the layers these checks read were checked)")
+        check_in_containers(ws, spec, plan, loaded)
+        if cache is not None and (outcome.built or outcome.written):
+            substitutes.put_verdict(cache, store, key, dict(kept["lines"]))
+        return
     if outcome.substituted:
         known = substitutes.verdict(cache, store, key) if cache is not None else None
         if known and cache is not None:
@@ -288,6 +298,7 @@ def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outc
             return
         substitutes.realize_all(store, plan.runtime.layers)
     lines = {"kernels": check_kernels(ws, spec, lock, plan), "runtime": check_runtime(ws, spec, plan)}
+    store.put_record(substitutes.VERDICT_RECORD, key, {"lines": {k: v for k, v in lines.items() if v}})
     check_in_containers(ws, spec, plan, loaded)
     if cache is not None and (outcome.built or outcome.written):  # a run that made nothing stays off the network
         substitutes.put_verdict(cache, store, key, {k: v for k, v in lines.items() if v})
