@@ -70,9 +70,9 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
     assert f"model folder (mounted) {again}" in settings(files_tag)
     # the kernel and closure checks read nothing in a layer of Python files: the verdict on the
     # other layers answers (build/inert.py); `verify` below reads every layer again
-    assert "kernels: demo (linux/amd64): ok" in edited.stdout and "runtime: demo (linux/amd64): runtime closure ok" \
-        in edited.stdout and "(the verdict kept when the layers these checks read were checked)" in edited.stdout, \
-        edited.stdout
+    said = edited.stdout + edited.stderr
+    assert "kernels: demo (linux/amd64): ok" in said and "runtime: demo (linux/amd64): runtime closure ok" in said \
+        and "(the verdict kept when the layers these checks read were checked)" in said, said
     verified = run_cli(["verify", "demo", *AMD64], workspace)
     assert "demo (linux/amd64): patches applied as files: 1 of 1 file(s) as the patch stack makes them: ok" \
         in verified.stdout, verified.stdout
