@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tarfile
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
@@ -16,7 +16,7 @@ from enginebuild.oci.engine import Engine
 from enginebuild.patches.check import check_stack
 from enginebuild.patches.patched import stack_failure
 from enginebuild.sources import Pinned
-from enginebuild.sources.trees import FILE, SourceTree
+from enginebuild.sources.trees import FILE, FileMap
 from enginebuild.spec.model import PatchRef
 
 
@@ -59,12 +59,11 @@ class OverlayFiles(LayerPayload):
                 f"files the base has in {self.installed}")
 
 
-class BaseFiles(SourceTree):
+class BaseFiles(FileMap):
     """Files of an installed package, read out of the image that ships it."""
 
     def __init__(self, engine: Engine, image: str, installed: str, paths: list[str]):
-        self.description = f"installed in {image} at {installed}"
-        self.files: dict[str, tuple[bytes, int]] = {}
+        super().__init__({}, f"installed in {image} at {installed}")
         with engine.container(image) as container:
             for path in paths:
                 with engine.archive(container, f"{installed.rstrip('/')}/{path}") as stream:
@@ -77,12 +76,3 @@ class BaseFiles(SourceTree):
                                 assert handle is not None
                                 self.files[path] = (handle.read(), member.mode & 0o7777)
                             break
-
-    def kind(self, path: str) -> str | None:
-        return FILE if path in self.files else None
-
-    def mode(self, path: str) -> int:
-        return self.files[path][1] if path in self.files else 0o644
-
-    def read_many(self, paths: Any) -> dict[str, bytes | None]:
-        return {p: self.files[p][0] if p in self.files else None for p in paths}

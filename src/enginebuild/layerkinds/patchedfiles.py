@@ -13,7 +13,6 @@ import io
 import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
@@ -35,7 +34,7 @@ from enginebuild.layerkinds.verbatim import (
 from enginebuild.patches.check import check_stack
 from enginebuild.patches.patched import patched_tree, stack_failure
 from enginebuild.sources.base import Context
-from enginebuild.sources.trees import FILE, SourceTree
+from enginebuild.sources.trees import FileMap
 from enginebuild.spec.model import PatchRef
 
 
@@ -94,7 +93,7 @@ class PatchedFiles(LayerPayload):
                 forget(job.store, self.component_key, facts, path)
                 raise NotVerbatim(self.component, path, f"is not in its outputs at {missing[0]}")
         originals = {path: found[facts[path][0].at] for path in self.paths}
-        tree = _Files({path: (data, placed.mode) for path, (placed, _, data) in originals.items()},
+        tree = FileMap({path: (data, placed.mode) for path, (placed, _, data) in originals.items()},
                       f"the outputs of component {self.component}")
         outcome = check_stack([p.patch for p in self.patches], tree)
         failure = outcome.first_failure
@@ -174,20 +173,4 @@ def _renamed(info: tarfile.TarInfo, name: str) -> tarfile.TarInfo:
     copy.mode, copy.uid, copy.gid, copy.type = info.mode, info.uid, info.gid, tarfile.REGTYPE
     copy.pax_headers = dict(info.pax_headers)
     return copy
-
-
-class _Files(SourceTree):
-    """The files a patch applied as files changes, as the component's output holds them."""
-
-    def __init__(self, files: dict[str, tuple[bytes, int]], description: str):
-        self.files, self.description = files, description
-
-    def kind(self, path: str) -> str | None:
-        return FILE if path in self.files else None
-
-    def mode(self, path: str) -> int:
-        return self.files[path][1] if path in self.files else 0o644
-
-    def read_many(self, paths: Any) -> dict[str, bytes | None]:
-        return {p: self.files[p][0] if p in self.files else None for p in paths}
 

@@ -56,6 +56,22 @@ class SourceTree:
         return self
 
 
+class FileMap(SourceTree):
+    """Files held in memory: path -> (bytes, mode) (files read out of an image or an output)."""
+
+    def __init__(self, files: dict[str, tuple[bytes, int]], description: str):
+        self.files, self.description = files, description
+
+    def kind(self, path: str) -> str | None:
+        return FILE if path in self.files else None
+
+    def mode(self, path: str) -> int:
+        return self.files[path][1] if path in self.files else 0o644
+
+    def read_many(self, paths: Iterable[str]) -> dict[str, bytes | None]:
+        return {p: self.files[p][0] if p in self.files else None for p in paths}
+
+
 class DirTree(SourceTree):
     def __init__(self, root: Path, description: str):
         self.root = Path(root)
