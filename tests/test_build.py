@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT, need, run_cli
 from helpers.docker import docker, inspect, layers
+from helpers.specs import PY_PATCH
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
@@ -188,20 +189,6 @@ def test_editing_a_components_patch_rebuilds_it_and_what_needs_it_nothing_else(b
     assert same_for_all(plans, "layers_to_build") == []  # the runtime runs no command for it: outputs are copied
     proc = build(workspace)
     assert proc.stdout.count("built 1 component(s) (engine)") == 2
-
-
-PY_PATCH = """Subject: demo-engine: say where the model is mounted
-Description: a patch of the engine's Python part only
-Upstream: not forwarded (test)
----
---- a/py/engine_settings.py
-+++ b/py/engine_settings.py
-@@ -10,3 +10,3 @@
- SETTINGS = (
--    ("MODEL_PATH", "model folder", ""),
-+    ("MODEL_PATH", "model folder (mounted) MARK", ""),
-     ("SERVED_MODEL_NAME", "name served", "basename of MODEL_PATH"),
-"""
 
 
 def test_a_patch_to_the_engines_python_part_builds_no_component(built_demo, workspace):

@@ -9,21 +9,10 @@ import pytest
 
 from conftest import run_cli
 from helpers.docker import docker, filesystem
+from helpers.specs import PY_PATCH
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
-PY_PATCH = """Subject: demo-engine: say where the model is mounted
-Description: a patch of the engine's Python part only
-Upstream: not forwarded (test)
----
---- a/py/engine_settings.py
-+++ b/py/engine_settings.py
-@@ -10,3 +10,3 @@
- SETTINGS = (
--    ("MODEL_PATH", "model folder", ""),
-+    ("MODEL_PATH", "model folder (mounted) MARK", ""),
-     ("SERVED_MODEL_NAME", "name served", "basename of MODEL_PATH"),
-"""
 NAME = "demo-engine/0002-settings-mounted.patch"
 AMD64 = ("--platform", "linux/amd64")
 

@@ -58,3 +58,18 @@ def write_patch(workspace: Path, name: str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text).lstrip())
     return path
+
+
+# a patch of the demo engine's Python part only (MARK: a marker the test puts in the setting's label)
+PY_PATCH = """Subject: demo-engine: say where the model is mounted
+Description: a patch of the engine's Python part only
+Upstream: not forwarded (test)
+---
+--- a/py/engine_settings.py
++++ b/py/engine_settings.py
+@@ -10,3 +10,3 @@
+ SETTINGS = (
+-    ("MODEL_PATH", "model folder", ""),
++    ("MODEL_PATH", "model folder (mounted) MARK", ""),
+     ("SERVED_MODEL_NAME", "name served", "basename of MODEL_PATH"),
+"""
