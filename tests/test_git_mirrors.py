@@ -12,11 +12,11 @@ import pytest
 
 from conftest import run_cli
 from enginebuild.errors import ResolveError
+from helpers.gitrepo import ENV as REPO_ENV
 from helpers.specs import write_image
 
 NO_DOCKER = {"ENGINEBUILD_DOCKER": "/bin/false", "DOCKER_HOST": "unix:///nonexistent.sock"}
-ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin", "GIT_ALLOW_PROTOCOL": "file"}
+ENV = {**REPO_ENV, "GIT_ALLOW_PROTOCOL": "file"}
 SPEC = """base: scratch
 platform: linux/amd64
 components:
