@@ -4,7 +4,9 @@ Each time the layers made so far form a longer prefix of the chain, that prefix 
 chain image (`enginebuild/chain:<tip>`), one load at a time, each sending only the layers the
 engine lacks; the final load of the image then sends only what came after the last prefix. The
 engine registering gigabytes of layers (a real vLLM closure) thus overlaps the writing of the
-next ones instead of following all of them. A prefix is searched for the spec's secrets before
+next ones instead of following all of them. A prefix whose new layers are small (a patch's files,
+the manifest) is not loaded ahead: a load costs the engine's round trips whatever its size, so
+those layers go with the image's own load. A prefix is searched for the spec's secrets before
 it is loaded, as the whole image is before it is tagged.
 """
 
@@ -14,6 +16,7 @@ import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+from enginebuild.build.assemble import layer_blobs
 from enginebuild.io.background import Background, settled
 from enginebuild.plan.envs import CHAIN_REPO
 
@@ -21,6 +24,12 @@ if TYPE_CHECKING:
     from enginebuild.build.secretscan import Scanner
     from enginebuild.build.sites import Site
     from enginebuild.plan.model import EnvNode
+
+
+# below this many bytes of new layers, loading a prefix ahead costs more (one more load, its round
+# trips) than it overlaps: q1's two small layers took 0.24 s loaded ahead, against ~0.1 s for the
+# image's own load carrying them
+AHEAD_MIN_BYTES = 32 << 20
 
 
 class Preloader:
@@ -60,12 +69,24 @@ class Preloader:
         with site.chain_lock:
             if any(node.chain in site.known for node in self.env.layers[len(target.layers) - 1:]):
                 return  # the engine has this prefix or a longer one (a chain image of an earlier build)
+            if self._new_bytes(target) < AHEAD_MIN_BYTES:
+                return  # left to a longer prefix or to the image's own load
             if self.scanner is not None:
                 self.scanner.check_layers([(la.blob, la.created_by) for la in site.assembler.layers(target)
                                            if la.blob], self.what)
             site.assembler.load(target, site.assembler.config_for(target), [], site.known, quiet=True)
             site.loaded.append(f"{CHAIN_REPO}:{target.tip}")
             self.upto = max(self.upto, len(target.layers))
+
+    def _new_bytes(self, target: EnvNode) -> int:
+        """Bytes of the prefix's layers the engine lacks (after the longest prefix it holds)."""
+        start = self.upto
+        for i in range(len(target.layers) - 1, start - 1, -1):
+            if target.layers[i].chain in self.site.known:
+                start = i + 1
+                break
+        store = self.site.assembler.store
+        return sum(size for node in target.layers[start:] for _, size in layer_blobs(store, node) or [])
 
     def finish(self) -> None:
         """Wait for the loads under way; the first failure is raised."""

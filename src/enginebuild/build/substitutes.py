@@ -26,9 +26,8 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
-import requests
 import zstandard  # type: ignore[import-untyped,unused-ignore]
 
 from enginebuild.build.assemble import layer_blobs, put_layer_blobs, record_key
@@ -46,6 +45,9 @@ from enginebuild.wire import JsonDoc
 OUTPUTS = DESCRIBED  # a component's outputs record, without its bytes (the store's record kind too)
 VERDICT_VERSION = 2  # keyed by the layers the checks read (build/inert.py)
 VERDICT_RECORD = "image-verdict"  # the store's record of a verdict reached here, by its key
+
+if TYPE_CHECKING:
+    import requests  # loaded by oci/registry.py when a registry is reached
 
 
 def _entry(cache: LayerCache, store: Store, key: str, kind: str, record: JsonDoc) -> None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from enginebuild.plan.quote import FILTERS
+
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TemplateValues = dict[str, Any]  # what a template is rendered with (named values for its placeholders)
@@ -19,6 +20,8 @@ TemplateValues = dict[str, Any]  # what a template is rendered with (named value
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
+    import jinja2  # loaded when a Dockerfile is rendered, not by every command that plans
+
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              autoescape=False, keep_trailing_newline=True)
     env.filters.update(FILTERS)
