@@ -20,6 +20,7 @@ from enginebuild.layerkinds.verbatim import (
     keep_facts,
     learn,
     read_facts,
+    same_names,
     tar_members,
     wheel_members,
 )
@@ -57,7 +58,9 @@ def test_a_python_fix_is_applied_as_files_checked_once_built_and_by_the_facts_af
     assert why["e/0001-fix.patch"][1].endswith("checked from the bytes once its build is made")
     build, files, why = routes([fix], fact("pkg/runner.py"))
     assert files == ["e/0001-fix.patch"] and why["e/0001-fix.patch"][1].startswith("1 file, ")
-    build, files, why = routes([fix], fact("pkg/other.py"))  # learned: the build does not install it verbatim
+    build, files, why = routes([fix], fact("pkg/other.py"))  # another file learned: this one is not known yet
+    assert files == ["e/0001-fix.patch"] and why["e/0001-fix.patch"][1].endswith("once its build is made")
+    build, files, why = routes([fix], {**fact("pkg/other.py"), "pkg/runner.py": ()})  # learned: not verbatim
     assert build == ["e/0001-fix.patch"] and why["e/0001-fix.patch"] == ("build", "pkg/runner.py is not installed "
                                                                           "verbatim")
 
@@ -132,7 +135,8 @@ def test_learning_matches_by_bytes_and_the_longest_shared_path_end(tmp_path):
         "y/__init__.py": (b"", 0o644),  # the same bytes as three files, none nearer: no fact
     })
     facts = learn(digests, tar_members(tar))
-    assert set(facts) == {"py/launcher.py", "pkg/a/__init__.py"}
+    assert {path for path, placed in facts.items() if placed} == {"py/launcher.py", "pkg/a/__init__.py"}
+    assert set(facts) == set(sources)  # every file asked about is known after: the rest not verbatim
     assert facts["py/launcher.py"][0].at == "opt/py/launcher.py" and facts["py/launcher.py"][0].mode == 0o755
 
 
@@ -198,3 +202,34 @@ def test_facts_kept_in_the_store_are_read_back_and_a_record_of_another_shape_is_
     store.put_record("verbatim", "b" * 64, {"format": 1, "files": {"py/a.py": [["opt/py/a.py", "", "../x", 3, 420]]}})
     assert read_facts(store, "b" * 64) is None
     assert read_facts(store, "c" * 64) is None
+
+
+def test_learning_one_file_and_those_named_alike_gives_what_learning_every_file_gives(tmp_path):
+    """A layer of patched files learns only what its patches touch (and the source files of the
+    same name, which alone can be nearer to a member): the facts for those files are the ones a
+    look at every source file gives."""
+    sources = {
+        "vllm/worker/runner.py": b"r = 1\n",
+        "runner.py": b"r = 1\n",  # the same bytes, a shorter shared path end than the package's file
+        "vllm/a/__init__.py": b"",
+        "vllm/b/__init__.py": b"",
+        "tools/runner.py": b"r = 1\n",
+        "vllm/util.py": b"u = 1\n",
+        "vllm/gen.py": b"g = 1\n",
+    }
+    digests = {p: (len(d), hashlib.sha256(d).hexdigest()) for p, d in sources.items()}
+    tar = out_tar(tmp_path / "out.tar", {
+        "site/vllm/worker/runner.py": (sources["vllm/worker/runner.py"], 0o644),
+        "site/vllm/a/__init__.py": (b"", 0o644),
+        "site/vllm/b/__init__.py": (b"", 0o644),
+        "site/vllm/util.py": (sources["vllm/util.py"], 0o644),
+        "site/vllm/gen.py": (b"g = 2\n", 0o644),  # rewritten by the build
+    })
+    every = learn(digests, tar_members(tar))
+    for path in sources:
+        alike = same_names(sources, [path])
+        assert path in alike and all(p.rsplit("/", 1)[-1] == path.rsplit("/", 1)[-1] for p in alike)
+        some = learn({p: digests[p] for p in alike}, tar_members(tar))
+        assert some[path] == every[path], path
+    assert every["vllm/worker/runner.py"][0].at == "site/vllm/worker/runner.py"
+    assert every["runner.py"] == () and every["vllm/gen.py"] == ()

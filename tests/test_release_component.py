@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import tarfile
 import textwrap
 
 import pytest
@@ -160,3 +161,66 @@ install: [package]
     again = run_cli(["image", "rel"], workspace)  # nothing changed: nothing is made again
     assert again.returncode == 0, again.stderr
     assert "built nowhere" not in again.stdout + again.stderr
+
+
+def test_a_fresh_runner_taking_the_package_from_the_cache_applies_a_patch_without_the_release(
+        workspace, index, tmp_path, registry, docker_engine, debian_reachable):
+    """A patch applied as files to a package built around the release: a fresh runner that finds
+    the package's unpatched outputs in the registry cache writes the layer of patched files from
+    them, and makes nothing that only the package's build needs (the release's index is gone by
+    then: a download would fail the build)."""
+    write_image(workspace, "rel", BUSYBOX_BUILDER + f"""
+components:
+  kernels:
+    release: {{name: kern, version: "1.0", index: "{index.url}"}}
+  package:
+    source: {{path: src}}
+    needs: [kernels]
+    patches: [package/0001-tune.patch]
+    build: {{script: src/build.sh}}
+    outputs: {{paths: [/opt/package]}}
+install: [package]
+""", {"src/build.sh": '#!/bin/sh\nset -e\nmkdir -p /opt/package\ncp "$ENGINEBUILD_DEP_KERNELS"/*.whl /opt/package/\n'
+                      'cp tune.py /opt/package/\n',
+      "src/tune.py": "LAYERS = 1\nNAME = 'pkg'\n"})
+    (workspace / "images/rel/src/build.sh").chmod(0o755)
+
+    def patch(value: int) -> None:
+        write_patch(workspace, "package/0001-tune.patch", f"""
+            Subject: tune
+            Description: a setting of the package's Python
+            Upstream: not forwarded (test)
+            ---
+            --- a/tune.py
+            +++ b/tune.py
+            @@ -1,2 +1,2 @@
+            -LAYERS = 1
+            +LAYERS = {value}
+             NAME = 'pkg'
+            """)
+
+    patch(2)
+    assert run_cli(["lock", "rel"], workspace).returncode == 0
+    cache = f"{registry.host}/enginebuild-test/relcache-{tmp_path.name[-8:]}"
+    target = ["--push", "--to", f"{registry.host}/enginebuild-test/rel-{tmp_path.name[-8:]}"]
+    first = run_cli(["image", "rel", "--no-load", "--cache", cache, *target], workspace,
+                    env={"ENGINEBUILD_HOME": str(tmp_path / "first")})
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
+    assert "built nowhere" in first.stdout + first.stderr and "applied as files" in run_cli(
+        ["plan", "rel"], workspace).stdout
+    index.stop()  # the release is out of reach from here on
+    patch(3)
+    second = run_cli(["image", "rel", "--no-load", "--cache", cache, *target], workspace,
+                     env={"ENGINEBUILD_HOME": str(tmp_path / "second")})
+    said = second.stdout + second.stderr
+    assert second.returncode == 0, said[-3000:]
+    assert "stood in by" in said and "component package: outputs pulled from" in said, said[-3000:]
+    assert "component kernels" not in said, said[-3000:]
+    assert "built nowhere" not in said and "downloading" not in said, said[-3000:]
+    held = set()  # the package's files in the tars of this runner's store: its outputs, the new layer
+    for blob in (tmp_path / "second").rglob("*"):
+        if blob.is_file() and tarfile.is_tarfile(blob):
+            with tarfile.open(blob) as tar:
+                held |= {(m.name, tar.extractfile(m).read()) for m in tar if m.name == "opt/package/tune.py"}
+    assert held == {("opt/package/tune.py", b"LAYERS = 1\nNAME = 'pkg'\n"),
+                    ("opt/package/tune.py", b"LAYERS = 3\nNAME = 'pkg'\n")}, held

@@ -337,6 +337,10 @@ class Executor:
             return record
         return None
 
+    def available(self, comp: ComponentNode) -> bool:
+        """Whether a component's outputs are here or in the registry cache (nothing to build)."""
+        return self.output_record(comp) is not None or (self.cache is not None and self.cache.has(comp.key))
+
     def component(self, comp: ComponentNode, plan: ImagePlan) -> None:
         record = self.output_record(comp)
         if record is None and self.cache is not None and self.cache.pull_output(comp, self.store):
@@ -350,7 +354,13 @@ class Executor:
             self.store.put_record("outputs", comp.key, record.to_json())
             output().done(f"  [{plan.platform}] component {comp.name}: the release's wheel {pin.filename} "
                           f"({human_bytes(record.size)}), built nowhere")
+            if self.cache is not None:  # a fresh runner then stands in what is made of it without the index
+                self.cache.push_output(comp, self.store)
         elif record is None:
+            for name in comp.needs:  # one the registry cache said it had and then did not give
+                need = plan.component(name)
+                if need.key not in self.outputs:
+                    self.component(need, plan)
             record = self.build_elsewhere_if_lost(comp, plan)
             if self.cache is not None:
                 self.cache.push_output(comp, self.store)
@@ -426,12 +436,11 @@ class Executor:
 
     def components(self, plan: ImagePlan, only: frozenset[str] | None = None) -> None:
         """Every component of the plan (or those named in `only`, and what they need)."""
-        wanted = needed_by(plan, only) if only else {c.name for c in plan.components}
+        wanted = needed_by(plan, only, self.available) if only else {c.name for c in plan.components}
         pending = {c.name: c for c in plan.components if c.name in wanted}
         if not pending:
             return
-        to_build = [c for c in plan.components if c.name in wanted
-                    and self.output_record(c) is None and not (self.cache is not None and self.cache.has(c.key))]
+        to_build = [c for c in plan.components if c.name in wanted and not self.available(c)]
         if to_build:
             self.assign(to_build, plan)
         for comp in to_build:  # builder environments first: components share them
@@ -451,7 +460,7 @@ class Executor:
         try:
             while pending or running:
                 for name, comp in list(pending.items()):
-                    if all(n in done for n in comp.needs):
+                    if all(n in done or n not in wanted for n in comp.needs):
                         running[pool.submit(self.component, comp, plan)] = name
                         del pending[name]
                 if not running:
@@ -562,8 +571,10 @@ class Executor:
                 self.cache.push_layer(item, self.store)
 
 
-def needed_by(plan: ImagePlan, names: frozenset[str]) -> set[str]:
-    """The named components and, transitively, what they need."""
+def needed_by(plan: ImagePlan, names: frozenset[str],
+              available: Callable[[ComponentNode], bool] | None = None) -> set[str]:
+    """The named components and, transitively, what they need; with `available`, what a component
+    that is available (made here, or in the registry cache) needs is not needed for it."""
     by_name = {c.name: c for c in plan.components}
     unknown = sorted(set(names) - set(by_name))
     if unknown:
@@ -575,7 +586,8 @@ def needed_by(plan: ImagePlan, names: frozenset[str]) -> set[str]:
         name = todo.pop()
         if name not in out:
             out.add(name)
-            todo += by_name[name].needs
+            if available is None or not available(by_name[name]):
+                todo += by_name[name].needs
     return out
 
 

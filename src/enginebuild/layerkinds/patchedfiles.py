@@ -21,12 +21,14 @@ from enginebuild.layerkinds.base import ComponentOutput, LayerPayload, WriteJob
 from enginebuild.layerkinds.context import ContextItem, FromSource
 from enginebuild.layerkinds.installer import installed_record
 from enginebuild.layerkinds.verbatim import (
+    Facts,
     OutputMember,
     Placed,
     forget,
     keep_facts,
     learn,
     read_facts,
+    same_names,
     source_files,
     tar_members,
     wheel_members,
@@ -34,7 +36,7 @@ from enginebuild.layerkinds.verbatim import (
 from enginebuild.patches.check import check_stack
 from enginebuild.patches.patched import patched_tree, stack_failure
 from enginebuild.sources.base import Context
-from enginebuild.sources.trees import FileMap
+from enginebuild.sources.trees import FileMap, declared_matcher
 from enginebuild.spec.model import PatchRef
 
 
@@ -70,9 +72,10 @@ class PatchedFiles(LayerPayload):
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         record = job.outputs[self.component_key]
-        facts = read_facts(job.store, self.component_key)
-        if facts is None:
-            facts = self.learn(job, record)
+        facts = read_facts(job.store, self.component_key) or {}
+        unknown = [path for path in self.paths if path not in facts]
+        if unknown:
+            facts = self.learn(job, record, facts, unknown)
         wanted = {p.at: path for path in self.paths for p in facts.get(path, ())}
         for path in self.paths:
             if not facts.get(path):
@@ -141,16 +144,39 @@ class PatchedFiles(LayerPayload):
             if wanted is None or member.at in wanted:
                 yield member
 
-    def learn(self, job: WriteJob, record: ComponentOutput) -> dict[str, tuple[Placed, ...]]:
-        """Which source files the build installs verbatim, from the tree it was given and what it made."""
+    def learn(self, job: WriteJob, record: ComponentOutput, known: Facts,
+              paths: list[str]) -> dict[str, tuple[Placed, ...]]:
+        """Whether the build installs `paths` verbatim (and where), from the tree it was given and
+        what it made, added to what is `known` and kept."""
         origin = self.tree.origin
         assert isinstance(origin, FromSource)
-        tree = patched_tree(Context(job.store.home, mtime=self.epoch), self.tree.label or self.component, origin.source,
-                            origin.patches, self.tree.digest, job.image, origin.only)
-        names = {m.at.rsplit("/", 1)[-1] for m in self.members(job, record)}
-        sources = source_files(job.store.whole(tree.sha256, f"source tree of component {self.component}"),
-                               lambda p: p.rsplit("/", 1)[-1] in names)
-        facts = learn(sources, self.members(job, record))
+        ctx = Context(job.store.home, mtime=self.epoch)
+        pristine = origin.source.tree(ctx)
+        listing = pristine.listing()
+        if listing is None:  # a tree that cannot list its files: every file of the tree, from its tar
+            tree = patched_tree(ctx, self.tree.label or self.component, origin.source, origin.patches,
+                                self.tree.digest, job.image, origin.only)
+            names = {m.at.rsplit("/", 1)[-1] for m in self.members(job, record)}
+            sources = source_files(job.store.whole(tree.sha256, f"source tree of component {self.component}"),
+                                   lambda p: p.rsplit("/", 1)[-1] in names)
+        else:  # the files named as `paths` are, as the build received them (its patches applied, its inputs)
+            changed: dict[str, bytes | None] = {}
+            if origin.patches:
+                outcome = check_stack([p.patch for p in origin.patches], pristine)
+                if outcome.first_failure is not None:
+                    raise stack_failure(self.component, pristine.description, outcome.first_failure, job.image)
+                changed = outcome.files
+            declared = declared_matcher(origin.only)
+            present = (set(listing) - {p for p, data in changed.items() if data is None}) | \
+                {p for p, data in changed.items() if data is not None}
+            wanted = [p for p in same_names(present, paths) if declared(p)]
+            read = pristine.read_many([p for p in wanted if p not in changed])
+            sources = {}
+            for path in wanted:
+                data = changed[path] if path in changed else read[path]
+                if data is not None:
+                    sources[path] = (len(data), keys.sha(data))
+        facts = {**known, **{path: () for path in paths}, **learn(sources, self.members(job, record))}
         keep_facts(job.store, self.component_key, facts)
         return facts
 

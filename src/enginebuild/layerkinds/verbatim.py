@@ -3,9 +3,12 @@
 A source file is installed verbatim at an output member when the member's bytes are the file's
 and its path is the file's path, or ends with it, or is its end (`vllm/x.py` in the sdist and
 in the wheel; `py/launcher.py` at `/opt/py/launcher.py`); among several files with those bytes
-the one sharing the longest path suffix is taken, and a tie is no fact. Learned once per recipe
-(the component's key without patches), from the source tree the build received and the outputs
-it made, and kept in the store (`records/verbatim/<recipe key>`). A wheel's members outside its
+the one sharing the longest path suffix is taken, and a tie is no fact. Learned per recipe (the
+component's key without patches), from the source tree the build received and the outputs it
+made, for the files a patch applied as files changes (and every source file of the same name,
+the only ones that can be nearer to a member: the answer is the one a look at every file gives),
+and kept in the store (`records/verbatim/<recipe key>`): a path listed with no placement is known
+not to be installed verbatim; a path not listed is not known yet. A wheel's members outside its
 root (`.data/`, `.dist-info/`) are never verbatim: the installer moves or rewrites them.
 """
 
@@ -43,7 +46,8 @@ class Placed:
         return [self.at, self.wheel, self.sha256, self.size, self.mode]
 
 
-Facts = Mapping[str, tuple[Placed, ...]]  # source path -> where its build installs it verbatim
+# source path -> where its build installs it verbatim (empty: checked, not verbatim; absent: not known)
+Facts = Mapping[str, tuple[Placed, ...]]
 
 
 class OutputMember:
@@ -81,10 +85,17 @@ def keep_facts(store: Store, recipe_key: str, facts: Facts) -> None:
 
 
 def forget(store: Store, recipe_key: str, facts: Facts, path: str) -> dict[str, tuple[Placed, ...]]:
-    """The facts without `path` (found not verbatim when a layer was written), kept so."""
-    rest = {p: placed for p, placed in facts.items() if p != path}
+    """The facts with `path` known not verbatim (found so when a layer was written), kept so."""
+    rest = {**facts, path: ()}
     keep_facts(store, recipe_key, rest)
     return rest
+
+
+def same_names(listing: Iterable[str], paths: Iterable[str]) -> list[str]:
+    """The files of a tree's listing named as one of `paths` is: the only source files that can
+    be the nearest to a member that one of `paths` is near."""
+    names = {posixpath.basename(p) for p in paths}
+    return sorted(p for p in listing if posixpath.basename(p) in names)
 
 
 def source_files(tree_tar: Path, wanted: Callable[[str], bool]) -> dict[str, tuple[int, str]]:
@@ -145,7 +156,8 @@ def _suffix(a: str, b: str) -> int:
 
 
 def learn(sources: Mapping[str, tuple[int, str]], members: Iterable[OutputMember]) -> dict[str, tuple[Placed, ...]]:
-    """The facts: for each output member, the source file it is a verbatim copy of, if one."""
+    """The facts about `sources` (path -> (size, sha256)): for each output member, the source
+    file it is a verbatim copy of, if one; every source path is listed (empty: not verbatim)."""
     by_name: dict[str, list[str]] = {}
     for path in sources:
         by_name.setdefault(posixpath.basename(path), []).append(path)
@@ -165,4 +177,4 @@ def learn(sources: Mapping[str, tuple[int, str]], members: Iterable[OutputMember
         if len(chosen) != 1:
             continue  # files of the same bytes and the same nearness: no way to tell which it is
         found.setdefault(chosen[0], []).append(Placed(member.at, member.wheel, digest, member.size, member.mode))
-    return {path: tuple(placed) for path, placed in sorted(found.items())}
+    return {path: tuple(found.get(path, ())) for path in sorted(sources)}

@@ -8,10 +8,11 @@ A patch that adds, deletes, renames or changes the mode of a file, a binary patc
 touches a file the build does not install verbatim goes into the build; so does a patch that
 shares a file with a patch that goes into the build (its change applies on top of the other's).
 
-Before the recipe was ever built here, which files it installs verbatim is not known: a patch
-that only changes files is routed as files, and the layer that applies it checks the bytes when
-it is written (a file found not verbatim is remembered, and the image is planned again with that
-patch in the build). Either way the same recipe ends on the same routes, on every machine.
+Until a file's patch was first applied as files here, whether the build installs it verbatim is
+not known: a patch that only changes files is routed as files, and the layer that applies it
+learns and checks the bytes when it is written (a file found not verbatim is remembered, and the
+image is planned again with that patch in the build). Either way the same recipe ends on the
+same routes, on every machine.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def _why_not(patch: PatchRef, facts: Facts | None) -> str | None:
         read = read_by_build(path)
         if read:
             return f"{path} {read}"
-        if facts is not None and path not in facts:
+        if facts is not None and path in facts and not facts[path]:
             return f"{path} is not installed verbatim"
     return None
 
@@ -137,7 +138,8 @@ def route_patches(patches: tuple[PatchRef, ...], facts: Facts | None, *, inputs:
         if patch in files:
             count = len({f.path for f in patch.patch.files})
             size = patch.path.stat().st_size if patch.path.is_file() else 0
-            checked = "" if facts is not None else "; checked from the bytes once its build is made"
+            known = facts is not None and all(f.path in facts for f in patch.patch.files)
+            checked = "" if known else "; checked from the bytes once its build is made"
             routes.append(Route(patch.name, "files", f"{count} file{'s' if count != 1 else ''}, {_kb(size)}{checked}"))
         elif patch.name in outside:
             routes.append(Route(patch.name, "outside", "it touches none of the declared inputs"))

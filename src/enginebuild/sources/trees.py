@@ -39,6 +39,11 @@ class SourceTree:
     def mode(self, path: str) -> int:
         return 0o644
 
+    def listing(self) -> list[str] | None:
+        """Every regular file's path, where the tree can list them without reading them (None:
+        it cannot)."""
+        return None
+
     def symlink_on_path(self, path: str) -> str | None:
         """The first component of path (or path itself) that is a symlink in the tree."""
         parts = path.split("/")
@@ -71,6 +76,9 @@ class FileMap(SourceTree):
     def read_many(self, paths: Iterable[str]) -> dict[str, bytes | None]:
         return {p: self.files[p][0] if p in self.files else None for p in paths}
 
+    def listing(self) -> list[str]:
+        return sorted(self.files)
+
 
 class DirTree(SourceTree):
     def __init__(self, root: Path, description: str):
@@ -92,6 +100,9 @@ class DirTree(SourceTree):
 
     def mode(self, path: str) -> int:
         return image_mode((self.root / path).stat().st_mode)
+
+    def listing(self) -> list[str]:
+        return sorted(str(p.relative_to(self.root)) for p in self.root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def _archive_top(name: str) -> tuple[str, str]:
@@ -170,6 +181,9 @@ class ArchiveTree(SourceTree):
         entry = self._load_index().get(path)
         return str(entry[0]) if entry else None
 
+    def listing(self) -> list[str]:
+        return sorted(p for p, entry in self._load_index().items() if entry[0] == FILE)
+
     def mode(self, path: str) -> int:
         entry = self._load_index().get(path)
         return image_mode(int(str(entry[1]))) if entry else 0o644
@@ -179,6 +193,8 @@ class ArchiveTree(SourceTree):
         still hashes to what it had when it was extracted; one edited or damaged since is taken out
         of the archive again (and said so)."""
         paths = list(paths)
+        if self._index is None and not (self.folder / "index.json").is_file():
+            self._scan(set(paths))  # the index and the files in one pass over the archive
         files = [p for p in paths if self.kind(p) == FILE]
         out: dict[str, bytes | None] = {p: None for p in paths}
         extracted = self._extracted()
@@ -241,6 +257,9 @@ class GitTree(SourceTree):
     def mode(self, path: str) -> int:
         entry = self._load().get(path)
         return entry[1] if entry else 0o644
+
+    def listing(self) -> list[str]:
+        return sorted(p for p, (kind, _) in self._load().items() if kind == FILE)
 
     def read_many(self, paths: Iterable[str]) -> dict[str, bytes | None]:
         kinds = self._load()
