@@ -450,6 +450,53 @@ def test_healthcheck_shell_user_workdir_and_stopsignal_reach_the_image(ws):
             '"wget -q -O- http://127.0.0.1:8000/health || exit 1"]']
 
 
+def test_a_healthcheck_in_dockers_own_form_is_taken_as_docker_takes_it(ws):
+    """`["CMD", ...]` and `["CMD-SHELL", "..."]`, as Docker and Compose write them, are not
+    wrapped again; `["NONE"]` turns the base's check off; a malformed one is refused."""
+    forms = {'["CMD", "curl", "-f", "http://127.0.0.1:8000/health"]':
+             'HEALTHCHECK CMD ["curl", "-f", "http://127.0.0.1:8000/health"]',
+             '["CMD-SHELL", "curl -f http://127.0.0.1:8000/health || exit 1"]':
+             'HEALTHCHECK CMD ["/bin/sh", "-c", "curl -f http://127.0.0.1:8000/health || exit 1"]',
+             '["curl", "-f", "http://127.0.0.1:8000/health"]':
+             'HEALTHCHECK CMD ["curl", "-f", "http://127.0.0.1:8000/health"]',
+             '["NONE"]': "HEALTHCHECK NONE"}
+    for test, line in forms.items():
+        write_image(ws, "t", SCRATCH + f"healthcheck: {{test: {test}}}\n")
+        settings = rendered(ws, "t", "--unpinned").split("### runtime image")[1].splitlines()
+        assert [s for s in settings if s.startswith("HEALTHCHECK")] == [line], test
+    write_image(ws, "t", SCRATCH + 'healthcheck: {test: ["CMD-SHELL", "curl", "-f"]}\n')
+    assert "CMD-SHELL takes one shell command after it" in refused(ws, ["render", "t", "--unpinned"], "3",
+                                                                   "healthcheck.test")
+
+
+def test_a_docker_form_healthcheck_makes_a_container_healthy(ws, docker_engine, debian_reachable):
+    for test in ('["CMD", "/bin/true"]', '["CMD-SHELL", "test -d /bin && true"]'):
+        write_image(ws, "healthy", SCRATCH + dedent(f"""
+            system:
+              install: extract
+              packages: [busybox-static]
+              run: [["/bin/busybox", "--install", "-s", "/bin"]]
+            cmd: ["/bin/sleep", "120"]
+            healthcheck: {{test: {test}, interval: 1s, timeout: 5s, retries: 3}}
+            """))
+        assert run_cli(["lock", "healthy"], ws).returncode == 0
+        proc = run_cli(["image", "healthy"], ws)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        config = json.loads(docker("image", "inspect", "enginebuild/healthy:latest").stdout)[0]["Config"]["Healthcheck"]
+        assert config["Test"] == json.loads(test), config
+        container = docker("run", "-d", "enginebuild/healthy:latest").stdout.strip()
+        try:
+            status = ""
+            for _ in range(120):  # the engine runs the check each second; a broken one never gets here
+                status = docker("inspect", "-f", "{{.State.Health.Status}}", container).stdout.strip()
+                if status != "starting":
+                    break
+                time.sleep(0.5)
+            assert status == "healthy", (test, status, docker("inspect", container).stdout[-2000:])
+        finally:
+            docker("rm", "-f", container)
+
+
 def test_a_shell_given_as_one_string_is_refused(ws):
     write_image(ws, "t", SCRATCH + 'shell: "/bin/bash -c"\n')
     refused(ws, ["render", "t", "--unpinned"], "3", "shell")

@@ -19,6 +19,8 @@ def _healthcheck(check: Any) -> TemplateValues | None:
             options += f" --{flag}={getattr(check, field)}"
     if check.retries is not None:
         options += f" --retries={check.retries}"
+    if check.test[0] == "NONE":
+        return {"options": "", "test": None}
     test = list(check.test[1:]) if check.test[0] == "CMD" else ["/bin/sh", "-c", check.test[1]]
     return {"options": options, "test": test}
 

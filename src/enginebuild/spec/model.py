@@ -200,7 +200,7 @@ class Overlay:
 
 @dataclass(frozen=True)
 class Healthcheck:
-    test: tuple[str, ...]  # CMD form (a shell command becomes CMD-SHELL)
+    test: tuple[str, ...]  # Docker's form: CMD + argv, CMD-SHELL + a shell command, or NONE
     interval: str | None
     timeout: str | None
     start_period: str | None

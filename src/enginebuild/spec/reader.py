@@ -521,12 +521,27 @@ def check_env_references(reader: Reader, env: tuple[tuple[str, str], ...], where
             raise SpecError(reader.where(f"{where}.{key}"), f"{where}.{key}", str(exc)) from None
 
 
-def _healthcheck(node: Any) -> m.Healthcheck | None:
+def _healthcheck(reader: Reader, node: Any) -> m.Healthcheck | None:
+    """A shell command, an exec list, or a list in Docker's own form (`["CMD", ...]`,
+    `["CMD-SHELL", "..."]`, `["NONE"]`: the base's check turned off), taken as Docker takes it."""
     if node is None:
         return None
     test = node["test"]
-    return m.Healthcheck(("CMD-SHELL", test) if isinstance(test, str) else ("CMD", *test), node.get("interval"),
-                         node.get("timeout"), node.get("start-period"), node.get("retries"))
+    if isinstance(test, str):
+        form: tuple[str, ...] = ("CMD-SHELL", test)
+    elif test and test[0] in ("CMD", "CMD-SHELL", "NONE"):
+        form = tuple(test)
+        shapes = {"CMD": len(form) >= 2, "CMD-SHELL": len(form) == 2, "NONE": len(form) == 1}
+        if not shapes[form[0]]:
+            needs = {"CMD": "the command after it", "CMD-SHELL": "one shell command after it",
+                     "NONE": "nothing after it"}[form[0]]
+            raise SpecError(reader.where("healthcheck.test"), "healthcheck.test",
+                            f"{form[0]} takes {needs}, got {len(form) - 1} item(s)",
+                            hint='as Docker writes it: ["CMD", "curl", "-f", "http://127.0.0.1:8000/health"], '
+                                 '["CMD-SHELL", "curl -f http://127.0.0.1:8000/health || exit 1"] or ["NONE"]')
+    else:
+        form = ("CMD", *test)
+    return m.Healthcheck(form, node.get("interval"), node.get("timeout"), node.get("start-period"), node.get("retries"))
 
 
 def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, variants: tuple[str, ...] = ()) -> m.ImageSpec:
@@ -593,7 +608,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         files=r.files(r.get(tree, "files", ""), "files"), env=env,
         workdir=r.get(tree, "workdir", ""), user=r.get(tree, "user", ""),
         shell=tuple(shell) if shell else None, stopsignal=r.get(tree, "stopsignal", ""),
-        healthcheck=_healthcheck(r.get(tree, "healthcheck", "")),
+        healthcheck=_healthcheck(r, r.get(tree, "healthcheck", "")),
         expose=tuple(r.get(tree, "expose", "", ()) or ()),
         entrypoint=(INIT, "--", *(entrypoint or ())) if init else tuple(entrypoint) if entrypoint is not None
         else None,

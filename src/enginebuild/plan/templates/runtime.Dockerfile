@@ -29,7 +29,9 @@ SHELL {{ shell|json }}
 {% if stopsignal -%}
 STOPSIGNAL {{ stopsignal }}
 {% endif -%}
-{% if healthcheck -%}
+{% if healthcheck and healthcheck.test is none -%}
+HEALTHCHECK NONE
+{% elif healthcheck -%}
 HEALTHCHECK{{ healthcheck.options }} CMD {{ healthcheck.test|json }}
 {% endif -%}
 {% if entrypoint is not none -%}
