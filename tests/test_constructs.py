@@ -497,6 +497,23 @@ def test_a_docker_form_healthcheck_makes_a_container_healthy(ws, docker_engine, 
             docker("rm", "-f", container)
 
 
+def test_system_run_takes_one_shell_command_or_a_list_of_commands(ws):
+    """`system.run: "cmd"` is one shell command (as the docs allow); a list holds commands in
+    either form; a wrong shape says what is expected in words."""
+    base = SCRATCH + "system:\n  install: extract\n  packages: [busybox-static]\n"
+    write_image(ws, "t", base + '  run: "mkdir -p /srv && touch /srv/ready"\n')
+    one = rendered(ws, "t", "--unpinned")
+    write_image(ws, "t", base + '  run: ["mkdir -p /srv && touch /srv/ready"]\n')
+    assert rendered(ws, "t", "--unpinned") == one and "touch /srv/ready" in one
+    write_image(ws, "t", base + '  run: [["/bin/busybox", "--install", "-s", "/bin"], "touch /srv/ready"]\n')
+    both = rendered(ws, "t", "--unpinned")
+    assert '"/bin/busybox", "--install"' in both and "touch /srv/ready" in both
+    write_image(ws, "t", base + "  run: {a: b}\n")
+    message = refused(ws, ["render", "t", "--unpinned"], "6", "system.run")
+    assert "expected a shell command or a list of commands (each a shell command or an exec-form list of " \
+           "strings), got a mapping" in message, message
+
+
 def test_a_shell_given_as_one_string_is_refused(ws):
     write_image(ws, "t", SCRATCH + 'shell: "/bin/bash -c"\n')
     refused(ws, ["render", "t", "--unpinned"], "3", "shell")

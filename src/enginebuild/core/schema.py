@@ -165,10 +165,11 @@ class ListOf(Schema):
     max_items: int = 10_000
     unique: bool = False
     description: str = ""
+    what: str = ""  # what the list is, in words (else "a list of" its item)
 
     @property
     def expected(self) -> str:  # type: ignore[override]
-        return f"a list of {self.item.expected}"
+        return self.what or f"a list of {self.item.expected}"
 
     def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
         if not isinstance(value, list):

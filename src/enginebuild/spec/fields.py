@@ -127,7 +127,8 @@ CACHE_DIR = Str(pattern=r"/(?:[A-Za-z0-9._@+-]+/?)*", test=_abs_path,
                 what="an absolute path of letters, digits and ._@+- (a cache folder: BuildKit's mount options "
                      "are split at ',' and '=')")
 REL = Str(test=repo_path, what="a path beside the spec (or, with .., elsewhere in the recipe repository)")
-COMMAND = OneOf((Str(test=_command, what="a shell command"), ListOf(Str(test=no_control), max_items=256)),
+SHELL_COMMAND = Str(test=_command, what="a shell command")
+COMMAND = OneOf((SHELL_COMMAND, ListOf(Str(test=no_control), max_items=256, what="an exec-form list of strings")),
                 description="a shell command (a string) or an exec-form list")
 PATCHES = ListOf(Str(test=_patch_name, what="a patch name"), unique=True,
                  description="patch files under patches/, applied in order, strictly")
@@ -202,7 +203,9 @@ def system_schema() -> Record:
         "archives": ListOf(_archive(), max_items=16),
         "install": Enum(("dpkg", "extract"), description="dpkg -i in the image, or unpacked by enginebuild"),
         "upgrade": Bool(description="also pin (and install) newer versions of what the base has installed"),
-        "run": ListOf(COMMAND, description="commands run after installing"),
+        "run": OneOf((SHELL_COMMAND, ListOf(COMMAND, what="a list of commands (each a shell command or an exec-form "
+                                                         "list of strings)")),
+                     description="commands run after installing: one shell command, or a list of commands"),
     }, doc="{packages, archives, install, upgrade, run}")
 
 

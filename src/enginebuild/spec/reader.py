@@ -228,7 +228,7 @@ class Reader:
             archives=tuple(archives),
             install=self.get(node, "install", path, "dpkg"),
             upgrade=bool(self.get(node, "upgrade", path, False)),
-            run=tuple(c if isinstance(c, str) else tuple(c) for c in (self.get(node, "run", path, ()) or ())),
+            run=_commands(self.get(node, "run", path, ())),
         )
 
     def python(self, node: Any, path: str) -> m.Python | None:
@@ -519,6 +519,13 @@ def check_env_references(reader: Reader, env: tuple[tuple[str, str], ...], where
             env_references(value)
         except ValueError as exc:
             raise SpecError(reader.where(f"{where}.{key}"), f"{where}.{key}", str(exc)) from None
+
+
+def _commands(value: Any) -> tuple[str | tuple[str, ...], ...]:
+    """`system.run`: one shell command, or a list of commands (each a shell command or an exec list)."""
+    if isinstance(value, str):
+        return (value,)
+    return tuple(c if isinstance(c, str) else tuple(c) for c in value or ())
 
 
 def _healthcheck(reader: Reader, node: Any) -> m.Healthcheck | None:
