@@ -14,8 +14,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 fast_only=no
 if [ "${1:-}" = "--fast" ]; then fast_only=yes; shift; fi
-if [ "$fast_only" = yes ] && [ -x "${ENGINEBUILD_VENV:-.venv}/bin/python" ]; then
-    :  # the fast tier needs the venv only
+# the fast tier needs only the venv, with the test tools in it (scripts/setup.sh's stamp of them:
+# the demo's venv, made by `setup.sh demo`, has none)
+tools="${ENGINEBUILD_VENV:-.venv}/.installed-$(cat requirements.txt requirements-test.txt | sha256sum | cut -c1-16)-test"
+if [ "$fast_only" = yes ] && [ -x "${ENGINEBUILD_VENV:-.venv}/bin/python" ] && [ -e "$tools" ]; then
+    :
 else
     bash scripts/setup.sh test
 fi

@@ -82,3 +82,29 @@ def test_the_bootstrap_refuses_a_bad_mode_at_start_up(tmp_path):
     proc = subprocess.run([sys.executable, "-c", PROBE, str(site)], capture_output=True, text=True,
                           env={"ENABLE_TURBOQUANT": "1", "TQ_MODE": "turbo", "PATH": "/usr/bin:/bin"})
     assert "TQ_MODE must be one of off, capture_only, hybrid, full_tq" in proc.stderr
+
+
+@pytest.mark.parametrize("venv", ["demo", "test"])
+def test_the_fast_tier_after_the_demo_sets_up_the_test_tools_first(tmp_path, venv):
+    """`scripts/test.sh --fast` skips set-up only for a venv that holds the test tools: after
+    `scripts/demo.sh` (a venv without pytest) it runs `scripts/setup.sh test` first. Run on a copy
+    of the scripts whose setup.sh records that it was called."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts/test.sh", repo / "scripts/test.sh")
+    for name in ("requirements.txt", "requirements-test.txt"):
+        shutil.copy(ROOT / name, repo / name)
+    (repo / "scripts/setup.sh").write_text('#!/usr/bin/env bash\necho "set up: $*" > set-up.txt\n')
+    bin_dir = repo / ".venv/bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text('#!/bin/sh\necho "pytest: $*" > pytest.txt\n')
+    (bin_dir / "python").chmod(0o755)
+    if venv == "test":  # what `setup.sh test` leaves: the stamp of requirements-test.txt installed
+        digest = subprocess.run("cat requirements.txt requirements-test.txt | sha256sum | cut -c1-16", shell=True,
+                                cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+        (repo / f".venv/.installed-{digest}-test").touch()
+    proc = subprocess.run(["bash", "scripts/test.sh", "--fast", "-q"], cwd=repo, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "set-up.txt").exists() == (venv == "demo")
+    assert "-m pytest -m fast -n auto -q" in (repo / "pytest.txt").read_text()
