@@ -3,8 +3,9 @@
 Entries are sorted (a hard link always after the file it names), every time stamp is the
 epoch, owner names and PAX times go, numeric owners and modes stay. Build leftovers that
 differ from run to run and that nothing needs are dropped: package manager caches and
-logs, /tmp, bytecode caches and the mount points the build used. Whiteouts (deletions) are
-kept as they are: they mean something.
+logs, /tmp, bytecode caches and the mount points the build used (the engine leaves an empty
+file or folder where it mounted a step's files or script under /opt/enginebuild). Whiteouts
+(deletions) are kept as they are: they mean something.
 """
 
 from __future__ import annotations
@@ -14,6 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from enginebuild.io.tars import KEEP_DIRS, TarWriter, clean_name, dropped
+
+MOUNTS = "opt/enginebuild"  # where a command's own files are mounted (plan/envs.py), never kept
+
+
+def mount_stubs(members: list[tarfile.TarInfo]) -> set[str]:
+    """The entries under MOUNTS that are mount points left behind: empty files, and folders with
+    nothing else under them (a whiteout, or a file with bytes, is kept with its folders)."""
+    under = [m for m in members if m.name == MOUNTS or m.name.startswith(MOUNTS + "/")]
+    kept = {m.name for m in under if m.name.rsplit("/", 1)[-1].startswith(".wh.")
+            or not (m.isdir() or (m.isreg() and m.size == 0))}
+    folders = {name.rsplit("/", i)[0] for name in kept for i in range(1, name.count("/") + 1)}
+    return {m.name for m in under if m.name not in kept and m.name not in folders}
 
 
 @dataclass
@@ -37,6 +50,9 @@ def normalize_layer(source: Path, writer: TarWriter) -> Normalized:
                 continue
             member.name = name
             members.append(member)
+        stubs = mount_stubs(members)
+        gone += sorted(stubs)
+        members = [m for m in members if m.name not in stubs]
         members.sort(key=lambda m: m.name)
         names = {m.name for m in members}
         # a hard link must follow the file it names: the first of a group in sorted order carries the data;
