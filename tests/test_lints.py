@@ -5,7 +5,7 @@ from conftest import run_cli
 from enginebuild.errors import SpecError
 from enginebuild.spec.catalog import Catalog
 from enginebuild.spec.lints import lint_spec
-from helpers.specs import write_image
+from helpers.specs import BUSYBOX_BUILDER, write_image
 
 SOURCE_BUILD = """
 base: scratch
@@ -119,3 +119,21 @@ def test_a_floating_base_without_a_lock_entry_is_refused_at_its_line(workspace):
     assert "error: images/t/image.yaml:2: t: runtime.base@linux/amd64 could not be locked" in proc.stderr, proc.stderr
     proc = run_cli(["render", "t", "--locked"], workspace)
     assert proc.returncode == 1 and proc.stderr.startswith("error: images/t/image.yaml:2: t: the lock would change")
+
+
+def test_a_bare_diff_is_built_with_and_the_fields_it_lacks_are_named(workspace):
+    """A patch as `git diff` writes it (no header) plans and renders; every command that reads
+    the spec warns, naming the patch and what it lacks."""
+    write_image(workspace, "bare", BUSYBOX_BUILDER + "components:\n  e:\n    source: {path: src}\n"
+                                   "    patches: [e/0001-bare.patch]\n    build: {script: src/build.sh}\n"
+                                   "    outputs: {paths: [/opt/e]}\ninstall: [e]\n",
+                {"src/build.sh": "#!/bin/sh\nmkdir -p /opt/e && cp mod.py /opt/e/\n", "src/mod.py": "a = 1\n"})
+    (workspace / "patches/e").mkdir(parents=True)
+    (workspace / "patches/e/0001-bare.patch").write_text(
+        "diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n")
+    proc = run_cli(["render", "bare", "--unpinned"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    line = (workspace / "images/bare/image.yaml").read_text().splitlines().index("    patches: [e/0001-bare.patch]") + 1
+    assert f"images/bare/image.yaml:{line}: warning: patches/e/0001-bare.patch has no Subject, Description, Upstream " \
+           "line" in proc.stderr, proc.stderr
+    assert "COPY" in proc.stdout and "0001-bare.patch" in proc.stdout  # the patch is in the stack rendered

@@ -44,9 +44,37 @@ def test_fixed_in_reads_what_follows_commit_as_a_commit(fixed_in, expected):
     assert patch.fixed_in == expected
 
 
-def test_a_patch_without_a_header_is_refused():
-    assert error(DIFF) == ("patches/vllm/0001-x.patch: no header: a patch starts with Subject:, Description: "
-                           "and Upstream: lines, then ---")
+def test_a_bare_diff_is_taken_and_says_what_it_lacks():
+    for text in (DIFF, DIFF.split("\n", 1)[1]):  # git diff, and diff -u (no `diff --git` line)
+        patch = parse_patch("vllm/0001-x.patch", text.encode())
+        assert patch.header == {} and patch.lacks == ("Subject", "Description", "Upstream")
+        assert patch.files[0].path == "pkg/mod.py" and patch.files[0].hunks[0].new_lines == ["a", "B", "c"]
+
+
+FORMAT_PATCH = """\
+From 2b6133a8ce394c2df0d2172da6112d14c4240827 Mon Sep 17 00:00:00 2001
+From: T <t@example.invalid>
+Date: Fri, 27 Nov 2026 19:50:23 +0000
+Subject: [PATCH 2/3] Fix the b line, which was
+ wrong since the start
+
+It was wrong; this is why.
+
+Second paragraph.
+---
+ pkg/mod.py | 2 +-
+ 1 file changed, 1 insertion(+), 1 deletion(-)
+
+""" + DIFF + "-- \n2.39.5\n"
+
+
+def test_a_mail_of_git_format_patch_gives_its_subject_and_message():
+    patch = parse_patch("vllm/0001-x.patch", FORMAT_PATCH.encode())
+    assert patch.subject == "Fix the b line, which was wrong since the start"
+    assert patch.header["Description"] == "It was wrong; this is why.\n\nSecond paragraph."
+    assert patch.lacks == ("Upstream",)
+    (file_patch,) = patch.files
+    assert file_patch.path == "pkg/mod.py" and file_patch.hunks[0].new_lines == ["a", "B", "c"]
 
 
 def test_a_header_missing_a_required_field_is_named():

@@ -8,8 +8,12 @@
     diff --git a/path b/path
     ...
 
-Loading lints it: a missing header, a path that is absolute or leaves the tree, a
-symlink, a binary change without its data, or a malformed hunk is an error naming the file.
+What `diff -u`, `git diff` and `git format-patch` write is taken too: a bare diff has no header
+(the spec's lint warns, naming the fields it lacks), a mail of format-patch gives its subject
+(without `[PATCH n/m]`) and its message as Subject and Description, its signature is dropped.
+Loading lints it: a header begun and left incomplete, a path that is absolute or leaves the
+tree, a symlink, a binary change without its data, or a malformed hunk is an error naming the
+file.
 Renames and copies, git binary patches (core/gitbinary.py) and git's quoted names are read
 as git writes them.
 """
@@ -27,6 +31,8 @@ REQUIRED = ("Subject", "Description", "Upstream")
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)")
 _FIELD = re.compile(r"([A-Z][A-Za-z0-9-]*):(.*)")
 _HEX = re.compile(r"[0-9a-f]{7,40}")
+_MAIL = re.compile(r"From [0-9a-f]{40} ")  # the first line git format-patch writes
+_PATCH_TAG = re.compile(r"\[PATCH[^\]]*\]\s*")
 
 
 class PatchError(UserError):
@@ -113,6 +119,11 @@ class PatchFile:
     @property
     def subject(self) -> str:
         return self.header.get("Subject", "")
+
+    @property
+    def lacks(self) -> tuple[str, ...]:
+        """The header fields a bare diff or a mail of format-patch did not give."""
+        return tuple(f for f in REQUIRED if not self.header.get(f))
 
     @property
     def fixed_in(self) -> dict[str, str]:
@@ -215,7 +226,18 @@ def parse_patch(name: str, data: bytes) -> PatchFile:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    header: dict[str, str] = {}
+    if len(lines) >= 2 and lines[-2] == "-- ":  # format-patch's signature (git's version)
+        del lines[-2:]
+    if lines and _MAIL.match(lines[0]):
+        header, i = _mail_header(lines)
+        files = []
+        while i < len(lines):
+            i, file_patch = _parse_file(name, lines, i)
+            files.append(file_patch)
+        if not files:
+            raise _fail(name, None, "no diff after the message")
+        return PatchFile(name=name, sha256=hashlib.sha256(data).hexdigest(), header=header, files=tuple(files))
+    header = {}
     i, last = 0, None
     while i < len(lines) and not (lines[i].startswith("diff --git ") or lines[i].startswith("--- ")):
         line = lines[i]
@@ -233,9 +255,8 @@ def parse_patch(name: str, data: bytes) -> PatchFile:
             header[last] = match.group(2).strip()
         i += 1
     missing = [f for f in REQUIRED if not header.get(f)]
-    if missing:
-        raise _fail(name, None, f"header lacks {', '.join(missing)}",) if header else _fail(
-            name, None, "no header: a patch starts with Subject:, Description: and Upstream: lines, then ---")
+    if missing and header:  # a header begun and left incomplete (a bare diff has none: the lint warns)
+        raise _fail(name, None, f"header lacks {', '.join(missing)}")
     files = []
     while i < len(lines):
         i, file_patch = _parse_file(name, lines, i)
@@ -243,6 +264,33 @@ def parse_patch(name: str, data: bytes) -> PatchFile:
     if not files:
         raise _fail(name, None, "no diff after the header")
     return PatchFile(name=name, sha256=hashlib.sha256(data).hexdigest(), header=header, files=tuple(files))
+
+
+def _mail_header(lines: list[str]) -> tuple[dict[str, str], int]:
+    """Subject and Description from a mail of git format-patch, and where its diff starts."""
+    fields: dict[str, str] = {}
+    i, last = 1, ""
+    while i < len(lines) and lines[i]:
+        line = lines[i]
+        if line[:1] in (" ", "\t") and last:
+            fields[last] += " " + line.strip()
+        elif ":" in line:
+            last, _, value = line.partition(":")
+            fields[last] = value.strip()
+        i += 1
+    body: list[str] = []
+    while i < len(lines) and lines[i] != "---" and not lines[i].startswith("diff --git "):
+        body.append(lines[i])
+        i += 1
+    if i < len(lines) and lines[i] == "---":
+        i += 1
+    while i < len(lines) and not lines[i].startswith("diff --git "):
+        i += 1  # the diffstat
+    header = {"Subject": _PATCH_TAG.sub("", fields.get("Subject", ""), count=1).strip()}
+    description = "\n".join(body).strip()
+    if description:
+        header["Description"] = description
+    return {k: v for k, v in header.items() if v}, i
 
 
 def _git_line_paths(name: str, line_no: int, line: str) -> tuple[str, str] | None:
