@@ -914,3 +914,24 @@ def test_an_editable_output_without_a_source_or_named_by_install_is_refused(ws):
     write_image(ws, "t", EDITABLE + "install: [edpkg]\n", EDITABLE_FILES)
     refused(ws, ["render", "t", "--unpinned"], "install: [edpkg]",
             r"install\[0\]: component edpkg is an editable install: the Python requirement naming it installs it")
+
+
+def test_a_builder_unpacked_on_scratch_without_a_shell_is_refused_before_the_build(ws, debian_reachable):
+    """`install: extract` unpacks what is listed and what it depends on, not Debian's essential
+    packages: a builder of `hello` alone has no /bin/sh, and the plan says so (not BuildKit's
+    "exec /opt/enginebuild/build.sh: no such file or directory")."""
+    write_image(ws, "noshell", SCRATCH + dedent("""
+        builder:
+          base: scratch
+          system: {install: extract, packages: [hello]}
+        components:
+          e:
+            build: {script: build.sh}
+            outputs: {paths: [/opt/e]}
+        install: [e]
+        """), {"build.sh": "#!/bin/sh\nmkdir -p /opt/e\n"})
+    assert run_cli(["lock", "noshell"], ws).returncode == 0
+    proc = run_cli(["image", "noshell"], ws)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "components.e.builder: the builder is scratch with" in proc.stderr and "no shell among them" in proc.stderr
+    assert "busybox-static" in proc.stderr and "Traceback" not in proc.stderr

@@ -159,6 +159,10 @@ class LayerPayload:
         """(interpreter, site-packages) it installs Python distributions into."""
         return None
 
+    def unpacked_packages(self) -> tuple[str, ...]:
+        """The Debian packages it unpacks (without dpkg), by name."""
+        return ()
+
     def patched_files(self) -> FilesOfPatches | None:
         """The source files of a component's patch stack it writes (a layer of patches applied as files)."""
         return None

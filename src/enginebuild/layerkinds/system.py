@@ -26,5 +26,8 @@ class Sysroot(LayerPayload):
         return [Download(d.sha256, (url,), f"{d.name} {d.version} (.deb)", d.size)
                 for d, url in zip(self.debs, self.urls, strict=False)]
 
+    def unpacked_packages(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.debs)
+
     def describe(self, name: str, folder: str) -> str:
         return f"ADD system.tar /   # enginebuild: {len(self.debs)} pinned .debs unpacked"

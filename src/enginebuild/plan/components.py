@@ -82,6 +82,11 @@ def cuda_env(archs: tuple[str, ...]) -> list[tuple[str, str]]:
     return [("ENGINEBUILD_CUDA_ARCHS", ";".join(archs)), ("ENGINEBUILD_NVCC_GENCODE", " ".join(flags))]
 
 
+# Debian packages that give /bin/sh (or a shell a build script's `sh` can be linked to)
+SHELLS = frozenset({"dash", "bash", "busybox", "busybox-static", "mksh", "mksh-static", "zsh", "zsh-static", "yash",
+                    "posh", "ksh"})
+
+
 def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, needed: dict[str, ComponentNode],
                    build_args: dict[str, str], cuda_archs: tuple[str, ...] = (),
                    facts: FactsReader = no_facts, refused: str = "") -> ComponentNode:
@@ -91,6 +96,15 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     if not builder.layers and builder.base is None:
         raise SpecError(comp.where, f"components.{comp.name}.builder",
                         "the builder is scratch with nothing installed: a build script needs at least a shell")
+    unpacked = [name for node in builder.layers for name in node.payload.unpacked_packages()]
+    if builder.base is None and unpacked and not SHELLS & set(unpacked):
+        raise SpecError(comp.where, f"components.{comp.name}.builder",
+                        f"the builder is scratch with {len(unpacked)} package(s) unpacked ({', '.join(unpacked[:4])}"
+                        f"{', ...' if len(unpacked) > 4 else ''}) and no shell among them: a build script runs with "
+                        "/bin/sh (`install: extract` unpacks what is listed and what it depends on, not Debian's "
+                        "essential packages)",
+                        hint="add busybox-static to the builder's system.packages, with run: "
+                             "[[/bin/busybox, --install, -s, /bin]] (or dash)")
     pins = planner.pins
     context: list[ContextItem] = []
     env: list[tuple[str, str]] = []
