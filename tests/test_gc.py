@@ -88,3 +88,44 @@ def registry_tags(host: str, repository: str) -> list[str]:
 
     answer = requests.get(f"http://{host}/v2/{repository.split('/', 1)[1]}/tags/list", timeout=30)
     return list(answer.json().get("tags") or []) if answer.status_code == 200 else []
+
+
+def test_gc_on_a_shared_engine_leaves_the_tags_another_store_made(tmp_path, docker_engine, debian_reachable):
+    """Two stores (two recipe repositories, two homes) on one engine: the first's gc removes only
+    what it made, says whose tags it lists, and counts the other's; the second's image stays a
+    no-op. With the engine out of reach, gc says it never looked at it."""
+    stores, made = {}, {}
+    for who, word in (("first", "one"), ("second", "two")):
+        ws = tmp_path / who / "repo"
+        (ws / "lockfiles").mkdir(parents=True)
+        name = f"gc-{who}-{uuid.uuid4().hex[:6]}"
+        env = {"ENGINEBUILD_HOME": str(tmp_path / who / "home")}
+        write_image(ws, name, SPEC, {"src/x": f"{word}\n", "run.sh": f"#!/bin/sh\necho {word}\n",
+                                     "build.sh": f"#!/bin/sh\nmkdir -p /opt/e && echo {word} > /opt/e/x\n"})
+        assert run_cli(["lock", name], ws, env=env).returncode == 0
+        before = chain_tags()
+        built = run_cli(["image", name], ws, env=env)
+        assert built.returncode == 0, built.stderr
+        stores[who], made[who] = (ws, name, env), chain_tags() - before
+    assert made["second"]  # its component image and chain tags, no other store's
+    ws, name, env = stores["first"]
+    (ws / "images" / name / "run.sh").write_text("#!/bin/sh\necho changed\n")  # its first chain: not needed
+    (ws / "images" / name / "build.sh").write_text("#!/bin/sh\nmkdir -p /opt/e && echo changed > /opt/e/x\n")
+    assert run_cli(["image", name], ws, env=env).returncode == 0
+    dry = run_cli(["gc", "--dry-run"], ws, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert f"enginebuild tag(s) this store ({tmp_path / 'first' / 'home'}) made" in dry.stdout, dry.stdout
+    assert "made by another store" in dry.stdout, dry.stdout
+    listed = json.loads(run_cli(["gc", "--dry-run", "--json"], ws, env=env).stdout)
+    assert listed["engine_tags"] and set(listed["engine_tags"]) <= made["first"], listed
+    assert made["second"] <= set(listed["engine_tags_of_others"]), listed
+    assert run_cli(["gc"], ws, env=env).returncode == 0
+    assert made["second"] <= chain_tags() and not set(listed["engine_tags"]) & chain_tags()
+    second_ws, second_name, second_env = stores["second"]
+    mine = run_cli(["image", second_name], second_ws, env=second_env)
+    assert mine.returncode == 0 and "nothing to build" in mine.stdout, mine.stdout + mine.stderr
+    away = run_cli(["gc", "--dry-run"], ws, env={**env, "DOCKER_HOST": "unix:///nonexistent/engine.sock"})
+    assert away.returncode == 0 and "engine: not reached (unix:///nonexistent/engine.sock)" in away.stdout, \
+        away.stdout + away.stderr
+    for who in stores.values():
+        docker("image", "rm", f"enginebuild/{who[1]}:latest", check=False)

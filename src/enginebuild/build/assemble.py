@@ -14,6 +14,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from enginebuild.build import enginetags
 from enginebuild.errors import BuildFailed, EngineBuildError
 from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
@@ -193,6 +194,7 @@ class Assembler:
         self.rendered = (data, layers)  # what the image is made of, for the plan memo's file-edit path
         image_id = "sha256:" + hashlib.sha256(data).hexdigest()
         all_tags = tags + [f"{CHAIN_REPO}:{env.tip}"]
+        enginetags.made(self.store, all_tags[-1])  # the chain tag: this store's to collect (`gc`)
         if self.engine.image_id(all_tags[0]) == image_id and all(self.engine.image_id(t) == image_id for t in all_tags):
             return image_id
         chain_before = self.engine.image_id(all_tags[-1])  # a chain image this load takes the tag of

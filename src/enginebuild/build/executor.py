@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from enginebuild.build import substitutes
+from enginebuild.build import enginetags, substitutes
 from enginebuild.build.assemble import SCRATCH, Assembler, layer_blobs, put_layer_blobs, record_key
 from enginebuild.build.buildkit import Builder, run_build
 from enginebuild.build.cache import LayerCache
@@ -413,6 +413,7 @@ class Executor:
                            log_path=self.home / "logs" / f"{plan.image.replace(':', '--')}-{comp.name}-{comp.key[:12]}.log",
                            expected_s=self.history.seconds(f"component {comp.name}"), verbose=self.verbose,
                            engine_alive=site.engine.ping)
+        enginetags.made(self.store, tag)  # this store's to collect (`gc`)
         try:
             if self.scanner.declared:
                 self.scanner.check_image(site.engine, tag, site.assembler.layers(comp.builder),

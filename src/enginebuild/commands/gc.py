@@ -1,6 +1,7 @@
 """Remove what no image needs any more: stored blobs and records, and the engine's
-enginebuild/chain and enginebuild/component tags, that neither the current plans of the
-catalogue's images (every platform) nor the last build of each image reach. `--dry-run` says
+enginebuild/chain and enginebuild/component tags this store made, that neither the current
+plans of the catalogue's images (every platform) nor the last build of each image reach (the
+tags another store made on a shared engine are left, and counted). `--dry-run` says
 what would go and how many bytes, and removes nothing. With `--cache`, the registry cache's
 entries no image needs are deleted too (a push target is never touched)."""
 
@@ -47,15 +48,26 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     engine_bytes = sum(size for ref, size in garbage.tags if ref not in in_use)
     if args.json:
         print(json.dumps({"dry_run": args.dry_run, "blobs": len(garbage.blobs), "blob_bytes": garbage.blob_bytes,
-                          "records": len(garbage.records), "engine_tags": [t for t, _ in garbage.tags],
+                          "records": len(garbage.records), "store": str(ws.home),
+                          "engine": garbage.engine or None, "engine_tags": [t for t, _ in garbage.tags],
+                          "engine_tags_of_others": garbage.others,
                           "engine_tags_in_use": in_use, "kept_blobs": garbage.kept_blobs,
                           "kept_bytes": garbage.kept_bytes, "cache_entries": cache_tags}, indent=2))
         return 0
     verb = "would remove" if args.dry_run else "removed"
     print(f"store: {verb} {len(garbage.blobs)} blob(s), {human_bytes(garbage.blob_bytes)}, and "
           f"{len(garbage.records)} record(s); kept {garbage.kept_blobs} blob(s), {human_bytes(garbage.kept_bytes)}")
-    print(f"engine: {verb} {len(garbage.tags) - len(in_use)} enginebuild tag(s) (images up to "
-          f"{human_bytes(engine_bytes)})" + (f"; {len(in_use)} in use by a container, kept" if in_use else ""))
+    if not garbage.engine:
+        print(f"engine: not reached ({garbage.engine_at}): its enginebuild tags were not looked at")
+    else:
+        print(f"engine: {verb} {len(garbage.tags) - len(in_use)} enginebuild tag(s) this store ({ws.home}) made "
+              f"(images up to {human_bytes(engine_bytes)})"
+              + (f"; {len(in_use)} in use by a container, kept" if in_use else "")
+              + (f"; left {len(garbage.others)} made by another store or an older enginebuild (`docker image rm` "
+                 "removes one)" if garbage.others else ""))
+        if args.dry_run:
+            for ref, size in garbage.tags:
+                print(f"  {ref}  {human_bytes(size)}")
     if args.cache is not None:
         print(f"registry cache: {verb} {len(cache_tags)} entr{'y' if len(cache_tags) == 1 else 'ies'} (the "
               "registry's own garbage collection reclaims their blobs)")

@@ -327,6 +327,9 @@ class Store:
             path.unlink()
         return None
 
+    def remove_record(self, kind: str, key: str) -> None:
+        self._record_path(kind, key).unlink(missing_ok=True)
+
     def put_record(self, kind: str, key: str, record: JsonDoc) -> None:
         body = {**record, "key": key}
         write_atomic(self._record_path(kind, key),

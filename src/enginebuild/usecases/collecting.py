@@ -6,7 +6,9 @@ last build of each image this machine made (the build history). Every 64-hex dig
 hold is live; a record named by a live key is live, and so is every digest it names (a layer
 record names its blobs, an outputs record its tar and wheels), to a fixed point. A stored blob
 or record that is not live goes; so do the engine's chain and component tags whose keys are not
-live, and, asked for (`gc --cache`), the registry cache's entries whose keys are not live.
+live and that this store made (build/enginetags.py: another store's tags on a shared engine are
+left, and counted), and, asked for (`gc --cache`), the registry cache's entries whose keys are
+not live.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from enginebuild.build import enginetags
 from enginebuild.build.cache import parse_cache_repo
 from enginebuild.errors import EngineBuildError
 from enginebuild.io.store import Store
@@ -39,6 +42,9 @@ class Garbage:
     blobs: list[tuple[Path, int]] = field(default_factory=list)
     records: list[Path] = field(default_factory=list)
     tags: list[tuple[str, int]] = field(default_factory=list)  # engine refs and their images' sizes
+    others: list[str] = field(default_factory=list)  # unneeded here, but made by another store: left
+    engine: str = ""  # the engine looked at ("" when it was not reached)
+    engine_at: str = ""  # where it was looked for
     kept_blobs: int = 0
     kept_bytes: int = 0
     unplanned: list[str] = field(default_factory=list)  # images that could not be planned (kept by history)
@@ -128,16 +134,29 @@ def find_garbage(ws: Workspace) -> Garbage:
             out.kept_bytes += size
         else:
             out.blobs.append((path, size))
-    for path in sorted(store.records.glob("*/*.json")) if store.records.is_dir() else ():
-        if HEX64.fullmatch(path.stem) and path.stem not in live:
-            out.records.append(path)
     engine = Engine(timeout=30)
+    out.engine_at = engine.endpoint.describe()
+    present: set[str] | None = None  # the engine's enginebuild tags (None: not reached)
     if engine.ping():
+        out.engine = engine.endpoint.describe()
+        present = set()
         for repo in ENGINE_REPOS:
             for tag in sorted(engine.tags_of(repo)):
-                if tag not in live:
-                    found = engine.inspect(f"{repo}:{tag}") or {}
-                    out.tags.append((f"{repo}:{tag}", int(found.get("Size") or 0)))
+                present.add(tag)
+                if tag in live:
+                    continue
+                ref = f"{repo}:{tag}"
+                if not enginetags.ours(store, ref):
+                    out.others.append(ref)
+                    continue
+                found = engine.inspect(ref) or {}
+                out.tags.append((ref, int(found.get("Size") or 0)))
+    for path in sorted(store.records.glob("*/*.json")) if store.records.is_dir() else ():
+        if not HEX64.fullmatch(path.stem) or path.stem in live:
+            continue
+        if path.parent.name == enginetags.KIND and (present is None or path.stem in present):
+            continue  # which tags are this store's: kept while the tag may be there (gone next time)
+        out.records.append(path)
     return out
 
 
@@ -176,11 +195,14 @@ def collect(ws: Workspace, garbage: Garbage) -> list[str]:
         path.unlink(missing_ok=True)
     kept = []
     engine = Engine(timeout=120)
+    store = Store(ws.home)
     for ref, _ in garbage.tags:
         try:
             engine.remove(ref)
         except EngineBuildError:
             kept.append(ref)
+            continue
+        enginetags.forget(store, ref)
     return kept
 
 
