@@ -137,3 +137,18 @@ def test_a_bare_diff_is_built_with_and_the_fields_it_lacks_are_named(workspace):
     assert f"images/bare/image.yaml:{line}: warning: patches/e/0001-bare.patch has no Subject, Description, Upstream " \
            "line" in proc.stderr, proc.stderr
     assert "COPY" in proc.stdout and "0001-bare.patch" in proc.stdout  # the patch is in the stack rendered
+
+
+@pytest.mark.parametrize("said", [
+    'cmd: ["--attention-backend", "flash_attn"]\n',
+    "env:\n  EXTRA_ARGS: --max-num-seqs 8 --attention-backend=FLASH_ATTN\n",
+    "env:\n  VLLM_ATTENTION_BACKEND: FLASH_ATTN\n",
+    "files:\n  /opt/launch.sh: launch.sh\n",
+])
+def test_dflash_with_flash_attn_passed_on_the_command_line_or_by_the_launcher_passes(workspace, said):
+    launcher = {"launch.sh": "#!/bin/sh\nexec vllm serve \"$MODEL\" --attention-backend flash_attn \"$@\"\n"}
+    text = "base: scratch\nmodel: {drafter: /models/d}\n" + said
+    assert lint(workspace, "t", text, launcher) == []
+    wrong = lint(workspace, "t", text.replace("flash_attn", "flashinfer").replace("FLASH_ATTN", "FLASHINFER"),
+                 {"launch.sh": launcher["launch.sh"].replace("flash_attn", "flashinfer")})
+    assert len(wrong) == 1 and "(got 'flashinfer')" in wrong[0], wrong

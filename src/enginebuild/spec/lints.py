@@ -73,9 +73,8 @@ def lint_spec(spec: ImageSpec) -> list[str]:
         if FP8_ARG.search(env.get("EXTRA_ARGS", "")):
             raise SpecError(spec.where("env.EXTRA_ARGS"), "env.EXTRA_ARGS",
                             "DFlash needs a BF16 KV cache; --kv-cache-dtype fp8 is not allowed with it")
-        backend = env.get("ATTENTION_BACKEND", "")
+        backend, key = _attention_backend(spec, env)
         if backend != "flash_attn":
-            key = "env.ATTENTION_BACKEND" if "ATTENTION_BACKEND" in env else "env.DFLASH_DRAFTER"
             warnings.append(f"{spec.where(key)}: warning: DFlash is non-causal and is meant to run with "
                             f"ATTENTION_BACKEND=flash_attn (got {backend or 'the default'!r})")
     _check_secrets(spec, spec.env, "env")
@@ -96,6 +95,31 @@ def lint_spec(spec: ImageSpec) -> list[str]:
                 raise SpecError(spec.where(field), f"{field}[{i}]", "looks like a secret on the command line; "
                                                                    "pass it at run time instead")
     return warnings
+
+
+BACKEND_ARG = re.compile(r"--attention[-_]backend(?:=|\s+)[\"']?([A-Za-z0-9_]+)")
+
+
+def _attention_backend(spec: ImageSpec, env: dict[str, str]) -> tuple[str, str]:
+    """The attention backend the image's server is started with, and the key that says it:
+    `ATTENTION_BACKEND` (the launchers' variable), `VLLM_ATTENTION_BACKEND`, or `--attention-backend`
+    on the command line (the entrypoint, cmd, a variable such as EXTRA_ARGS, or a launch script the
+    image's files: copy)."""
+    if env.get("ATTENTION_BACKEND"):
+        return env["ATTENTION_BACKEND"].lower(), "env.ATTENTION_BACKEND"
+    if env.get("VLLM_ATTENTION_BACKEND"):
+        return env["VLLM_ATTENTION_BACKEND"].lower(), "env.VLLM_ATTENTION_BACKEND"
+    said = [(" ".join(getattr(spec, field) or ()), field) for field in ("entrypoint", "cmd")]
+    said += [(value, f"env.{name}") for name, value in env.items()]
+    for group in spec.files:
+        for entry in group.entries:
+            if entry.src is not None and entry.src.is_file() and entry.src.stat().st_size < 1 << 20:
+                said.append((entry.src.read_text(errors="replace"), f"files.{group.key}"))
+    for text, key in said:
+        found = BACKEND_ARG.search(text)
+        if found:
+            return found.group(1).lower(), key
+    return "", "env.DFLASH_DRAFTER" if "DFLASH_DRAFTER" in env else "model.drafter"
 
 
 def _steps_reading_files(spec: ImageSpec) -> list[str]:
