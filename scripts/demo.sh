@@ -21,4 +21,4 @@ if [ -z "$all" ]; then
 fi
 "$PY" BUILD.py image demo "${args[@]}"
 echo
-echo "run it:  docker run --rm -p 8000:8000 -e SERVED_MODEL_NAME=demo enginebuild/demo:latest"
+echo "run it:  docker run --rm -p 8000:8000 -e SERVED_MODEL_NAME=tiny enginebuild/demo:latest"

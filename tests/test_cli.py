@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from conftest import ROOT, run_cli
+from helpers.specs import write_image
 
 VERBS = ["list", "lock", "plan", "render", "fetch", "image", "push", "patches", "verify", "reproduce", "doctor", "gc",
          "schema"]
@@ -157,3 +158,41 @@ def test_reproduce_says_the_same_verdicts_as_text_and_as_json():
     assert doc["ok"] is False and doc["config"] == {"expected": "sha256:c1", "actual": "sha256:c2"}
     assert [(la["stage"], la["same"], la["differences"]) for la in doc["layers"]] == [
         ("system packages", True, []), ("step stamp", False, ["/stamp: sha256 1234… (expected 5678…)"])]
+
+
+def test_the_checkouts_own_state_folder_is_ignored_by_git(tmp_path):
+    """`.enginebuild/` (the mutex of commands that write lockfiles) never shows in `git status`."""
+    from helpers.gitrepo import Repo
+
+    repo = Repo(tmp_path / "recipes")
+    write_image(repo.path, "t", "base: scratch\nplatform: linux/amd64\nfiles:\n  /opt/x: x\n", {"x": "x\n"})
+    (repo.path / "lockfiles").mkdir()
+    proc = run_cli(["lock", "t"], repo.path)
+    assert proc.returncode == 0, proc.stderr
+    assert (repo.path / ".enginebuild").is_dir()
+    untracked = repo.git("status", "--porcelain", "--untracked-files=all").splitlines()
+    assert untracked and not [line for line in untracked if ".enginebuild" in line], untracked
+
+
+def test_a_platform_as_other_tools_name_it_gets_a_did_you_mean(workspace):
+    write_image(workspace, "t", "base: scratch\nplatform: linux/aarch64\n")
+    proc = run_cli(["render", "t", "--unpinned"], workspace)
+    assert proc.returncode == 2 and "images/t/image.yaml:2: platform: expected a platform such as linux/arm64, " \
+        "got string 'linux/aarch64'" in proc.stderr and "hint: did you mean linux/arm64?" in proc.stderr, proc.stderr
+    write_image(workspace, "t", "base: scratch\nplatforms: [linux/amd64, linux/arm64]\n")
+    proc = run_cli(["render", "t", "--unpinned", "--platform", "x86_64"], workspace)
+    assert proc.returncode == 2 and "not x86_64" in proc.stderr and "did you mean linux/amd64?" in proc.stderr, \
+        proc.stderr
+
+
+def test_help_is_a_verb_and_the_version_names_its_commit():
+    for argv, first in ((["help"], "usage: BUILD.py [-h]"), (["help", "gc"], "usage: BUILD.py gc [-h]")):
+        proc = subprocess.run([sys.executable, str(ROOT / "BUILD.py"), *argv], cwd=ROOT, capture_output=True,
+                              text=True)
+        assert proc.returncode == 0 and proc.stdout.startswith(first), proc.stdout + proc.stderr
+    proc = subprocess.run([sys.executable, str(ROOT / "BUILD.py"), "--version"], cwd=ROOT, capture_output=True,
+                          text=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("enginebuild "), proc.stdout + proc.stderr
+    if head.returncode == 0:  # a source checkout names its commit
+        assert f"(commit {head.stdout.strip()}" in proc.stdout, proc.stdout

@@ -935,3 +935,45 @@ def test_a_builder_unpacked_on_scratch_without_a_shell_is_refused_before_the_bui
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "components.e.builder: the builder is scratch with" in proc.stderr and "no shell among them" in proc.stderr
     assert "busybox-static" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_component_built_on_the_runtime_sees_build_env_as_the_steps_do(ws, docker_engine, debian_reachable):
+    write_image(ws, "onruntime", SCRATCH + dedent("""
+        system:
+          install: extract
+          packages: [busybox-static]
+          run: [["/bin/busybox", "--install", "-s", "/bin"]]
+        build-env: {FLAVOUR: spicy}
+        components:
+          e:
+            builder: runtime
+            build: {script: build.sh}
+            outputs: {paths: [/opt/e]}
+        install: [e]
+        steps:
+          - "echo step:$FLAVOUR > /opt/step.txt"
+        """), {"build.sh": "#!/bin/sh\nset -eu\nmkdir -p /opt/e\necho component:$FLAVOUR > /opt/e/flavour.txt\n"})
+    assert run_cli(["lock", "onruntime"], ws).returncode == 0
+    proc = run_cli(["image", "onruntime"], ws)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert read_file("enginebuild/onruntime:latest", "/opt/e/flavour.txt") == b"component:spicy\n"
+    assert read_file("enginebuild/onruntime:latest", "/opt/step.txt") == b"step:spicy\n"
+
+
+def test_the_default_builder_is_not_locked_when_no_component_builds_on_it(ws):
+    write_image(ws, "t", "base: debian:bookworm-slim\nplatform: linux/amd64\n" + dedent("""
+        builder:
+          base: debian:bookworm
+          system: {packages: [gcc]}
+        system: {packages: [curl]}
+        components:
+          e:
+            builder: runtime
+            build: {script: build.sh}
+            outputs: {paths: [/opt/e]}
+        install: [e]
+        """), {"build.sh": "#!/bin/sh\nmkdir -p /opt/e\n"})
+    text = rendered(ws, "t", "--unpinned")
+    assert "runtime.system@linux/amd64" in text and "builder." not in text, text
+    write_image(ws, "t", (ws / "images/t/image.yaml").read_text().replace("    builder: runtime\n", ""))
+    assert "builder.base@linux/amd64" in rendered(ws, "t", "--unpinned")  # built on it: locked

@@ -45,15 +45,67 @@ class Parser(argparse.ArgumentParser):
 PROGRESS = ("auto", "plain", "tty", "quiet")
 
 
+# -- --version: the version and the commit it was installed from ------------------------------
+# (a source checkout: its HEAD, and whether src/ has edits; `pip install git+URL@COMMIT`: the commit
+# pip recorded in PEP 610's direct_url.json; a release install: its version alone)
+
+def _installed_commit() -> str | None:
+    import json
+    from importlib import metadata
+
+    try:
+        text = metadata.distribution("enginebuild").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+    try:
+        info = json.loads(text or "{}")
+    except ValueError:
+        return None
+    commit = (info.get("vcs_info") or {}).get("commit_id") if isinstance(info, dict) else None
+    return commit if isinstance(commit, str) and len(commit) == 40 else None
+
+
+def _checkout_commit() -> str | None:
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists() or not (root / "BUILD.py").is_file():
+        return None
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src"], cwd=root,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    commit = head.stdout.strip()
+    if head.returncode != 0 or len(commit) != 40:
+        return None
+    return commit + (" with local edits" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+def version_line() -> str:
+    from enginebuild import __version__
+
+    commit = _checkout_commit() or _installed_commit()
+    return f"enginebuild {__version__}" + (f" (commit {commit})" if commit else "")
+
+
+class _Version(argparse.Action):
+    """--version: read when asked (the commit needs git or the install's metadata), not on every run."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from enginebuild.errors import command
 
     prog = "BUILD.py" if command() == "python BUILD.py" else command()
     parser = Parser(prog=prog, description="enginebuild: hermetic, content-addressed builds of LLM serving images "
                                            "(vLLM, llama.cpp) for NVIDIA DGX Spark.")
-    from enginebuild import __version__
-
-    parser.add_argument("--version", action="version", version=f"enginebuild {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="the version, and the commit it was installed from")
     parser.add_argument("-q", "--quiet", action="store_true", help="print results only, no progress")
     parser.add_argument("--progress", choices=PROGRESS, default=None,
                         help="as Docker's: auto (a live line on a terminal), plain (one line at a time, as in CI), "
@@ -80,6 +132,8 @@ def main(argv: list[str], root: str = ".") -> int:
     from enginebuild.io import interrupt, progress
 
     interrupt.install()
+    if argv[:1] == ["help"]:  # `help` and `help VERB`, as git and docker take them
+        argv = [*argv[1:2], "--help"]
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the verb's own usage, not the top level's

@@ -136,7 +136,11 @@ class Workspace:
     @contextlib.contextmanager
     def state_mutex(self, what: str = "this checkout's lockfiles") -> Iterator[None]:
         """Serialises commands that write lockfiles or push records in this checkout."""
-        with mutex(self.root / ".enginebuild" / "lock", what, say=output().say):
+        folder = self.root / ".enginebuild"
+        folder.mkdir(exist_ok=True)
+        if not (folder / ".gitignore").exists():  # this checkout's own state: never a file to commit
+            (folder / ".gitignore").write_text("# enginebuild's state for this checkout (a mutex): not committed\n*\n")
+        with mutex(folder / "lock", what, say=output().say):
             sweep(self.root / "lockfiles")
             yield
 

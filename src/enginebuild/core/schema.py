@@ -74,6 +74,7 @@ class Str(Schema):
     allow_int: bool = False
     test: Test | None = None
     description: str = ""
+    hint: Callable[[str], str | None] | None = None  # a hint for a value the pattern refuses
 
     @property
     def expected(self) -> str:  # type: ignore[override]
@@ -87,7 +88,8 @@ class Str(Schema):
         if "\x00" in value:
             raise SpecError(where, path, "NUL byte in value")
         if self.pattern and not re.fullmatch(self.pattern, value):
-            raise SpecError(where, path, f"expected {self.what}, got {describe(value)}")
+            raise SpecError(where, path, f"expected {self.what}, got {describe(value)}",
+                            hint=self.hint(value) if self.hint else None)
         if self.test:
             problem = self.test(value)
             if problem:

@@ -221,8 +221,8 @@ def environments(spec: ImageSpec) -> list[tuple[str, Environment]]:
     """(role, environment) of every distinct environment the image uses, runtime first."""
     out: list[tuple[str, Environment]] = [("runtime", spec.runtime)]
     used = spec.used_components()
-    if any(c.release is None and c.name in used for c in spec.components):
-        out.append(("builder", spec.builder))
+    if any(c.release is None and c.name in used and c.builder == spec.builder for c in spec.components):
+        out.append(("builder", spec.builder))  # only where a component builds on it
     for comp in spec.components:
         if comp.release is None and comp.name in used:  # a release builds on nothing, an unused one not at all
             out.append((f"components.{comp.name}.builder", comp.builder))

@@ -184,6 +184,12 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     components: dict[str, ComponentNode] = {}
     builders: dict[str, EnvNode] = {}
     used = spec.used_components()
+    base_pin = planner.base("runtime", spec.runtime, options.on)
+    unknown = base_pin is not None and base_pin.digest is None and not base_pin.scratch
+    # the commands see the base's variables and build-env; env comes after them (a launcher's PORT
+    # is no input of an apt command): the image's config holds all three
+    base_env = None if unknown else base_pin.env if base_pin else ()
+    run_env = tuple(resolve_env(spec, base_env, spec.build_env, "build-env"))
     if "components" in only:
         for comp in spec.components:
             if comp.name not in used:  # nothing installs or needs it: neither locked nor planned
@@ -192,18 +198,13 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                 components[comp.name] = release_node(planner, comp)
                 continue
             role = role_of(spec, comp.builder)
-            if role not in builders:
-                builders[role] = planner.environment(role, comp.builder)
+            if role not in builders:  # on the runtime, a build sees build-env as the runtime's commands do
+                builders[role] = planner.environment(role, comp.builder, on=options.on, run_env=run_env) \
+                    if role == "runtime" else planner.environment(role, comp.builder)
             users = [c.name for c in spec.components if comp.name in c.needs and c.name in used]
             refused = f"component {users[0]} builds on its outputs" if users else ""
             components[comp.name] = component_node(planner, comp, builders[role], components, options.build_args,
                                                    comp.cuda_archs or spec.cuda_archs, options.facts, refused)
-    base_pin = planner.base("runtime", spec.runtime, options.on)
-    unknown = base_pin is not None and base_pin.digest is None and not base_pin.scratch
-    # the commands see the base's variables and build-env; env comes after them (a launcher's PORT
-    # is no input of an apt command): the image's config holds all three
-    base_env = None if unknown else base_pin.env if base_pin else ()
-    run_env = tuple(resolve_env(spec, base_env, spec.build_env, "build-env"))
     own = resolve_env(spec, None if base_env is None else (*base_env, *run_env), spec.env)
     image_env = tuple({**dict(run_env), **dict(own)}.items())
     runtime = planner.environment("runtime", spec.runtime, on=options.on, parts=only, run_env=run_env)

@@ -19,6 +19,18 @@ IMAGE_REF = (
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@" + DIGEST + r")?"
 )
 PLATFORM = r"linux/(?:amd64|arm64|arm/v[5-8]|ppc64le|s390x|riscv64|386)"
+# what other tools and kernels call a platform (uname -m, Debian, Rust), and the one OCI names
+PLATFORM_ALIASES = {"aarch64": "arm64", "arm64/v8": "arm64", "x86_64": "amd64", "x86-64": "amd64", "x64": "amd64",
+                    "i386": "386", "i686": "386", "armhf": "arm/v7", "armv7": "arm/v7", "armv7l": "arm/v7"}
+
+
+def platform_hint(value: str) -> str | None:
+    """`did you mean linux/arm64?` for linux/aarch64, aarch64, arm64 and the like."""
+    text = value.strip().lower()
+    arch = text.removeprefix("linux/")
+    arch = PLATFORM_ALIASES.get(arch, arch)
+    guess = f"linux/{arch}"
+    return f"did you mean {guess}?" if guess != value and re.fullmatch(PLATFORM, guess) else None
 ABS_PATH = r"/(?:[A-Za-z0-9._@+=,-]+/?)*"
 DURATION = r"[0-9]{1,6}(?:ms|s|m|h)"
 CUDA_ARCH = r"[0-9]{1,2}\.[0-9][af]?(?:\+PTX)?"
@@ -347,8 +359,9 @@ def image_schema() -> Record:
         "abstract": Bool(),
         "description": TEXT,
         "model": model,
-        "platform": Str(pattern=PLATFORM, what="a platform such as linux/arm64"),
-        "platforms": ListOf(Str(pattern=PLATFORM, what="a platform such as linux/arm64"), unique=True, max_items=8),
+        "platform": Str(pattern=PLATFORM, what="a platform such as linux/arm64", hint=platform_hint),
+        "platforms": ListOf(Str(pattern=PLATFORM, what="a platform such as linux/arm64", hint=platform_hint),
+                            unique=True, max_items=8),
         **environment_fields(),
         "builder": builder_field("the default environment components build on"),
         "init": Bool(description="run Debian's tini (pinned by lock) as PID 1 before the entrypoint, so that "

@@ -29,9 +29,12 @@ def parse_local_tag(value: str) -> tuple[str, str]:
 
 
 def platforms_of(spec: ImageSpec, wanted: list[str]) -> list[str]:
+    from enginebuild.spec.fields import platform_hint
+
     for platform in wanted:
         if platform not in spec.platforms:
-            raise UserError(f"{spec.file}: {spec.name} is built for {', '.join(spec.platforms)}, not {platform}")
+            raise UserError(f"{spec.file}: {spec.name} is built for {', '.join(spec.platforms)}, not {platform}",
+                            hint=platform_hint(platform))
     return list(wanted) or list(spec.platforms)
 
 
