@@ -49,6 +49,7 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
     # from the bytes now: the facts are known, the plan says so without "checked ... once built"
     plan = run_cli(["plan", "demo", *AMD64], workspace).stdout
     assert "0002-settings-mounted.patch applied as files (1 file, " in plan and "once its build is made" not in plan
+    assert ". patches of engine-py as files (0002-settings-mounted.patch) " in plan  # the layer's name whole
 
     # an edit of the patch: no component built, the layer of patched files written again
     again = uuid.uuid4().hex[:8]

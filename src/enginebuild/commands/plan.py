@@ -173,8 +173,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                     print(f"  {'':28} {Route(**route).line(c['name'])}")
         for unused in doc["unused_components"]:
             print(f"  component {unused:<18} {'':12}  not built: nothing installs or needs it")
+        width = max([44, *(len(row["name"]) for row in doc["layers"])])  # names whole, keys aligned
         for i, row in enumerate(doc["layers"], 1):
-            line = f"  {i:2}. {row['name'][:44]:<44} {row['key'][:12]}  {row['action']} ({row['by']})"
+            line = f"  {i:2}. {row['name']:<{width}} {row['key'][:12]}  {row['action']} ({row['by']})"
             if row.get("changed"):
                 line += "  <- " + ", ".join(row["changed"])
             print(line)
