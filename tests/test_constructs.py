@@ -236,6 +236,9 @@ def test_a_script_of_several_lines_stops_at_its_first_failing_command_naming_the
     proc = run_cli(["image", "script-fails"], ws)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "step setup" in proc.stderr and "first line ran" in proc.stderr
+    lines = (ws / "images/script-fails/image.yaml").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines, 1) if "- name: setup" in line)
+    assert f"step setup (images/script-fails/image.yaml:{at}) failed" in proc.stderr, proc.stderr  # the spec's line
     assert "enginebuild: the script stopped at its line 2 (exit 1)" in proc.stderr, proc.stderr
     assert "never printed" not in proc.stderr
     assert docker_engine.image_id("enginebuild/script-fails:latest") is None
@@ -977,3 +980,11 @@ def test_the_default_builder_is_not_locked_when_no_component_builds_on_it(ws):
     assert "runtime.system@linux/amd64" in text and "builder." not in text, text
     write_image(ws, "t", (ws / "images/t/image.yaml").read_text().replace("    builder: runtime\n", ""))
     assert "builder.base@linux/amd64" in rendered(ws, "t", "--unpinned")  # built on it: locked
+
+
+def test_expose_takes_a_udp_port_as_docker_does(ws):
+    write_image(ws, "t", SCRATCH + "expose: [8000, 5353/udp, 8000/tcp, \"9000\"]\n")
+    runtime = rendered(ws, "t", "--unpinned").split("### runtime image")[1]
+    assert [line for line in runtime.splitlines() if line.startswith("EXPOSE")] == ["EXPOSE 8000", "EXPOSE 5353/udp", "EXPOSE 9000"]
+    write_image(ws, "t", SCRATCH + "expose: [70000/udp]\n")
+    assert "port 70000 is not between 1 and 65535" in refused(ws, ["render", "t", "--unpinned"], "3", "expose")

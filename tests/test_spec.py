@@ -74,8 +74,9 @@ def test_nested_unknown_keys_name_the_full_key_path(workspace):
 
 
 def test_wrong_types_say_what_was_expected_and_what_was_found(workspace):
-    write_image(workspace, "t", MINIMAL + "expose: [\"8000\"]\n")
-    assert spec_error(workspace, "t") == "images/t/image.yaml:3: expose[0]: expected an integer, got string '8000'"
+    write_image(workspace, "t", MINIMAL + "expose: [[8000]]\n")
+    assert spec_error(workspace, "t") == ("images/t/image.yaml:3: expose[0]: expected an integer or a port such as "
+                                          "8000, or PORT/PROTOCOL such as 5353/udp, got a list")
 
 
 def test_yes_no_on_where_a_string_is_meant_is_refused_with_a_hint(workspace):
@@ -187,7 +188,7 @@ def test_extends_merges_mappings_and_replaces_lists(workspace):
     assert dict(spec.env) == {"A": "a", "B": "c"}
     assert [g.key for g in spec.files] == ["/opt/c.sh", "/opt/p.sh"]
     assert [g.entries[0].display for g in spec.files] == ["images/child/c.sh", "images/parent/p.sh"]
-    assert spec.expose == (2,)
+    assert spec.expose == ("2/tcp",)
     assert not spec.abstract and load(workspace, "parent").abstract
 
 

@@ -228,7 +228,7 @@ def apply_settings(config: ImageConfig, settings: ImageSettings) -> None:
     if settings.user:
         config.user = settings.user
     config.labels.update(settings.labels)
-    config.exposed = sorted(set(config.exposed) | {f"{p}/tcp" for p in settings.expose})
+    config.exposed = sorted(set(config.exposed) | set(settings.expose))
     if settings.stopsignal:
         config.stopsignal = settings.stopsignal
     if settings.shell:

@@ -297,7 +297,7 @@ class Executor:
         self.fetcher.all(layer_downloads(node))
         self.load_chain(parent, site)
         tag = f"{RAW_REPO}:{node.chain}"
-        label = f"[{plan.platform}] {node.name}"
+        label = f"[{plan.platform}] {node.name}" + (f" ({node.where})" if node.where else "")
         materializer = Materializer(self.ctx(plan.epoch), plan.image)
         result = run_build(self.builder(site), tag=tag, platform=plan.platform,
                            context=lambda out: materializer.write_context(out, payload.dockerfile, payload.context),

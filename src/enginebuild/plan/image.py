@@ -6,6 +6,7 @@ Pure: no builder, no network. `plan_image` is what `plan`, `render` and `image` 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -259,9 +260,10 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                                  overlay.source.at(pins, f"overlays.{overlay.name}.source"), runtime.root),
                     {f"patches/{p.name}": p.patch.sha256 for p in overlay.patches})
     if "steps" in only:
-        for step in spec.steps:
+        for i, step in enumerate(spec.steps):
             prefix = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
-            layers.append(planner.step_layer(prefix, layers, step, run_env))
+            made = planner.step_layer(prefix, layers, step, run_env)
+            layers.append(dataclasses.replace(made, where=str(spec.where(f"steps[{i}]"))))
     unused = tuple(c.name for c in spec.components if c.name not in used)
     created = keys.created_of(options.source_date_epoch)
     manifest = manifest_of(spec, lock, platform, created, unused)

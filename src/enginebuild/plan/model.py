@@ -25,6 +25,7 @@ class LayerNode:
     chain: str
     payload: LayerPayload = field(compare=False)  # its kind: layerkinds/
     inputs: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    where: str = field(default="", compare=False)  # the spec's line that asks for it (a step), for messages
 
     @property
     def by_command(self) -> bool:
@@ -90,7 +91,7 @@ class ImageSettings:
     workdir: str | None
     user: str | None
     labels: dict[str, str]
-    expose: tuple[int, ...]
+    expose: tuple[str, ...]  # PORT/PROTOCOL
     stopsignal: str | None
     shell: tuple[str, ...] | None
     healthcheck: Healthcheck | None

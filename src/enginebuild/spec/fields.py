@@ -221,6 +221,11 @@ def system_schema() -> Record:
     }, doc="{packages, archives, install, upgrade, run}")
 
 
+def _port_protocol(value: str) -> str | None:
+    port = int(value.partition("/")[0])
+    return None if 1 <= port <= 65535 else f"port {port} is not between 1 and 65535"
+
+
 def _source_path(value: str) -> str | None:
     parts = value.split("/")
     if value.startswith("/") or any(p in ("", ".", "..") for p in parts) or no_control(value) is not None:
@@ -392,7 +397,10 @@ def image_schema() -> Record:
         "shell": ListOf(Str(test=no_control), max_items=16),
         "stopsignal": Str(pattern=r"SIG[A-Z0-9]{2,8}|[0-9]{1,2}", what="a signal such as SIGTERM"),
         "healthcheck": healthcheck,
-        "expose": ListOf(Int(minimum=1, maximum=65535), unique=True),
+        "expose": ListOf(OneOf((Int(minimum=1, maximum=65535),
+                                Str(pattern=r"[0-9]{1,5}(?:/(?:tcp|udp|sctp))?", test=_port_protocol,
+                                    what="a port such as 8000, or PORT/PROTOCOL such as 5353/udp"))),
+                         unique=True, description="ports the server listens on: 8000 (TCP), or 5353/udp"),
         "entrypoint": ListOf(Str(test=no_control)),
         "cmd": ListOf(Str(test=no_control)),
         "labels": MapOf(SCALAR_TEXT, key_pattern=LABEL_KEY, key_what="a label key (lower-case, dotted)",

@@ -276,7 +276,7 @@ class ImageSpec:
     shell: tuple[str, ...] | None
     stopsignal: str | None
     healthcheck: Healthcheck | None
-    expose: tuple[int, ...]
+    expose: tuple[str, ...]  # PORT/PROTOCOL, as the image config names them
     entrypoint: tuple[str, ...] | None
     cmd: tuple[str, ...] | None
     labels: tuple[tuple[str, str], ...]

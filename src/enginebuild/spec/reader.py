@@ -616,7 +616,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         workdir=r.get(tree, "workdir", ""), user=r.get(tree, "user", ""),
         shell=tuple(shell) if shell else None, stopsignal=r.get(tree, "stopsignal", ""),
         healthcheck=_healthcheck(r, r.get(tree, "healthcheck", "")),
-        expose=tuple(r.get(tree, "expose", "", ()) or ()),
+        expose=tuple(dict.fromkeys(p if "/" in str(p) else f"{p}/tcp" for p in r.get(tree, "expose", "", ()) or ())),
         entrypoint=(INIT, "--", *(entrypoint or ())) if init else tuple(entrypoint) if entrypoint is not None
         else None,
         cmd=tuple(cmd) if cmd is not None else None,
