@@ -988,3 +988,11 @@ def test_expose_takes_a_udp_port_as_docker_does(ws):
     assert [line for line in runtime.splitlines() if line.startswith("EXPOSE")] == ["EXPOSE 8000", "EXPOSE 5353/udp", "EXPOSE 9000"]
     write_image(ws, "t", SCRATCH + "expose: [70000/udp]\n")
     assert "port 70000 is not between 1 and 65535" in refused(ws, ["render", "t", "--unpinned"], "3", "expose")
+
+
+def test_a_misspelt_debian_package_is_named_with_a_did_you_mean_not_a_network_hint(ws, debian_reachable):
+    write_image(ws, "t", SCRATCH + "system: {install: extract, packages: [busybox-statik]}\n")
+    proc = run_cli(["image", "t"], ws)
+    assert proc.returncode != 0 and "no package 'busybox-statik'" in proc.stderr, proc.stderr
+    assert "hint: did you mean busybox-static?" in proc.stderr, proc.stderr
+    assert "where its source is reachable" not in proc.stderr and "Traceback" not in proc.stderr

@@ -276,7 +276,12 @@ class ArchiveSet:
         missing = [n for n in requested if not self.find(n)]
         if missing:
             where = ", ".join(a.archive.label for a in self.archives)
-            raise ResolveError(f"no package {missing[0]!r} in {where} ({self.archives[0].arch})")
+            import difflib
+
+            close = difflib.get_close_matches(missing[0], {n for a in self.archives for n in a.packages}, n=1)
+            raise ResolveError(f"no package {missing[0]!r} in {where} ({self.archives[0].arch})",
+                               hint=f"did you mean {close[0]}? (the archive was read: the spec names a package it "
+                                    "lacks)" if close else "the archive was read: the spec names a package it lacks")
         skip = (self.assumed_present() - set(requested)) if skip_required else set()
         wanted = list(requested)
         if upgrade and installed:

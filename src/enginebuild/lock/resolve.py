@@ -212,6 +212,9 @@ def check_interpreters(spec: ImageSpec, done: dict[str, object]) -> None:
                             hint="set python.version to the interpreter's, or install the interpreter you name")
 
 
+HINT = "; hint: "  # between why an input is unresolved and what its resolver says to do
+
+
 def build_lock(r: Resolvers, spec: ImageSpec, previous: Lock | None, *, update: bool,
                report: Report = lambda name, status, detail: None) -> Lock:
     """Resolve what is new, changed or unresolved (everything with update=True); keep the rest."""
@@ -234,7 +237,7 @@ def build_lock(r: Resolvers, spec: ImageSpec, previous: Lock | None, *, update: 
         except UserError:
             raise
         except EngineBuildError as exc:
-            why = exc.message + (f"; {exc.hint}" if exc.hint else "")
+            why = exc.message + (f"{HINT}{exc.hint}" if exc.hint else "")
             if same:
                 assert old is not None
                 entries[inp.name] = old

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from enginebuild.errors import LockError, command
 from enginebuild.io.progress import output
 from enginebuild.lock.lockfile import input_where, stale_inputs, write_lock
-from enginebuild.lock.resolve import Resolvers, build_lock
+from enginebuild.lock.resolve import HINT, Resolvers, build_lock
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -63,8 +63,9 @@ def lock_image(ws: Workspace, name: str, resolvers: Resolvers | None = None, *, 
             if failed:  # nothing written: the lock stays as it was
 
                 inp, why = next(iter(failed.items()))
-                raise LockError(f"{input_where(spec, inp)}: {name}: {inp} could not be locked before building: {why}",
-                                hint=f"run `{command()} lock {name}` where its source is reachable")
+                said, _, own = why.partition(HINT)  # the resolver's own hint, where it gave one, says what to do
+                raise LockError(f"{input_where(spec, inp)}: {name}: {inp} could not be locked before building: {said}",
+                                hint=own or f"run `{command()} lock {name}` where its source is reachable")
         written = previous is None or previous.to_json() != lock.to_json() or bool(previous.migrated_from)
         if written:
             write_lock(ws.root, spec, lock)
