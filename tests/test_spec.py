@@ -249,6 +249,12 @@ def test_set_overrides_a_value_for_one_run_and_is_validated(workspace):
     with pytest.raises(UserError) as info:
         load(workspace, "t", ["expose=[x]"])
     assert info.value.message.startswith("--set expose")
+    with pytest.raises(UserError) as info:  # a list's item: named as such, with the way that works
+        load(workspace, "t", ["steps[0].run=echo hi"])
+    assert "steps[0] names an item of a list, and --set does not reach into lists" in info.value.message
+    assert info.value.hint == "give the whole list: --set 'steps=[...]' (YAML), or edit the spec"
+    write_image(workspace, "t", MINIMAL + "labels: {org.example.build: a}\n")
+    assert dict(load(workspace, "t", ["labels[org.example.build]=b"]).labels)["org.example.build"] == "b"
 
 
 def test_a_spec_that_is_a_symlink_to_a_host_file_is_refused_without_showing_it(workspace):

@@ -215,6 +215,12 @@ def parse_override(text: str) -> YMap:
     if not sep or not path:
         raise UserError(f"--set {text!r}: expected KEY.PATH=VALUE, such as components.vllm.source.pypi.version=0.22.0")
     keys = [m.group(1) or m.group(2) for m in _KEY.finditer(path)]
+    index = next((m.group(1) for m in _KEY.finditer(path) if m.group(1) and m.group(1).isdigit()), None)
+    if index is not None:  # [0] after a list: --set replaces values, it does not reach into lists
+        listed = path[:path.index(f"[{index}]")]
+        raise UserError(f"--set {path}: {listed}[{index}] names an item of a list, and --set does not reach into "
+                        f"lists: it replaces a value whole",
+                        hint=f"give the whole list: --set '{listed}=[...]' (YAML), or edit the spec")
     display = f"--set {path}"
     value = load_yaml_text(value_text, display) if value_text.strip() else ""
     if not keys:
