@@ -297,3 +297,25 @@ def test_distributions_installing_the_same_files_share_a_layer_that_holds_them_o
             docker("rmi", "-f", tag, check=False)
     finally:
         index.stop()
+
+
+def test_a_clash_between_two_components_requirement_files_names_both_files(workspace, pypi_reachable,
+                                                                           debian_reachable):
+    """What each component's wheel needs is read from its source's requirements file; when the two
+    files ask for versions nothing satisfies together, the message names each file and the
+    component whose source holds it (not only the spec's lines)."""
+    spec = WHEELER.format(system=DEBIAN_PYTHON, requires_from=", requires-from: [requirements.txt]")
+    spec = spec.replace("    - pip==25.3\n", "    - {requirement: ebwheel2, component: wheeler2, "
+                                                "requires-from: [requirements.txt]}\n")
+    spec = spec.replace("entrypoint:", "  wheeler2:\n    source: {path: wheeler2}\n    build: {script: wheeler2/build.sh}\n"
+                                       "    outputs: {wheels: /out}\nentrypoint:")
+    files = {"wheeler/requirements.txt": "six==1.16.0\n", "wheeler/build.sh": "#!/bin/sh\n",
+             "wheeler2/requirements.txt": "six==1.17.0\n", "wheeler2/build.sh": "#!/bin/sh\n"}
+    write_image(workspace, "clash", spec, files)
+    proc = run_cli(["lock", "clash"], workspace)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "the Python requirements cannot be satisfied together" in proc.stderr, proc.stderr
+    involved = proc.stderr[proc.stderr.index("involved:"):]
+    assert "requirements.txt of component wheeler's source" in involved, involved
+    assert "requirements.txt of component wheeler2's source" in involved, involved
+    assert "Traceback" not in proc.stderr

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from enginebuild.errors import EngineBuildError, ResolveError, SpecError, UserError
+from enginebuild.errors import EngineBuildError, ResolveError, SpecError, UserError, Where
 from enginebuild.io.http import Http
 from enginebuild.lock.base import resolve_base
 from enginebuild.lock.debian import ArchiveSet, DebianArchive, installed_packages
@@ -89,8 +89,14 @@ def _arch(platform: str) -> str:
     return platform.split("/", 1)[1].replace("/", "")
 
 
-def _where_of_requirements(inp: PythonInput) -> dict[str, str]:
-    return {r.name: str(r.where) for r in inp.python.requirements}
+def _where_of_requirements(python: Python) -> dict[str, str]:
+    """Where each name is required: every place, the spec's lines and the component files read."""
+    out: dict[str, list[str]] = {}
+    for r in python.requirements:
+        places = out.setdefault(r.name, [])
+        if str(r.where) not in places:
+            places.append(str(r.where))
+    return {name: "; ".join(places) for name, places in out.items()}
 
 
 def resolve_input(r: Resolvers, spec: ImageSpec, inp: AnyInput, done: dict[str, object]) -> Any:
@@ -120,12 +126,12 @@ def resolve_input(r: Resolvers, spec: ImageSpec, inp: AnyInput, done: dict[str, 
     python, read = with_wheel_requirements(r, spec, inp.python, done)
     if env.base != "scratch" and not isinstance(base_pin, ImagePin):
         # listed anyway, so the closure is visible; marked, and re-resolved once the base can be read
-        pin = resolve_python(r.home, python, platform, None, _where_of_requirements(inp))
+        pin = resolve_python(r.home, python, platform, None, _where_of_requirements(python))
         return PythonPin(pin.packages, None, f"resolved without the distributions of {env.base}, which could not "
                                              "be read here; `lock` resolves it again where the base is reachable",
                          read)
     image = base_pin if isinstance(base_pin, ImagePin) else None  # none: FROM scratch
-    return replace(resolve_python(r.home, python, platform, image, _where_of_requirements(inp)),
+    return replace(resolve_python(r.home, python, platform, image, _where_of_requirements(python)),
                    wheel_sources=read)
 
 
@@ -143,8 +149,9 @@ def with_wheel_requirements(r: Resolvers, spec: ImageSpec, python: Python,
         if pinned is not None and not pinned.complete:
             raise ResolveError(f"{req.where}: the source of component {comp.name} is not pinned, so what its "
                                "wheel needs cannot be read")
-        texts = wheel_requirements(comp, req, pinned, r.context())
-        extra += [PyRequirement(text, req.where) for text in texts]
+        stated = wheel_requirements(comp, req, pinned, r.context())
+        extra += [PyRequirement(text, Where(f"{path} of component {comp.name}'s source (read for {req.where})"))
+                  for text, path in stated]
         if pinned is not None:
             read.append((comp.name, pinned.identity()))
     return replace(python, requirements=(*extra, *python.requirements)), tuple(read)

@@ -127,15 +127,17 @@ def setup_requirements(files: PatchedFiles, path: str, what: str) -> list[str]:
     raise ResolveError(f"{what}: {path} has no setup(...) call to read install_requires from")
 
 
-def wheel_requirements(comp: Component, req: PyRequirement, source: Pinned | None, ctx: Context) -> list[str]:
-    """The requirements of the wheel `comp` builds, as its (pinned) source states them."""
+def wheel_requirements(comp: Component, req: PyRequirement, source: Pinned | None,
+                       ctx: Context) -> list[tuple[str, str]]:
+    """The requirements of the wheel `comp` builds, as its (pinned) source states them, each with
+    the file of the source that states it."""
     what = f"{req.where}: the wheel of component {comp.name}"
     if source is None:
         raise ResolveError(f"{what}: the component has no source to read its requirements from",
                            hint="say `deps: false` and list what it needs as requirements of their own")
     tree = source.tree(ctx)
     files = PatchedFiles(comp, tree)
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     for path in req.requires_from or ("pyproject.toml",):
         if path.partition("#")[0].endswith(".toml"):
             found = pyproject_requirements(files, path, what)
@@ -143,5 +145,5 @@ def wheel_requirements(comp: Component, req: PyRequirement, source: Pinned | Non
             found = setup_requirements(files, path, what)
         else:
             found = requirement_lines(files, path, what)
-        out += [line for line in found if line not in out]
+        out += [(line, path.partition("#")[0]) for line in found if line not in {text for text, _ in out}]
     return out
