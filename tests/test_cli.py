@@ -196,3 +196,14 @@ def test_help_is_a_verb_and_the_version_names_its_commit():
     assert proc.returncode == 0 and proc.stdout.startswith("enginebuild "), proc.stdout + proc.stderr
     if head.returncode == 0:  # a source checkout names its commit
         assert f"(commit {head.stdout.strip()}" in proc.stdout, proc.stdout
+
+
+def test_an_extra_index_that_does_not_answer_is_named(workspace):
+    """uv's last line ("Connection refused") says nothing of which index: the lock names it, by
+    its name in the spec and its URL."""
+    write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\npython:\n  version: \"3.11\"\n"
+                                "  indexes:\n    extra: \"http://127.0.0.1:9/simple\"\n"
+                                "  requirements:\n    - {requirement: mypkg==1.0, index: extra}\n")
+    proc = run_cli(["lock", "t"], workspace, env={"UV_HTTP_RETRIES": "0"})  # refused at once: no retries
+    assert "uv could not read index extra (http://127.0.0.1:9/simple): http://127.0.0.1:9/simple/mypkg/" \
+        in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -191,6 +191,15 @@ def _compile(home: Path, folder: Path, python: Python, machine: str, reqs: list[
                 + ("\n  involved:\n    " + "\n    ".join(involved) if involved else ""),
                 hint="relax a requirement" + (", or require the base's distribution at the version needed "
                                               "(NAME==VERSION replaces what the base ships)" if origins.base else ""))
+        fetched = re.search(r"Failed to fetch: `?(\S+?)`?$", text, re.M)
+        if fetched:  # an index that did not answer: named, by its name in the spec where it has one
+            url = fetched.group(1)
+            named = [(name, base) for name, base in python.indexes if url.startswith(base.rstrip("/") + "/")]
+            which = f"index {named[0][0]} ({named[0][1]})" if named else \
+                ("the default index" if url.startswith(DEFAULT_INDEX.rstrip("/") + "/") else "an index")
+            cause = text.splitlines()[-1].strip().removeprefix("cause: ") if text else ""
+            raise ResolveError(f"uv could not read {which}: {url}: {cause}",
+                               hint="check the index's URL in the spec (python.indexes) and this machine's access to it")
         raise ResolveError(f"uv could not resolve the Python requirements: {text.splitlines()[-1] if text else ''}",
                            hint="check the requirements and access to their indexes")
     return tomllib.loads((folder / "pylock.toml").read_text())
