@@ -996,3 +996,26 @@ def test_a_misspelt_debian_package_is_named_with_a_did_you_mean_not_a_network_hi
     assert proc.returncode != 0 and "no package 'busybox-statik'" in proc.stderr, proc.stderr
     assert "hint: did you mean busybox-static?" in proc.stderr, proc.stderr
     assert "where its source is reachable" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_label_set_to_null_removes_the_bases_label(ws, docker_engine, debian_reachable, registry):
+    """`labels: {KEY: null}` (in the spec, or `--set 'labels[KEY]=null'`) removes a label the base
+    image carries, which a Dockerfile cannot do (render says so in a comment)."""
+    write_image(ws, "labelled", SCRATCH + dedent("""
+        system: {install: extract, packages: [busybox-static]}
+        labels: {org.example.kept: "yes", org.example.vendor: acme}
+        """))
+    assert run_cli(["lock", "labelled"], ws).returncode == 0
+    base = f"{registry.host}/enginebuild-test/labelled-{uuid.uuid4().hex[:8]}"
+    pushed = run_cli(["image", "labelled", "--push", "--to", base, "--push-tag", "v1"], ws)
+    assert pushed.returncode == 0, pushed.stdout[-2000:] + pushed.stderr[-2000:]
+    write_image(ws, "child", f"base: {base}:v1\nplatform: linux/amd64\nlabels: {{org.example.vendor: null}}\n")
+    assert "# label org.example.vendor removed by enginebuild" in rendered(ws, "child", "--unpinned")
+    assert run_cli(["lock", "child"], ws).returncode == 0
+    for args, gone, kept in ((["image", "child"], "org.example.vendor", "org.example.kept"),
+                             (["image", "child", "--set", "labels[org.example.kept]=null", "--set",
+                               "labels[org.example.vendor]=acme"], "org.example.kept", "org.example.vendor")):
+        proc = run_cli(args, ws)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        labels = json.loads(docker("image", "inspect", "enginebuild/child:latest").stdout)[0]["Config"]["Labels"]
+        assert gone not in labels and kept in labels, (args, labels)

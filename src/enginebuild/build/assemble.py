@@ -228,6 +228,8 @@ def apply_settings(config: ImageConfig, settings: ImageSettings) -> None:
     if settings.user:
         config.user = settings.user
     config.labels.update(settings.labels)
+    for key in settings.labels_removed:  # a base's label the spec sets to null
+        config.labels.pop(key, None)
     config.exposed = sorted(set(config.exposed) | set(settings.expose))
     if settings.stopsignal:
         config.stopsignal = settings.stopsignal

@@ -275,11 +275,13 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         add("manifest", "manifest", Data(MANIFEST_PATH, data), {"manifest": keys.sha(data)})
     if "files" in only:
         layers += _file_layers(spec.files, layers[-1].chain if layers else runtime.root, epoch)
-    labels = labels_of(spec, lock, manifest, pins, options.on, in_label, created)
+    labels = {k: v for k, v in labels_of(spec, lock, manifest, pins, options.on, in_label, created).items()
+              if k not in spec.labels_removed}
     config = ImageSettings(
         image_env, spec.entrypoint, spec.cmd, spec.workdir, spec.user, labels, spec.expose, spec.stopsignal, spec.shell,
         spec.healthcheck, "the base is not pinned: its variables ($NAME) are shown as written, `lock` reads their "
-                          "values from its config" if unknown and any("$" in v for _, v in image_env) else "")
+                          "values from its config" if unknown and any("$" in v for _, v in image_env) else "",
+        spec.labels_removed)
     arch = platform.split("/")[1]
     image = spec.name.split(":")[0]
     flavour = spec.name.partition(":")[2] or "latest"

@@ -96,6 +96,7 @@ class ImageSettings:
     shell: tuple[str, ...] | None
     healthcheck: Healthcheck | None
     env_note: str = ""  # what a reader of the rendered Dockerfile should know about the variables
+    labels_removed: tuple[str, ...] = ()  # the base's labels the image drops (`labels: {KEY: null}`)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ def settings_values(plan: ImagePlan) -> TemplateValues:
     c = plan.config
     return {"env": list(c.env), "env_note": c.env_note, "labels": sorted(c.labels.items()),
             "expose": [p.removesuffix("/tcp") for p in c.expose],  # EXPOSE 8000 is TCP
+            "labels_removed": list(c.labels_removed),
             "workdir": c.workdir, "user": c.user, "shell": c.shell, "stopsignal": c.stopsignal,
             "healthcheck": _healthcheck(c.healthcheck), "entrypoint": c.entrypoint, "cmd": c.cmd}
 

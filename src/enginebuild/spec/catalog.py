@@ -8,6 +8,7 @@ inherited member instead of clashing with it.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from dataclasses import dataclass
@@ -51,8 +52,10 @@ def merge_trees(parent: Any, child: Any, schema: Schema | None = None) -> Any:
         if key in dropped:
             continue
         if key in child:
-            if child[key] is None:
-                continue  # null: remove what the parent gave
+            if child[key] is None:  # null: remove what the parent gave (kept as null to the end, where
+                out[key] = None  # _strip_nulls drops it: a label still null there is the base's to remove)
+                out.key_where[key] = child.at(key) if isinstance(child, YMap) else out.where
+                continue
             out[key] = merge_trees(parent[key], child[key], _sub(schema, key)) if key in parent else child[key]
             out.key_where[key] = child.at(key) if isinstance(child, YMap) else out.where
         else:
@@ -127,12 +130,15 @@ class Catalog:
         for override in overrides:
             _dotted_key(tree, override)
             tree = merge_trees(tree, parse_override(override), fields.image())
+        labels = tree.get("labels")  # a label still null after merging is one the base image has
+        removed = tuple(sorted(k for k, v in labels.items() if v is None)) if isinstance(labels, dict) else ()
         tree = _strip_nulls(tree)
         try:
             fields.image().check(tree, "", tree.where, partial=bool(tree.get("abstract")))
         except SpecError as exc:
             raise _new_dotted_key(exc, overrides) or exc from None
-        return read_image(self.root, name, tuple(chain), tree, variants)
+        spec = read_image(self.root, name, tuple(chain), tree, variants)
+        return dataclasses.replace(spec, labels_removed=removed) if removed else spec
 
     def _raw(self, name: str) -> YMap:
         display = self.display(name)

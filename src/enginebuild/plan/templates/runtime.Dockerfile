@@ -14,6 +14,9 @@ ENV{% for name, value in env %} {{ name }}={{ value|dq }}{% endfor %}
 {% if labels -%}
 LABEL{% for name, value in labels %} {{ name|dq }}={{ value|dq }}{% endfor %}
 {% endif -%}
+{% for name in labels_removed -%}
+# label {{ name }} removed by enginebuild: a Dockerfile cannot remove a base's label (LABEL sets it)
+{% endfor -%}
 {% for port in expose -%}
 EXPOSE {{ port }}
 {% endfor -%}
