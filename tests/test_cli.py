@@ -207,3 +207,14 @@ def test_an_extra_index_that_does_not_answer_is_named(workspace):
     proc = run_cli(["lock", "t"], workspace, env={"UV_HTTP_RETRIES": "0"})  # refused at once: no retries
     assert "uv could not read index extra (http://127.0.0.1:9/simple): http://127.0.0.1:9/simple/mypkg/" \
         in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_lock_fails_where_plan_would_say_not_buildable(workspace):
+    """A base pinned by the spec whose config cannot be read here is pinned only in part: `plan`
+    says the image is not buildable until `lock` resolves it, and `lock` does not exit 0."""
+    write_image(workspace, "t", f"base: 127.0.0.1:9/x/y@sha256:{'a' * 64}\nplatform: linux/amd64\n")
+    proc = run_cli(["lock", "t"], workspace)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "t: runtime.base@linux/amd64 is pinned only in part: pinned by the spec; its config could not be read" \
+        in proc.stderr, proc.stderr
+    assert "not buildable until `lock` resolves: runtime.base@linux/amd64" in run_cli(["plan", "t"], workspace).stdout

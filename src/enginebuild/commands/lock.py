@@ -48,10 +48,11 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     for name in names:
         locked = lock_image(ws, name, resolvers, update=args.update)
         print(f"{name}: wrote {locked.path}" if locked.written else f"{name}: {locked.path} is up to date")
-        for inp, why in locked.unresolved.items():
-            failed = True
-            output().say(f"{name}: {inp} is NOT pinned: {why}")
         assert locked.lock is not None
+        for inp, why in locked.lock.blocked().items():  # what plan and image call not buildable, the same
+            failed = True
+            pinned = "NOT pinned" if inp in locked.unresolved else "pinned only in part"
+            output().say(f"{name}: {inp} is {pinned}: {why}")
         lint_kernels(ws, locked.spec, locked.lock)
     if failed:
         output().say("some inputs could not be resolved here; `image` refuses to build those images until "
