@@ -168,7 +168,11 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             named = [parse_local_tag(t.replace("{image}", name.replace(":", "-"))) for t in request.local_tags]
             for repository, tag in named:
                 Engine().tag(outcome.image_id, repository, tag)
-            output().say("  tagged " + ", ".join(f"{r}:{t}" for r, t in named))
+            rest = [p for p in listed if p != plan.platform]
+            output().say("  tagged " + ", ".join(f"{r}:{t}" for r, t in named)
+                         + (f" (the {plan.platform} image only: an engine's tag names one image; the image's "
+                            f"other platforms ({', '.join(rest)}) keep their {plan.tags[1]}-ARCH tags, and `push` "
+                            "names every platform in one index)" if rest else ""))
             tags = tags + [f"{r}:{t}" for r, t in named]
             if request.tags_follow:  # enginebuild.yaml's tags follow every build, as documented
                 remembered = tags
