@@ -246,3 +246,33 @@ def test_an_override_lifts_a_packages_cap(workspace, tmp_path, pypi_reachable):
         assert packages(workspace)["capped"]["version"] == "1.0"
     finally:
         index.stop()
+
+
+def test_an_override_of_what_the_base_ships_keeps_the_bases_build_or_replaces_it(workspace, registry, tmp_path,
+                                                                                pypi_reachable):
+    """An NGC-like base ships a build no index serves (`basetorch 2.10.0a0+nv26.1`) and six 1.16.0.
+    An override the base's build meets (pre-release and local version included) keeps that build
+    (not an index's release of the same name); one it does not meet replaces the base's, without
+    the requirement being restated (before: the base's version stayed a constraint, unsatisfiable)."""
+    site = "usr/local/lib/python3.12/dist-packages"
+    push_files_image(registry.host, "enginebuild-test/ngcover", "1", {
+        f"{site}/basetorch-2.10.0a0+nv26.1.dist-info/METADATA":
+            b"Metadata-Version: 2.1\nName: basetorch\nVersion: 2.10.0a0+nv26.1\n\n",
+        f"{site}/six-1.16.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n\n"})
+    base = f"{registry.host}/enginebuild-test/ngcover:1"
+    index = Index(tmp_path / "index")
+    try:
+        # an engine that pins another release of both; the index also serves a basetorch 2.10.0
+        index.add("engine", make_wheel(tmp_path / "we", "engine", "1.0", requires=("basetorch==2.9.0", "six<1.16")))
+        index.add("basetorch", make_wheel(tmp_path / "wb", "basetorch", "2.10.0"))
+        reqs = f"    - {{requirement: engine, index: local}}\n  indexes: {{local: \"{index.url}\"}}\n"
+        write_image(workspace, "t", python_spec(reqs, base=base)
+                    + "  overrides: [\"basetorch>=2.9\", \"six>=1.17\"]\n")
+        proc = run_cli(["lock", "t"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        found = packages(workspace)
+        assert found["basetorch"] == {"name": "basetorch", "version": "2.10.0a0+nv26.1", "origin": "base"}, found
+        assert found["six"]["version"] != "1.16.0" and found["six"]["replaces"] == "1.16.0", found["six"]
+        assert found["engine"]["version"] == "1.0"
+    finally:
+        index.stop()

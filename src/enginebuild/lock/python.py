@@ -283,6 +283,30 @@ def replaces_base(req: PyRequirement, version: str) -> bool:
     return bool(str(spec)) and not spec.contains(version, prereleases=True)
 
 
+def overrides_over_base(overrides: tuple[str, ...], base: dict[str, str]) -> tuple[tuple[str, ...], set[str]]:
+    """`python.overrides` over what the base ships: an override the base's own version meets
+    (pre-releases and local builds such as NGC's `2.10.0a0+nv26.1` included) becomes a pin of
+    that version, so the base's build stays; one it does not meet replaces the base's (whose
+    constraint is dropped). Returns the overrides to resolve with, and the names replaced."""
+    out: list[str] = []
+    replaced: set[str] = set()
+    for text in overrides:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            out.append(text)
+            continue
+        name = str(canonicalize_name(req.name))
+        if name not in base:
+            out.append(text)
+        elif req.specifier.contains(base[name], prereleases=True) or not str(req.specifier):
+            out.append(f"{name}=={base[name]}" + (f"; {req.marker}" if req.marker else ""))
+        else:
+            out.append(text)
+            replaced.add(name)
+    return tuple(out), replaced
+
+
 def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | None, where: dict[str, str]) -> PythonPin:
     """The closure of `python.requirements` for `platform`, with its files and sha256."""
     machine = machine_of(platform)
@@ -294,6 +318,9 @@ def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | N
     with_deps = [r for r in python.requirements if r.deps and not r.component]
     no_deps = [r for r in python.requirements if not r.deps and not r.component]
     replacing = {n for n, v in base_dists.items() if n in by_name and replaces_base(by_name[n], v)}
+    overrides, replaced = overrides_over_base(python.overrides, base_dists)
+    replacing |= replaced
+    python = replace(python, overrides=overrides)
     constraints = [f"{n}=={v}" for n, v in sorted(base_dists.items()) if n not in replacing]
     constraints += list(python.constraints)
     tags = target_tags(python.version, machine)
