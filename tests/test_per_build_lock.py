@@ -69,3 +69,35 @@ def test_image_with_set_of_a_git_ref_builds_that_ref(workspace, tmp_path, git_av
     frozen = run_cli(["image", "t", "--frozen", "--set", "components.engine.source.git.ref=v2"], workspace)
     assert frozen.returncode == 1 and "which --frozen will not resolve" in frozen.stderr
     docker("rmi", "-f", "enginebuild/t:v2", "enginebuild/t:latest", check=False)
+
+
+def test_one_set_gives_one_resolution_that_every_command_shares_and_gc_collects(workspace, tmp_path, git_available,
+                                                                                debian_reachable):
+    """`plan` then `render` (or `image`) of the same `--set` read the one resolution made first:
+    a tag moved between them changes nothing, and no second lock piles up. Once the committed lock
+    changes, `gc` removes it."""
+    repo = Repo(tmp_path / "upstream")
+    repo.commit({"VERSION": "1\n"}, "one", tag="v1")
+    first = repo.commit({"VERSION": "2\n"}, "two", tag="rc")
+    write_image(workspace, "t", _spec(repo.url), {"build.sh": BUILD})
+    assert run_cli(["lock", "t"], workspace).returncode == 0
+    env = {"ENGINEBUILD_HOME": str(tmp_path / "home")}
+    setting = ["--set", "components.engine.source.git.ref=rc"]
+    plan = run_cli(["plan", "t", *setting, "--json"], workspace, env=env)
+    assert "resolved for this build into" in plan.stderr, plan.stderr
+    moved = repo.commit({"VERSION": "3\n"}, "three")
+    repo.git("tag", "-f", "rc", moved)  # the tag moves between plan and the next command
+    render = run_cli(["render", "t", *setting], workspace, env=env)
+    assert render.returncode == 0, render.stderr
+    assert "the resolution made for it earlier is used" in render.stderr, render.stderr
+    assert first[:12] in render.stdout and moved[:12] not in render.stdout
+    locks = list((tmp_path / "home/locks").glob("t-*.lock"))
+    assert len(locks) == 1, locks
+    dry = json.loads(run_cli(["gc", "--dry-run", "--json"], workspace, env=env).stdout)
+    assert dry["build_locks"] == []  # made over the committed lock that is there: kept
+    (workspace / "images/t/image.yaml").write_text(_spec(repo.url).replace("ref: v1", "ref: rc"))
+    assert run_cli(["lock", "t"], workspace).returncode == 0  # the committed lock changes
+    done = run_cli(["gc"], workspace, env=env)
+    assert done.returncode == 0 and "1 per-build lock(s) of --set over an older committed lock" in done.stdout, \
+        done.stdout + done.stderr
+    assert not list((tmp_path / "home/locks").glob("t-*.lock"))

@@ -49,6 +49,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.json:
         print(json.dumps({"dry_run": args.dry_run, "blobs": len(garbage.blobs), "blob_bytes": garbage.blob_bytes,
                           "records": len(garbage.records), "store": str(ws.home),
+                          "build_locks": [str(p) for p in garbage.build_locks],
                           "engine": garbage.engine or None, "engine_tags": [t for t, _ in garbage.tags],
                           "engine_tags_of_others": garbage.others,
                           "engine_tags_in_use": in_use, "kept_blobs": garbage.kept_blobs,
@@ -56,7 +57,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         return 0
     verb = "would remove" if args.dry_run else "removed"
     print(f"store: {verb} {len(garbage.blobs)} blob(s), {human_bytes(garbage.blob_bytes)}, and "
-          f"{len(garbage.records)} record(s); kept {garbage.kept_blobs} blob(s), {human_bytes(garbage.kept_bytes)}")
+          f"{len(garbage.records)} record(s); kept {garbage.kept_blobs} blob(s), {human_bytes(garbage.kept_bytes)}"
+          + (f"; {len(garbage.build_locks)} per-build lock(s) of --set over an older committed lock"
+             if garbage.build_locks else ""))
     if not garbage.engine:
         print(f"engine: not reached ({garbage.engine_at}): its enginebuild tags were not looked at")
     else:

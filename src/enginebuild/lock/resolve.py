@@ -223,14 +223,20 @@ HINT = "; hint: "  # between why an input is unresolved and what its resolver sa
 
 
 def build_lock(r: Resolvers, spec: ImageSpec, previous: Lock | None, *, update: bool,
-               report: Report = lambda name, status, detail: None) -> Lock:
-    """Resolve what is new, changed or unresolved (everything with update=True); keep the rest."""
+               report: Report = lambda name, status, detail: None, keep_unresolved: bool = False) -> Lock:
+    """Resolve what is new, changed or unresolved (everything with update=True); keep the rest.
+    With `keep_unresolved`, an input the previous lock left unresolved and the spec did not change
+    stays unresolved (a per-build lock resolves what its `--set` changed, nothing else)."""
     entries: dict[str, Entry] = {}
     done: dict[str, object] = {}
     for inp in image_inputs(spec):
         request = inp.request()
         old = previous.entries.get(inp.name) if previous else None
         same = old is not None and old.request == request and old.resolved is not None
+        if keep_unresolved and old is not None and old.request == request and old.resolved is None:
+            entries[inp.name] = old
+            report(inp.name, "kept", "")
+            continue
         if same and not update:
             assert old is not None
             kept = inp.decode(old.resolved or {})

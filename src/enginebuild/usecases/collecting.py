@@ -24,6 +24,8 @@ from enginebuild.build import enginetags
 from enginebuild.build.cache import parse_cache_repo
 from enginebuild.errors import EngineBuildError
 from enginebuild.io.store import Store
+from enginebuild.lock.lockfile import read_lock
+from enginebuild.lock.perbuild import committed_key
 from enginebuild.oci.engine import Engine
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryClient
@@ -48,6 +50,7 @@ class Garbage:
     kept_blobs: int = 0
     kept_bytes: int = 0
     unplanned: list[str] = field(default_factory=list)  # images that could not be planned (kept by history)
+    build_locks: list[Path] = field(default_factory=list)  # per-build locks made over another committed lock
 
     @property
     def blob_bytes(self) -> int:
@@ -134,6 +137,7 @@ def find_garbage(ws: Workspace) -> Garbage:
             out.kept_bytes += size
         else:
             out.blobs.append((path, size))
+    out.build_locks = stale_build_locks(ws)
     engine = Engine(timeout=30)
     out.engine_at = engine.endpoint.describe()
     present: set[str] | None = None  # the engine's enginebuild tags (None: not reached)
@@ -157,6 +161,28 @@ def find_garbage(ws: Workspace) -> Garbage:
         if path.parent.name == enginetags.KIND and (present is None or path.stem in present):
             continue  # which tags are this store's: kept while the tag may be there (gone next time)
         out.records.append(path)
+    return out
+
+
+def stale_build_locks(ws: Workspace) -> list[Path]:
+    """The per-build locks (`--set`, lock/perbuild.py) made over a committed lock that is no
+    longer the one in lockfiles/: no command reads them again."""
+    folder = Path(ws.home) / "locks"
+    if not folder.is_dir():
+        return []
+    current = set()
+    for name in ws.buildable():
+        try:
+            committed = read_lock(ws.root, ws.spec(name))
+        except EngineBuildError:
+            continue
+        if committed is not None:
+            current.add(committed_key(committed))
+    out = []
+    for path in sorted(folder.glob("*.lock")):
+        parts = path.stem.rsplit("-", 2)
+        if len(parts) != 3 or parts[1] not in current:
+            out.append(path)
     return out
 
 
@@ -192,6 +218,8 @@ def collect(ws: Workspace, garbage: Garbage) -> list[str]:
         path.unlink(missing_ok=True)
         path.with_name(f".{path.name}.lock").unlink(missing_ok=True)  # its fetch's mutex file
     for path in garbage.records:
+        path.unlink(missing_ok=True)
+    for path in garbage.build_locks:
         path.unlink(missing_ok=True)
     kept = []
     engine = Engine(timeout=120)
