@@ -319,3 +319,36 @@ def test_a_clash_between_two_components_requirement_files_names_both_files(works
     assert "requirements.txt of component wheeler's source" in involved, involved
     assert "requirements.txt of component wheeler2's source" in involved, involved
     assert "Traceback" not in proc.stderr
+
+
+def test_a_requirements_file_is_followed_with_named_exclusions(workspace, docker_engine, pypi_reachable,
+                                                               debian_reachable):
+    """What a recipe did with `sed '/flashinfer/d' requirements/cuda.txt` before building: the
+    source's file is read as it is at the pinned source (so it keeps following upstream), less the
+    names `exclude` lists; the wheel's own metadata is not asked to find them in the lock."""
+    files = {"wheeler/pyproject.toml": '[project]\nname = "ebwheel"\nversion = "1.0"\n'
+                                       'dependencies = ["six>=1.16", "tabulate==0.9.0"]\n',
+             "wheeler/requirements.txt": "six>=1.16\ntabulate==0.9.0\n",
+             "wheeler/make_wheel.py": MAKE_WHEEL,
+             "wheeler/build.sh": "#!/bin/sh\nset -e\nmkdir -p \"$ENGINEBUILD_OUTPUTS\"\n"
+                                 "python3 make_wheel.py \"$ENGINEBUILD_OUTPUTS\"\n"}
+    spec = WHEELER.format(system=DEBIAN_PYTHON, requires_from=", requires-from: [requirements.txt], exclude: [Tabulate]")
+    write_image(workspace, "excl", spec, files)
+    proc = run_cli(["lock", "excl"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    python = json.loads((workspace / "lockfiles/excl.lock").read_text())["inputs"]["runtime.python@linux/amd64"]
+    names = {p["name"] for p in python["resolved"]["packages"]}
+    assert "six" in names and "tabulate" not in names, names
+    assert python["request"]["requirements"][0]["exclude"] == ["tabulate"]
+    tag = "enginebuild/excl:latest"
+    try:
+        built = run_cli(["image", "excl"], workspace)
+        assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+        out = docker("run", "--rm", tag, "-c", "import six; print(six.__version__)", check=False)
+        assert out.returncode == 0 and out.stdout.strip(), out.stderr
+    finally:
+        docker("rmi", "-f", tag, check=False)
+    write_image(workspace, "bad", WHEELER.format(system=DEBIAN_PYTHON, requires_from="").replace(
+        "    - pip==25.3\n", "    - {requirement: pip, exclude: [six]}\n"), files)
+    refused = run_cli(["lock", "bad"], workspace)
+    assert refused.returncode == 2 and "exclude" in refused.stderr and "goes with `component`" in refused.stderr

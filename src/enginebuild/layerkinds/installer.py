@@ -274,10 +274,10 @@ def whiteout(writer: TarWriter, path: str) -> None:
 
 
 def unmet_requirements(wheel: Path, closure: tuple[tuple[str, str], ...],
-                       target: tuple[tuple[str, str], ...]) -> list[str]:
+                       target: tuple[tuple[str, str], ...], excluded: tuple[str, ...] = ()) -> list[str]:
     """What the wheel's own metadata (Requires-Dist, markers read for `target`) asks for that
     the locked closure (name, version) does not give: the lock resolved other needs than the
-    wheel states."""
+    wheel states. A name the spec `exclude`s is not asked of the lock (provided otherwise)."""
 
 
     with zipfile.ZipFile(wheel) as zipped:
@@ -295,6 +295,8 @@ def unmet_requirements(wheel: Path, closure: tuple[tuple[str, str], ...],
             problems.append(f"{text!r} (not a requirement)")
             continue
         if req.marker is not None and not req.marker.evaluate(environment):
+            continue
+        if canonicalize_name(req.name) in excluded:
             continue
         found = have.get(canonicalize_name(req.name))
         if found is None:

@@ -21,17 +21,20 @@ class Wheel(LayerPayload):
     closure: tuple[tuple[str, str], ...] | None = None  # what the lock holds, which the wheel's needs must match
     target: tuple[tuple[str, str], ...] = ()  # the marker environment its needs are read for
     editable: str = ""  # the tree an editable wheel points at (recorded in direct_url.json, as pip does)
+    excluded: tuple[str, ...] = ()  # needs the spec left out (`exclude`): not asked of the lock
 
     def key(self, epoch: int) -> str:
         return keys.key_of("component-wheels", component=self.component_key, site=self.site_packages,
                            interpreter=self.interpreter, epoch=epoch,
                            **({"editable": self.editable} if self.editable else {}),
-                           **({"checked_against": keys.sha(keys.canonical(self.closure))} if self.closure else {}))
+                           **({"checked_against": keys.sha(keys.canonical(self.closure))} if self.closure else {}),
+                           **({"excluded": list(self.excluded)} if self.excluded else {}))
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         for filename, sha, _ in sorted(job.outputs[self.component_key].wheels):
             wheel = job.store.whole(sha, filename)
-            unmet = unmet_requirements(wheel, self.closure, self.target) if self.closure is not None else []
+            unmet = unmet_requirements(wheel, self.closure, self.target, self.excluded) \
+                if self.closure is not None else []
             if unmet:
                 raise BuildFailed(f"{filename} (built by component {self.pin.component}) needs what the lock did "
                                   f"not resolve: {'; '.join(unmet)}",

@@ -191,6 +191,8 @@ class PythonInput(EnvInput[PythonPin]):
                 entry["deps"] = False
             if r.requires_from:
                 entry["requires_from"] = list(r.requires_from)
+            if r.excludes:
+                entry["exclude"] = list(r.excludes)
             reqs.append(entry)
         return {"requirements": reqs, "indexes": [list(i) for i in p.indexes], "python": p.version,
                 "constraints": list(p.constraints), "platform": self.platform, "base": self.env.base,
@@ -206,6 +208,7 @@ class PythonInput(EnvInput[PythonPin]):
                      if getattr(r, key)]
             extra += ["no deps"] if not r.deps else []
             extra += [f"its needs from {' '.join(r.requires_from)}"] if r.requires_from else []
+            extra += [f"without {', '.join(r.excludes)}"] if r.excludes else []
             reqs.append(r.text + (f" ({', '.join(extra)})" if extra else ""))
         constraints = self.python.constraints
         return (f"Python {self.python.version}: {'; '.join(reqs)}"

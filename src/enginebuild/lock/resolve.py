@@ -14,6 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from enginebuild.errors import EngineBuildError, ResolveError, SpecError, UserError, Where
 from enginebuild.io.http import Http
 from enginebuild.lock.base import resolve_base
@@ -151,10 +154,18 @@ def with_wheel_requirements(r: Resolvers, spec: ImageSpec, python: Python,
                                "wheel needs cannot be read")
         stated = wheel_requirements(comp, req, pinned, r.context())
         extra += [PyRequirement(text, Where(f"{path} of component {comp.name}'s source (read for {req.where})"))
-                  for text, path in stated]
+                  for text, path in stated if not req.excludes or requirement_name(text) not in req.excludes]
         if pinned is not None:
             read.append((comp.name, pinned.identity()))
     return replace(python, requirements=(*extra, *python.requirements)), tuple(read)
+
+
+def requirement_name(text: str) -> str:
+    """The canonical name a requirement line asks for ("" for one that is not a requirement)."""
+    try:
+        return str(canonicalize_name(Requirement(text).name))
+    except InvalidRequirement:
+        return ""
 
 
 def needs_again(spec: ImageSpec, inp: AnyInput, pin: object, done: dict[str, object]) -> bool:

@@ -234,7 +234,7 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                     if req.deps else None
                 add("output", f"python {pin.name} (built by component {pin.component})",
                     Wheel(pin, python.site_packages, python.interpreter, comp_key, closure,
-                          marker_environment(python.version, platform), editable),
+                          marker_environment(python.version, platform), editable, req.excludes),
                     {f"component {pin.component}": comp_key})
                 if node.file_patches:
                     add("patched", *patched_files(node, epoch, python.site_packages, python.interpreter))

@@ -264,9 +264,14 @@ def python_schema() -> Record:
                                         description="where the component's source states what its wheel needs "
                                                     "(default: its pyproject.toml's dependencies; "
                                                     "`pyproject.toml#build-system`: what its build requires, for a "
-                                                    "build on the runtime's own environment)")},
+                                                    "build on the runtime's own environment)"),
+                "exclude": ListOf(Str(pattern=r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?",
+                                      what="a distribution name"), unique=True, max_items=64,
+                                  description="distributions left out of what the component's source states it "
+                                              "needs (provided otherwise: the base's build, another component), "
+                                              "the rest of those files followed as they move")},
                required=("requirement",), exclusive=(("index", "git", "url", "component"),),
-               doc="{requirement, index | git | url (+ sha256) | component (+ requires-from), deps}"),
+               doc="{requirement, index | git | url (+ sha256) | component (+ requires-from, exclude), deps}"),
     ))
     return Record({
         "requirements": ListOf(requirement, unique=True),

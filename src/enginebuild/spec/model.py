@@ -99,6 +99,7 @@ class PyRequirement:
     component: str | None = None
     deps: bool = True
     requires_from: tuple[str, ...] = ()  # files of the component's source stating what its wheel needs
+    excludes: tuple[str, ...] = ()  # names left out of what those files state (canonical)
 
     @property
     def name(self) -> str:

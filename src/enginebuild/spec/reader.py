@@ -10,6 +10,8 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from enginebuild.core.cudacompat import DRIVER_CUDA
 from enginebuild.core.patchfile import PatchError, parse_patch
 from enginebuild.core.yamlload import YList, YMap
@@ -260,12 +262,17 @@ class Reader:
             if item.get("requires-from") and not item.get("component"):
                 raise SpecError(where, f"{path}.requirements[{i}].requires-from",
                                 "requires-from reads a component's source: it goes with `component`")
+            if item.get("exclude") and (not item.get("component") or item.get("deps") is False):
+                raise SpecError(where, f"{path}.requirements[{i}].exclude",
+                                "exclude leaves names out of what a component's source states its wheel needs: it "
+                                "goes with `component` (and its deps)")
             if item.get("requires-from") and item.get("deps") is False:
                 raise SpecError(where, f"{path}.requirements[{i}].requires-from",
                                 "requires-from says what to install with the wheel, deps: false says nothing")
             reqs.append(m.PyRequirement(item["requirement"], where, item.get("index"), git.get("url"), git.get("ref"),
                                         item.get("url"), item.get("sha256"), item.get("component"),
-                                        bool(item.get("deps", True)), tuple(item.get("requires-from") or ())))
+                                        bool(item.get("deps", True)), tuple(item.get("requires-from") or ()),
+                                        tuple(sorted(canonicalize_name(n) for n in item.get("exclude") or ()))))
         seen: dict[str, int] = {}
         for i, req in enumerate(reqs):
             if req.name in seen:
