@@ -152,3 +152,15 @@ def test_dflash_with_flash_attn_passed_on_the_command_line_or_by_the_launcher_pa
     wrong = lint(workspace, "t", text.replace("flash_attn", "flashinfer").replace("FLASH_ATTN", "FLASHINFER"),
                  {"launch.sh": launcher["launch.sh"].replace("flash_attn", "flashinfer")})
     assert len(wrong) == 1 and "(got 'flashinfer')" in wrong[0], wrong
+
+
+def test_a_warning_names_the_file_where_its_key_is_written_not_a_set_of_a_sibling(workspace):
+    """`--set model.quantization=…` writes one key of `model`: a warning about `model.drafter`
+    names the spec's line of the drafter, not the `--set`."""
+    write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\nmodel:\n  drafter: /models/d\n"
+                                "  quantization: bf16\n")
+    proc = run_cli(["render", "t", "--unpinned", "--set", "model.quantization=fp8"], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "images/t/image.yaml:4: warning: DFlash is non-causal" in proc.stderr, proc.stderr
+    proc = run_cli(["render", "t", "--unpinned", "--set", "model.drafter=/models/other"], workspace)
+    assert "--set model.drafter: warning: DFlash is non-causal" in proc.stderr, proc.stderr  # the --set's own

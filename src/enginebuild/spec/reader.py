@@ -47,11 +47,28 @@ def env_references(value: str) -> list[str]:
     return names
 
 
+def places(node: Any, path: str = "") -> dict[str, Where]:
+    """Where each key (`a.b`) and list item (`a[0]`) of a merged tree was written."""
+    out: dict[str, Where] = {}
+    if isinstance(node, YMap):
+        for key, value in node.items():
+            full = f"{path}.{key}" if path else str(key)
+            out[full] = node.at(key)
+            out.update(places(value, full))
+    elif isinstance(node, YList):
+        for i, value in enumerate(node):
+            out[f"{path}[{i}]"] = node.at(i)
+            out.update(places(value, f"{path}[{i}]"))
+    return out
+
+
 class Reader:
     def __init__(self, root: Path, tree: YMap):
         self.root = root
         self.tree = tree
-        self.wheres: dict[str, Where] = {}
+        # every key where it was written (after merging: a parent's, a variant's or a --set's own
+        # place), so a message about one key of a mapping a --set touched names that key's file
+        self.wheres: dict[str, Where] = places(tree)
         self.runtime: m.Environment | None = None
         self.named: dict[str, m.Environment] = {}
 
