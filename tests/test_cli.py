@@ -218,3 +218,16 @@ def test_lock_fails_where_plan_would_say_not_buildable(workspace):
     assert "t: runtime.base@linux/amd64 is pinned only in part: pinned by the spec; its config could not be read" \
         in proc.stderr, proc.stderr
     assert "not buildable until `lock` resolves: runtime.base@linux/amd64" in run_cli(["plan", "t"], workspace).stdout
+
+
+def test_plan_for_a_platform_the_lock_does_not_pin_names_the_lock(workspace):
+    """A platform added to the spec and not locked yet: `plan` says what `lock` would add for it,
+    never that a builder cannot build it."""
+    spec = workspace / "images/demo/image.yaml"
+    spec.write_text(spec.read_text().replace("platforms: [linux/amd64, linux/arm64]",
+                                             "platforms: [linux/amd64, linux/arm64, linux/ppc64le]"))
+    proc = run_cli(["plan", "demo", "--platform", "linux/ppc64le"], workspace)
+    said = proc.stdout + proc.stderr
+    assert "would change the lock: runtime.system@linux/ppc64le: not in the lock" in said, said
+    assert "not buildable until `lock` resolves" in said and "builder" not in said.split("\n", 1)[0], said
+    assert "Traceback" not in said
