@@ -228,16 +228,20 @@ def parse_patch(name: str, data: bytes) -> PatchFile:
         lines.pop()
     if len(lines) >= 2 and lines[-2] == "-- ":  # format-patch's signature (git's version)
         del lines[-2:]
-    if lines and _MAIL.match(lines[0]):
-        header, i = _mail_header(lines)
-        files = []
-        while i < len(lines):
-            i, file_patch = _parse_file(name, lines, i)
-            files.append(file_patch)
-        if not files:
-            raise _fail(name, None, "no diff after the message")
-        return PatchFile(name=name, sha256=hashlib.sha256(data).hexdigest(), header=header, files=tuple(files))
-    header = {}
+    mail = bool(lines) and _MAIL.match(lines[0]) is not None
+    header, i = _mail_header(lines) if mail else _dep3_header(name, lines)
+    files = []
+    while i < len(lines):
+        i, file_patch = _parse_file(name, lines, i)
+        files.append(file_patch)
+    if not files:
+        raise _fail(name, None, f"no diff after the {'message' if mail else 'header'}")
+    return PatchFile(name=name, sha256=hashlib.sha256(data).hexdigest(), header=header, files=tuple(files))
+
+
+def _dep3_header(name: str, lines: list[str]) -> tuple[dict[str, str], int]:
+    """The `Field: value` lines before the diff (none: a bare diff), and where the diff starts."""
+    header: dict[str, str] = {}
     i, last = 0, None
     while i < len(lines) and not (lines[i].startswith("diff --git ") or lines[i].startswith("--- ")):
         line = lines[i]
@@ -257,13 +261,7 @@ def parse_patch(name: str, data: bytes) -> PatchFile:
     missing = [f for f in REQUIRED if not header.get(f)]
     if missing and header:  # a header begun and left incomplete (a bare diff has none: the lint warns)
         raise _fail(name, None, f"header lacks {', '.join(missing)}")
-    files = []
-    while i < len(lines):
-        i, file_patch = _parse_file(name, lines, i)
-        files.append(file_patch)
-    if not files:
-        raise _fail(name, None, "no diff after the header")
-    return PatchFile(name=name, sha256=hashlib.sha256(data).hexdigest(), header=header, files=tuple(files))
+    return header, i
 
 
 def _mail_header(lines: list[str]) -> tuple[dict[str, str], int]:
