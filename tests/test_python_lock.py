@@ -110,6 +110,17 @@ def test_flashinfer_wheels_from_different_releases_are_refused(workspace, pypi_r
 
 
 @pytest.mark.registry
+def python_base(registry, name: str, dists: dict, files: dict | None = None) -> str:
+    """A base image in the test registry whose Python ships `dists` (name -> version), as their
+    .dist-info METADATA in site-packages, and `files` beside them; its reference."""
+    site = "usr/local/lib/python3.12/dist-packages"
+    content = {f"{site}/{n}-{v}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {n}\nVersion: {v}\n\n".encode()
+               for n, v in dists.items()}
+    content.update({f"{site}/{path}": data for path, data in (files or {}).items()})
+    push_files_image(registry.host, f"enginebuild-test/{name}", "1", content)
+    return f"{registry.host}/enginebuild-test/{name}:1"
+
+
 def test_what_the_base_ships_constrains_the_lock_and_is_not_installed_again(workspace, registry, tmp_path,
                                                                            pypi_reachable):
     site = "usr/local/lib/python3.12/dist-packages"
@@ -171,12 +182,8 @@ def test_a_distribution_the_base_ships_and_no_index_serves_satisfies_what_needs_
     """NGC's bases ship builds no index serves (torch 2.11.0+cu130): what the base has installed
     is a fact the resolution starts from, not a request to an index. Before, the lock pinned it
     as an exact constraint no index could meet, and anything needing it was unsatisfiable."""
-    site = "usr/local/lib/python3.12/dist-packages"
-    push_files_image(registry.host, "enginebuild-test/ngclike", "1", {
-        f"{site}/basetorch-2.11.0+cu130.dist-info/METADATA":
-            b"Metadata-Version: 2.1\nName: basetorch\nVersion: 2.11.0+cu130\n\n",
-        f"{site}/basetorch/__init__.py": b"# the base's build\n"})
-    base = f"{registry.host}/enginebuild-test/ngclike:1"
+    base = python_base(registry, "ngclike", {"basetorch": "2.11.0+cu130"},
+                       {"basetorch/__init__.py": b"# the base's build\n"})
     index = Index(tmp_path / "index")
     try:
         index.add("needstorch", make_wheel(tmp_path / "wheels", "needstorch", "1.0", requires=("basetorch==2.11.0",)))
@@ -254,12 +261,7 @@ def test_an_override_of_what_the_base_ships_keeps_the_bases_build_or_replaces_it
     An override the base's build meets (pre-release and local version included) keeps that build
     (not an index's release of the same name); one it does not meet replaces the base's, without
     the requirement being restated (before: the base's version stayed a constraint, unsatisfiable)."""
-    site = "usr/local/lib/python3.12/dist-packages"
-    push_files_image(registry.host, "enginebuild-test/ngcover", "1", {
-        f"{site}/basetorch-2.10.0a0+nv26.1.dist-info/METADATA":
-            b"Metadata-Version: 2.1\nName: basetorch\nVersion: 2.10.0a0+nv26.1\n\n",
-        f"{site}/six-1.16.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n\n"})
-    base = f"{registry.host}/enginebuild-test/ngcover:1"
+    base = python_base(registry, "ngcover", {"basetorch": "2.10.0a0+nv26.1", "six": "1.16.0"})
     index = Index(tmp_path / "index")
     try:
         # an engine that pins another release of both; the index also serves a basetorch 2.10.0
