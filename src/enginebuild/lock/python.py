@@ -297,9 +297,13 @@ def overrides_over_base(overrides: tuple[str, ...], base: dict[str, str]) -> tup
             out.append(text)
             continue
         name = str(canonicalize_name(req.name))
+        try:  # the base's METADATA is another party's: a version that is none meets nothing here
+            met = name in base and (not str(req.specifier) or req.specifier.contains(base[name], prereleases=True))
+        except InvalidVersion:
+            met = False  # (refused, naming the base, where its stand-in wheel is made)
         if name not in base:
             out.append(text)
-        elif req.specifier.contains(base[name], prereleases=True) or not str(req.specifier):
+        elif met:
             out.append(f"{name}=={base[name]}" + (f"; {req.marker}" if req.marker else ""))
         else:
             out.append(text)
