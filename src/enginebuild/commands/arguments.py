@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from enginebuild.publish.signkeys import Signer
 
 
 def add_compression_argument(parser: argparse.ArgumentParser) -> None:
@@ -18,3 +22,28 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: $ENGINEBUILD_CACHE, or cache.repository in enginebuild.yaml)")
     parser.add_argument("--no-registry-cache", action="store_true", help="ignore any configured registry cache")
     parser.add_argument("--cache-readonly", action="store_true", help="pull from the cache, never push to it")
+
+
+def add_signing_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sign", action="store_true",
+                        help="sign the pushed image and each platform's manifest (cosign's simple signing, ECDSA "
+                             "P-256), and attach the SBOM and the provenance in signed envelopes (docs/signing.md)")
+    parser.add_argument("--key", metavar="FILE",
+                        help="with --sign: the PEM private key (default: $ENGINEBUILD_SIGNING_KEY, a path or the PEM "
+                             "text); never printed nor recorded")
+
+
+def signer_of(args: argparse.Namespace, attach: bool = True) -> Signer | None:
+    """The signer --sign asks for, read before anything is pushed (a bad key stops the command first)."""
+    from enginebuild.errors import UserError
+
+    if args.key and not args.sign:
+        raise UserError("--key only takes effect with --sign, which is not given", hint="add --sign")
+    if not args.sign:
+        return None
+    if not attach:
+        raise UserError("--sign with --no-attach: a signed push attaches the signed SBOM and provenance",
+                        hint="drop --no-attach")
+    from enginebuild.publish.signkeys import load_signer
+
+    return load_signer(args.key)

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from enginebuild.commands.arguments import add_cache_arguments, add_compression_argument
+from enginebuild.commands.arguments import add_cache_arguments, add_compression_argument, add_signing_arguments, signer_of
 from enginebuild.errors import UserError
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
@@ -43,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --push: a tag to push (repeatable; default: the content tag, and any :TAG of --to)")
 
     add_compression_argument(parser)
+    add_signing_arguments(parser)
     parser.add_argument("--no-load", action="store_true",
                         help="do not load the image into the engine (with --push on a CI runner: the layers go from "
                              "the store to the registry); commands of the image still run on the engine")
@@ -157,6 +158,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.local_tags and len(set(args.images)) > 1:
         raise UserError(f"-t {args.local_tags[0]} with {len(set(args.images))} images would give them all one name",
                         hint="build them one at a time with -t, or tag them afterwards with `docker tag`")
+    if (args.sign or args.key) and not args.push:
+        raise UserError("--sign and --key only take effect with --push, which is not given", hint="add --push --to REPO")
+    signer = signer_of(args)
     from enginebuild.spec.repo_settings import load_repo_settings
     from enginebuild.usecases.targets import parse_local_tag
 
@@ -213,7 +217,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
                 cache = cache_from_settings(ws.root, request.cache, request.no_cache, request.cache_readonly)
                 for record in push_image(ws, name, request.to, request.tag, request.platform, plans=built,
-                                         options=options, compression=args.compression, cache=cache):
+                                         options=options, compression=args.compression, cache=cache,
+                                         signer=signer):
                     print(f"{record['repository']}@{record['digest']}")
     return 0
 

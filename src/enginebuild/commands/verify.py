@@ -3,7 +3,10 @@ enginebuild put in it has each library it needs inside the image, found as the i
 loader would (kernels/closure.py). Its kernel architectures, when the spec declares
 `cuda-archs`: every CUDA binary must carry device code for each (`12.1a` needs `sm_121a` SASS;
 PTX counts with `cuda-verify.jit`), read with the pinned cuobjdump. Read on the host: no GPU,
-no emulation, both platforms. Exit 1 naming each binary that fails, and what it lacks."""
+no emulation, both platforms. Exit 1 naming each binary that fails, and what it lacks.
+
+With --signature, each IMAGE is a pushed REGISTRY/REPO@sha256:... instead, checked from its
+registry alone: its bytes, its signature and its signed SBOM and provenance (docs/signing.md)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
                         help="only this platform of the spec (repeatable)")
     parser.add_argument("--json", action="store_true", help="one JSON document: per image and platform, per file")
+    parser.add_argument("--signature", action="store_true",
+                        help="check pushed images REGISTRY/REPO@sha256:... instead: every byte against its digest, "
+                             "the signature, the signed SBOM and provenance; reaches the registry alone")
+    parser.add_argument("--key", metavar="PUB.PEM", help="with --signature: the public key that must have signed")
     parser.add_argument("--archs", metavar="LIST", type=_archs, default=(),
                         help="hold the built image to these architectures (comma-separated, such as 12.1a) instead "
                              "of its cuda-archs: what another GPU needs of it, nothing rebuilt")
@@ -38,6 +45,8 @@ def _archs(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
+    if args.signature or args.key:
+        return _signatures(args)
     from enginebuild.usecases.checking import verify_images
 
     verdicts = []
@@ -81,3 +90,23 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                           "patch_checks": [b.to_json() for b in behaviours],
                           "patched_files": [p.to_json() for p in patched], "not_declared": undeclared}, indent=2))
     return 0 if ok else 1
+
+
+def _signatures(args: argparse.Namespace) -> int:
+    from enginebuild.errors import UserError
+    from enginebuild.usecases.checking import verify_signatures
+
+    if not args.signature:
+        raise UserError("--key only takes effect with --signature", hint="add --signature")
+    if not args.key:
+        raise UserError("--signature needs the signer's public key: --key PUB.PEM")
+    if args.platform or args.archs:
+        raise UserError("--signature checks a pushed digest: --platform and --archs do not apply",
+                        hint="verify the platform's own digest (it is signed too)")
+    verdicts = verify_signatures(args.images, args.key)
+    if args.json:
+        print(json.dumps({"ok": all(v.ok for v in verdicts), "images": [v.to_json() for v in verdicts]}, indent=2))
+    else:
+        for verdict in verdicts:
+            print("\n".join(verdict.lines()))
+    return 0 if all(v.ok for v in verdicts) else 1

@@ -16,7 +16,7 @@ from enginebuild.build.imports import Imports, check_imports
 from enginebuild.build.patchedcheck import PatchedCheck, check_patched
 from enginebuild.build.reproduce import reproduce
 from enginebuild.build.secretscan import Scanner
-from enginebuild.errors import command
+from enginebuild.errors import UserError, command
 from enginebuild.io.store import Store
 from enginebuild.kernels.image import declared_of, verify_plan
 from enginebuild.kernels.runtime import check_plan
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from enginebuild.kernels.closure import Closure
     from enginebuild.kernels.image import Verdict
     from enginebuild.oci.reference import ImageRef
+    from enginebuild.publish.signcheck import Verdict as SignedVerdict
 
 
 def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
@@ -93,3 +94,25 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
                 behaviour = Behaviour(spec.name, plan.platform, [CheckRun(c, "not-run", why=load_it) for c in checks])
             patched = check_patched(plan, Store(ws.home), Context(ws.home, mtime=plan.epoch))
             yield Verified(closure, verdict, imports, behaviour, patched)
+
+
+def verify_signatures(images: list[str], key_path: str) -> list[SignedVerdict]:
+    """`verify --signature`: each REGISTRY/REPO@sha256:... checked from its registry (publish/signcheck.py)."""
+    from enginebuild.oci.reference import parse_image_ref
+    from enginebuild.oci.registry import RegistryClient
+    from enginebuild.publish.signcheck import verify_signed
+    from enginebuild.publish.signkeys import load_public
+
+    key = load_public(key_path)
+    refs = []
+    for text in images:
+        try:
+            ref = parse_image_ref(text)
+        except ValueError as exc:
+            raise UserError(f"{text}: {exc}") from None
+        if not ref.digest:
+            raise UserError(f"{text}: a signature is checked for a digest, not a tag (a tag can move)",
+                            hint="give REGISTRY/REPO@sha256:... (push prints it, lockfiles/IMAGE.pushes.json keeps it)")
+        refs.append(ref)
+    client = RegistryClient()
+    return [verify_signed(client, ref, key) for ref in refs]

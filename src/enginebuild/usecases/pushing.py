@@ -29,6 +29,7 @@ from enginebuild.plan.model import ImagePlan
 from enginebuild.publish.attach import attach_documents
 from enginebuild.publish.changed import content_tag
 from enginebuild.publish.records import add_record
+from enginebuild.publish.signkeys import Signer
 from enginebuild.spec.model import ImageSpec
 from enginebuild.usecases.building import BuildRequest, build_platform
 from enginebuild.usecases.targets import platforms_of
@@ -50,7 +51,7 @@ def destination(to: str, tags: list[str]) -> tuple[Any, list[str]]:
 def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: list[str] | None = None,
                attach: bool = True, plans: list[ImagePlan] | None = None,
                options: Options | None = None, compression: str = "gzip",
-               cache: LayerCache | None = None) -> list[JsonDoc]:
+               cache: LayerCache | None = None, signer: Signer | None = None) -> list[JsonDoc]:
     """Push what was built (`plans`, as `image --push` built them; else planned here from the spec
     and lock) by digest, each tag confirmed, the SBOM and provenance attached, a record kept; the
     records, one per tag, are returned (`repository`@`digest` is what a user pulls)."""
@@ -103,7 +104,7 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
                 assert lock is not None  # the plans were made from it
                 outputs = {c.name: r for c in plans[0].components if (r := substitutes.outputs_of(store, c))}
                 attached = attach_documents(pusher, ws.root, spec, lock, plans, digest, outputs,
-                                            build_parameters(ws.overrides, options))
+                                            build_parameters(ws.overrides, options), signer)
             record = {"repository": target.name, "tag": tag, "digest": digest,
                       "platforms": {p: d for d, _, p in manifests},
                       "pushed_at": dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()

@@ -1,0 +1,228 @@
+"""Checking a signed image from its registry, with nothing else reached: `verify REF@DIGEST
+--signature --key cosign.pub`. Every byte is checked, not only signatures: the manifest (and
+under an index each platform's) must hash to its digest and every config and layer blob to its
+own; the signature (a referrer, or cosign's `.sig` tag) must verify with the key and name this
+digest; the SBOM and the provenance must be attached in envelopes the key signed whose statement
+names this digest. Each check that fails gives its reason; nothing is taken on a registry's word."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from enginebuild.errors import RegistryError
+from enginebuild.oci.image import OCI_INDEX
+from enginebuild.oci.reference import ImageRef
+from enginebuild.oci.referrers import listed
+from enginebuild.oci.registry import RegistryClient
+from enginebuild.publish import signformat as formats
+from enginebuild.publish.sign import signature_tag
+from enginebuild.publish.signkeys import PublicKey
+
+MAX_DOCUMENT = 16 << 20  # an SBOM, a provenance, a signature payload
+WHAT = {formats.SBOM_PREDICATE: "SBOM", formats.PROVENANCE_PREDICATE: "provenance"}
+
+
+@dataclass(frozen=True)
+class Check:
+    what: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Verdict:
+    image: str
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def lines(self) -> list[str]:
+        return [f"{self.image}: {'ok' if c.ok else 'FAILED'} {c.what}: {c.detail}" for c in self.checks]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"image": self.image, "ok": self.ok,
+                "checks": [{"check": c.what, "ok": c.ok, "detail": c.detail} for c in self.checks]}
+
+
+def verify_signed(client: RegistryClient, ref: ImageRef, key: PublicKey) -> Verdict:
+    assert ref.digest is not None
+    verdict = Verdict(str(ref))
+    verdict.checks.append(_content(client, ref))
+    verdict.checks.append(_signature(client, ref, ref.digest, key))
+    verdict.checks.extend(_attestations(client, ref, ref.digest, key))
+    return verdict
+
+
+def _content(client: RegistryClient, ref: ImageRef) -> Check:
+    """The manifest, and under an index each platform's, hash to their digests; so do their blobs."""
+    try:
+        count = sum(1 for _ in _blobs_checked(client, ref))
+    except _Bad as exc:
+        return Check("content", False, str(exc))
+    except RegistryError as exc:
+        return Check("content", False, exc.message)
+    return Check("content", True, f"the manifest and {count} blob(s) hash to their digests")
+
+
+class _Bad(Exception):
+    pass
+
+
+def _blobs_checked(client: RegistryClient, ref: ImageRef, where: str = "") -> Iterator[str]:
+    assert ref.digest is not None
+    digest, media_type, body = client.manifest(ref)  # refuses bytes that do not hash to ref.digest
+    doc = _json(body, f"the manifest{where}")
+    if media_type == OCI_INDEX or "manifests" in doc:
+        for entry in _list(doc, "manifests", f"the index{where}"):
+            platform = entry.get("platform") or {}
+            name = f" of {platform.get('os')}/{platform.get('architecture')}"
+            yield from _blobs_checked(client, ImageRef(ref.registry, ref.repository, None, _digest(entry, name)), name)
+        return
+    blobs = [("config", doc.get("config"))] + [(f"layer {n}", layer)
+                                                 for n, layer in enumerate(_list(doc, "layers", f"the manifest{where}"))]
+    for what, descriptor in blobs:
+        if not isinstance(descriptor, dict):
+            raise _Bad(f"the manifest{where} has no {what} descriptor")
+        blob = _digest(descriptor, f"{what}{where}")
+        size = descriptor.get("size")
+        sha, length = hashlib.sha256(), 0
+        with client.open_blob(ref, blob) as response:
+            for chunk in response.iter_content(1 << 20):
+                sha.update(chunk)
+                length += len(chunk)
+        if f"sha256:{sha.hexdigest()}" != blob:
+            raise _Bad(f"{what}{where} ({blob[:19]}): the registry serves bytes that hash to "
+                       f"sha256:{sha.hexdigest()[:12]}, not to its digest (changed since it was signed)")
+        if length != size:
+            raise _Bad(f"{what}{where} ({blob[:19]}): {length} bytes, the manifest says {size}")
+        yield blob
+
+
+def _signature(client: RegistryClient, ref: ImageRef, digest: str, key: PublicKey) -> Check:
+    """One signature, a referrer or under cosign's `.sig` tag, that the key made over a payload
+    naming `digest`."""
+    found: list[str] = []
+    try:
+        manifests = [entry["digest"] for entry in listed(client, ref, digest)
+                     if entry.get("artifactType") == formats.SIGNATURE_ARTIFACT]
+        tag = ImageRef(ref.registry, ref.repository, signature_tag(digest), None)
+        if client.head_digest(tag):
+            manifests.append(signature_tag(digest))
+        for reference in manifests:
+            pinned = reference if reference.startswith("sha256:") else None
+            manifest_ref = ImageRef(ref.registry, ref.repository, None if pinned else reference, pinned)
+            _, _, body = client.manifest(manifest_ref)
+            for layer in _list(_json(body, "a signature manifest"), "layers", "a signature manifest"):
+                outcome = _one_signature(client, ref, layer, digest, key)
+                if outcome is None:
+                    return Check("signature", True, f"signed by key {key.keyid[:16]} (cosign simple signing, "
+                                                    f"{'tag ' + reference if not pinned else 'referrer'})")
+                found.append(outcome)
+    except (RegistryError, _Bad) as exc:
+        return Check("signature", False, getattr(exc, "message", str(exc)))
+    if not found:
+        return Check("signature", False, f"no signature attached (no referrer of type {formats.SIGNATURE_ARTIFACT}, "
+                                         f"no tag {signature_tag(digest)})")
+    return Check("signature", False, "; ".join(dict.fromkeys(found)))
+
+
+def _one_signature(client: RegistryClient, ref: ImageRef, layer: Any, digest: str, key: PublicKey) -> str | None:
+    """None when this layer is a signature of `digest` by `key`, else why not."""
+    if not isinstance(layer, dict) or layer.get("mediaType") != formats.SIMPLE_SIGNING:
+        return "a signature manifest's layer is not a simple-signing payload"
+    encoded = (layer.get("annotations") or {}).get(formats.SIGNATURE_ANNOTATION)
+    try:
+        signature = base64.b64decode(encoded, validate=True) if isinstance(encoded, str) else b""
+    except binascii.Error:
+        signature = b""
+    if not signature:
+        return "a signature layer carries no signature annotation"
+    payload = client.read_blob(ref, _digest(layer, "a signature layer"), limit=MAX_DOCUMENT)
+    if not key.verifies(payload, signature):
+        return f"the signature does not verify with key {key.keyid[:16]} (another key, or changed bytes)"
+    try:
+        _, signed = formats.signed_digest(payload)
+    except formats.Refused as exc:
+        return str(exc)
+    if signed != digest:
+        return f"the signature is of {signed[:19]}, not of this image (a signature moved from another image)"
+    return None
+
+
+def _attestations(client: RegistryClient, ref: ImageRef, digest: str, key: PublicKey) -> list[Check]:
+    """The SBOM and the provenance: each in a bundle the key signed whose statement names `digest`."""
+    reasons: dict[str, list[str]] = {kind: [] for kind in WHAT}
+    held: set[str] = set()
+    unsigned: list[str] = []
+    try:
+        for entry in listed(client, ref, digest):
+            if entry.get("artifactType") != formats.BUNDLE:
+                if entry.get("artifactType") in ("application/vnd.cyclonedx+json", "application/vnd.in-toto+json"):
+                    unsigned.append(entry["artifactType"])
+                continue
+            _, _, body = client.manifest(ImageRef(ref.registry, ref.repository, None, entry["digest"]))
+            manifest = _json(body, "an attestation manifest")
+            layers = _list(manifest, "layers", "an attestation manifest")
+            if not layers or not isinstance(layers[0], dict):
+                continue
+            document = client.read_blob(ref, _digest(layers[0], "an attestation"), limit=MAX_DOCUMENT)
+            claimed = str((manifest.get("annotations") or {}).get(formats.PREDICATE_ANNOTATION, ""))
+            try:
+                statement = formats.open_bundle(document, key.verifies)
+            except formats.Refused as exc:
+                reasons.setdefault(claimed, []).append(str(exc))
+                continue
+            if statement.predicate_type not in WHAT:
+                continue
+            if digest not in statement.digests:
+                reasons[statement.predicate_type].append(
+                    f"its signed statement names {', '.join(sorted(d[:19] for d in statement.digests))}, not this "
+                    "image (moved from another image, or its subject changed)")
+                continue
+            held.add(statement.predicate_type)
+    except (RegistryError, _Bad) as exc:
+        return [Check("attestations", False, getattr(exc, "message", str(exc)))]
+    checks = []
+    for kind, name in WHAT.items():
+        if kind in held:
+            checks.append(Check(name, True, f"attached, signed by key {key.keyid[:16]}, its statement names this image"))
+            continue
+        why = reasons.get(kind) or reasons.get("") or []
+        if not why:
+            why = ["not attached as a signed envelope" + (" (only unsigned documents are attached)" if unsigned else "")]
+        checks.append(Check(name, False, "; ".join(dict.fromkeys(why))))
+    return checks
+
+
+def _json(body: bytes, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise _Bad(f"{what} is not JSON") from None
+    if not isinstance(doc, dict):
+        raise _Bad(f"{what} is not a JSON object")
+    return doc
+
+
+def _list(doc: dict[str, Any], key: str, what: str) -> list[Any]:
+    value = doc.get(key)
+    if not isinstance(value, list):
+        raise _Bad(f"{what} has no `{key}` list")
+    return value
+
+
+def _digest(descriptor: dict[str, Any], what: str) -> str:
+    from enginebuild.oci.referrers import DIGEST
+
+    value = descriptor.get("digest")
+    if not isinstance(value, str) or not DIGEST.fullmatch(value):
+        raise _Bad(f"{what}: {str(value)[:80]!r} is not a sha256 digest")
+    return value

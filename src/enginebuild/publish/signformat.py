@@ -1,0 +1,144 @@
+"""What enginebuild signs, byte for byte (format 1, docs/signing.md).
+
+- An image's signature: cosign's simple-signing payload naming the repository and the manifest
+  digest, signed as is (ECDSA P-256, sha256); the payload is the one layer of a signature
+  manifest, the base64 DER signature its `dev.cosignproject.cosign/signature` annotation.
+- An attestation (the SBOM, the provenance): an in-toto v1 statement whose subjects are the
+  image's index and platform manifests, in a DSSE envelope (payload type
+  `application/vnd.in-toto+json`, the signature over DSSE's pre-authentication encoding), carried
+  in a Sigstore bundle (v0.3) whose verification material is the key's hint.
+Every document here is canonical JSON (sorted keys, no spaces), so one version of enginebuild
+writes the same bytes on every machine. Readers treat what they fetch as hostile: sizes are
+limited by the caller, every field is checked for its type before it is used."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from enginebuild.publish.signkeys import PublicKey, Signer
+
+FORMAT = 1
+SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
+SIGNATURE_ARTIFACT = "application/vnd.dev.cosign.artifact.sig.v1+json"
+SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
+SIGNATURE_KIND = "cosign container image signature"
+BUNDLE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
+IN_TOTO = "application/vnd.in-toto+json"
+STATEMENT = "https://in-toto.io/Statement/v1"
+SBOM_PREDICATE = "https://cyclonedx.org/bom"
+PROVENANCE_PREDICATE = "https://slsa.dev/provenance/v1"
+
+
+class Refused(Exception):
+    """A signed document that does not hold; the message is the reason, for the user."""
+
+
+def canonical(document: Any) -> bytes:
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def simple_signing(repository: str, digest: str) -> bytes:
+    """cosign's payload for `repository@digest`. Written in cosign's own field order (it is what
+    cosign prints and hashes; canonical order would be the same)."""
+    return canonical({"critical": {"identity": {"docker-reference": repository},
+                                   "image": {"docker-manifest-digest": digest},
+                                   "type": SIGNATURE_KIND}, "optional": None})
+
+
+def signed_digest(payload: bytes) -> tuple[str, str]:
+    """(docker-reference, docker-manifest-digest) of a simple-signing payload; Refused when it is not one."""
+    try:
+        doc = json.loads(payload)
+        critical = doc["critical"]
+        digest, reference, kind = (critical["image"]["docker-manifest-digest"],
+                                   critical["identity"]["docker-reference"], critical["type"])
+    except (ValueError, KeyError, TypeError):
+        raise Refused("the signed payload is not a simple-signing document") from None
+    if kind != SIGNATURE_KIND or not isinstance(digest, str) or not isinstance(reference, str):
+        raise Refused(f"the signed payload is of type {kind!r}, not {SIGNATURE_KIND!r}")
+    return reference, digest
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE's pre-authentication encoding: what an envelope's signature is over."""
+    kind = payload_type.encode()
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+def subjects(repository: str, digest: str, platforms: dict[str, str]) -> list[dict[str, Any]]:
+    """The statement's subjects: the pushed digest, and each platform's manifest under an index."""
+    return [{"name": repository, "digest": {"sha256": digest.split(":")[1]}}] + [
+        {"name": f"{repository}#{p}", "digest": {"sha256": d.split(":")[1]}}
+        for p, d in sorted(platforms.items()) if d != digest]
+
+
+def statement(subject: list[dict[str, Any]], predicate_type: str, predicate: Any) -> bytes:
+    return canonical({"_type": STATEMENT, "subject": subject, "predicateType": predicate_type,
+                      "predicate": predicate})
+
+
+def bundle(signer: Signer, payload: bytes) -> bytes:
+    """A Sigstore bundle holding `payload` (an in-toto statement) in a DSSE envelope signed by `signer`."""
+    signature = signer.sign(pae(IN_TOTO, payload))
+    return canonical({
+        "mediaType": BUNDLE,
+        "verificationMaterial": {"publicKey": {"hint": signer.public.keyid}, "tlogEntries": [],
+                                 "timestampVerificationData": {"rfc3161Timestamps": []}},
+        "dsseEnvelope": {"payload": _b64(payload), "payloadType": IN_TOTO,
+                         "signatures": [{"sig": _b64(signature), "keyid": ""}]},
+    })
+
+
+@dataclass(frozen=True)
+class Statement:
+    predicate_type: str
+    digests: frozenset[str]  # "sha256:<hex>" of every subject
+    predicate: Any
+
+
+def open_bundle(data: bytes, verifies: Callable[[bytes, bytes], bool]) -> Statement:
+    """The statement a bundle's envelope carries, once one of its signatures verifies
+    (`verifies(message, signature)`); Refused naming what does not hold."""
+    try:
+        doc = json.loads(data)
+        envelope = doc["dsseEnvelope"]
+        payload_type, payload = envelope["payloadType"], _unb64(envelope["payload"])
+        signatures = [_unb64(s["sig"]) for s in envelope["signatures"]]
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise Refused("not a Sigstore bundle with a DSSE envelope") from None
+    if doc.get("mediaType") != BUNDLE:
+        raise Refused(f"a bundle of media type {doc.get('mediaType')!r}, not {BUNDLE}")
+    if payload_type != IN_TOTO:
+        raise Refused(f"the envelope carries {payload_type!r}, not an in-toto statement")
+    message = pae(payload_type, payload)
+    if not any(verifies(message, s) for s in signatures):
+        raise Refused("the envelope's signature does not verify")
+    try:
+        body = json.loads(payload)
+        kind, predicate_type = body["_type"], body["predicateType"]
+        digests = frozenset(f"sha256:{s['digest']['sha256']}" for s in body["subject"])
+    except (ValueError, KeyError, TypeError):
+        raise Refused("the envelope's payload is not an in-toto statement") from None
+    if kind != STATEMENT or not isinstance(predicate_type, str):
+        raise Refused(f"the envelope's statement is of type {kind!r}, not {STATEMENT}")
+    return Statement(predicate_type, digests, body.get("predicate"))
+
+
+def key_verifier(key: PublicKey) -> Callable[[bytes, bytes], bool]:
+    return key.verifies
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _unb64(text: Any) -> bytes:
+    if not isinstance(text, str):
+        raise TypeError("not base64 text")
+    return base64.b64decode(text, validate=True)

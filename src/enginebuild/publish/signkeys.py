@@ -1,0 +1,126 @@
+"""Image signing keys: ECDSA P-256, the key type cosign makes and checks.
+
+The private key is a PEM file (`push --sign --key FILE`) or ENGINEBUILD_SIGNING_KEY (a path, or the
+PEM text itself: a CI secret); an encrypted PKCS#8 key takes its password from
+ENGINEBUILD_SIGNING_KEY_PASSWORD. It is never printed, recorded or sent: errors name the file or
+the variable, never its text. A public key is a PEM SubjectPublicKeyInfo (`openssl ec -pubout`,
+cosign's `cosign.pub`); its id is the sha256 of its DER form, which bundles carry as their hint.
+Signatures are deterministic (RFC 6979): the same key signs the same bytes the same way, so a
+push made twice attaches the same signature once."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from enginebuild.errors import UserError
+
+KEY_ENV = "ENGINEBUILD_SIGNING_KEY"
+PASSWORD_ENV = "ENGINEBUILD_SIGNING_KEY_PASSWORD"
+MAX_KEY_BYTES = 64 << 10
+_ALGORITHM = ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
+_HOW = ("make one with `openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt "
+        "-out cosign.key` and its public half with `openssl ec -in cosign.key -pubout -out cosign.pub`")
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    key: ec.EllipticCurvePublicKey
+
+    @property
+    def der(self) -> bytes:
+        return self.key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+    @property
+    def pem(self) -> str:
+        return self.key.public_bytes(serialization.Encoding.PEM,
+                                     serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+    @property
+    def keyid(self) -> str:
+        return hashlib.sha256(self.der).hexdigest()
+
+    def verifies(self, data: bytes, signature: bytes) -> bool:
+        try:
+            self.key.verify(signature, data, _ALGORITHM)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Signer:
+    private: ec.EllipticCurvePrivateKey
+
+    @property
+    def public(self) -> PublicKey:
+        return PublicKey(self.private.public_key())
+
+    def sign(self, data: bytes) -> bytes:
+        """An ASN.1 DER ECDSA signature over sha256(data)."""
+        return self.private.sign(data, _ALGORITHM)
+
+    def __repr__(self) -> str:  # never the key itself
+        return f"Signer(keyid={self.public.keyid[:12]})"
+
+
+def _p256(key: object, where: str) -> None:
+    if not isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey):
+        raise UserError(f"{where}: not an ECDSA key ({type(key).__name__.removeprefix('_')}); images are signed with "
+                        "ECDSA P-256", hint=_HOW)
+    if not isinstance(key.curve, ec.SECP256R1):
+        raise UserError(f"{where}: an ECDSA key on {key.curve.name}, not P-256 (prime256v1)", hint=_HOW)
+
+
+def load_signer(path: str | None) -> Signer:
+    """The signing key of `--key PATH`, else of ENGINEBUILD_SIGNING_KEY."""
+    if path:
+        where, text = path, _read(Path(path), path)
+    else:
+        value = os.environ.get(KEY_ENV, "")
+        if not value.strip():
+            raise UserError(f"--sign needs a key: --key FILE or {KEY_ENV} (a PEM file, or the PEM text)", hint=_HOW)
+        if "-----BEGIN" in value:
+            where, text = f"${KEY_ENV}", value.encode()
+        else:
+            where, text = f"{value} (${KEY_ENV})", _read(Path(value), f"{value} (${KEY_ENV})")
+    if b"ENCRYPTED SIGSTORE PRIVATE KEY" in text or b"ENCRYPTED COSIGN PRIVATE KEY" in text:
+        raise UserError(f"{where}: cosign's encrypted key format is not read",
+                        hint="give the key as PKCS#8 PEM (with ENGINEBUILD_SIGNING_KEY_PASSWORD if encrypted)")
+    password = os.environ.get(PASSWORD_ENV)
+    try:
+        key = serialization.load_pem_private_key(text, password.encode() if password else None)
+    except TypeError:
+        raise UserError(f"{where}: the key is encrypted", hint=f"give its password in {PASSWORD_ENV}") from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise UserError(f"{where}: not a PEM private key that can be read (a wrong password, or not a key)",
+                        hint=_HOW) from None
+    _p256(key, where)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    return Signer(key)
+
+
+def load_public(path: str) -> PublicKey:
+    text = _read(Path(path), path)
+    try:
+        key = serialization.load_pem_public_key(text)
+    except (ValueError, UnsupportedAlgorithm):
+        raise UserError(f"{path}: not a PEM public key (-----BEGIN PUBLIC KEY-----)", hint=_HOW) from None
+    _p256(key, path)
+    assert isinstance(key, ec.EllipticCurvePublicKey)
+    return PublicKey(key)
+
+
+def _read(path: Path, where: str) -> bytes:
+    try:
+        if path.stat().st_size > MAX_KEY_BYTES:
+            raise UserError(f"{where}: {path.stat().st_size} bytes is not a key file (at most {MAX_KEY_BYTES})")
+        return path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"{where}: cannot be read ({exc.strerror})") from None
