@@ -13,6 +13,7 @@ from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX, OCI_MANIFEST, canonical
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryClient, sha256_digest
+from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     from enginebuild.oci.push import Pusher
@@ -65,7 +66,7 @@ def has_referrers_api(client: RegistryClient, target: ImageRef, digest: str) -> 
         return False
 
 
-def listed(client: RegistryClient, target: ImageRef, digest: str) -> list[dict[str, Any]]:
+def listed(client: RegistryClient, target: ImageRef, digest: str) -> list[JsonDoc]:
     """The referrers of `digest`: the registry's referrers API, else the referrers tag's index."""
     try:
         index = client.referrers(target, digest)
@@ -75,7 +76,7 @@ def listed(client: RegistryClient, target: ImageRef, digest: str) -> list[dict[s
     return [e for e in entries if _descriptor(e)]
 
 
-def _tag_index(client: RegistryClient, target: ImageRef, digest: str) -> list[dict[str, Any]]:
+def _tag_index(client: RegistryClient, target: ImageRef, digest: str) -> list[JsonDoc]:
     ref = ImageRef(target.registry, target.repository, fallback_tag(digest), None)
     if not client.head_digest(ref):
         return []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX, OCI_MANIFEST, canonical
@@ -19,6 +19,7 @@ from enginebuild.oci.referrers import DIGEST, EMPTY, EMPTY_TYPE, Referrer, attac
 from enginebuild.oci.registry import sha256_digest
 from enginebuild.publish import signformat as formats
 from enginebuild.publish.signkeys import Signer
+from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     from enginebuild.oci.push import Pusher
@@ -32,7 +33,7 @@ class Subject:
     media_type: str
     size: int
 
-    def descriptor(self) -> dict[str, Any]:
+    def descriptor(self) -> JsonDoc:
         return {"mediaType": self.media_type, "digest": self.digest, "size": self.size}
 
 
@@ -103,7 +104,7 @@ def attach_signature(pusher: Pusher, signer: Signer, subject: Subject, has_api: 
     return client.put_manifest(target, tag, manifest, OCI_MANIFEST)
 
 
-def _tagged_signatures(pusher: Pusher, tag: str) -> list[dict[str, Any]]:
+def _tagged_signatures(pusher: Pusher, tag: str) -> list[JsonDoc]:
     """The signature layers already under the `.sig` tag (another key's, an earlier push's)."""
     client, target = pusher.client, pusher.target
     ref = ImageRef(target.registry, target.repository, tag, None)

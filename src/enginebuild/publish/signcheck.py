@@ -23,6 +23,7 @@ from enginebuild.oci.registry import RegistryClient
 from enginebuild.publish import signformat as formats
 from enginebuild.publish.sign import signature_tag
 from enginebuild.publish.signkeys import PublicKey
+from enginebuild.wire import JsonDoc
 
 MAX_DOCUMENT = 16 << 20  # an SBOM, a provenance, a signature payload
 WHAT = {formats.SBOM_PREDICATE: "SBOM", formats.PROVENANCE_PREDICATE: "provenance"}
@@ -47,7 +48,7 @@ class Verdict:
     def lines(self) -> list[str]:
         return [f"{self.image}: {'ok' if c.ok else 'FAILED'} {c.what}: {c.detail}" for c in self.checks]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonDoc:
         return {"image": self.image, "ok": self.ok,
                 "checks": [{"check": c.what, "ok": c.ok, "detail": c.detail} for c in self.checks]}
 
@@ -202,7 +203,7 @@ def _attestations(client: RegistryClient, ref: ImageRef, digest: str, key: Publi
     return checks
 
 
-def _json(body: bytes, what: str) -> dict[str, Any]:
+def _json(body: bytes, what: str) -> JsonDoc:
     try:
         doc = json.loads(body)
     except ValueError:
@@ -212,14 +213,14 @@ def _json(body: bytes, what: str) -> dict[str, Any]:
     return doc
 
 
-def _list(doc: dict[str, Any], key: str, what: str) -> list[Any]:
+def _list(doc: JsonDoc, key: str, what: str) -> list[Any]:
     value = doc.get(key)
     if not isinstance(value, list):
         raise _Bad(f"{what} has no `{key}` list")
     return value
 
 
-def _digest(descriptor: dict[str, Any], what: str) -> str:
+def _digest(descriptor: JsonDoc, what: str) -> str:
     from enginebuild.oci.referrers import DIGEST
 
     value = descriptor.get("digest")

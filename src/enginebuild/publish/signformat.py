@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from enginebuild.publish.signkeys import PublicKey, Signer
+from enginebuild.wire import JsonDoc
 
 FORMAT = 1
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -71,14 +72,14 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
 
 
-def subjects(repository: str, digest: str, platforms: dict[str, str]) -> list[dict[str, Any]]:
+def subjects(repository: str, digest: str, platforms: dict[str, str]) -> list[JsonDoc]:
     """The statement's subjects: the pushed digest, and each platform's manifest under an index."""
     return [{"name": repository, "digest": {"sha256": digest.split(":")[1]}}] + [
         {"name": f"{repository}#{p}", "digest": {"sha256": d.split(":")[1]}}
         for p, d in sorted(platforms.items()) if d != digest]
 
 
-def statement(subject: list[dict[str, Any]], predicate_type: str, predicate: Any) -> bytes:
+def statement(subject: list[JsonDoc], predicate_type: str, predicate: Any) -> bytes:
     return canonical({"_type": STATEMENT, "subject": subject, "predicateType": predicate_type,
                       "predicate": predicate})
 
