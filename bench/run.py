@@ -30,6 +30,8 @@ f. plan of the whole catalogue
 t. see bench/cijob.py: the mission's CI job at real scale (vllm-pypi) on fresh runners: cold build
    and push, a second runner with the registry cache, a third after a small bump (only when named)
 s. see bench/compression.py: a push's gzip of several layers side by side vs one at a time; zstd and gzip-isal vs gzip
+v. see bench/signing.py: a signed push vs the same push unsigned (seconds, bytes); the bytes
+   signing adds to vllm-pypi's push
 u. see bench/behaviour.py: whether vLLM 0.21.0, 0.22.0 and the newest release still need the DFlash patch,
    by what the patch's checks print in each built without it (a table, not a ratio; only when named)
 
@@ -314,6 +316,9 @@ def main() -> int:
         if "s" in only:
             from compression import bench_compression
             rows += bench_compression()
+        if "v" in only:
+            from signing import bench_signing
+            bench_signing(ws, env, rows, args.registry)
         if "u" in only:
             from behaviour import bench_behaviour
             bench_behaviour(ws, env)
