@@ -9,6 +9,7 @@
 #                                         ("none" for no cache); read-only when not pushing
 #   ENGINEBUILD_PUBLISH_COMPRESSION=gzip|gzip-isal|zstd  the layers' compression; default gzip
 #                                   (gzip-isal: ISA-L, ~10x faster; zstd: Docker 23+)
+#   ENGINEBUILD_SIGNING_KEY               if set (PEM text or a path), pushes are signed (`push --sign`)
 #   REGISTRY_USER, REGISTRY_TOKEN         if set, `docker login` to the registry (token on stdin only)
 #   GITHUB_STEP_SUMMARY, GITHUB_SHA       if set, digests go to the job summary; git-<sha> tag
 #
@@ -76,6 +77,8 @@ for row in "${rows[@]}"; do
   fi
   tags=(--tag "$tag" --tag latest)
   [[ -n "${GITHUB_SHA:-}" ]] && tags+=(--tag "git-${GITHUB_SHA:0:12}")
+  # signed when the job holds a signing key (read by enginebuild from the environment, never printed)
+  [[ -n "${ENGINEBUILD_SIGNING_KEY:-}" ]] && tags+=(--sign)
   # the cache (when pushing) is told each layer it now holds: a later fresh runner makes none of them
   pushed=$("${eb[@]}" push "$image" --to "$prefix/$image" --platform "$platform" --compression "$compression" \
     "${cache_args[@]}" \
