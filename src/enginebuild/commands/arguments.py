@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from enginebuild.publish.keyless import KeylessSigner
     from enginebuild.publish.signkeys import Signer
 
 
@@ -31,19 +32,35 @@ def add_signing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key", metavar="FILE",
                         help="with --sign: the PEM private key (default: $ENGINEBUILD_SIGNING_KEY, a path or the PEM "
                              "text); never printed nor recorded")
+    parser.add_argument("--keyless", action="store_true",
+                        help="with --sign: sign as the job's OIDC identity ($SIGSTORE_ID_TOKEN, or a GitHub Actions "
+                             "job's with id-token: write) with a short-lived Fulcio certificate, each signature "
+                             "entered in Rekor")
+    parser.add_argument("--fulcio", metavar="URL", help="with --keyless: the Fulcio to ask (default the public one)")
+    parser.add_argument("--rekor", metavar="URL", help="with --keyless: the Rekor to log in (default the public one)")
 
 
-def signer_of(args: argparse.Namespace, attach: bool = True) -> Signer | None:
+def signer_of(args: argparse.Namespace, attach: bool = True) -> Signer | KeylessSigner | None:
     """The signer --sign asks for, read before anything is pushed (a bad key stops the command first)."""
     from enginebuild.errors import UserError
 
-    if args.key and not args.sign:
-        raise UserError("--key only takes effect with --sign, which is not given", hint="add --sign")
+    given = next((f for f, v in (("--key", args.key), ("--keyless", args.keyless), ("--fulcio", args.fulcio),
+                                 ("--rekor", args.rekor)) if v), None)
+    if given and not args.sign:
+        raise UserError(f"{given} only takes effect with --sign, which is not given", hint="add --sign")
     if not args.sign:
         return None
     if not attach:
         raise UserError("--sign with --no-attach: a signed push attaches the signed SBOM and provenance",
                         hint="drop --no-attach")
+    if args.keyless:
+        if args.key:
+            raise UserError("--key and --keyless: sign with a key or with the job's identity, not both")
+        from enginebuild.publish.keyless import keyless_signer
+
+        return keyless_signer(args.fulcio, args.rekor)
+    if args.fulcio or args.rekor:
+        raise UserError("--fulcio and --rekor take effect with --keyless", hint="add --keyless")
     from enginebuild.publish.signkeys import load_signer
 
     return load_signer(args.key)

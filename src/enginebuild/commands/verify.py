@@ -25,6 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="check pushed images REGISTRY/REPO@sha256:... instead: every byte against its digest, "
                              "the signature, the signed SBOM and provenance; reaches the registry alone")
     parser.add_argument("--key", metavar="PUB.PEM", help="with --signature: the public key that must have signed")
+    parser.add_argument("--identity", metavar="ID",
+                        help="with --signature, keyless: the signer's identity (its certificate's subject alternative "
+                             "name, e.g. https://github.com/OWNER/REPO/.github/workflows/images.yml@refs/heads/main)")
+    parser.add_argument("--issuer", metavar="URL",
+                        help="with --signature, keyless: the OIDC issuer (https://token.actions.githubusercontent.com)")
+    parser.add_argument("--trusted-root", metavar="FILE",
+                        help="with --identity: Sigstore's trusted_root.json (CAs and log keys), read offline")
     parser.add_argument("--archs", metavar="LIST", type=_archs, default=(),
                         help="hold the built image to these architectures (comma-separated, such as 12.1a) instead "
                              "of its cuda-archs: what another GPU needs of it, nothing rebuilt")
@@ -45,7 +52,7 @@ def _archs(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    if args.signature or args.key:
+    if args.signature or args.key or args.identity or args.issuer or args.trusted_root:
         return _signatures(args)
     from enginebuild.usecases.checking import verify_images
 
@@ -96,14 +103,25 @@ def _signatures(args: argparse.Namespace) -> int:
     from enginebuild.errors import UserError
     from enginebuild.usecases.checking import verify_signatures
 
+    given = next(f for f, v in (("--key", args.key), ("--identity", args.identity), ("--issuer", args.issuer),
+                                 ("--trusted-root", args.trusted_root), ("--signature", True)) if v)
     if not args.signature:
-        raise UserError("--key only takes effect with --signature", hint="add --signature")
-    if not args.key:
-        raise UserError("--signature needs the signer's public key: --key PUB.PEM")
+        raise UserError(f"{given} only takes effect with --signature", hint="add --signature")
+    keyless = [f for f, v in (("--identity", args.identity), ("--issuer", args.issuer),
+                              ("--trusted-root", args.trusted_root)) if v]
+    if args.key and keyless:
+        raise UserError(f"--key with {keyless[0]}: check a key's signature or a keyless one, not both")
+    if not args.key and not keyless:
+        raise UserError("--signature needs the signer's public key (--key PUB.PEM), or its identity "
+                        "(--identity ID --issuer URL --trusted-root FILE)")
+    if keyless and len(keyless) < 3:
+        missing = [f for f in ("--identity", "--issuer", "--trusted-root") if f not in keyless]
+        raise UserError(f"a keyless signature is checked against an identity, an issuer and a trusted root: "
+                        f"{' and '.join(missing)} missing")
     if args.platform or args.archs:
         raise UserError("--signature checks a pushed digest: --platform and --archs do not apply",
                         hint="verify the platform's own digest (it is signed too)")
-    verdicts = verify_signatures(args.images, args.key)
+    verdicts = verify_signatures(args.images, args.key, args.identity, args.issuer, args.trusted_root)
     if args.json:
         print(json.dumps({"ok": all(v.ok for v in verdicts), "images": [v.to_json() for v in verdicts]}, indent=2))
     else:

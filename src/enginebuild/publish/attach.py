@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from enginebuild.lock.lockfile import Lock
     from enginebuild.oci.push import Pusher
     from enginebuild.plan.model import ImagePlan
+    from enginebuild.publish.keyless import KeylessSigner
     from enginebuild.publish.signkeys import Signer
     from enginebuild.spec.model import ImageSpec
 
@@ -32,7 +33,7 @@ PROVENANCE_TYPE = "application/vnd.in-toto+json"
 
 def attach_documents(pusher: Pusher, root: Path, spec: ImageSpec, lock: Lock, plans: list[ImagePlan],
                      digest: str, outputs: dict[str, JsonDoc], parameters: JsonDoc | None = None,
-                     signer: Signer | None = None) -> dict[str, str]:
+                     signer: Signer | KeylessSigner | None = None) -> dict[str, str]:
     """Push the SBOM and the provenance of the image (or index) `digest` as its referrers
     (`outputs`: each component's outputs record, by name, that the SBOM names); with `signer`,
     signed (publish/sign.py): the image and each platform's manifest signed, the SBOM and the
@@ -53,7 +54,7 @@ def attach_documents(pusher: Pusher, root: Path, spec: ImageSpec, lock: Lock, pl
         from enginebuild.publish.sign import sign_image
 
         signed = sign_image(pusher, signer, digest, documents[0][0], documents[1][0], has_api)
-        return {"sbom": signed[0][0], "provenance": signed[1][0], "signed-by": signer.public.keyid}
+        return {"sbom": signed[0][0], "provenance": signed[1][0], "signed-by": signer.who}
     referrers: list[Referrer] = []
     for document, kind in documents:
         ref_digest, size = attach(pusher, digest, media_type, len(body), document, kind)

@@ -18,7 +18,10 @@ from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.referrers import DIGEST, EMPTY, EMPTY_TYPE, Referrer, attach, update_fallback_index
 from enginebuild.oci.registry import sha256_digest
 from enginebuild.publish import signformat as formats
-from enginebuild.publish.signkeys import Signer
+
+if TYPE_CHECKING:
+    from enginebuild.publish.keyless import KeylessSigner
+    from enginebuild.publish.signkeys import Signer
 from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
@@ -55,7 +58,7 @@ def subjects_of(pusher: Pusher, digest: str) -> tuple[list[Subject], dict[str, s
     return found, platforms
 
 
-def sign_image(pusher: Pusher, signer: Signer, digest: str, sbom: bytes, provenance: bytes,
+def sign_image(pusher: Pusher, signer: Signer | KeylessSigner, digest: str, sbom: bytes, provenance: bytes,
                has_api: bool) -> list[Referrer]:
     """Sign `digest` (and its platforms) and attach the signed SBOM and provenance to each; returns
     the attestation referrers of `digest` itself (for the referrers tag when there is no API)."""
@@ -80,12 +83,14 @@ def sign_image(pusher: Pusher, signer: Signer, digest: str, sbom: bytes, provena
     return own
 
 
-def attach_signature(pusher: Pusher, signer: Signer, subject: Subject, has_api: bool) -> str:
+def attach_signature(pusher: Pusher, signer: Signer | KeylessSigner, subject: Subject, has_api: bool) -> str:
     """The signature of one manifest: a referrer, or a layer of the `.sig` tag's manifest."""
     client, target = pusher.client, pusher.target
     payload = formats.simple_signing(target.name, subject.digest)
+    signature = signer.sign(payload)
     layer = {"mediaType": formats.SIMPLE_SIGNING, "digest": pusher.data(payload, "signature"), "size": len(payload),
-             "annotations": {formats.SIGNATURE_ANNOTATION: base64.b64encode(signer.sign(payload)).decode()}}
+             "annotations": {formats.SIGNATURE_ANNOTATION: base64.b64encode(signature).decode(),
+                             **signer.message_annotations(payload, signature)}}
     if has_api:
         pusher.data(EMPTY, "empty config")
         manifest = canonical({"schemaVersion": 2, "mediaType": OCI_MANIFEST,

@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX
@@ -22,7 +22,10 @@ from enginebuild.oci.referrers import listed
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.publish import signformat as formats
 from enginebuild.publish.sign import signature_tag
-from enginebuild.publish.signkeys import PublicKey
+
+if TYPE_CHECKING:
+    from enginebuild.publish.identity import IdentityTrust
+    from enginebuild.publish.signkeys import KeyTrust
 from enginebuild.wire import JsonDoc
 
 MAX_DOCUMENT = 16 << 20  # an SBOM, a provenance, a signature payload
@@ -53,12 +56,12 @@ class Verdict:
                 "checks": [{"check": c.what, "ok": c.ok, "detail": c.detail} for c in self.checks]}
 
 
-def verify_signed(client: RegistryClient, ref: ImageRef, key: PublicKey) -> Verdict:
+def verify_signed(client: RegistryClient, ref: ImageRef, trust: KeyTrust | IdentityTrust) -> Verdict:
     assert ref.digest is not None
     verdict = Verdict(str(ref))
     verdict.checks.append(_content(client, ref))
-    verdict.checks.append(_signature(client, ref, ref.digest, key))
-    verdict.checks.extend(_attestations(client, ref, ref.digest, key))
+    verdict.checks.append(_signature(client, ref, ref.digest, trust))
+    verdict.checks.extend(_attestations(client, ref, ref.digest, trust))
     return verdict
 
 
@@ -107,7 +110,7 @@ def _blobs_checked(client: RegistryClient, ref: ImageRef, where: str = "") -> It
         yield blob
 
 
-def _signature(client: RegistryClient, ref: ImageRef, digest: str, key: PublicKey) -> Check:
+def _signature(client: RegistryClient, ref: ImageRef, digest: str, trust: KeyTrust | IdentityTrust) -> Check:
     """One signature, a referrer or under cosign's `.sig` tag, that the key made over a payload
     naming `digest`."""
     found: list[str] = []
@@ -122,9 +125,9 @@ def _signature(client: RegistryClient, ref: ImageRef, digest: str, key: PublicKe
             manifest_ref = ImageRef(ref.registry, ref.repository, None if pinned else reference, pinned)
             _, _, body = client.manifest(manifest_ref)
             for layer in _list(_json(body, "a signature manifest"), "layers", "a signature manifest"):
-                outcome = _one_signature(client, ref, layer, digest, key)
+                outcome = _one_signature(client, ref, layer, digest, trust)
                 if outcome is None:
-                    return Check("signature", True, f"signed by key {key.keyid[:16]} (cosign simple signing, "
+                    return Check("signature", True, f"{trust.describe} (cosign simple signing, "
                                                     f"{'tag ' + reference if not pinned else 'referrer'})")
                 found.append(outcome)
     except (RegistryError, _Bad) as exc:
@@ -135,7 +138,7 @@ def _signature(client: RegistryClient, ref: ImageRef, digest: str, key: PublicKe
     return Check("signature", False, "; ".join(dict.fromkeys(found)))
 
 
-def _one_signature(client: RegistryClient, ref: ImageRef, layer: Any, digest: str, key: PublicKey) -> str | None:
+def _one_signature(client: RegistryClient, ref: ImageRef, layer: Any, digest: str, trust: KeyTrust | IdentityTrust) -> str | None:
     """None when this layer is a signature of `digest` by `key`, else why not."""
     if not isinstance(layer, dict) or layer.get("mediaType") != formats.SIMPLE_SIGNING:
         return "a signature manifest's layer is not a simple-signing payload"
@@ -147,8 +150,9 @@ def _one_signature(client: RegistryClient, ref: ImageRef, layer: Any, digest: st
     if not signature:
         return "a signature layer carries no signature annotation"
     payload = client.read_blob(ref, _digest(layer, "a signature layer"), limit=MAX_DOCUMENT)
-    if not key.verifies(payload, signature):
-        return f"the signature does not verify with key {key.keyid[:16]} (another key, or changed bytes)"
+    refused = trust.check_message(payload, signature, layer.get("annotations") or {})
+    if refused:
+        return refused
     try:
         _, signed = formats.signed_digest(payload)
     except formats.Refused as exc:
@@ -158,7 +162,7 @@ def _one_signature(client: RegistryClient, ref: ImageRef, layer: Any, digest: st
     return None
 
 
-def _attestations(client: RegistryClient, ref: ImageRef, digest: str, key: PublicKey) -> list[Check]:
+def _attestations(client: RegistryClient, ref: ImageRef, digest: str, trust: KeyTrust | IdentityTrust) -> list[Check]:
     """The SBOM and the provenance: each in a bundle the key signed whose statement names `digest`."""
     reasons: dict[str, list[str]] = {kind: [] for kind in WHAT}
     held: set[str] = set()
@@ -177,7 +181,7 @@ def _attestations(client: RegistryClient, ref: ImageRef, digest: str, key: Publi
             document = client.read_blob(ref, _digest(layers[0], "an attestation"), limit=MAX_DOCUMENT)
             claimed = str((manifest.get("annotations") or {}).get(formats.PREDICATE_ANNOTATION, ""))
             try:
-                statement = formats.open_bundle(document, key.verifies)
+                statement = formats.open_bundle(document, trust)
             except formats.Refused as exc:
                 reasons.setdefault(claimed, []).append(str(exc))
                 continue
@@ -194,7 +198,7 @@ def _attestations(client: RegistryClient, ref: ImageRef, digest: str, key: Publi
     checks = []
     for kind, name in WHAT.items():
         if kind in held:
-            checks.append(Check(name, True, f"attached, signed by key {key.keyid[:16]}, its statement names this image"))
+            checks.append(Check(name, True, f"attached, {trust.describe}, its statement names this image"))
             continue
         why = reasons.get(kind) or reasons.get("") or []
         if not why:

@@ -16,12 +16,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from enginebuild.publish.signkeys import PublicKey, Signer
 from enginebuild.wire import JsonDoc
+
+if TYPE_CHECKING:
+    from enginebuild.publish.identity import IdentityTrust
+    from enginebuild.publish.keyless import KeylessSigner
+    from enginebuild.publish.signkeys import KeyTrust, Signer
 
 FORMAT = 1
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -84,13 +87,13 @@ def statement(subject: list[JsonDoc], predicate_type: str, predicate: Any) -> by
                       "predicate": predicate})
 
 
-def bundle(signer: Signer, payload: bytes) -> bytes:
-    """A Sigstore bundle holding `payload` (an in-toto statement) in a DSSE envelope signed by `signer`."""
+def bundle(signer: Signer | KeylessSigner, payload: bytes) -> bytes:
+    """A Sigstore bundle holding `payload` (an in-toto statement) in a DSSE envelope signed by
+    `signer`: a key's hint, or (keyless) the certificate and the log entry."""
     signature = signer.sign(pae(IN_TOTO, payload))
     return canonical({
         "mediaType": BUNDLE,
-        "verificationMaterial": {"publicKey": {"hint": signer.public.keyid}, "tlogEntries": [],
-                                 "timestampVerificationData": {"rfc3161Timestamps": []}},
+        "verificationMaterial": signer.envelope_material(IN_TOTO, payload, signature),
         "dsseEnvelope": {"payload": _b64(payload), "payloadType": IN_TOTO,
                          "signatures": [{"sig": _b64(signature), "keyid": ""}]},
     })
@@ -103,9 +106,9 @@ class Statement:
     predicate: Any
 
 
-def open_bundle(data: bytes, verifies: Callable[[bytes, bytes], bool]) -> Statement:
-    """The statement a bundle's envelope carries, once one of its signatures verifies
-    (`verifies(message, signature)`); Refused naming what does not hold."""
+def open_bundle(data: bytes, trust: KeyTrust | IdentityTrust) -> Statement:
+    """The statement a bundle's envelope carries, once `trust` accepts its signature (and
+    certificate, and log entry); Refused naming what does not hold."""
     try:
         doc = json.loads(data)
         envelope = doc["dsseEnvelope"]
@@ -117,9 +120,7 @@ def open_bundle(data: bytes, verifies: Callable[[bytes, bytes], bool]) -> Statem
         raise Refused(f"a bundle of media type {doc.get('mediaType')!r}, not {BUNDLE}")
     if payload_type != IN_TOTO:
         raise Refused(f"the envelope carries {payload_type!r}, not an in-toto statement")
-    message = pae(payload_type, payload)
-    if not any(verifies(message, s) for s in signatures):
-        raise Refused("the envelope's signature does not verify")
+    trust.check_envelope(doc, pae(payload_type, payload), payload, signatures)
     try:
         body = json.loads(payload)
         kind, predicate_type = body["_type"], body["predicateType"]
@@ -129,10 +130,6 @@ def open_bundle(data: bytes, verifies: Callable[[bytes, bytes], bool]) -> Statem
     if kind != STATEMENT or not isinstance(predicate_type, str):
         raise Refused(f"the envelope's statement is of type {kind!r}, not {STATEMENT}")
     return Statement(predicate_type, digests, body.get("predicate"))
-
-
-def key_verifier(key: PublicKey) -> Callable[[bytes, bytes], bool]:
-    return key.verifies
 
 
 def _b64(data: bytes) -> str:

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from enginebuild.errors import UserError
+from enginebuild.wire import JsonDoc
 
 KEY_ENV = "ENGINEBUILD_SIGNING_KEY"
 PASSWORD_ENV = "ENGINEBUILD_SIGNING_KEY_PASSWORD"
@@ -55,6 +56,28 @@ class PublicKey:
 
 
 @dataclass(frozen=True)
+class KeyTrust:
+    """What `verify --signature --key` accepts: signatures this public key made."""
+
+    key: PublicKey
+
+    @property
+    def describe(self) -> str:
+        return f"signed by key {self.key.keyid[:16]}"
+
+    def check_message(self, payload: bytes, signature: bytes, annotations: dict[str, object]) -> str | None:
+        if self.key.verifies(payload, signature):
+            return None
+        return f"the signature does not verify with key {self.key.keyid[:16]} (another key, or changed bytes)"
+
+    def check_envelope(self, document: JsonDoc, message: bytes, payload: bytes, signatures: list[bytes]) -> None:
+        from enginebuild.publish.signformat import Refused
+
+        if not any(self.key.verifies(message, s) for s in signatures):
+            raise Refused("the envelope's signature does not verify")
+
+
+@dataclass(frozen=True)
 class Signer:
     private: ec.EllipticCurvePrivateKey
 
@@ -65,6 +88,17 @@ class Signer:
     def sign(self, data: bytes) -> bytes:
         """An ASN.1 DER ECDSA signature over sha256(data)."""
         return self.private.sign(data, _ALGORITHM)
+
+    @property
+    def who(self) -> str:
+        return self.public.keyid
+
+    def message_annotations(self, payload: bytes, signature: bytes) -> dict[str, str]:
+        return {}  # the signature alone: the verifier holds the public key
+
+    def envelope_material(self, payload_type: str, payload: bytes, signature: bytes) -> JsonDoc:
+        return {"publicKey": {"hint": self.public.keyid}, "tlogEntries": [],
+                "timestampVerificationData": {"rfc3161Timestamps": []}}
 
     def __repr__(self) -> str:  # never the key itself
         return f"Signer(keyid={self.public.keyid[:12]})"

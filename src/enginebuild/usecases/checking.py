@@ -96,14 +96,22 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
             yield Verified(closure, verdict, imports, behaviour, patched)
 
 
-def verify_signatures(images: list[str], key_path: str) -> list[SignedVerdict]:
-    """`verify --signature`: each REGISTRY/REPO@sha256:... checked from its registry (publish/signcheck.py)."""
+def verify_signatures(images: list[str], key_path: str | None, identity: str | None = None, issuer: str | None = None,
+                      trusted_root: str | None = None) -> list[SignedVerdict]:
+    """`verify --signature`: each REGISTRY/REPO@sha256:... checked from its registry (publish/signcheck.py),
+    signed by the key of `key_path`, or keylessly as `identity` by `issuer` under `trusted_root`."""
     from enginebuild.oci.reference import parse_image_ref
     from enginebuild.oci.registry import RegistryClient
+    from enginebuild.publish.identity import IdentityTrust, load_trusted_root
     from enginebuild.publish.signcheck import verify_signed
-    from enginebuild.publish.signkeys import load_public
+    from enginebuild.publish.signkeys import KeyTrust, load_public
 
-    key = load_public(key_path)
+    trust: KeyTrust | IdentityTrust
+    if key_path:
+        trust = KeyTrust(load_public(key_path))
+    else:
+        assert identity and issuer and trusted_root
+        trust = IdentityTrust(load_trusted_root(trusted_root), identity, issuer)
     refs = []
     for text in images:
         try:
@@ -115,4 +123,4 @@ def verify_signatures(images: list[str], key_path: str) -> list[SignedVerdict]:
                             hint="give REGISTRY/REPO@sha256:... (push prints it, lockfiles/IMAGE.pushes.json keeps it)")
         refs.append(ref)
     client = RegistryClient()
-    return [verify_signed(client, ref, key) for ref in refs]
+    return [verify_signed(client, ref, trust) for ref in refs]

@@ -28,6 +28,7 @@ from enginebuild.plan.image import LAYER_KINDS, Options, plan_image
 from enginebuild.plan.model import ImagePlan
 from enginebuild.publish.attach import attach_documents
 from enginebuild.publish.changed import content_tag
+from enginebuild.publish.keyless import KeylessSigner
 from enginebuild.publish.records import add_record
 from enginebuild.publish.signkeys import Signer
 from enginebuild.spec.model import ImageSpec
@@ -51,7 +52,7 @@ def destination(to: str, tags: list[str]) -> tuple[Any, list[str]]:
 def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: list[str] | None = None,
                attach: bool = True, plans: list[ImagePlan] | None = None,
                options: Options | None = None, compression: str = "gzip",
-               cache: LayerCache | None = None, signer: Signer | None = None) -> list[JsonDoc]:
+               cache: LayerCache | None = None, signer: Signer | KeylessSigner | None = None) -> list[JsonDoc]:
     """Push what was built (`plans`, as `image --push` built them; else planned here from the spec
     and lock) by digest, each tag confirmed, the SBOM and provenance attached, a record kept; the
     records, one per tag, are returned (`repository`@`digest` is what a user pulls)."""
