@@ -61,6 +61,7 @@ summary=${GITHUB_STEP_SUMMARY:-/dev/null}
   echo "|---|---|---|"
 } >> "$summary"
 
+pushed_all=()
 for row in "${rows[@]}"; do
   read -r image tag digest <<< "$row"
   if [[ "$digest" != - ]]; then
@@ -84,5 +85,8 @@ for row in "${rows[@]}"; do
     "${cache_args[@]}" \
     "${tags[@]}" | tail -n 1)
   echo "$image: pushed $pushed"
+  pushed_all+=("$pushed")
   echo "| $image | pushed | \`$pushed\` |" >> "$summary"
 done
+# the digests pushed, for a later job (the workflow's keyless signing job) to sign
+if [[ -n "${GITHUB_OUTPUT:-}" ]]; then echo "pushed=${pushed_all[*]:-}" >> "$GITHUB_OUTPUT"; fi

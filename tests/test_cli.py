@@ -9,7 +9,7 @@ import pytest
 from conftest import ROOT, run_cli
 from helpers.specs import write_image
 
-VERBS = ["list", "lock", "plan", "render", "fetch", "image", "push", "patches", "verify", "reproduce", "doctor", "gc",
+VERBS = ["list", "lock", "plan", "render", "fetch", "image", "push", "patches", "sign", "verify", "reproduce", "doctor", "gc",
          "schema"]
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 import requests
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from conftest import ROOT, run_cli
 from enginebuild.io.store import Store
@@ -121,6 +123,10 @@ def installed(tmp_path_factory, pypi_reachable):
     return {"ENGINEBUILD_COMMAND": str(install_enginebuild(tmp_path_factory.mktemp("installed")))}
 
 
+def body_of_key(path) -> str:
+    return "".join(path.read_text().splitlines()[1:-1])[:40]
+
+
 def recipe_job(script, workspace, env):
     """A job of the publish workflow: enginebuild's script run on the recipe repository's checkout."""
     assert not (workspace / "BUILD.py").exists() and not (workspace / "scripts").exists()
@@ -130,11 +136,13 @@ def recipe_job(script, workspace, env):
 
 def publish(workspace, prefix, push, tmp_path, installed, extra=None):
     summary = tmp_path / f"summary-{uuid.uuid4().hex[:6]}.md"
+    outputs = tmp_path / f"outputs-{uuid.uuid4().hex[:6]}"
     env = {**os.environ, "ENGINEBUILD_PUBLISH_TO": prefix, "ENGINEBUILD_PUBLISH_PUSH": push,
            "ENGINEBUILD_PLATFORM": "linux/amd64", "ENGINEBUILD_PUBLISH_IMAGES": "demo",
            "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567",
-           **installed, **(extra or {})}
+           "GITHUB_OUTPUT": str(outputs), **installed, **(extra or {})}
     proc = recipe_job(["ci-publish.sh"], workspace, env)
+    publish.outputs = outputs.read_text() if outputs.exists() else ""  # the job's outputs (GITHUB_OUTPUT)
     return proc, summary.read_text() if summary.exists() else ""
 
 
@@ -158,6 +166,20 @@ def test_the_ci_job_builds_and_pushes_what_changed_and_skips_what_the_registry_h
     assert {r["tag"] for r in record} == {"latest", "git-0123456789ab", content[0]}
     assert {r["digest"] for r in record} == {digest}
     assert "REGISTRY_TOKEN" not in proc.stdout + proc.stderr
+    # the signing job's input, then what it runs (here with a key; keyless: tests/test_signing.py)
+    assert publish.outputs == f"pushed={prefix}/demo@{digest}\n"
+    key = tmp_path / "cosign.key"
+    signing_key = ec.generate_private_key(ec.SECP256R1())
+    key.write_bytes(signing_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+    key.with_suffix(".pub").write_bytes(signing_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    pushed = publish.outputs.strip().split("=", 1)[1].split()
+    assert run_cli(["verify", "--signature", "--key", key.with_suffix(".pub"), *pushed], workspace).returncode == 1
+    signed = run_cli(["sign", *pushed, "--key", key], workspace)
+    assert signed.returncode == 0, signed.stderr
+    checked = run_cli(["verify", "--signature", "--key", key.with_suffix(".pub"), *pushed], workspace)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
     proc, summary = publish(workspace, prefix, "true", tmp_path, installed)  # nothing changed: nothing built or pushed
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -166,9 +188,14 @@ def test_the_ci_job_builds_and_pushes_what_changed_and_skips_what_the_registry_h
 
     launcher = workspace / "images/demo/launch_server.sh"
     launcher.write_text(launcher.read_text() + "# tuned\n")
-    proc, _ = publish(workspace, prefix, "true", tmp_path, installed)  # an edit: that image again, a new digest
+    proc, _ = publish(workspace, prefix, "true", tmp_path, installed,  # an edit: that image again, a new digest,
+                      {"ENGINEBUILD_SIGNING_KEY": key.read_text()})  # signed as it is pushed (the key a secret)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"demo: pushed \S+@(sha256:[0-9a-f]{64})", proc.stdout).group(1) != digest
+    edited = re.search(r"demo: pushed (\S+@sha256:[0-9a-f]{64})", proc.stdout).group(1)
+    assert edited.rsplit("@", 1)[1] != digest
+    assert body_of_key(key) not in proc.stdout + proc.stderr
+    checked = run_cli(["verify", "--signature", "--key", key.with_suffix(".pub"), edited], workspace)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_spread_jobs_build_one_component_each_and_the_last_job_assembles_from_the_cache(workspace, registry, tmp_path, installed,

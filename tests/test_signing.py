@@ -62,10 +62,13 @@ def sigstore_js(tmp_path_factory):
     return modules / "node_modules"
 
 
-def js_verify(modules: Path, bundle: bytes, public: Path, tmp: Path) -> dict:
+def js_verify(modules: Path, bundle: bytes, public: Path | None, tmp: Path, *options) -> dict:
+    """@sigstore/verify's verdict on a bundle: trusting `public`, or (keyless) the options
+    --trusted-root, --identity, --issuer [--artifact]."""
     path = tmp / f"bundle-{hashlib.sha256(bundle).hexdigest()[:12]}.json"
     path.write_bytes(bundle)
-    proc = subprocess.run(["node", str(JS / "verify-bundle.cjs"), str(modules), str(path), str(public)],
+    trust = ["--key", str(public)] if public else []
+    proc = subprocess.run(["node", str(JS / "verify-bundle.cjs"), str(modules), str(path), *trust, *map(str, options)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -487,3 +490,172 @@ def test_verify_reaches_only_the_registry(signed, tmp_path):
     assert "the host registry is reachable" not in proc.stdout
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ": ok signature:" in proc.stdout and ": ok provenance:" in proc.stdout
+
+
+# -- keyless: @sigstore/mock's Fulcio and Rekor, served -------------------------------------------
+
+IDENTITY = "https://github.com/OWNER/recipes/.github/workflows/images.yml@refs/heads/main"
+ISSUER = "https://token.actions.githubusercontent.com"
+
+
+def oidc_token(subject: str = IDENTITY, issuer: str = ISSUER) -> str:
+    """An identity token as a CI job holds one (the mock's Fulcio reads its claims, as Fulcio does
+    once it has checked the issuer's signature)."""
+    def part(document):
+        return base64.urlsafe_b64encode(json.dumps(document).encode()).rstrip(b"=").decode()
+    return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part({'iss': issuer, 'sub': subject, 'aud': 'sigstore'})}.c2ln"
+
+
+@pytest.fixture(scope="module")
+def sigstore_services(sigstore_js, tmp_path_factory):
+    """Two Fulcio+Rekor servers of @sigstore/mock, each with its trusted root: one as it is, one
+    whose log stamps entries an hour late (outside the ten minutes of a certificate)."""
+    folder = tmp_path_factory.mktemp("sigstore")
+    started = {}
+    for name, offset in (("now", "0"), ("late", "3600")):
+        root = folder / f"trusted_root-{name}.json"
+        process = subprocess.Popen(["node", str(JS / "sigstore-server.cjs"), str(sigstore_js), str(root), offset],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = process.stdout.readline()
+        assert line.startswith("listening "), line + process.stderr.read()
+        started[name] = {"url": f"http://127.0.0.1:{line.split()[1]}", "root": root, "process": process}
+    yield started
+    for service in started.values():
+        service["process"].terminate()
+        service["process"].wait(10)
+
+
+def keyless_push(signed, service, repository: str, token: str) -> str:
+    pushed = signed["pushed"]["tags"]
+    proc = run_cli(["push", "demo", "--to", f"{pushed['host']}/{repository}", "--tag", "v1", "--sign", "--keyless",
+                    "--fulcio", service["url"], "--rekor", service["url"]], signed["workspace"],
+                   env={"SIGSTORE_ID_TOKEN": token})
+    assert proc.returncode == 0, proc.stderr
+    assert token not in proc.stdout + proc.stderr
+    return proc.stdout.strip().rsplit("@", 1)[1]
+
+
+def keyless_verify(signed, reference: str, root: Path, identity: str = IDENTITY, issuer: str = ISSUER):
+    return run_cli(["verify", "--signature", "--identity", identity, "--issuer", issuer, "--trusted-root", root,
+                    reference], signed["workspace"])
+
+
+def cosign_bundle(reader: Reader, digest: str) -> tuple[bytes, bytes]:
+    """(bundle, payload): cosign's keyless signature layer (its documented annotations: the
+    certificate, and the Rekor entry with its signed timestamp) rewritten as the Sigstore bundle
+    (v0.1, a message signature) that carries the same facts, for the JavaScript verifier."""
+    from cryptography import x509
+
+    _, manifest = reader.manifest(digest.replace(":", "-") + ".sig")
+    layer = manifest["layers"][-1]
+    notes = layer["annotations"]
+    payload = reader.blob(layer["digest"])
+    logged = json.loads(notes["dev.sigstore.cosign/bundle"])
+    body = json.loads(base64.b64decode(logged["Payload"]["body"]))
+    leaf = x509.load_pem_x509_certificate(notes["dev.sigstore.cosign/certificate"].encode())
+    bundle = {
+        "mediaType": "application/vnd.dev.sigstore.bundle+json;version=0.1",
+        "verificationMaterial": {
+            "x509CertificateChain": {"certificates": [
+                {"rawBytes": base64.b64encode(leaf.public_bytes(serialization.Encoding.DER)).decode()}]},
+            "tlogEntries": [{
+                "logIndex": str(logged["Payload"]["logIndex"]),
+                "logId": {"keyId": base64.b64encode(bytes.fromhex(logged["Payload"]["logID"])).decode()},
+                "kindVersion": {"kind": body["kind"], "version": body["apiVersion"]},
+                "integratedTime": str(logged["Payload"]["integratedTime"]),
+                "inclusionPromise": {"signedEntryTimestamp": logged["SignedEntryTimestamp"]},
+                "canonicalizedBody": logged["Payload"]["body"]}],
+            "timestampVerificationData": {"rfc3161Timestamps": []}},
+        "messageSignature": {
+            "messageDigest": {"algorithm": "SHA2_256",
+                              "digest": base64.b64encode(hashlib.sha256(payload).digest()).decode()},
+            "signature": notes["dev.cosignproject.cosign/signature"]}}
+    return json.dumps(bundle).encode(), payload
+
+
+def test_a_keyless_push_verifies_offline_here_and_in_the_javascript_verifier_for_the_index_and_a_platform(
+        signed, sigstore_js, sigstore_services, tmp_path):
+    service = sigstore_services["now"]
+    digest = keyless_push(signed, service, "signed/keyless", oidc_token())
+    host = signed["pushed"]["tags"]["host"]
+    reader = Reader(host, "signed/keyless")
+    _, index = reader.manifest(digest)
+    platform = next(m["digest"] for m in index["manifests"] if m["platform"]["architecture"] == "arm64")
+    policy = ("--trusted-root", service["root"], "--identity", IDENTITY, "--issuer", ISSUER)
+    for image in (digest, platform):
+        proc = keyless_verify(signed, f"{host}/signed/keyless@{image}", service["root"])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.count(f"signed as {IDENTITY} (issuer {ISSUER})") == 3, proc.stdout
+
+        bundle, payload = cosign_bundle(reader, image)
+        artifact = tmp_path / "payload.json"
+        artifact.write_bytes(payload)
+        answer = js_verify(sigstore_js, bundle, None, tmp_path, *policy, "--artifact", artifact)
+        assert answer["ok"] and answer["identity"] == IDENTITY, answer
+        assert json.loads(payload)["critical"]["image"]["docker-manifest-digest"] == image
+        for entry in reader.referrers(image):
+            if entry.get("artifactType") == BUNDLE:
+                _, manifest = reader.manifest(entry["digest"])
+                answer = js_verify(sigstore_js, reader.blob(manifest["layers"][0]["digest"]), None, tmp_path, *policy)
+                assert answer["ok"], answer
+                assert image.split(":")[1] in {s["digest"]["sha256"] for s in answer["statement"]["subject"]}
+                other = js_verify(sigstore_js, reader.blob(manifest["layers"][0]["digest"]), None, tmp_path,
+                                  "--trusted-root", service["root"], "--identity", IDENTITY + "x", "--issuer", ISSUER)
+                assert not other["ok"] and "identity" in other["error"]
+    # the key-based check refuses a keyless signature, naming why
+    proc = verify(signed, f"{host}/signed/keyless@{digest}")
+    assert proc.returncode == 1 and "FAILED signature" in proc.stdout
+
+
+@pytest.mark.parametrize("case", ["another identity", "another issuer", "outside the certificate's validity",
+                                  "another trusted root"])
+def test_a_keyless_signature_is_refused_with_the_reason(signed, sigstore_services, case):
+    host = signed["pushed"]["tags"]["host"]
+    service = sigstore_services["late" if case == "outside the certificate's validity" else "now"]
+    repository = f"signed/keyless-{case.split()[-1].replace(chr(39), '')}"
+    digest = keyless_push(signed, service, repository, oidc_token())
+    root = sigstore_services["late" if case == "another trusted root" else
+                             ("late" if service is sigstore_services["late"] else "now")]["root"]
+    identity = IDENTITY.replace("main", "topic") if case == "another identity" else IDENTITY
+    issuer = "https://accounts.google.com" if case == "another issuer" else ISSUER
+    proc = keyless_verify(signed, f"{host}/{repository}@{digest}", root, identity, issuer)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    expected = {
+        "another identity": f"FAILED signature: the certificate is for identity {IDENTITY!r}, not {identity!r}",
+        "another issuer": f"FAILED signature: the certificate's OIDC issuer is {ISSUER!r}, not {issuer!r}",
+        "outside the certificate's validity": "outside the certificate's validity",
+        "another trusted root": "FAILED signature: the log entry is from a log the trusted root does not name",
+    }[case]
+    assert expected in proc.stdout, proc.stdout
+    for check in ("SBOM", "provenance"):
+        assert f"FAILED {check}:" in proc.stdout
+
+
+@pytest.mark.parametrize("how", ["key", "keyless"])
+def test_sign_signs_an_image_already_pushed_from_what_its_registry_holds(signed, sigstore_services, how):
+    """The workflow's signing job: `sign REF@DIGEST` on a runner without the build, reading the
+    SBOM and provenance the push attached."""
+    pushed = signed["pushed"]["tags"]
+    repository = f"{pushed['host']}/signed/later-{how}"
+    proc = run_cli(["push", "demo", "--to", repository, "--tag", "v1"], signed["workspace"])
+    assert proc.returncode == 0, proc.stderr
+    reference = proc.stdout.strip()
+    service = sigstore_services["now"]
+    if how == "key":
+        proc = run_cli(["sign", reference, "--key", signed["key"]], signed["workspace"])
+        check = verify(signed, reference)
+    else:
+        proc = run_cli(["sign", reference, "--keyless", "--fulcio", service["url"], "--rekor", service["url"]],
+                       signed["workspace"], env={"SIGSTORE_ID_TOKEN": oidc_token()})
+        check = keyless_verify(signed, reference, service["root"])
+    assert proc.returncode == 0, proc.stderr
+    assert check.returncode == 0, check.stdout + check.stderr
+    _, index = Reader(pushed["host"], f"signed/later-{how}").manifest(reference.rsplit("@", 1)[1])
+    platform = f"{repository}@{index['manifests'][0]['digest']}"
+    assert (verify(signed, platform) if how == "key" else keyless_verify(signed, platform, service["root"])).returncode == 0
+
+    proc = run_cli(["sign", reference.replace("@", ":v1@").split("@")[0], "--key", signed["key"]], signed["workspace"])
+    assert proc.returncode == 2 and "by digest, not by a tag" in proc.stderr
+    bare = run_cli(["push", "demo", "--to", f"{repository}-bare", "--tag", "v1", "--no-attach"], signed["workspace"])
+    proc = run_cli(["sign", bare.stdout.strip(), "--key", signed["key"]], signed["workspace"])
+    assert proc.returncode == 1 and "no SBOM and no provenance attached to sign" in proc.stderr

@@ -32,7 +32,7 @@ async function main() {
   const handlers = {};
   server.listen(0, "127.0.0.1", async () => {
     const url = `http://127.0.0.1:${server.address().port}`;
-    const tlog = await mock.initializeTLog(url, logKeys, offset ? logClock : undefined);
+    const tlog = await mock.initializeTLog(url, logKeys, Number(offset || 0) ? logClock : undefined);
     for (const handler of [mock.fulcioHandler(ca), mock.rekorHandler(tlog)]) {
       handlers[handler.path] = handler.fn;
     }

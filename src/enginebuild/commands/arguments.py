@@ -25,10 +25,11 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-readonly", action="store_true", help="pull from the cache, never push to it")
 
 
-def add_signing_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sign", action="store_true",
-                        help="sign the pushed image and each platform's manifest (cosign's simple signing, ECDSA "
-                             "P-256), and attach the SBOM and the provenance in signed envelopes (docs/signing.md)")
+def add_signing_arguments(parser: argparse.ArgumentParser, implied: bool = False) -> None:
+    if not implied:
+        parser.add_argument("--sign", action="store_true",
+                            help="sign the pushed image and each platform's manifest (cosign's simple signing, ECDSA "
+                                 "P-256), and attach the SBOM and the provenance in signed envelopes (docs/signing.md)")
     parser.add_argument("--key", metavar="FILE",
                         help="with --sign: the PEM private key (default: $ENGINEBUILD_SIGNING_KEY, a path or the PEM "
                              "text); never printed nor recorded")

@@ -1,0 +1,70 @@
+"""Signing an image already in its registry, the use case behind `sign REF@DIGEST`: what a CI job
+of its own does after the job that pushed (only it holds `id-token: write`). The image's SBOM and
+provenance are read back from the registry (the unsigned referrers the push attached), each
+checked to be about this image, then signed with the image and each platform's manifest exactly
+as `push --sign` signs them (publish/sign.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from enginebuild.errors import RegistryError, UserError
+from enginebuild.io.store import Store
+from enginebuild.oci.push import Pusher
+from enginebuild.oci.reference import ImageRef, parse_image_ref
+from enginebuild.oci.referrers import has_referrers_api, listed
+from enginebuild.oci.registry import RegistryClient
+from enginebuild.publish.attach import PROVENANCE_TYPE, SBOM_TYPE
+from enginebuild.publish.sign import sign_image
+from enginebuild.settings import settings
+
+if TYPE_CHECKING:
+    from enginebuild.publish.keyless import KeylessSigner
+    from enginebuild.publish.signkeys import Signer
+
+MAX_DOCUMENT = 16 << 20
+
+
+def pinned(text: str) -> ImageRef:
+    try:
+        ref = parse_image_ref(text)
+    except ValueError as exc:
+        raise UserError(f"{text}: {exc}") from None
+    if not ref.digest:
+        raise UserError(f"{text}: name the image by digest, not by a tag (a tag can move)",
+                        hint="give REGISTRY/REPO@sha256:... (push prints it, lockfiles/IMAGE.pushes.json keeps it)")
+    return ref
+
+
+def sign_pushed(text: str, signer: Signer | KeylessSigner) -> dict[str, str]:
+    """Sign REGISTRY/REPO@DIGEST in place; returns what was attached (as a push record's `attached`)."""
+    ref = pinned(text)
+    assert ref.digest is not None
+    client = RegistryClient()
+    target = ImageRef(ref.registry, ref.repository, None, None)
+    documents: dict[str, bytes] = {}
+    for entry in listed(client, ref, ref.digest):
+        kind = entry.get("artifactType")
+        if kind not in (SBOM_TYPE, PROVENANCE_TYPE) or kind in documents:
+            continue
+        _, _, body = client.manifest(ImageRef(ref.registry, ref.repository, None, entry["digest"]))
+        manifest = json.loads(body)
+        if (manifest.get("subject") or {}).get("digest") != ref.digest or not manifest.get("layers"):
+            continue
+        documents[kind] = client.read_blob(ref, manifest["layers"][0]["digest"], limit=MAX_DOCUMENT)
+    missing = [name for name, kind in (("SBOM", SBOM_TYPE), ("provenance", PROVENANCE_TYPE)) if kind not in documents]
+    if missing:
+        raise RegistryError(f"{text}: no {' and no '.join(missing)} attached to sign",
+                            hint="push it with its SBOM and provenance (without --no-attach), or push with --sign")
+    try:
+        statement = json.loads(documents[PROVENANCE_TYPE])
+        named = {f"sha256:{s['digest']['sha256']}" for s in statement["subject"]}
+    except (ValueError, KeyError, TypeError):
+        raise RegistryError(f"{text}: the attached provenance is not an in-toto statement") from None
+    if ref.digest not in named:
+        raise RegistryError(f"{text}: the attached provenance is about another image; nothing signed")
+    pusher = Pusher(client, Store(settings().home), ImageRef(target.registry, target.repository, None, None))
+    own = sign_image(pusher, signer, ref.digest, documents[SBOM_TYPE], documents[PROVENANCE_TYPE],
+                     has_referrers_api(client, target, ref.digest))
+    return {"sbom": own[0][0], "provenance": own[1][0], "signed-by": signer.who}
