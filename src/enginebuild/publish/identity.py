@@ -129,7 +129,7 @@ class IdentityTrust:
     def describe(self) -> str:
         return f"signed as {self.identity} (issuer {self.issuer}), certificate and log entry checked offline"
 
-    def check_message(self, payload: bytes, signature: bytes, annotations: dict[str, Any]) -> str | None:
+    def check_message(self, payload: bytes, signature: bytes, annotations: JsonDoc) -> str | None:
         """A cosign keyless signature layer: its certificate, its log entry, its signature."""
         try:
             cert = x509.load_pem_x509_certificate(str(annotations.get(CERTIFICATE_ANNOTATION, "")).encode())

@@ -17,14 +17,9 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from enginebuild.wire import JsonDoc
-
-if TYPE_CHECKING:
-    from enginebuild.publish.identity import IdentityTrust
-    from enginebuild.publish.keyless import KeylessSigner
-    from enginebuild.publish.signkeys import KeyTrust, Signer
 
 FORMAT = 1
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -41,6 +36,20 @@ PROVENANCE_PREDICATE = "https://slsa.dev/provenance/v1"
 
 class Refused(Exception):
     """A signed document that does not hold; the message is the reason, for the user."""
+
+
+class EnvelopeSigner(Protocol):
+    """A key (signkeys.Signer) or a keyless identity (keyless.KeylessSigner)."""
+
+    def sign(self, data: bytes) -> bytes: ...
+
+    def envelope_material(self, payload_type: str, payload: bytes, signature: bytes) -> JsonDoc: ...
+
+
+class EnvelopeTrust(Protocol):
+    """What a verifier accepts (signkeys.KeyTrust, identity.IdentityTrust)."""
+
+    def check_envelope(self, document: JsonDoc, message: bytes, payload: bytes, signatures: list[bytes]) -> None: ...
 
 
 def canonical(document: Any) -> bytes:
@@ -87,7 +96,7 @@ def statement(subject: list[JsonDoc], predicate_type: str, predicate: Any) -> by
                       "predicate": predicate})
 
 
-def bundle(signer: Signer | KeylessSigner, payload: bytes) -> bytes:
+def bundle(signer: EnvelopeSigner, payload: bytes) -> bytes:
     """A Sigstore bundle holding `payload` (an in-toto statement) in a DSSE envelope signed by
     `signer`: a key's hint, or (keyless) the certificate and the log entry."""
     signature = signer.sign(pae(IN_TOTO, payload))
@@ -106,7 +115,7 @@ class Statement:
     predicate: Any
 
 
-def open_bundle(data: bytes, trust: KeyTrust | IdentityTrust) -> Statement:
+def open_bundle(data: bytes, trust: EnvelopeTrust) -> Statement:
     """The statement a bundle's envelope carries, once `trust` accepts its signature (and
     certificate, and log entry); Refused naming what does not hold."""
     try:
