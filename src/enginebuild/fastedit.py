@@ -91,7 +91,10 @@ class Replay:
                 mode = f.mode if f.given else image_mode(os.stat(f.src).st_mode)
                 f = replace(f, digest=hashlib.sha256(self.contents[f.src]).hexdigest(), mode=mode)
             files.append(f)
-        key = keys.files_layer([(f.dest, f.mode, f.digest) for f in files], epoch)
+        from enginebuild.layerkinds.files import Files
+        from enginebuild.plan.writers import keyed
+
+        key = keyed(Files, keys.files_layer([(f.dest, f.mode, f.digest) for f in files], epoch))
         inputs = {**node.inputs, **{f"file {f.display}": f.digest for f in files}}
         return replace(node, key=key, inputs=inputs, files=tuple(files))
 

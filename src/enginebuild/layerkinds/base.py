@@ -105,6 +105,12 @@ class WriteJob:
     chain_image: str | None = None  # the chain below, loaded, for a kind that `reads_chain`
 
 
+# modules whose code shapes the bytes of several kinds (see LayerPayload.writer)
+INSTALL_WRITER = ("layerkinds/installer.py", "io/tars.py", "io/unpack.py")
+PATCH_WRITER = ("patches/check.py", "patches/apply.py", "patches/patched.py", "core/patchfile.py", "core/gitbinary.py",
+                "sources/trees.py")
+
+
 @dataclass(frozen=True)
 class LayerPayload:
     """What a layer holds, and how a layer of this kind behaves."""
@@ -112,6 +118,9 @@ class LayerPayload:
     by_command: ClassVar[bool] = False  # commands BuildKit runs on the chain below
     reads_chain: ClassVar[bool] = False  # written on the host from files of the chain below (loaded for it)
     starts_tail: ClassVar[bool] = False  # the first layer of the image's tail (the manifest)
+    # the modules besides its own whose code shapes its bytes (relative to the package): in its key
+    # (plan/writers.py), so a changed writer writes the layer again
+    writer: ClassVar[tuple[str, ...]] = ()
 
     def key(self, epoch: int) -> str:
         """The digest of exactly what shapes its bytes (`epoch`: every entry's time stamp)."""

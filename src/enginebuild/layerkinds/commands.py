@@ -13,6 +13,7 @@ from enginebuild.layerkinds.context import ContextItem, FromBlob
 
 @dataclass(frozen=True)
 class Run(LayerPayload):
+    writer: ClassVar[tuple[str, ...]] = ("build/normalize.py", "io/tars.py")
     dockerfile: str
     context: tuple[ContextItem, ...]
     secrets: tuple[str, ...] = ()

@@ -12,6 +12,7 @@ from enginebuild.layerkinds.base import LayerPayload, TailFile, WriteJob
 
 @dataclass(frozen=True)
 class Data(LayerPayload):
+    writer: ClassVar[tuple[str, ...]] = ("io/tars.py",)
     dest: str
     data: bytes = field(repr=False)
     starts_tail: ClassVar[bool] = True

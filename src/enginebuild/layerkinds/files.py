@@ -4,6 +4,7 @@ deterministic tar (the same writer as the file-edit path's, layerkinds/filelayer
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from enginebuild.core import keys
 from enginebuild.io.tars import TarWriter
@@ -14,6 +15,7 @@ from enginebuild.spec.model import FileEntry
 
 @dataclass(frozen=True)
 class Files(LayerPayload):
+    writer: ClassVar[tuple[str, ...]] = ("layerkinds/filelayer.py", "io/tars.py")
     entries: tuple[FileEntry, ...]
     digests: tuple[tuple[str, str], ...] = ()  # (entry, sha256 of its bytes when planned)
 

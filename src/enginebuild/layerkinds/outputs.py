@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import tarfile
 from dataclasses import dataclass
+from typing import ClassVar
 
 from enginebuild.core import keys
 from enginebuild.io.tars import TarWriter, clean_name
-from enginebuild.layerkinds.base import CopiedOutputs, LayerPayload, WriteJob
+from enginebuild.layerkinds.base import INSTALL_WRITER, CopiedOutputs, LayerPayload, WriteJob
 from enginebuild.layerkinds.installer import install_wheel
 from enginebuild.spec.model import Outputs
 
 
 @dataclass(frozen=True)
 class OutputTree(LayerPayload):
+    writer: ClassVar[tuple[str, ...]] = INSTALL_WRITER
     component: str
     component_key: str
     outputs: Outputs

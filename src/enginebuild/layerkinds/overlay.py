@@ -10,7 +10,7 @@ from typing import ClassVar
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
 from enginebuild.io.tars import TarWriter, clean_name
-from enginebuild.layerkinds.base import LayerPayload, WriteJob
+from enginebuild.layerkinds.base import INSTALL_WRITER, PATCH_WRITER, LayerPayload, WriteJob
 from enginebuild.layerkinds.installer import whiteout
 from enginebuild.oci.engine import Engine
 from enginebuild.patches.check import check_stack
@@ -22,6 +22,7 @@ from enginebuild.spec.model import PatchRef
 
 @dataclass(frozen=True)
 class OverlayFiles(LayerPayload):
+    writer: ClassVar[tuple[str, ...]] = (*INSTALL_WRITER, *PATCH_WRITER)
     name: str
     installed: str
     patches: tuple[PatchRef, ...]

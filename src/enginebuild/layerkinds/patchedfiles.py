@@ -13,11 +13,12 @@ import io
 import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
 from enginebuild.io.tars import TarWriter, clean_name
-from enginebuild.layerkinds.base import ComponentOutput, LayerPayload, WriteJob
+from enginebuild.layerkinds.base import INSTALL_WRITER, PATCH_WRITER, ComponentOutput, LayerPayload, WriteJob
 from enginebuild.layerkinds.context import ContextItem, FromSource
 from enginebuild.layerkinds.installer import installed_record
 from enginebuild.layerkinds.verbatim import (
@@ -51,6 +52,7 @@ class NotVerbatim(BuildFailed):
 
 @dataclass(frozen=True)
 class PatchedFiles(LayerPayload):
+    writer: ClassVar[tuple[str, ...]] = (*INSTALL_WRITER, "layerkinds/verbatim.py", *PATCH_WRITER)
     component: str
     component_key: str  # its build, without these patches: what the facts are kept under
     patches: tuple[PatchRef, ...]  # applied as files, in stack order

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from enginebuild.core import keys
 from enginebuild.io.tars import TarWriter
@@ -13,6 +14,7 @@ from enginebuild.lock.pins import DebPin
 
 @dataclass(frozen=True)
 class Sysroot(LayerPayload):
+    writer: ClassVar[tuple[str, ...]] = ("layerkinds/debfile.py", "io/tars.py", "io/unpack.py")
     debs: tuple[DebPin, ...]
     urls: tuple[str, ...]
 

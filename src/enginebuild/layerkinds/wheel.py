@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed, command
 from enginebuild.io.tars import TarWriter
-from enginebuild.layerkinds.base import LayerPayload, WriteJob
+from enginebuild.layerkinds.base import INSTALL_WRITER, LayerPayload, WriteJob
 from enginebuild.layerkinds.installer import install_wheel, unmet_requirements
 from enginebuild.lock.pins import PyPin
 
 
 @dataclass(frozen=True)
 class Wheel(LayerPayload):
+    writer: ClassVar[tuple[str, ...]] = INSTALL_WRITER
     pin: PyPin
     site_packages: str
     interpreter: str

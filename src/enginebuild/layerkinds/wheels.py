@@ -7,17 +7,19 @@ from __future__ import annotations
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
 from enginebuild.io.tars import TarWriter
-from enginebuild.layerkinds.base import Download, LayerPayload, WriteJob
+from enginebuild.layerkinds.base import INSTALL_WRITER, Download, LayerPayload, WriteJob
 from enginebuild.layerkinds.installer import install_wheels, record_paths, removals, whiteout
 from enginebuild.lock.pins import PyPin
 
 
 @dataclass(frozen=True)
 class Wheels(LayerPayload):
+    writer: ClassVar[tuple[str, ...]] = INSTALL_WRITER
     pins: tuple[PyPin, ...]
     site_packages: str
     interpreter: str

@@ -17,6 +17,7 @@ from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent
 from enginebuild.plan.model import ComponentNode, EnvNode
 from enginebuild.plan.render import TEMPLATES, render
 from enginebuild.plan.routes import FactsReader, Route, no_facts, route_patches
+from enginebuild.plan.writers import COMPONENT_WRITER, SOURCE_TREE_WRITER, code_digest
 from enginebuild.sources import Pinned
 from enginebuild.sources.trees import declared_matcher
 from enginebuild.spec.model import Component, PatchRef
@@ -63,6 +64,7 @@ def source_item(arcname: str, source: Pinned, patches: tuple[PatchRef, ...], lab
         else f"unpinned {source.source.describe()}"
     keyed = [p.patch.sha256 for p in patches if not only or touches_declared(p, only)]
     digest = keys.key_of("source-tree", identity=identity, patches=keyed, epoch=epoch,
+                         writer=code_digest(SOURCE_TREE_WRITER) if keyed else "",  # the applier, when it applies
                          **({"inputs": list(only)} if only else {}))
     return ContextItem(arcname, digest, FromSource(source, patches, only), label=label)
 
@@ -172,7 +174,8 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
         return keys.key_of("component", name=comp.name, platform=planner.platform, builder=builder.tip,
                            dockerfile=dockerfile, secrets=list(secrets),
                            context=[[c.arcname, c.mode, c.digest] for c in items],
-                           outputs=[comp.outputs.kind, list(comp.outputs.paths)]), items
+                           outputs=[comp.outputs.kind, list(comp.outputs.paths)],
+                           writer=code_digest(COMPONENT_WRITER)), items
 
     key, items = key_with([source] if source else [])
     build_patches: tuple[PatchRef, ...] = comp.patches

@@ -20,6 +20,7 @@ from enginebuild.lock.python import interpreter_mismatch
 from enginebuild.plan.model import EnvNode, LayerNode
 from enginebuild.plan.render import TemplateValues, render
 from enginebuild.plan.wheelgroups import wheel_sets
+from enginebuild.plan.writers import layer_key
 from enginebuild.spec.model import Environment, ImageSpec, Step
 
 CHAIN_REPO = "enginebuild/chain"
@@ -139,7 +140,7 @@ class EnvPlanner:
                             epoch=self.epoch, env=list(env), commands=commands)
         body = "\n".join(line for line in dockerfile.splitlines() if not line.startswith("FROM "))
         payload = Run(dockerfile, context, secrets, self.platform)
-        key = payload.key(self.epoch)
+        key = layer_key(payload, self.epoch)
         return LayerNode(kind, what, key, keys.chain(prefix.tip, key), payload, inputs or {"commands": keys.sha(body)})
 
     def environment(self, role: str, env: Environment, *, on: str | None = None,
@@ -158,7 +159,7 @@ class EnvPlanner:
             debs = pin.packages
             if debs and system.install == "extract":
                 sysroot = Sysroot(debs, tuple(pin.url(d) for d in debs))
-                key = sysroot.key(self.epoch)
+                key = layer_key(sysroot, self.epoch)
                 parent = layers[-1].chain if layers else root
                 layers.append(LayerNode("system", f"system packages ({len(debs)} .debs, unpacked)", key,
                                         keys.chain(parent, key), sysroot,
@@ -195,7 +196,7 @@ class EnvPlanner:
                 payload = Wheels(group.pins, env.python.site_packages, env.python.interpreter,
                                  base.ref if removes and base else "", removes,
                                  base.digest if removes and base else "")
-                key = payload.key(self.epoch)
+                key = layer_key(payload, self.epoch)
                 layers.append(LayerNode("wheel", group.name, key, keys.chain(parent, key), payload,
                                         {f"python {p.name}": p.sha256 or p.commit for p in group.pins}))
         return EnvNode(role, self.platform, base, tuple(layers), root, run_env)

@@ -29,6 +29,7 @@ from enginebuild.plan.model import (
     LayerNode,
 )
 from enginebuild.plan.routes import FactsReader, no_facts
+from enginebuild.plan.writers import layer_key
 from enginebuild.spec.model import FileGroup, ImageSpec
 from enginebuild.spec.reader import ENV_REF
 from enginebuild.wire import JsonDoc
@@ -163,7 +164,7 @@ def _file_layers(groups: tuple[FileGroup, ...], parent: str, epoch: int) -> list
         digests = {e.display: e.sha256 or keys.sha(read_recipe_file(e.src) if e.src else b"")
                    for e in entries if e.src is not None or e.sha256}
         payload = Files(entries, tuple(digests.items()))
-        key = payload.key(epoch)
+        key = layer_key(payload, epoch)
         name = "files " + ", ".join(g.key for g in chunk)
         layers.append(LayerNode("files", name, key, keys.chain(layers[-1].chain if layers else parent, key),
                                 payload, {f"file {d}": v for d, v in digests.items()}))
@@ -213,7 +214,7 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
 
     def add(layer_kind: str, name: str, payload: LayerPayload, inputs: dict[str, str]) -> None:
         parent = layers[-1].chain if layers else runtime.root
-        key = payload.key(epoch)
+        key = layer_key(payload, epoch)
         layers.append(LayerNode(layer_kind, name, key, keys.chain(parent, key), payload, inputs))
 
     epoch = planner.epoch

@@ -22,10 +22,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from enginebuild import __version__
 from enginebuild.settings import settings
 from enginebuild.wire import JsonDoc
 
+MEMO_FORMAT = 2  # the memo's own layout
+TOOL = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the enginebuild package answering
 RACY_SECONDS = 2.0
 UNKNOWN = [0, 0, 0, 0]  # the stat recorded for a file written within RACY_SECONDS: never matches
 
@@ -56,12 +57,15 @@ class RunOptions:
         return replace(self, platforms=()) == RunOptions()
 
     def key(self, root: Any, image: str) -> str:
-        """What the memo is for: this checkout, this image, these options, this enginebuild, and the
-        time stamp every layer carries (SOURCE_DATE_EPOCH)."""
+        """What the memo is for: this checkout, this image, these options, the time stamp every
+        layer carries (SOURCE_DATE_EPOCH) and the enginebuild at this place. What that enginebuild
+        is, is among its inputs: every file of the package is stat'ed with the recipe's
+        (other_input_paths), so any change to its code means a full plan (whose keys say what its
+        writers changed)."""
         options = {"build_args": dict(self.build_args), "on": self.on, "only": list(self.only),
                    "platforms": list(self.platforms)}
-        return json.dumps({"v": __version__, "root": str(root), "image": image, "options": options,
-                           "epoch": settings().source_date_epoch}, sort_keys=True)
+        return json.dumps({"v": MEMO_FORMAT, "root": str(root), "image": image, "options": options,
+                           "epoch": settings().source_date_epoch, "tool": TOOL}, sort_keys=True)
 
 
 class PlanMemo:
@@ -162,4 +166,11 @@ def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
         paths += source.watched_paths()
     paths.append(templates)
     paths += sorted(templates.iterdir())
-    return paths
+    return paths + tool_paths()
+
+
+def tool_paths() -> list[Path]:
+    """enginebuild's own code (every module and template of the package): the tool is an input."""
+    package = Path(__file__).resolve().parents[1]
+    return sorted(p for p in package.rglob("*") if "__pycache__" not in p.parts and p.suffix in (".py", ".j2", ".sh",
+                                                                                                  ".Dockerfile"))

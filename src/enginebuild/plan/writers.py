@@ -1,0 +1,57 @@
+"""What made the bytes: every layer's and component's key carries a digest of the code that
+writes its bytes (as Nix puts the builder in a derivation's hash and Bazel the tool in an action's
+key). A layer kind names the modules whose code shapes what it writes (`LayerPayload.writer`: its
+own module, the tar writer, the wheel installer, the patch applier...); the digest is of their
+source, read here, never imported (the planner loads no writer). So after an upgrade of
+enginebuild a layer whose writer changed is written again, and only such a layer: a release that
+changes nothing its writers read (the version string among them) keeps every key.
+tests/test_writers.py holds each kind's list to the byte-shaping modules its module imports."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+from typing import Any
+
+PACKAGE = Path(__file__).resolve().parents[1]  # the enginebuild package
+# what turns a component's build (BuildKit's image) into the outputs stored for it
+COMPONENT_WRITER = ("build/outputs.py", "build/normalize.py", "io/tars.py")
+# what writes a patched source tree into a component's build context
+SOURCE_TREE_WRITER = ("patches/patched.py", "patches/check.py", "patches/apply.py", "core/patchfile.py",
+                      "core/gitbinary.py", "sources/trees.py", "io/tars.py", "io/unpack.py")
+
+
+@functools.cache
+def code_digest(paths: tuple[str, ...]) -> str:
+    """sha256 over each module (a path relative to the package) and its source."""
+    digest = hashlib.sha256()
+    for path in sorted(set(paths)):
+        digest.update(f"{path}\n".encode())
+        digest.update((PACKAGE / path).read_bytes())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def module_path(module: str) -> str:
+    """`enginebuild.layerkinds.files` -> `layerkinds/files.py`."""
+    return module.removeprefix("enginebuild.").replace(".", "/") + ".py"
+
+
+def writer_paths(kind: type[Any]) -> tuple[str, ...]:
+    return tuple(sorted({module_path(kind.__module__), *getattr(kind, "writer", ())}))
+
+
+def writer_digest(kind: type[Any]) -> str:
+    return code_digest(writer_paths(kind))
+
+
+def layer_key(payload: Any, epoch: int) -> str:
+    """A layer's key: what its payload says shapes its bytes, and the code that writes them."""
+    return keyed(type(payload), payload.key(epoch))
+
+
+def keyed(kind: type[Any], payload_key: str) -> str:
+    from enginebuild.core import keys
+
+    return keys.key_of("layer", payload=payload_key, writer=writer_digest(kind))
