@@ -338,3 +338,31 @@ def test_a_copied_file_turned_into_a_binary_goes_the_full_way_and_its_libraries_
         proc.stdout, proc.stdout
     assert proc.returncode == 1
     assert "MISSING libenginebuild-absent.so.9, needed by /opt/app/bin/a.sh" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("said", [["-q"], ["--locked"], ["--frozen"], ["--progress=plain"], ["--progress", "quiet"],
+                                  ["--locked", "-q"]])
+def test_options_that_do_not_change_the_image_keep_the_no_op_and_the_file_edit_paths(ws, docker_engine, said):
+    image(ws)  # (the workspace's files were written a minute ago: the memo trusts their stats)
+    out = image(ws, *said, env=NO_BUILDER)  # the no-op: no plan, no builder
+    assert "nothing to build" in out and "is up to date" in out, out
+    script = folder(ws) / "run.sh"
+    script.write_text("#!/bin/sh\nexec serve --edited\n")
+    past = time.time() - 60
+    os.utime(script, (past, past))
+    out = image(ws, *said, env=NO_BUILDER)
+    assert FAST in out, out  # the file-edit path (what it writes is checked against a full build above)
+
+
+def test_a_change_to_the_config_alone_says_so(ws, docker_engine):
+    image(ws)
+    before = inspect(ref(ws))["Id"]
+    spec = folder(ws) / "image.yaml"
+    spec.write_text(spec.read_text().replace("labels: {org.example.recipe: fast-edit}",
+                                             "labels: {org.example.recipe: fast-edit, org.example.tier: gold}"))
+    out = image(ws)
+    assert "only the image's config changed" in out and "nothing to build" not in out, out
+    assert inspect(ref(ws))["Id"] != before
+    assert inspect(ref(ws))["Config"]["Labels"]["org.example.tier"] == "gold"
+    out = image(ws)
+    assert "nothing to build" in out  # and the next run has nothing to say but that

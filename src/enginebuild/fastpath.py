@@ -3,8 +3,11 @@
 
 A no-op is the command users run most, so it gets its own path: the plan memo (see
 state/memo.py) and one question to the engine per image and platform (oci/probe.py), over its socket,
-with the standard library only. Any doubt (an option given, a memo that does not match, an
-image missing, an engine not on a unix socket) returns False and the full command runs.
+with the standard library only. Options that do not change the image are answered here too:
+`-q`/`--quiet` and `--progress` (how it is said), `--locked` and `--frozen` (a memo that matches
+was stored by a build whose spec and lock are the files as they are now, the lock unchanged by
+it: current). Any doubt (another option, a memo that does not match, an image missing, an engine
+not on a unix socket) returns None and the full command runs.
 """
 
 from __future__ import annotations
@@ -16,6 +19,27 @@ from enginebuild.settings import settings
 from enginebuild.state.memo import PlanMemo, RunOptions
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-._:")
+_PROGRESS = ("auto", "plain", "tty", "quiet")
+_LOCK_CHECKS = ("--locked", "--frozen")  # met by any build the memo answers for
+
+
+def _saying(argv: list[str]) -> tuple[list[str], list[str]] | None:
+    """(argv without the options that only change how things are said, those options), or None
+    for a --progress value the full command must refuse."""
+    rest: list[str] = []
+    said: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-q", "--quiet"):
+            said.append(arg)
+        elif arg == "--progress" or arg.startswith("--progress="):
+            value = arg.partition("=")[2] if "=" in arg else next(args, "")
+            if value not in _PROGRESS:
+                return None
+            said.append(f"--progress={value}")
+        else:
+            rest.append(arg)
+    return rest, said
 
 
 def _is_name(text: str) -> bool:
@@ -36,6 +60,8 @@ def _image_args(argv: list[str]) -> tuple[list[str], list[str], list[str]] | Non
         if option == "--push" and not value:
             push.append(option)
             continue
+        if option in _LOCK_CHECKS and not value:
+            continue
         if option in ("--to", "--push-tag") and value and not value.startswith("-"):
             push += ["--tag" if option == "--push-tag" else option, value]  # as `push` names it
             continue
@@ -54,6 +80,10 @@ def _image_args(argv: list[str]) -> tuple[list[str], list[str], list[str]] | Non
 
 def answer(argv: list[str], root: str) -> list[str] | None:
     """None: run the full command; []: answered; else the command still to run (`push`)."""
+    saying = _saying(argv)
+    if saying is None:
+        return None
+    argv, said = saying
     if len(argv) < 2 or argv[0] != "image":
         return None
     parsed = _image_args(argv[1:])
@@ -86,4 +116,5 @@ def answer(argv: list[str], root: str) -> list[str] | None:
     print("\n".join(lines), flush=True)
     if not push:
         return []
-    return ["push", names[0]] + [a for p in platforms for a in ("--platform", p)] + [a for a in push if a != "--push"]
+    return said + ["push", names[0]] + [a for p in platforms for a in ("--platform", p)] + \
+        [a for a in push if a != "--push"]

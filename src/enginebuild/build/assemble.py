@@ -66,6 +66,7 @@ class Assembler:
         self.engine, self.store = engine, store
         self._bases: dict[str, Base] = {}
         self.rendered: tuple[bytes, list[Layer]] = (b"", [])
+        self.before: str | None = None  # the image the last `load`'s first tag named before it
 
     # -- bases -------------------------------------------------------------------------------
     def base(self, pin: ImagePin | None) -> Base:
@@ -195,7 +196,9 @@ class Assembler:
         image_id = "sha256:" + hashlib.sha256(data).hexdigest()
         all_tags = tags + [f"{CHAIN_REPO}:{env.tip}"]
         enginetags.made(self.store, all_tags[-1])  # the chain tag: this store's to collect (`gc`)
-        if self.engine.image_id(all_tags[0]) == image_id and all(self.engine.image_id(t) == image_id for t in all_tags):
+        first = self.engine.image_id(all_tags[0])
+        self.before = first if tags else None  # the image the image's tag named until now
+        if first == image_id and all(self.engine.image_id(t) == image_id for t in all_tags):
             return image_id
         chain_before = self.engine.image_id(all_tags[-1])  # a chain image this load takes the tag of
         archive = DockerArchive(data, layers, present, self.store.path, all_tags)

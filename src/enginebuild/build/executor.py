@@ -61,6 +61,7 @@ class Outcome:
     builder_called: bool = False
     seconds: dict[str, float] = field(default_factory=dict)
     output_sizes: dict[str, int] = field(default_factory=dict)
+    replaced: str | None = None  # the image the tag named before, when this build loaded another
     config: bytes = b""  # the image's config as loaded, and its layers
     layers: list[Any] = field(default_factory=list)
 
@@ -517,6 +518,8 @@ class Executor:
         tags = local_tags(plan, platforms)
         if load:
             self.outcome.image_id = self.assembler.load(plan.runtime, config, tags, self.known)
+            before = self.assembler.before
+            self.outcome.replaced = before if before and before != self.outcome.image_id else None
             self.outcome.config, self.outcome.layers = self.assembler.rendered
         else:
             layers = self.assembler.layers(plan.runtime)

@@ -195,6 +195,8 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             done.append(f"pulled {len(outcome.pulled)} from the cache")
         if outcome.substituted and cache is not None:
             done.append(f"took {len(outcome.substituted)} layer(s) from {cache.name} without their bytes")
+        if not done and outcome.replaced:  # every layer there: what changed is the configuration
+            done.append("only the image's config changed (env, labels, entrypoint...): a new image, no layer made")
         report(Built(name, platform, tuple(done), elapsed,
                      tags[-1] if request.load else f"not loaded (image {outcome.image_id[:19]})"))
         for comp_name, size in sorted(outcome.output_sizes.items()):
