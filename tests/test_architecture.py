@@ -202,3 +202,23 @@ def test_the_no_op_path_loads_only_the_memo_the_probe_and_the_settings():
                          env={"PYTHONPATH": str(SRC.parent), "PATH": "/usr/bin:/bin"}).stdout
     assert json.loads(out.replace("'", '"')) == ["enginebuild", "enginebuild.fastpath", "enginebuild.oci", "enginebuild.oci.probe",
                          "enginebuild.settings", "enginebuild.state", "enginebuild.state.memo", "enginebuild.wire"]
+
+
+def test_the_planner_loads_no_writer_and_at_most_40_modules():
+    """plan/image.py and what it imports describe layers; the code that writes them (the tar
+    writer, the wheel installer, the patch applier, the store, the engine, registries) loads only
+    when a layer is written (was 75 modules with every writer)."""
+    import json
+    import subprocess
+    import sys
+
+    probe = ("import sys; import enginebuild.plan.image; "
+             "print(sorted(m for m in sys.modules if m.startswith('enginebuild')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(SRC.parent), "PATH": "/usr/bin:/bin"}).stdout
+    loaded = json.loads(out.replace("'", '"'))
+    writers = [m for m in loaded if m.removeprefix("enginebuild.").startswith((
+        "io.tars", "io.store", "io.http", "io.unpack", "oci", "patches", "build", "layerkinds.installer",
+        "layerkinds.debfile", "layerkinds.filelayer", "layerkinds.basefiles", "sources.trees", "lock.python"))]
+    assert writers == []
+    assert len(loaded) <= 40, loaded

@@ -16,7 +16,7 @@ from enginebuild.errors import UserError
 from enginebuild.io.files import write_folder
 from enginebuild.io.layertree import LayerTree
 from enginebuild.io.store import Store
-from enginebuild.io.tars import clean_name
+from enginebuild.io.tarrules import clean_name
 from enginebuild.oci.engine import Engine
 
 

@@ -14,7 +14,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from enginebuild.io.tars import KEEP_DIRS, TarWriter, clean_name, dropped
+from enginebuild.io.tarrules import KEEP_DIRS, clean_name, dropped
+from enginebuild.io.tars import TarWriter
 
 MOUNTS = "opt/enginebuild"  # where a command's own files are mounted (plan/envs.py), never kept
 

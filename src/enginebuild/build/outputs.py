@@ -13,7 +13,8 @@ from enginebuild.build.normalize import normalize_layer
 from enginebuild.errors import BuildFailed
 from enginebuild.io.files import temp_path
 from enginebuild.io.store import Store, make_blob
-from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.io.tarrules import clean_name
+from enginebuild.io.tars import TarWriter
 from enginebuild.oci.engine import Engine
 from enginebuild.plan.components import EDITABLE_WHEELS
 from enginebuild.spec.model import Outputs

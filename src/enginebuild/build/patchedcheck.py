@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from enginebuild.build.assemble import layer_blobs
 from enginebuild.io.store import Store
-from enginebuild.io.tars import clean_name
+from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.context import FromSource
 from enginebuild.layerkinds.verbatim import read_facts
 from enginebuild.patches.check import check_stack

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from enginebuild.errors import BuildFailed
-from enginebuild.io.tars import clean_name
+from enginebuild.io.tarrules import clean_name
 
 OPAQUE = ".wh..wh..opq"
 

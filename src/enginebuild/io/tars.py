@@ -9,7 +9,6 @@ Entries are written in the order given; `write_sorted` sorts them first.
 
 from __future__ import annotations
 
-import fnmatch
 import io
 import os
 import stat
@@ -23,6 +22,7 @@ from enginebuild.errors import EngineBuildError
 from enginebuild.io import faults
 from enginebuild.io.background import stop_if_cancelled
 from enginebuild.io.files import image_mode
+from enginebuild.io.tarrules import clean_name
 
 FORMAT = tarfile.PAX_FORMAT
 _KEEP_PAX = ("SCHILY.xattr.",)  # file capabilities and ACLs mean something; times and names do not
@@ -30,31 +30,6 @@ _KEEP_PAX = ("SCHILY.xattr.",)  # file capabilities and ACLs mean something; tim
 
 # what layer clean-up drops from a layer a command wrote and from a component's outputs (build/
 # normalize.py): leftovers that differ from run to run and that nothing needs
-DROP = (
-    "tmp/*", "var/tmp/*", "run/*", "var/log/*", "var/cache/apt/*", "var/lib/apt/lists/*", "root/.cache/*",
-    "var/cache/debconf/*-old", "var/lib/dpkg/*-old", "var/cache/ldconfig/aux-cache", "*/__pycache__/*.pyc",
-    "*/__pycache__", "var/cache/man/*", "etc/machine-id",
-)
-KEEP_DIRS = {"tmp", "var/tmp", "run", "var/log"}
-
-
-def dropped_by(name: str) -> str | None:
-    """The clean-up pattern that drops the entry `name` (no leading /), or None."""
-    if name.rsplit("/", 1)[-1].startswith(".wh."):
-        return None
-    return next((pattern for pattern in DROP if fnmatch.fnmatchcase(name, pattern)), None)
-
-
-def dropped(name: str) -> bool:
-    return dropped_by(name) is not None
-
-
-def clean_name(name: str) -> str:
-    while name.startswith("./"):
-        name = name[2:]
-    return name.lstrip("/").rstrip("/")
-
-
 def normal_info(name: str, kind: bytes = tarfile.REGTYPE, *, size: int = 0, mode: int = 0o644, mtime: int = 0,
                 uid: int = 0, gid: int = 0, linkname: str = "", pax: Mapping[str, str] | None = None) -> tarfile.TarInfo:
     info = tarfile.TarInfo(clean_name(name))

@@ -9,15 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from enginebuild.errors import BuildFailed
-from enginebuild.io.store import Store
-from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.lock.pins import PyPin
-from enginebuild.oci.engine import Engine
 from enginebuild.spec.model import FileEntry, Outputs
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import Store
+    from enginebuild.io.tars import TarWriter
+    from enginebuild.oci.engine import Engine
 
 
 @dataclass(frozen=True)

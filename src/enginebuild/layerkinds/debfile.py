@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from enginebuild.errors import FetchError
-from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.io.tarrules import clean_name
+from enginebuild.io.tars import TarWriter
 from enginebuild.io.unpack import Budget, is_disk_full
 
 _AR_MAGIC = b"!<arch>\n"

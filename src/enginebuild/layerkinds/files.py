@@ -4,13 +4,14 @@ deterministic tar (the same writer as the file-edit path's, layerkinds/filelayer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from enginebuild.core import keys
-from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import Download, LayerPayload, TailFile, WriteJob
-from enginebuild.layerkinds.filelayer import FileItem, write_files
 from enginebuild.spec.model import FileEntry
+
+if TYPE_CHECKING:
+    from enginebuild.io.tars import TarWriter
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class Files(LayerPayload):
         return keys.files_layer([(e.dest, e.mode, digests[e.display]) for e in self.entries], epoch)
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
+        from enginebuild.layerkinds.filelayer import FileItem, write_files
+
         write_files(writer, [
             FileItem(e.dest, e.mode, e.src, job.inputs[f"file {e.display}"], e.display) if e.src is not None
             else FileItem(e.dest, e.mode, job.store.verified(str(e.sha256), e.display), None, e.display)

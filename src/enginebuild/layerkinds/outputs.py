@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import tarfile
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from enginebuild.core import keys
-from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.base import INSTALL_WRITER, CopiedOutputs, LayerPayload, WriteJob
-from enginebuild.layerkinds.installer import install_wheel
 from enginebuild.spec.model import Outputs
+
+if TYPE_CHECKING:
+    from enginebuild.io.tars import TarWriter
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class OutputTree(LayerPayload):
                            site=self.site_packages, interpreter=self.interpreter if self.site_packages else "")
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
+        from enginebuild.layerkinds.installer import install_wheel
+
         record = job.outputs[self.component_key]
         if self.outputs.kind == "wheels":
             for filename, sha, _ in sorted(record.wheels):

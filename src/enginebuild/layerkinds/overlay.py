@@ -3,26 +3,23 @@ overlay's patch stack applied by the same code as `patches check`, the changed f
 
 from __future__ import annotations
 
-import tarfile
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
-from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.base import INSTALL_WRITER, PATCH_WRITER, LayerPayload, WriteJob
-from enginebuild.layerkinds.installer import whiteout
-from enginebuild.oci.engine import Engine
-from enginebuild.patches.check import check_stack
-from enginebuild.patches.patched import stack_failure
 from enginebuild.sources import Pinned
-from enginebuild.sources.trees import FILE, FileMap
 from enginebuild.spec.model import PatchRef
+
+if TYPE_CHECKING:
+    from enginebuild.io.tars import TarWriter
 
 
 @dataclass(frozen=True)
 class OverlayFiles(LayerPayload):
-    writer: ClassVar[tuple[str, ...]] = (*INSTALL_WRITER, *PATCH_WRITER)
+    writer: ClassVar[tuple[str, ...]] = (*INSTALL_WRITER, *PATCH_WRITER, "layerkinds/basefiles.py")
     name: str
     installed: str
     patches: tuple[PatchRef, ...]
@@ -35,6 +32,12 @@ class OverlayFiles(LayerPayload):
                            patches=[p.patch.sha256 for p in self.patches])
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
+        from enginebuild.layerkinds.basefiles import BaseFiles
+        from enginebuild.layerkinds.installer import whiteout
+        from enginebuild.patches.check import check_stack
+        from enginebuild.patches.patched import stack_failure
+        from enginebuild.sources.trees import FILE
+
         if job.chain_image is None:
             raise BuildFailed(f"layer {job.name}: the chain below is not loaded")
         paths = sorted({f.path for p in self.patches for f in p.patch.files})
@@ -58,22 +61,3 @@ class OverlayFiles(LayerPayload):
     def describe(self, name: str, folder: str) -> str:
         return (f"# enginebuild: {len(self.patches)} patch(es) of {self.name} applied on the host to the "
                 f"files the base has in {self.installed}")
-
-
-class BaseFiles(FileMap):
-    """Files of an installed package, read out of the image that ships it."""
-
-    def __init__(self, engine: Engine, image: str, installed: str, paths: list[str]):
-        super().__init__({}, f"installed in {image} at {installed}")
-        with engine.container(image) as container:
-            for path in paths:
-                with engine.archive(container, f"{installed.rstrip('/')}/{path}") as stream:
-                    if stream is None:
-                        continue
-                    with tarfile.open(fileobj=stream, mode="r|") as tar:
-                        for member in tar:
-                            if member.isreg():
-                                handle = tar.extractfile(member)
-                                assert handle is not None
-                                self.files[path] = (handle.read(), member.mode & 0o7777)
-                            break

@@ -13,32 +13,22 @@ import io
 import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
-from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.base import INSTALL_WRITER, PATCH_WRITER, ComponentOutput, LayerPayload, WriteJob
 from enginebuild.layerkinds.context import ContextItem, FromSource
-from enginebuild.layerkinds.installer import installed_record
-from enginebuild.layerkinds.verbatim import (
-    Facts,
-    OutputMember,
-    Placed,
-    forget,
-    keep_facts,
-    learn,
-    read_facts,
-    same_names,
-    source_files,
-    tar_members,
-    wheel_members,
-)
-from enginebuild.patches.check import check_stack
-from enginebuild.patches.patched import patched_tree, stack_failure
 from enginebuild.sources.base import Context
-from enginebuild.sources.trees import FileMap, declared_matcher
+from enginebuild.sources.globs import declared_matcher
 from enginebuild.spec.model import PatchRef
+
+if TYPE_CHECKING:
+    from enginebuild.layerkinds.verbatim import Facts, OutputMember, Placed
+
+if TYPE_CHECKING:
+    from enginebuild.io.tars import TarWriter
 
 
 class NotVerbatim(BuildFailed):
@@ -73,6 +63,12 @@ class PatchedFiles(LayerPayload):
         return tuple(sorted({f.path for p in self.patches for f in p.patch.files}))
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
+        from enginebuild.layerkinds.installer import installed_record
+        from enginebuild.layerkinds.verbatim import forget, read_facts
+        from enginebuild.patches.check import check_stack
+        from enginebuild.patches.patched import stack_failure
+        from enginebuild.sources.trees import FileMap
+
         record = job.outputs[self.component_key]
         facts = read_facts(job.store, self.component_key) or {}
         unknown = [path for path in self.paths if path not in facts]
@@ -136,6 +132,8 @@ class PatchedFiles(LayerPayload):
         writer.add_member(info, io.BytesIO(data))
 
     def members(self, job: WriteJob, record: ComponentOutput, wanted: set[str] | None = None) -> Iterable[OutputMember]:
+        from enginebuild.layerkinds.verbatim import tar_members, wheel_members
+
         if self.outputs_kind == "wheels":
             for filename, sha, _ in sorted(record.wheels):
                 for member in wheel_members(job.store.whole(sha, filename), filename):
@@ -150,6 +148,10 @@ class PatchedFiles(LayerPayload):
               paths: list[str]) -> dict[str, tuple[Placed, ...]]:
         """Whether the build installs `paths` verbatim (and where), from the tree it was given and
         what it made, added to what is `known` and kept."""
+        from enginebuild.layerkinds.verbatim import keep_facts, learn, same_names, source_files
+        from enginebuild.patches.check import check_stack
+        from enginebuild.patches.patched import patched_tree, stack_failure
+
         origin = self.tree.origin
         assert isinstance(origin, FromSource)
         ctx = Context(job.store.home, mtime=self.epoch)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from enginebuild.core import keys
-from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import Download, LayerPayload, WriteJob
-from enginebuild.layerkinds.debfile import write_sysroot
 from enginebuild.lock.pins import DebPin
+
+if TYPE_CHECKING:
+    from enginebuild.io.tars import TarWriter
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class Sysroot(LayerPayload):
         return keys.key_of("sysroot", debs=[d.sha256 for d in self.debs], epoch=epoch)
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
+        from enginebuild.layerkinds.debfile import write_sysroot
+
         write_sysroot([(job.store.whole(d.sha256, f"{d.name} {d.version}"), d.name) for d in self.debs], writer)
 
     def downloads(self) -> list[Download]:

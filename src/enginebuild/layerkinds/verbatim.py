@@ -22,9 +22,12 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from enginebuild.io.store import Store
-from enginebuild.io.tars import clean_name
+from enginebuild.io.tarrules import clean_name
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import Store
 
 KIND = "verbatim"
 FORMAT = 1

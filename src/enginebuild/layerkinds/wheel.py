@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed, command
-from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import INSTALL_WRITER, LayerPayload, WriteJob
-from enginebuild.layerkinds.installer import install_wheel, unmet_requirements
 from enginebuild.lock.pins import PyPin
+
+if TYPE_CHECKING:
+    from enginebuild.io.tars import TarWriter
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Wheel(LayerPayload):
                            **({"excluded": list(self.excluded)} if self.excluded else {}))
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
+        from enginebuild.layerkinds.installer import install_wheel, unmet_requirements
+
         for filename, sha, _ in sorted(job.outputs[self.component_key].wheels):
             wheel = job.store.whole(sha, filename)
             unmet = unmet_requirements(wheel, self.closure, self.target, self.excluded) \

@@ -7,14 +7,15 @@ from __future__ import annotations
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
-from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import INSTALL_WRITER, Download, LayerPayload, WriteJob
-from enginebuild.layerkinds.installer import install_wheels, record_paths, removals, whiteout
 from enginebuild.lock.pins import PyPin
+
+if TYPE_CHECKING:
+    from enginebuild.io.tars import TarWriter
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class Wheels(LayerPayload):
                            **({"replaces": [self.base_digest, list(self.removes)]} if self.removes else {}))
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
+        from enginebuild.layerkinds.installer import install_wheels, record_paths, removals, whiteout
+
         wheels = [(job.store.whole(pin.sha256, pin.filename), pin.filename) if pin.sha256
                   else built_wheel(job, pin) for pin in self.pins]
         written = install_wheels(wheels, self.site_packages, self.interpreter, writer)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from enginebuild.errors import LockError, Where, command
-from enginebuild.io.files import write_atomic
 from enginebuild.lock.inputs import Input, P, image_inputs
 from enginebuild.sources import Pinned, Source
 from enginebuild.spec.model import ImageSpec
@@ -164,6 +163,8 @@ def migrate_v1(lock: Lock, spec: ImageSpec) -> Lock:
 
 
 def write_lock(root: Path, spec: ImageSpec, lock: Lock) -> None:
+    from enginebuild.io.files import write_atomic
+
     write_atomic(lock_path(root, spec.lock_name), lock.to_json())
 
 

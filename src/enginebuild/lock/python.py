@@ -20,7 +20,6 @@ import tomllib
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags
@@ -30,14 +29,14 @@ from packaging.version import InvalidVersion, Version
 from enginebuild.errors import LockError, ResolveError, ToolMissing, UserError, printable
 from enginebuild.io import proc
 from enginebuild.io.http import Http, HttpFailure
+from enginebuild.lock.interpreters import machine_of
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin
 from enginebuild.lock.wheelfiles import with_shares
 from enginebuild.oci.rootfs import DIST_NAME, dist_version
-from enginebuild.sources.pyindex import DEFAULT_INDEX
+from enginebuild.sources.base import DEFAULT_INDEX
 from enginebuild.spec.model import PyRequirement, Python
 from enginebuild.wire import JsonDoc
 
-MACHINES = {"arm64": "aarch64", "amd64": "x86_64", "ppc64le": "ppc64le", "s390x": "s390x"}
 GLIBC = "2_35"  # Ubuntu 22.04 and later, Debian 12: the bases Spark images use
 
 
@@ -66,11 +65,6 @@ def check_same_release(pins: dict[str, PyPin], origins: Origins) -> None:
             raise ResolutionConflict(f"{' and '.join(named)} come from different releases; "
                                      f"{', '.join(group)} only work together from one release",
                                      hint="pin them to the same version")
-
-
-def machine_of(platform: str) -> str:
-    arch = platform.split("/", 1)[1].replace("/", "")
-    return MACHINES.get(arch, arch)
 
 
 def target_tags(python_version: str, machine: str) -> list[Tag]:
@@ -349,28 +343,3 @@ def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | N
     note = "" if read or base is None else (f"resolved without the distributions of {base.ref}, which could not be "
                                             "read here; `lock` resolves it again where the base is reachable")
     return PythonPin(tuple(pins[n] for n in sorted(pins)), base.digest if read and base else None, note)
-
-
-def interpreter_version(system: Any, base: Any) -> tuple[str, str] | None:
-    """(major.minor, what says so) of the environment's python3: the Debian interpreter its
-    system packages install (python3.N), else the base's PYTHON_VERSION; None when neither says."""
-    for deb in getattr(system, "packages", ()) or ():
-        match = re.fullmatch(r"python3\.(\d+)(?:-minimal)?", deb.name)
-        if match:
-            return f"3.{match.group(1)}", f"its system packages install {deb.name} {deb.version}"
-    for name, value in getattr(base, "env", ()) or ():
-        match = re.fullmatch(r"(3\.\d+)(?:\.\d+)?.*", value) if name == "PYTHON_VERSION" else None
-        if match:
-            return match.group(1), f"its base sets PYTHON_VERSION={value}"
-    return None
-
-
-def interpreter_mismatch(python: Any, system: Any, base: Any) -> str | None:
-    """Why `python.version` cannot be the runtime's interpreter, or None."""
-    found = interpreter_version(system, base)
-    if found is None or found[0] == python.version or not python.site_packages.startswith("/usr/"):
-        return None
-    version, because = found
-    return (f"python.version is {python.version}, but the interpreter here is Python {version} ({because}): "
-            f"packages would go to {python.site_packages}, where Python {version} never looks")
-

@@ -10,8 +10,9 @@ from packaging.version import InvalidVersion, Version
 
 from enginebuild.errors import ResolveError
 from enginebuild.io.http import Http
+from enginebuild.lock.interpreters import machine_of
 from enginebuild.lock.pins import PyPin
-from enginebuild.lock.python import machine_of, target_tags
+from enginebuild.lock.python import target_tags
 from enginebuild.sources.pyindex import IndexFile, project_files
 from enginebuild.spec.model import Release
 

@@ -34,16 +34,17 @@ from enginebuild.lock.inputs import (
     env_input,
     image_inputs,
 )
+from enginebuild.lock.interpreters import interpreter_mismatch
 from enginebuild.lock.lockfile import Entry, Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
-from enginebuild.lock.python import interpreter_mismatch, resolve_python
+from enginebuild.lock.python import resolve_python
 from enginebuild.lock.release import resolve_release
 from enginebuild.lock.wheeldeps import wheel_requirements
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.oci.rootfs import read_files
-from enginebuild.sources.base import Context
-from enginebuild.sources.pyindex import DEFAULT_INDEX, project_files, version_of_file
+from enginebuild.sources.base import DEFAULT_INDEX, Context
+from enginebuild.sources.pyindex import project_files, version_of_file
 from enginebuild.spec.model import Archive, ImageSpec, PyRequirement, Python
 
 Report = Callable[[str, str, str], None]

@@ -9,11 +9,12 @@ from typing import Any
 
 from enginebuild.errors import BuildFailed, command
 from enginebuild.io.store import Blob, HashingWriter, make_blob
-from enginebuild.io.tars import TarWriter, clean_name
+from enginebuild.io.tarrules import clean_name
+from enginebuild.io.tars import TarWriter
 from enginebuild.patches.check import check_stack
 from enginebuild.sources import Pinned
 from enginebuild.sources.base import Context
-from enginebuild.sources.trees import declared_matcher
+from enginebuild.sources.globs import declared_matcher
 from enginebuild.spec.model import PatchRef
 
 

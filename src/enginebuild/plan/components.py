@@ -7,11 +7,12 @@ components it needs: nothing of the runtime image or of other components.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from enginebuild.core import keys
 from enginebuild.errors import SpecError
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.layerkinds.context import ContextItem, FromBlob, FromData, FromFile, FromOutput, FromSource
-from enginebuild.layerkinds.verbatim import Facts
 from enginebuild.lock.inputs import release_input
 from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent_ref, script_run
 from enginebuild.plan.model import ComponentNode, EnvNode
@@ -19,8 +20,11 @@ from enginebuild.plan.render import TEMPLATES, render
 from enginebuild.plan.routes import FactsReader, Route, no_facts, route_patches
 from enginebuild.plan.writers import COMPONENT_WRITER, SOURCE_TREE_WRITER, code_digest
 from enginebuild.sources import Pinned
-from enginebuild.sources.trees import declared_matcher
+from enginebuild.sources.globs import declared_matcher
 from enginebuild.spec.model import Component, PatchRef
+
+if TYPE_CHECKING:
+    from enginebuild.layerkinds.verbatim import Facts
 
 ROUTED_OUTPUTS = ("wheels", "paths", "prefix")  # outputs a patch can be applied to as files (plan/routes.py)
 SOURCES = "/opt/enginebuild/sources"

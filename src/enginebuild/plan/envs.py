@@ -14,9 +14,9 @@ from enginebuild.layerkinds.context import ContextItem, FromBlob, FromData, From
 from enginebuild.layerkinds.system import Sysroot
 from enginebuild.layerkinds.wheels import Wheels
 from enginebuild.lock.inputs import AnyInput, image_inputs
+from enginebuild.lock.interpreters import interpreter_mismatch
 from enginebuild.lock.lockfile import Lock
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin
-from enginebuild.lock.python import interpreter_mismatch
 from enginebuild.plan.model import EnvNode, LayerNode
 from enginebuild.plan.render import TemplateValues, render
 from enginebuild.plan.wheelgroups import wheel_sets

@@ -16,9 +16,9 @@ from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.layerkinds import Data, Files, LayerPayload, OutputTree, OverlayFiles, PatchedFiles, Wheel
 from enginebuild.lock.inputs import role_of
+from enginebuild.lock.interpreters import machine_of
 from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
 from enginebuild.lock.pins import PythonPin
-from enginebuild.lock.python import machine_of
 from enginebuild.plan.components import component_node, release_node
 from enginebuild.plan.envs import EnvPlanner, Pins
 from enginebuild.plan.model import (
@@ -30,8 +30,7 @@ from enginebuild.plan.model import (
 )
 from enginebuild.plan.routes import FactsReader, no_facts
 from enginebuild.plan.writers import layer_key
-from enginebuild.spec.model import FileGroup, ImageSpec
-from enginebuild.spec.reader import ENV_REF
+from enginebuild.spec.model import ENV_REF, FileGroup, ImageSpec
 from enginebuild.wire import JsonDoc
 
 MANIFEST_PATH = "/opt/enginebuild/manifest.json"

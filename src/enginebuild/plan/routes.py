@@ -19,11 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from enginebuild.io.store import Store
-from enginebuild.layerkinds.verbatim import Facts, read_facts
-from enginebuild.sources.trees import declared_matcher
+from enginebuild.sources.globs import declared_matcher
 from enginebuild.spec.model import PatchRef
+
+if TYPE_CHECKING:
+    from enginebuild.layerkinds.verbatim import Facts
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import Store
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,8 @@ def no_facts(recipe_key: str) -> Facts | None:
 
 def stored_facts(store: Store) -> FactsReader:
     """What the store learned, per recipe key (the key of a component's build without patches)."""
+    from enginebuild.layerkinds.verbatim import read_facts
+
     return lambda recipe_key: read_facts(store, recipe_key)
 
 

@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from enginebuild.errors import Where
-from enginebuild.io.http import Http
-from enginebuild.io.store import Blob, Store
 from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     from enginebuild.core.schema import Schema
+    from enginebuild.io.http import Http
+    from enginebuild.io.store import Blob, Store
     from enginebuild.sources.trees import SourceTree
+
+DEFAULT_INDEX = "https://pypi.org/simple"  # where a Python requirement is resolved unless the spec says
+
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,13 @@ class Context:
     """What resolving and materialising sources may use: the store, mirrors, one HTTP session."""
 
     home: Path
-    http: Http = field(default_factory=Http)
+    http: Http = field(default_factory=lambda: _http())
     mtime: int = 0  # time stamp of every entry of a tree written from a source
 
     @property
     def store(self) -> Store:
+        from enginebuild.io.store import Store
+
         return Store(self.home)
 
 
@@ -103,3 +108,9 @@ class Kind(Protocol[Request, Pin]):
     def override(self, request: Request, ref: str, ctx: Context) -> tuple[Request, Pin]:
         """Another version or ref of the same source, as a request and its pin (`patches check
         --engine`)."""
+
+
+def _http() -> Http:
+    from enginebuild.io.http import Http
+
+    return Http()

@@ -25,7 +25,8 @@ from enginebuild.core.schema import Bool, Record, Str
 from enginebuild.errors import ResolveError, UserError
 from enginebuild.io.git import HEX40, Mirror, git, mirror_of
 from enginebuild.io.store import Blob, make_blob, sha256_bytes
-from enginebuild.io.tars import TarWriter, clean_name, walk_folder
+from enginebuild.io.tarrules import clean_name
+from enginebuild.io.tars import TarWriter, walk_folder
 from enginebuild.sources.base import Context, Kind, Place
 from enginebuild.sources.trees import GitTree, SourceTree
 from enginebuild.wire import JsonDoc

@@ -18,7 +18,6 @@ from enginebuild.errors import ResolveError
 from enginebuild.io.http import Http, HttpFailure
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
-DEFAULT_INDEX = "https://pypi.org/simple"
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from enginebuild.core.schema import Record, Str
 from enginebuild.errors import ResolveError, UserError
 from enginebuild.io.store import Blob, sha256_bytes
 from enginebuild.io.unpack import parse_size, size_problem
-from enginebuild.sources.base import Context, Kind, Place
-from enginebuild.sources.pyindex import DEFAULT_INDEX, find_file, newest_version, project_files, version_of_file
+from enginebuild.sources.base import DEFAULT_INDEX, Context, Kind, Place
+from enginebuild.sources.pyindex import find_file, newest_version, project_files, version_of_file
 from enginebuild.sources.trees import ArchiveTree, SourceTree, archive_to_tree
 from enginebuild.wire import JsonDoc
 

@@ -9,9 +9,8 @@
 from __future__ import annotations
 
 import json
-import re
 import tarfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from enginebuild.errors import FetchError
@@ -19,7 +18,8 @@ from enginebuild.io.files import image_mode, mutex, write_atomic
 from enginebuild.io.git import Mirror, git
 from enginebuild.io.progress import output
 from enginebuild.io.store import Blob, Store, make_blob, sha256_bytes
-from enginebuild.io.tars import TarWriter, clean_name, write_folder
+from enginebuild.io.tarrules import clean_name
+from enginebuild.io.tars import TarWriter, write_folder
 from enginebuild.io.unpack import Budget, is_disk_full
 
 FILE, DIR, SYMLINK, OTHER = "file", "dir", "symlink", "other"
@@ -323,17 +323,3 @@ def folder_to_tree(store: Store, folder: Path, what: str, mtime: int) -> Blob:
         writer.close()
 
     return make_blob(store, what, write)
-
-
-def declared_matcher(globs: tuple[str, ...]) -> Callable[[str], bool]:
-    """Whether a path of a source tree is one of its declared inputs: `*` and `?` within one path
-    part, `**` across parts, a folder (`csrc/` or `csrc`) with everything under it."""
-
-    parts = []
-    for glob in globs:
-        text = glob.rstrip("/")
-        tokens = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
-        pattern = "".join(tokens.get(tok, re.escape(tok)) for tok in re.split(r"(\*\*/|\*\*|\*|\?)", text) if tok)
-        parts.append(f"{pattern}(?:/.*)?")
-    regex = re.compile("|".join(f"(?:{p})" for p in parts)) if parts else None
-    return lambda path: regex is None or regex.fullmatch(path.strip("/")) is not None

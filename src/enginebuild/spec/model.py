@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from enginebuild.core.patchfile import PatchFile
 from enginebuild.errors import Where
 from enginebuild.sources import Source
-from enginebuild.spec.patchchecks import PatchCheck, checks_path
+
+if TYPE_CHECKING:
+    from enginebuild.core.patchfile import PatchFile
+    from enginebuild.spec.patchchecks import PatchCheck
 
 DEFAULT_PLATFORM = "linux/arm64"
 DEFAULT_ARCHIVE_URL = "http://deb.debian.org/debian"
 DEFAULT_SUITE = "bookworm"
+
+# a ${NAME}, ${NAME:-default}, $NAME or $$ in an env value or a command
+ENV_REF = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
+                     r"|(?P<dollar>\$))")
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,8 @@ class PatchRef:
     @property
     def checks_file(self) -> Path:
         """Where its checks are (or would be): a change there is run again, not built again."""
+        from enginebuild.spec.patchchecks import checks_path
+
         return checks_path(self.path)
 
 

@@ -18,20 +18,18 @@ from enginebuild.core.yamlload import YList, YMap
 from enginebuild.errors import SpecError, Where
 from enginebuild.io.files import image_mode
 from enginebuild.io.recipefiles import open_recipe_file, read_recipe_file
-from enginebuild.io.tars import dropped_by
+from enginebuild.io.tarrules import dropped_by
 from enginebuild.sources import Source, kind
-from enginebuild.sources.base import Place
-from enginebuild.sources.pyindex import DEFAULT_INDEX
-from enginebuild.sources.trees import declared_matcher
+from enginebuild.sources.base import DEFAULT_INDEX, Place
+from enginebuild.sources.globs import declared_matcher
 from enginebuild.spec import model as m
 from enginebuild.spec.listing import listed
+from enginebuild.spec.model import ENV_REF
 from enginebuild.spec.patchchecks import read_checks
 
 # set by enginebuild in every component build (plan/templates/component.Dockerfile)
 RELEASE_WHEELS = "/opt/enginebuild/out"  # where a release component's wheel is, for what needs it
 RESERVED_ARGS = ("SOURCE_DATE_EPOCH", "PYTHONHASHSEED")
-ENV_REF = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*)"
-                     r"|(?P<dollar>\$))")
 
 
 def env_references(value: str) -> list[str]:

@@ -1,0 +1,38 @@
+"""Which interpreter and machine an environment has, from what the lock and the base say (the
+standard library only: the planner asks without loading the resolver)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MACHINES = {"arm64": "aarch64", "amd64": "x86_64", "ppc64le": "ppc64le", "s390x": "s390x"}
+
+
+def machine_of(platform: str) -> str:
+    arch = platform.split("/", 1)[1].replace("/", "")
+    return MACHINES.get(arch, arch)
+
+
+def interpreter_version(system: Any, base: Any) -> tuple[str, str] | None:
+    """(major.minor, what says so) of the environment's python3: the Debian interpreter its
+    system packages install (python3.N), else the base's PYTHON_VERSION; None when neither says."""
+    for deb in getattr(system, "packages", ()) or ():
+        match = re.fullmatch(r"python3\.(\d+)(?:-minimal)?", deb.name)
+        if match:
+            return f"3.{match.group(1)}", f"its system packages install {deb.name} {deb.version}"
+    for name, value in getattr(base, "env", ()) or ():
+        match = re.fullmatch(r"(3\.\d+)(?:\.\d+)?.*", value) if name == "PYTHON_VERSION" else None
+        if match:
+            return match.group(1), f"its base sets PYTHON_VERSION={value}"
+    return None
+
+
+def interpreter_mismatch(python: Any, system: Any, base: Any) -> str | None:
+    """Why `python.version` cannot be the runtime's interpreter, or None."""
+    found = interpreter_version(system, base)
+    if found is None or found[0] == python.version or not python.site_packages.startswith("/usr/"):
+        return None
+    version, because = found
+    return (f"python.version is {python.version}, but the interpreter here is Python {version} ({because}): "
+            f"packages would go to {python.site_packages}, where Python {version} never looks")
