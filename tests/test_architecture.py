@@ -222,3 +222,14 @@ def test_the_planner_loads_no_writer_and_at_most_40_modules():
         "layerkinds.debfile", "layerkinds.filelayer", "layerkinds.basefiles", "sources.trees", "lock.python"))]
     assert writers == []
     assert len(loaded) <= 40, loaded
+
+
+def test_no_verb_imports_another():
+    """A verb's options that others share live in commands/arguments.py; no verb reaches into another's module."""
+    found = []
+    for path in sorted((SRC / "commands").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("enginebuild.commands.") \
+                    and node.module != "enginebuild.commands.arguments":
+                found.append(f"{path.name}:{node.lineno} {node.module}")
+    assert found == []

@@ -1,9 +1,15 @@
-"""Options several verbs share, defined once: how a push compresses layers, and the registry cache."""
+"""Options several verbs share, defined once: how a push compresses layers, the registry cache,
+signing, locking (--locked/--frozen), builders and --build-arg."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import difflib
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from enginebuild.errors import UserError
 
 if TYPE_CHECKING:
     from enginebuild.publish.keyless import KeylessSigner
@@ -43,8 +49,6 @@ def add_signing_arguments(parser: argparse.ArgumentParser, implied: bool = False
 
 def signer_of(args: argparse.Namespace, attach: bool = True) -> Signer | KeylessSigner | None:
     """The signer --sign asks for, read before anything is pushed (a bad key stops the command first)."""
-    from enginebuild.errors import UserError
-
     given = next((f for f, v in (("--key", args.key), ("--keyless", args.keyless), ("--fulcio", args.fulcio),
                                  ("--rekor", args.rekor)) if v), None)
     if given and not args.sign:
@@ -65,3 +69,49 @@ def signer_of(args: argparse.Namespace, attach: bool = True) -> Signer | Keyless
     from enginebuild.publish.signkeys import load_signer
 
     return load_signer(args.key)
+
+
+def add_locking_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """--locked/--frozen, as Cargo and uv have them: without either, inputs the spec asks for and
+    the lock lacks are locked first (only those); with one, the lock is used as it is."""
+    locking = parser.add_mutually_exclusive_group()
+    locking.add_argument("--locked", action="store_true",
+                         help=f"{what} only with the lock as it is: exit 1 naming any input the spec asks for that "
+                              "the lock does not pin (CI), instead of locking it first")
+    locking.add_argument("--frozen", action="store_true",
+                         help="as --locked, and never reach a network to resolve anything")
+
+
+def add_builder_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--builder", action="append", default=[], metavar="[NAME=]ENGINE",
+                        help="a Docker engine to build components on (repeatable): unix://, tcp:// (TLS from "
+                             "DOCKER_CERT_PATH), ssh://USER@HOST, a Docker context's name, a builder of "
+                             "enginebuild.yaml, or `local` (this machine's); default: builders: in enginebuild.yaml, "
+                             "else this machine's engine")
+    parser.add_argument("--buildx-builder", metavar="NAME",
+                        help="the buildx builder this machine's engine builds with (default: $BUILDX_BUILDER)")
+
+
+def parse_build_args(values: list[str], specs: Iterable[Any] = ()) -> dict[str, str]:
+    """NAME=VALUE pairs; with `specs`, each NAME must be a build argument of one of their
+    components (an override of nothing would be ignored: a typo is refused, with a guess)."""
+    out = {}
+    for value in values:
+        name, sep, text = value.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or any(c in text for c in "\n\r\x00"):
+            raise UserError(f"--build-arg {value!r}: expected NAME=VALUE on one line")
+        out[name] = text
+    specs = list(specs)
+    known = {key: f"{spec.name}: component {comp.name}" for spec in specs for comp in spec.components
+             for key, _ in comp.build.args}
+    for name in out:
+        if specs and name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            where = ", ".join(sorted(spec.name for spec in specs))
+            base = re.search(r"BASE|FROM", name.upper()) is not None and not close
+            raise UserError(f"--build-arg {name}: no component of {where} has a build argument {name}",
+                            hint=f"did you mean {close[0]} ({known[close[0]]})?" if close else
+                            "the image's base is its spec's `base`, not a build argument: `--on REF@sha256:…` "
+                            "builds this once on a stand-in base, `--set base=REF` changes it for this build"
+                            if base else "a component's build.args in the spec names what may be overridden")
+    return out

@@ -7,10 +7,17 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from enginebuild.commands.arguments import add_cache_arguments, add_compression_argument, add_signing_arguments, signer_of
+from enginebuild.commands.arguments import (
+    add_builder_arguments,
+    add_cache_arguments,
+    add_compression_argument,
+    add_locking_arguments,
+    add_signing_arguments,
+    parse_build_args,
+    signer_of,
+)
 from enginebuild.errors import UserError
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
@@ -62,52 +69,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "without its cache, no stored output or layer reused, the registry cache not read); "
                              "pinned downloads are still reused")
     parser.add_argument("-v", "--verbose", action="store_true", help="stream the builder's output")
-
-
-def add_locking_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """--locked/--frozen, as Cargo and uv have them: without either, inputs the spec asks for and
-    the lock lacks are locked first (only those); with one, the lock is used as it is."""
-    locking = parser.add_mutually_exclusive_group()
-    locking.add_argument("--locked", action="store_true",
-                         help=f"{what} only with the lock as it is: exit 1 naming any input the spec asks for that "
-                              "the lock does not pin (CI), instead of locking it first")
-    locking.add_argument("--frozen", action="store_true",
-                         help="as --locked, and never reach a network to resolve anything")
-
-
-def add_builder_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--builder", action="append", default=[], metavar="[NAME=]ENGINE",
-                        help="a Docker engine to build components on (repeatable): unix://, tcp:// (TLS from "
-                             "DOCKER_CERT_PATH), ssh://USER@HOST, a Docker context's name, a builder of "
-                             "enginebuild.yaml, or `local` (this machine's); default: builders: in enginebuild.yaml, "
-                             "else this machine's engine")
-    parser.add_argument("--buildx-builder", metavar="NAME",
-                        help="the buildx builder this machine's engine builds with (default: $BUILDX_BUILDER)")
-
-
-def parse_build_args(values: list[str], specs: Iterable[Any] = ()) -> dict[str, str]:
-    """NAME=VALUE pairs; with `specs`, each NAME must be a build argument of one of their
-    components (an override of nothing would be ignored: a typo is refused, with a guess)."""
-    out = {}
-    for value in values:
-        name, sep, text = value.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or any(c in text for c in "\n\r\x00"):
-            raise UserError(f"--build-arg {value!r}: expected NAME=VALUE on one line")
-        out[name] = text
-    specs = list(specs)
-    known = {key: f"{spec.name}: component {comp.name}" for spec in specs for comp in spec.components
-             for key, _ in comp.build.args}
-    for name in out:
-        if specs and name not in known:
-            close = difflib.get_close_matches(name, list(known), n=1)
-            where = ", ".join(sorted(spec.name for spec in specs))
-            base = re.search(r"BASE|FROM", name.upper()) is not None and not close
-            raise UserError(f"--build-arg {name}: no component of {where} has a build argument {name}",
-                            hint=f"did you mean {close[0]} ({known[close[0]]})?" if close else
-                            "the image's base is its spec's `base`, not a build argument: `--on REF@sha256:…` "
-                            "builds this once on a stand-in base, `--set base=REF` changes it for this build"
-                            if base else "a component's build.args in the spec names what may be overridden")
-    return out
 
 
 def parse_on(on: str | None, stages: str | None) -> tuple[str | None, frozenset[str] | None]:

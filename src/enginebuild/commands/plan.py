@@ -33,8 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override a component build argument")
     parser.add_argument("--unpinned", action="store_true",
                         help="plan from the spec alone, every input as requested and none pinned (as render has it)")
-    from enginebuild.commands.arguments import add_cache_arguments
-    from enginebuild.commands.image import add_builder_arguments, add_locking_arguments
+    from enginebuild.commands.arguments import add_builder_arguments, add_cache_arguments, add_locking_arguments
 
     add_locking_arguments(parser, "plan")
     add_cache_arguments(parser)
@@ -133,7 +132,7 @@ def show_assignment(ws: Workspace, plan: ImagePlan, doc: JsonDoc, specs: list[Bu
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.build.cache import cache_from_settings
-    from enginebuild.commands.image import parse_build_args
+    from enginebuild.commands.arguments import parse_build_args
     from enginebuild.errors import UserError
 
     if not args.images and not args.all:

@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH", help="only this platform")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
                         help="override a component build argument")
-    from enginebuild.commands.image import add_locking_arguments
+    from enginebuild.commands.arguments import add_locking_arguments
 
     add_locking_arguments(parser, "render")
     parser.add_argument("--unpinned", action="store_true",
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.commands.image import parse_build_args
+    from enginebuild.commands.arguments import parse_build_args
     from enginebuild.errors import UserError
     from enginebuild.lock.lockfile import Lock
     from enginebuild.plan.image import plan_image
