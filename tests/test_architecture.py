@@ -233,3 +233,11 @@ def test_no_verb_imports_another():
                     and node.module != "enginebuild.commands.arguments":
                 found.append(f"{path.name}:{node.lineno} {node.module}")
     assert found == []
+
+
+def test_the_lock_is_read_through_its_types_outside_lock():
+    """Outside lock/, a pin is read as its type (Lock.tool, Lock.source_pin, plan's typed Pins), never
+    as the lock's raw JSON."""
+    found = [f"{path.relative_to(SRC)}:{n}" for path in SRC.rglob("*.py") if "lock" not in path.relative_to(SRC).parts
+             for n, line in enumerate(path.read_text().splitlines(), 1) if "lock.raw(" in line]
+    assert found == []

@@ -17,12 +17,9 @@ from enginebuild.kernels.archs import parse_declared
 from enginebuild.kernels.cuobjdump import Cuobjdump
 from enginebuild.kernels.scan import FileReport, Rules, Skip, scan_layers
 from enginebuild.lock.lockfile import Lock
-from enginebuild.lock.pins import ToolPin
 from enginebuild.plan.model import ImagePlan, LayerNode
 from enginebuild.spec.model import ImageSpec
 from enginebuild.wire import JsonDoc
-
-NOT_ENGINE = ("system", "manifest")  # distribution packages and enginebuild's own manifest
 
 
 @dataclass
@@ -79,11 +76,11 @@ def rules_for(spec: ImageSpec, plan: ImagePlan, node: LayerNode, judged: tuple[s
 
 
 def tool_of(lock: Lock, store: Store) -> Cuobjdump:
-    raw = lock.raw("tools.cuobjdump")
-    if not raw:
+    pin = lock.tool("cuobjdump")
+    if pin is None:
         raise UserError(f"lockfiles/{lock.image.replace(':', '--')}.lock pins no cuobjdump (tools.cuobjdump)",
                         hint=f"run `{command()} lock`")
-    return Cuobjdump.from_pin(ToolPin.from_json(raw), store)
+    return Cuobjdump.from_pin(pin, store)
 
 
 def verify_plan(spec: ImageSpec, lock: Lock | None, plan: ImagePlan, store: Store,
@@ -100,7 +97,7 @@ def verify_plan(spec: ImageSpec, lock: Lock | None, plan: ImagePlan, store: Stor
     tool = tool_of(lock, store)
     layers = []
     for node in plan.runtime.layers:
-        if node.kind in NOT_ENGINE:
+        if not node.payload.engine_files():
             continue
         rules = rules_for(spec, plan, node, judged)
         if rules is None:

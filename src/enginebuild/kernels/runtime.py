@@ -17,7 +17,6 @@ from enginebuild.errors import BuildFailed, command
 from enginebuild.io.store import Store
 from enginebuild.kernels.closure import Closure, check_closure
 from enginebuild.kernels.filetable import TABLE_RECORD, Entry, FileTable, saved_layers, stored_layer
-from enginebuild.kernels.image import NOT_ENGINE
 from enginebuild.kernels.scan import Skip
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImageSpec
@@ -58,7 +57,7 @@ def image_table(plan: ImagePlan, store: Store, save: Saver | None) -> tuple[File
         for sha, _ in blobs:
             table.add(node.name, stored_layer(store, sha), sha)
             layers += 1
-        if node.kind not in NOT_ENGINE:
+        if node.payload.engine_files():
             ours.add(node.name)
     return table, ours, layers
 

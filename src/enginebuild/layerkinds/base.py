@@ -132,6 +132,11 @@ class LayerPayload:
         """Write the layer's entries (a kind enginebuild writes on the host)."""
         raise BuildFailed(f"layer {job.name}: {type(self).__name__} layers are not written on the host")
 
+    def engine_files(self) -> bool:
+        """Whether what it holds is the engine's or the recipe's, which the kernel and closure
+        checks read; not a distribution's packages nor enginebuild's own manifest."""
+        return True
+
     def stands_alone(self) -> bool:
         """Written by enginebuild from its own inputs only (not from the chain below it)."""
         return True

@@ -18,7 +18,11 @@ class Run(LayerPayload):
     context: tuple[ContextItem, ...]
     secrets: tuple[str, ...] = ()
     platform: str = ""
+    distribution: bool = False  # the system's commands (dpkg -i, system.run): a distribution's packages
     by_command: ClassVar[bool] = True
+
+    def engine_files(self) -> bool:
+        return not self.distribution
 
     def key(self, epoch: int) -> str:
         """The commands and their context, not the chain below (the chain key folds that in);

@@ -25,6 +25,9 @@ class Data(LayerPayload):
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         writer.add_bytes(self.dest, self.data)
 
+    def engine_files(self) -> bool:
+        return False  # enginebuild's own manifest
+
     def describe(self, name: str, folder: str) -> str:
         return f"COPY {folder}/ /   # enginebuild: {self.dest}"
 

@@ -27,6 +27,9 @@ class Sysroot(LayerPayload):
 
         write_sysroot([(job.store.whole(d.sha256, f"{d.name} {d.version}"), d.name) for d in self.debs], writer)
 
+    def engine_files(self) -> bool:
+        return False  # a distribution's packages
+
     def downloads(self) -> list[Download]:
         return [Download(d.sha256, (url,), f"{d.name} {d.version} (.deb)", d.size)
                 for d, url in zip(self.debs, self.urls, strict=False)]

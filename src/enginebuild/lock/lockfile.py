@@ -16,6 +16,7 @@ from typing import Any
 
 from enginebuild.errors import LockError, Where, command
 from enginebuild.lock.inputs import Input, P, image_inputs
+from enginebuild.lock.pins import ToolPin
 from enginebuild.sources import Pinned, Source
 from enginebuild.spec.model import ImageSpec
 from enginebuild.wire import JsonDoc
@@ -57,6 +58,11 @@ class Lock:
     def raw(self, name: str) -> JsonDoc | None:
         entry = self.entries.get(name)
         return entry.resolved if entry else None
+
+    def tool(self, name: str) -> ToolPin | None:
+        """The host tool the lock pins as `tools.NAME` (cuobjdump), or None."""
+        data = self.raw(f"tools.{name}")
+        return ToolPin.from_json(data) if data else None
 
     def pin(self, inp: Input[P]) -> P | None:
         """The typed pin of an input, or None when the lock does not resolve it."""

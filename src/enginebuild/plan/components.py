@@ -224,7 +224,7 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
 def release_node(planner: EnvPlanner, comp: Component) -> ComponentNode:
     """A component taken from a release's wheel: its output is that file (by sha256), nothing is
     built. The Dockerfile is what `render` and `bake` show: the wheel copied into the outputs."""
-    pin = planner.pins.get(release_input(comp.name, planner.platform))
+    pin = planner.pins.release(release_input(comp.name, planner.platform))
     folder = comp.outputs.paths[0].rstrip("/")
     arcname = f"release/{pin.filename}" if pin else "release/NOT-PINNED.whl"
     what = f"{pin.filename} (release of component {comp.name})" if pin else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from enginebuild.core import keys
 from enginebuild.errors import LockError, SpecError, command
@@ -39,7 +39,29 @@ class Pins:
     def __post_init__(self) -> None:
         self.inputs = {inp.name: inp for inp in image_inputs(self.spec)}
 
-    def get(self, name: str) -> Any:
+    def image(self, name: str) -> ImagePin:
+        return self._typed(name, ImagePin)
+
+    def system(self, name: str) -> SystemPin:
+        return self._typed(name, SystemPin)
+
+    def python(self, name: str) -> PythonPin:
+        return self._typed(name, PythonPin)
+
+    def release(self, name: str) -> PyPin | None:
+        """A release's wheel; None where `render --unpinned` shows one the lock does not pin."""
+        found = self.get(name)
+        return found if isinstance(found, PyPin) else None
+
+    def _typed(self, name: str, kind: type[T]) -> T:
+        found = self.get(name)
+        if not isinstance(found, kind):  # a lock whose entry another kind of input wrote
+            raise LockError(f"lockfiles/{self.spec.lock_name}.lock: input {name} is not a {kind.__name__}",
+                            hint=f"run `{command()} lock {self.spec.name}`")
+        return found
+
+    def get(self, name: str) -> object:
+        """The pin of input `name`, as its input reads it (the typed getters above say which)."""
         inp = self.inputs[name]
         entry = self.lock.entries.get(name)
         if entry is None or entry.resolved is None:
@@ -56,6 +78,7 @@ def placeholder(inp: AnyInput) -> Any:
     return inp.placeholder()
 
 
+T = TypeVar("T")
 MOUNT_UNSAFE = frozenset(',"\'=\n\r\t \\\x00')  # what would end a --mount field or start another
 
 
@@ -125,7 +148,7 @@ class EnvPlanner:
             return ImagePin(on, on.rpartition("@")[2], None)
         if env.base == "scratch":
             return None
-        pin: ImagePin = self.pins.get(f"{role}.base@{self.platform}")
+        pin = self.pins.image(f"{role}.base@{self.platform}")
         return pin
 
     def run_layer(self, parent: EnvNode, layers: list[LayerNode], what: str, commands: list[TemplateValues],
@@ -139,7 +162,7 @@ class EnvPlanner:
         dockerfile = render("run.Dockerfile", what=what, platform=self.platform, parent=parent_ref(prefix),
                             epoch=self.epoch, env=list(env), commands=commands)
         body = "\n".join(line for line in dockerfile.splitlines() if not line.startswith("FROM "))
-        payload = Run(dockerfile, context, secrets, self.platform)
+        payload = Run(dockerfile, context, secrets, self.platform, distribution=kind == "system")
         key = layer_key(payload, self.epoch)
         return LayerNode(kind, what, key, keys.chain(prefix.tip, key), payload, inputs or {"commands": keys.sha(body)})
 
@@ -154,7 +177,7 @@ class EnvPlanner:
         layers: list[LayerNode] = []
         system = env.system
         if system and "system" in parts:
-            pin: SystemPin = self.pins.get(f"{role}.system@{self.platform}") if system.packages else \
+            pin = self.pins.system(f"{role}.system@{self.platform}") if system.packages else \
                 SystemPin((), (), ())
             debs = pin.packages
             if debs and system.install == "extract":
@@ -179,8 +202,8 @@ class EnvPlanner:
                                              {"packages": keys.sha(keys.canonical([c.digest for c in context])),
                                               "commands": keys.sha(keys.canonical([str(c) for c in system.run]))}))
         if env.python and env.python.requirements and "python" in parts:
-            python: PythonPin = self.pins.get(f"{role}.python@{self.platform}")
-            system_pin = self.pins.get(f"{role}.system@{self.platform}") if env.system and env.system.packages else None
+            python = self.pins.python(f"{role}.python@{self.platform}")
+            system_pin = self.pins.system(f"{role}.system@{self.platform}") if env.system and env.system.packages else None
             why = interpreter_mismatch(env.python, system_pin, base)
             if why and self.pins.strict:
                 path = "python.version" if role == "runtime" else f"{role}.python.version"

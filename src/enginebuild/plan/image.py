@@ -113,9 +113,8 @@ def labels_of(spec: ImageSpec, lock: Lock, manifest: JsonDoc, pins: Pins, on: st
     revision = source_url = ""
     for comp in [spec.component(n) for n in spec.install] + list(spec.components):
         if comp.source and comp.source.pinned_by_lock:
-            pin = lock.raw(f"components.{comp.name}.source") or {}
-            revision = pin.get("commit") or (f"{comp.name}=={pin['version']}" if pin.get("version") else "")
-            source_url = pin.get("url", "") if comp.source.kind == "git" else ""
+            commit, version, source_url = lock.source_pin(comp.source, f"components.{comp.name}.source").origin()
+            revision = commit or (f"{comp.name}=={version}" if version else "")
             break
     labels = {"org.opencontainers.image.title": spec.name.split(":")[0],
               "org.opencontainers.image.description": spec.description,
@@ -219,7 +218,7 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     epoch = planner.epoch
     python = spec.runtime.python
     if python and "python" in only and "components" in only:
-        pypin: PythonPin = pins.get(f"runtime.python@{platform}") if python.requirements else PythonPin(())
+        pypin = pins.python(f"runtime.python@{platform}") if python.requirements else PythonPin(())
         for pin in pypin.installed():
             if pin.origin == "component":
                 comp_key = components[pin.component].key

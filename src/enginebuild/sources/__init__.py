@@ -131,6 +131,10 @@ class Pinned:
     def version(self) -> str | None:
         return self._impl.version(self.source.request, self.pin)
 
+    def origin(self) -> tuple[str, str, str]:
+        """(commit, release version, repository URL) for the image's labels; empty when unpinned."""
+        return self._impl.origin(self.pin) if self.pin is not None else ("", "", "")
+
     def tree(self, ctx: Context) -> SourceTree:
         return self._impl.tree(self.source.request, self.pin, ctx)
 

@@ -86,6 +86,9 @@ class Kind(Protocol[Request, Pin]):
     def version(self, request: Request, pin: Pin | None) -> str | None:
         """A release version, where the source is one (for Fixed-In and `--engine`)."""
 
+    def origin(self, pin: Pin) -> tuple[str, str, str]:
+        """(commit, release version, repository URL) the image's OCI labels name, "" where none."""
+
     def tree(self, request: Request, pin: Pin, ctx: Context) -> SourceTree:
         """The source's files, readable without unpacking all of them (for patch checks)."""
 

@@ -168,6 +168,9 @@ class GitKind:
     def describe(self, request: GitRequest, pin: GitPin | None) -> str:
         return f"git {request.url} @ {pin.commit[:12] if pin else request.ref}"
 
+    def origin(self, pin: GitPin) -> tuple[str, str, str]:
+        return pin.commit, "", pin.url
+
     def version(self, request: GitRequest, pin: GitPin | None) -> str | None:
         return request.version or _version_of_ref(request.ref)
 

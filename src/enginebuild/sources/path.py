@@ -82,6 +82,9 @@ class PathKind:
     def describe(self, request: PathRequest, pin: None) -> str:
         return f"folder {request.display}"
 
+    def origin(self, pin: None) -> tuple[str, str, str]:
+        return "", "", ""
+
     def version(self, request: PathRequest, pin: None) -> str | None:
         return None
 

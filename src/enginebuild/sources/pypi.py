@@ -112,6 +112,9 @@ class PypiKind:
         text = f"pypi {request.name}=={request.version}"
         return text + (f" (sdist sha256 {pin.sha256[:12]})" if pin else "")
 
+    def origin(self, pin: PypiPin) -> tuple[str, str, str]:
+        return "", pin.version, ""
+
     def version(self, request: PypiRequest, pin: PypiPin | None) -> str | None:
         return request.version
 

@@ -93,6 +93,9 @@ class UrlKind:
     def describe(self, request: UrlRequest, pin: UrlPin | None) -> str:
         return f"{request.url}" + (f" (sha256 {pin.sha256[:12]})" if pin else "")
 
+    def origin(self, pin: UrlPin) -> tuple[str, str, str]:
+        return "", "", ""
+
     def version(self, request: UrlRequest, pin: UrlPin | None) -> str | None:
         return None
 
