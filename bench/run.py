@@ -121,6 +121,8 @@ def bench_noop(ws, env, hand: Path, rendered: Path) -> list[Row]:
         all_stages()
         times.append(time.perf_counter() - start)
     floor = timed([sys.executable, "-c", "pass"], repeat=7)
+    quiet = timed(eb(ws, "image", "demo", *AMD64, "-q"), repeat=7, cwd=ws, env=env)
+    locked = timed(eb(ws, "image", "demo", *AMD64, "--locked"), repeat=7, cwd=ws, env=env)
     return [Row("a0. no-op image demo vs the interpreter's start", ours, floor, "s",
                 "python BUILD.py image demo --platform linux/amd64   (nothing changed)",
                 "python -c pass   (this machine's floor for any Python command)"),
@@ -129,7 +131,11 @@ def bench_noop(ws, env, hand: Path, rendered: Path) -> list[Row]:
                 "docker build of the hand-written Dockerfile, fully cached"),
             Row("a2. no-op image demo (per-build baseline)", ours, statistics.median(times), "s",
                 "python BUILD.py image demo --platform linux/amd64   (nothing changed)",
-                f"docker build of the {len(stages)} rendered BuildKit Dockerfiles (render --out), all cached")]
+                f"docker build of the {len(stages)} rendered BuildKit Dockerfiles (render --out), all cached"),
+            Row("a3. no-op image demo -q vs without -q", quiet, ours, "s",
+                "python BUILD.py image demo --platform linux/amd64 -q", "a0's command (the no-op path)"),
+            Row("a4. no-op image demo --locked (CI's line) vs without", locked, ours, "s",
+                "python BUILD.py image demo --platform linux/amd64 --locked", "a0's command (the no-op path)")]
 
 
 def bench_warm_edit(ws, env, hand: Path) -> list[Row]:
