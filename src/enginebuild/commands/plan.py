@@ -7,19 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING
 
 from enginebuild.io.progress import human_bytes
 from enginebuild.plan.routes import Route
-from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
-
-if TYPE_CHECKING:
-    from enginebuild.build.cache import LayerCache
-    from enginebuild.build.sites import BuilderSpec
-    from enginebuild.lock.lockfile import Lock
-    from enginebuild.oci.engine import Engine
-    from enginebuild.plan.model import ImagePlan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,100 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_builder_arguments(parser)
 
 
-def as_it_would_be(ws: Workspace, name: str, locked: bool) -> tuple[Lock, list[str]]:
-    """The lock as the plan reads it, never written: the committed one less the inputs whose
-    entries no longer match the spec (shown as what `lock` would change, and planned as not
-    pinned); with --locked/--frozen such a difference is an error, as `image` makes it."""
-    from enginebuild.errors import LockWouldChange, command
-    from enginebuild.io.progress import output
-    from enginebuild.lock.inputs import image_inputs
-    from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
-
-    spec = ws.spec(name)
-    lock = ws.lock(spec)
-    stale = stale_inputs(spec, lock)
-    if not stale:
-        assert lock is not None
-        return lock, []
-    said = "; ".join(f"{inp}: {why}" for inp, why in stale)
-    if locked:
-        raise LockWouldChange(f"{input_where(spec, stale[0][0])}: {name}: the lock would change: {said}",
-                              hint=f"run `{command()} lock {name}` and commit lockfiles/{spec.lock_name}.lock")
-    output().say(f"  {name}: `{command()} lock {name}` would change the lock: {said} (plan writes nothing)")
-    gone = {inp for inp, _ in stale} if lock is not None else {inp.name for inp in image_inputs(spec)}
-    kept = {n: e for n, e in (lock.entries if lock else {}).items() if n not in gone}
-    wanted = {inp.name for inp in image_inputs(spec)}  # an entry the spec no longer asks for blocks nothing
-    return Lock(spec.name, lock.created if lock else "1970-01-01T00:00:01Z", kept), sorted(gone & wanted)
-
-
-def unpinned(ws: Workspace, name: str) -> tuple[Lock, list[str]]:
-    """No lock at all: every input of the spec planned as requested, none pinned."""
-    from enginebuild.lock.inputs import image_inputs
-    from enginebuild.lock.lockfile import Lock
-
-    spec = ws.spec(name)
-    return Lock(spec.name, "1970-01-01T00:00:01Z"), sorted(inp.name for inp in image_inputs(spec))
-
-
-def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str],
-                   cache: LayerCache | None, builders: list[BuilderSpec] | None = None,
-                   planned: tuple[Lock, list[str]] | None = None) -> list[JsonDoc]:
-    """`planned`: the lock to plan with and the inputs it leaves unpinned (see as_it_would_be)."""
-    from enginebuild.build.status import describe
-    from enginebuild.oci.engine import Engine
-    from enginebuild.plan.image import plan_image
-    from enginebuild.usecases.targets import platforms_of
-
-    spec = ws.spec(name)
-    lock, stale = planned if planned else (ws.lock(spec), [])
-    unresolved = sorted(set(lock.blocked()) | set(stale)) if lock else []
-    out = []
-    engine = Engine()
-    for platform in platforms_of(spec, platforms):
-        plan = plan_image(spec, lock, platform, ws.plan_options(build_args=build_args, strict=not unresolved))
-        doc = describe(plan, ws.home, cache, {plan.tag: image_id(engine, plan.tag)})
-        doc["buildable"] = not unresolved
-        doc["unresolved"] = unresolved
-        doc["unused_components"] = list(plan.unused)
-        if builders is not None and doc["components_to_build"]:
-            show_assignment(ws, plan, doc, builders)
-        out.append(doc)
-    return out
-
-
-def image_id(engine: Engine, tag: str) -> str:
-    """The engine's image for a tag; "" when it has none, or when no engine answers (a plan needs none)."""
-    from enginebuild.oci.engine import EngineUnavailable
-
-    try:
-        return engine.image_id(tag) or ""
-    except EngineUnavailable:
-        return ""
-
-
-def show_assignment(ws: Workspace, plan: ImagePlan, doc: JsonDoc, specs: list[BuilderSpec]) -> None:
-    """Which builder would build each component to build (the builders are asked what they are)."""
-    from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, connect
-    from enginebuild.io.store import Store
-    from enginebuild.oci.engine import Engine
-    from enginebuild.state.history import BuildHistory
-
-    store, history, engine = Store(ws.home), BuildHistory(ws.home), Engine()
-    local = Site(BuilderSpec(LOCAL, engine.endpoint), engine, (HOST_PLATFORM,), store)
-    sites = connect(specs, store, local=local)
-    doc["builders"] = [{"name": s.name, "engine": s.spec.endpoint.describe(), "platforms": list(s.platforms)}
-                       for s in sites]
-    todo = [c for c in plan.components if c.name in doc["components_to_build"]]
-    chosen = assign([(c.name, history.seconds(f"component {c.name}") or 1.0) for c in todo], plan.platform, sites)
-    for row in doc["components"]:
-        if row["name"] in chosen:
-            row["builder"] = chosen[row["name"]].name
-
-
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.build.cache import cache_from_settings
     from enginebuild.commands.arguments import parse_build_args
     from enginebuild.errors import UserError
+    from enginebuild.usecases.planning import as_it_would_be, describe_image, unpinned
 
     if not args.images and not args.all:
         raise UserError("name an image, or --all")
