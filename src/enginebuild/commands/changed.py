@@ -9,7 +9,6 @@ import argparse
 import json
 
 from enginebuild.commands.arguments import add_compression_argument
-from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 
 
@@ -32,29 +31,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                         "changed looks under a prefix", hint=f"changed --prefix {args.to}")
     if not args.prefix:
         raise UserError("changed needs --prefix REGISTRY/NAMESPACE (each image is looked for at PREFIX/IMAGE)")
-    from enginebuild.oci.registry import RegistryClient
-    from enginebuild.plan.image import plan_image
-    from enginebuild.publish.changed import content_tag, published
-    from enginebuild.usecases.pushing import destination
-    from enginebuild.usecases.targets import platforms_of
+    from enginebuild.usecases.publishing import unpushed
 
-    client = RegistryClient()
-    rows = []
-    for name in ws.select(args.images):
-        spec = ws.spec(name)
-        lock = ws.lock(spec)
-        blocked = lock.blocked() if lock is not None and not args.images else {}
-        if blocked:  # every buildable image, as the help says: this one is not buildable here
-            first, why = next(iter(blocked.items()))
-            output().say(f"{name}: skipped, not buildable here ({first}: {why})")
-            continue
-        plans = [plan_image(spec, lock, p, ws.plan_options()) for p in platforms_of(spec, args.platform)]
-        repository = f"{args.prefix.rstrip('/')}/{name}"
-        destination(repository, [])  # a bad prefix is refused before the registry is asked
-        tag = content_tag(plans, args.compression)
-        digest = published(client, repository, tag)
-        rows.append({"image": name, "repository": repository, "tag": tag, "digest": digest,
-                     "changed": digest is None})
+    rows = unpushed(ws, args.images, args.prefix, args.platform, args.compression)
     if args.json:
         print(json.dumps({"images": rows}, indent=2))
     else:

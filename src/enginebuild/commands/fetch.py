@@ -15,26 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.build.fetch import Fetcher, git_wheels, plan_downloads
-    from enginebuild.io.store import Store
-    from enginebuild.layerkinds.context import FromSource
-    from enginebuild.plan.image import plan_image
-    from enginebuild.sources.base import Context
-    from enginebuild.usecases.targets import platforms_of
+    from enginebuild.usecases.fetching import fetch_inputs
 
     ws.sweep()
-    for name in ws.select(args.images):
-        spec = ws.spec(name)
-        lock = ws.lock(spec)
-        fetcher = Fetcher(Store(ws.home))
-        for platform in platforms_of(spec, args.platform):
-            plan = plan_image(spec, lock, platform, ws.plan_options())
-            fetcher.all(plan_downloads(plan))
-            for pin in git_wheels(plan.runtime):
-                fetcher.git_wheel(ws.home, pin)
-            for comp in plan.components:
-                for item in comp.context:
-                    if isinstance(item.origin, FromSource):
-                        item.origin.source.tree_tar(Context(ws.home, fetcher.http, plan.epoch))
-        print(f"{name}: {len(fetcher.fetched)} fetched, {fetcher.cached} already in the store")
+    for fetched in fetch_inputs(ws, args.images, args.platform):
+        print(f"{fetched.image}: {fetched.fetched} fetched, {fetched.cached} already in the store")
     return 0
