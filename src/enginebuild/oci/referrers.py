@@ -76,18 +76,25 @@ def listed(client: RegistryClient, target: ImageRef, digest: str) -> list[JsonDo
     return [e for e in entries if _descriptor(e)]
 
 
-def _tag_index(client: RegistryClient, target: ImageRef, digest: str) -> list[JsonDoc]:
-    ref = ImageRef(target.registry, target.repository, fallback_tag(digest), None)
+def tagged_list(client: RegistryClient, target: ImageRef, tag: str, key: str, what: str) -> list[Any]:
+    """The list `key` of the small manifest or index at `tag` ([] when the tag, the list or JSON
+    is missing); one larger than MAX_INDEX is refused, as not the `what` it should be."""
+    ref = ImageRef(target.registry, target.repository, tag, None)
     if not client.head_digest(ref):
         return []
     _, _, body = client.manifest(ref)
     if len(body) > MAX_INDEX:
-        raise RegistryError(f"{target.name}:{fallback_tag(digest)}: {len(body)} bytes is not a referrers index")
+        raise RegistryError(f"{target.name}:{tag}: {len(body)} bytes is not {what}")
     try:
-        manifests = json.loads(body).get("manifests", [])
+        found = json.loads(body).get(key, [])
     except (ValueError, AttributeError):
         return []
-    return [m for m in manifests if _descriptor(m)] if isinstance(manifests, list) else []
+    return found if isinstance(found, list) else []
+
+
+def _tag_index(client: RegistryClient, target: ImageRef, digest: str) -> list[JsonDoc]:
+    manifests = tagged_list(client, target, fallback_tag(digest), "manifests", "a referrers index")
+    return [m for m in manifests if _descriptor(m)]
 
 
 def _descriptor(entry: Any) -> bool:

@@ -14,6 +14,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from enginebuild.core import keys
+
 PACKAGE = Path(__file__).resolve().parents[1]  # the enginebuild package
 # what turns a component's build (BuildKit's image) into the outputs stored for it
 COMPONENT_WRITER = ("build/outputs.py", "build/normalize.py", "io/tars.py")
@@ -52,6 +54,4 @@ def layer_key(payload: Any, epoch: int) -> str:
 
 
 def keyed(kind: type[Any], payload_key: str) -> str:
-    from enginebuild.core import keys
-
     return keys.key_of("layer", payload=payload_key, writer=writer_digest(kind))

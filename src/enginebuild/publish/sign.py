@@ -12,10 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX, OCI_MANIFEST, canonical
 from enginebuild.oci.reference import ImageRef
-from enginebuild.oci.referrers import DIGEST, EMPTY, EMPTY_TYPE, Referrer, attach, update_fallback_index
+from enginebuild.oci.referrers import DIGEST, EMPTY, EMPTY_TYPE, Referrer, attach, tagged_list, update_fallback_index
 from enginebuild.oci.registry import sha256_digest
 from enginebuild.publish import signformat as formats
 
@@ -27,7 +26,6 @@ from enginebuild.wire import JsonDoc
 if TYPE_CHECKING:
     from enginebuild.oci.push import Pusher
 
-MAX_SIGNATURE_MANIFEST = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -111,19 +109,7 @@ def attach_signature(pusher: Pusher, signer: Signer | KeylessSigner, subject: Su
 
 def _tagged_signatures(pusher: Pusher, tag: str) -> list[JsonDoc]:
     """The signature layers already under the `.sig` tag (another key's, an earlier push's)."""
-    client, target = pusher.client, pusher.target
-    ref = ImageRef(target.registry, target.repository, tag, None)
-    if not client.head_digest(ref):
-        return []
-    _, _, body = client.manifest(ref)
-    if len(body) > MAX_SIGNATURE_MANIFEST:
-        raise RegistryError(f"{target.name}:{tag} is {len(body)} bytes: not a signature manifest")
-    try:
-        layers = json.loads(body)["layers"]
-    except (ValueError, KeyError, TypeError):
-        return []
-    if not isinstance(layers, list):
-        return []
+    layers = tagged_list(pusher.client, pusher.target, tag, "layers", "a signature manifest")
     return [entry for entry in layers if isinstance(entry, dict) and entry.get("mediaType") == formats.SIMPLE_SIGNING
             and isinstance(entry.get("digest"), str) and DIGEST.fullmatch(entry["digest"])
             and isinstance(entry.get("size"), int) and isinstance(entry.get("annotations"), dict)]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX
 from enginebuild.oci.reference import ImageRef
-from enginebuild.oci.referrers import listed
+from enginebuild.oci.referrers import DIGEST, listed
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.publish import signformat as formats
 from enginebuild.publish.sign import signature_tag
@@ -225,8 +225,6 @@ def _list(doc: JsonDoc, key: str, what: str) -> list[Any]:
 
 
 def _digest(descriptor: JsonDoc, what: str) -> str:
-    from enginebuild.oci.referrers import DIGEST
-
     value = descriptor.get("digest")
     if not isinstance(value, str) or not DIGEST.fullmatch(value):
         raise _Bad(f"{what}: {str(value)[:80]!r} is not a sha256 digest")

@@ -21,7 +21,6 @@ from typing import Any, Protocol
 
 from enginebuild.wire import JsonDoc
 
-FORMAT = 1
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ARTIFACT = "application/vnd.dev.cosign.artifact.sig.v1+json"
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"

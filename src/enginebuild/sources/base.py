@@ -38,7 +38,7 @@ class Context:
     """What resolving and materialising sources may use: the store, mirrors, one HTTP session."""
 
     home: Path
-    http: Http = field(default_factory=lambda: _http())
+    http: Http = field(default_factory=lambda: _http())  # io.http loads only when a source needs it
     mtime: int = 0  # time stamp of every entry of a tree written from a source
 
     @property

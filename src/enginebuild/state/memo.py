@@ -172,5 +172,4 @@ def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
 def tool_paths() -> list[Path]:
     """enginebuild's own code (every module and template of the package): the tool is an input."""
     package = Path(__file__).resolve().parents[1]
-    return sorted(p for p in package.rglob("*") if "__pycache__" not in p.parts and p.suffix in (".py", ".j2", ".sh",
-                                                                                                  ".Dockerfile"))
+    return sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts)  # templates: listed above

@@ -16,14 +16,14 @@ from enginebuild.build.imports import Imports, check_imports
 from enginebuild.build.patchedcheck import PatchedCheck, check_patched
 from enginebuild.build.reproduce import reproduce
 from enginebuild.build.secretscan import Scanner
-from enginebuild.errors import UserError, command
+from enginebuild.errors import command
 from enginebuild.io.store import Store
 from enginebuild.kernels.image import declared_of, verify_plan
 from enginebuild.kernels.runtime import check_plan
 from enginebuild.oci.engine import Engine
 from enginebuild.plan.image import plan_image
 from enginebuild.sources.base import Context
-from enginebuild.usecases.targets import platforms_of
+from enginebuild.usecases.targets import pinned_ref, platforms_of
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -100,7 +100,6 @@ def verify_signatures(images: list[str], key_path: str | None, identity: str | N
                       trusted_root: str | None = None) -> list[SignedVerdict]:
     """`verify --signature`: each REGISTRY/REPO@sha256:... checked from its registry (publish/signcheck.py),
     signed by the key of `key_path`, or keylessly as `identity` by `issuer` under `trusted_root`."""
-    from enginebuild.oci.reference import parse_image_ref
     from enginebuild.oci.registry import RegistryClient
     from enginebuild.publish.identity import IdentityTrust, load_trusted_root
     from enginebuild.publish.signcheck import verify_signed
@@ -112,15 +111,6 @@ def verify_signatures(images: list[str], key_path: str | None, identity: str | N
     else:
         assert identity and issuer and trusted_root
         trust = IdentityTrust(load_trusted_root(trusted_root), identity, issuer)
-    refs = []
-    for text in images:
-        try:
-            ref = parse_image_ref(text)
-        except ValueError as exc:
-            raise UserError(f"{text}: {exc}") from None
-        if not ref.digest:
-            raise UserError(f"{text}: a signature is checked for a digest, not a tag (a tag can move)",
-                            hint="give REGISTRY/REPO@sha256:... (push prints it, lockfiles/IMAGE.pushes.json keeps it)")
-        refs.append(ref)
+    refs = [pinned_ref(text, "a signature is checked for a digest, not a tag") for text in images]
     client = RegistryClient()
     return [verify_signed(client, ref, trust) for ref in refs]

@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from enginebuild.errors import RegistryError, UserError
+from enginebuild.errors import RegistryError
 from enginebuild.io.store import Store
 from enginebuild.oci.push import Pusher
-from enginebuild.oci.reference import ImageRef, parse_image_ref
-from enginebuild.oci.referrers import has_referrers_api, listed
+from enginebuild.oci.reference import ImageRef
+from enginebuild.oci.referrers import DIGEST, has_referrers_api, listed
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.publish.attach import PROVENANCE_TYPE, SBOM_TYPE
 from enginebuild.publish.sign import sign_image
 from enginebuild.settings import settings
+from enginebuild.usecases.targets import pinned_ref
 
 if TYPE_CHECKING:
     from enginebuild.publish.keyless import KeylessSigner
@@ -27,14 +28,7 @@ MAX_DOCUMENT = 16 << 20
 
 
 def pinned(text: str) -> ImageRef:
-    try:
-        ref = parse_image_ref(text)
-    except ValueError as exc:
-        raise UserError(f"{text}: {exc}") from None
-    if not ref.digest:
-        raise UserError(f"{text}: name the image by digest, not by a tag (a tag can move)",
-                        hint="give REGISTRY/REPO@sha256:... (push prints it, lockfiles/IMAGE.pushes.json keeps it)")
-    return ref
+    return pinned_ref(text, "name the image by digest, not by a tag")
 
 
 def sign_pushed(text: str, signer: Signer | KeylessSigner) -> dict[str, str]:
@@ -49,10 +43,9 @@ def sign_pushed(text: str, signer: Signer | KeylessSigner) -> dict[str, str]:
         if kind not in (SBOM_TYPE, PROVENANCE_TYPE) or kind in documents:
             continue
         _, _, body = client.manifest(ImageRef(ref.registry, ref.repository, None, entry["digest"]))
-        manifest = json.loads(body)
-        if (manifest.get("subject") or {}).get("digest") != ref.digest or not manifest.get("layers"):
-            continue
-        documents[kind] = client.read_blob(ref, manifest["layers"][0]["digest"], limit=MAX_DOCUMENT)
+        layer = _document_layer(body, ref.digest)
+        if layer is not None:  # what the registry lists is hostile: a referrer of this digest, one document
+            documents[kind] = client.read_blob(ref, layer, limit=MAX_DOCUMENT)
     missing = [name for name, kind in (("SBOM", SBOM_TYPE), ("provenance", PROVENANCE_TYPE)) if kind not in documents]
     if missing:
         raise RegistryError(f"{text}: no {' and no '.join(missing)} attached to sign",
@@ -64,7 +57,18 @@ def sign_pushed(text: str, signer: Signer | KeylessSigner) -> dict[str, str]:
         raise RegistryError(f"{text}: the attached provenance is not an in-toto statement") from None
     if ref.digest not in named:
         raise RegistryError(f"{text}: the attached provenance is about another image; nothing signed")
-    pusher = Pusher(client, Store(settings().home), ImageRef(target.registry, target.repository, None, None))
+    pusher = Pusher(client, Store(settings().home), target)
     own = sign_image(pusher, signer, ref.digest, documents[SBOM_TYPE], documents[PROVENANCE_TYPE],
                      has_referrers_api(client, target, ref.digest))
     return {"sbom": own[0][0], "provenance": own[1][0], "signed-by": signer.who}
+
+
+def _document_layer(body: bytes, digest: str) -> str | None:
+    """The digest of the one document a referrer manifest of `digest` carries, or None."""
+    try:
+        manifest = json.loads(body)
+        layer = manifest["layers"][0]["digest"]
+        subject = manifest["subject"]["digest"]
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+    return layer if subject == digest and isinstance(layer, str) and DIGEST.fullmatch(layer) else None

@@ -7,7 +7,7 @@ import re
 
 from enginebuild.build.sites import BuilderSpec, builder_specs
 from enginebuild.errors import UserError
-from enginebuild.oci.reference import parse_image_ref
+from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.spec.model import ImageSpec
 from enginebuild.spec.repo_settings import load_repo_settings
 from enginebuild.workspace import Workspace
@@ -40,3 +40,15 @@ def platforms_of(spec: ImageSpec, wanted: list[str]) -> list[str]:
 
 def builders_of(ws: Workspace, values: list[str]) -> list[BuilderSpec]:
     return builder_specs(values, load_repo_settings(ws.root).builders)
+
+
+def pinned_ref(text: str, why: str) -> ImageRef:
+    """REGISTRY/REPO@sha256:... as given; refused naming `why` when it is a tag (a tag can move)."""
+    try:
+        ref = parse_image_ref(text)
+    except ValueError as exc:
+        raise UserError(f"{text}: {exc}") from None
+    if not ref.digest:
+        raise UserError(f"{text}: {why} (a tag can move)",
+                        hint="give REGISTRY/REPO@sha256:... (push prints it, lockfiles/IMAGE.pushes.json keeps it)")
+    return ref
