@@ -11,6 +11,8 @@
 #   GGML_NATIVE               OFF (default): portable code that runs on any machine of the
 #                             platform; ON tunes for the build machine's CPU
 #   LLAMA_SOURCE_DIR          where llama.cpp sits in the source (default: its top)
+#   GGML_RPC                  ON: also the RPC backend and its server, rpc-server or ggml-rpc-server (a node of a model spread
+#                             over several machines: `serve`); default OFF
 #   MAX_JOBS                  parallel compile jobs (default 8)
 # The compiler cache (ccache, found by llama.cpp's CMake) lives in the component's cache mount.
 set -eu
@@ -31,11 +33,19 @@ if [ -n "${CMAKE_CUDA_ARCHITECTURES:-}" ]; then
         -DCMAKE_EXE_LINKER_FLAGS="-L$stubs -Wl,-rpath-link,$stubs" \
         -DCMAKE_SHARED_LINKER_FLAGS="-L$stubs -Wl,-rpath-link,$stubs"
 fi
+targets=llama-server
+if [ "${GGML_RPC:-OFF}" = ON ]; then
+    set -- "$@" -DGGML_RPC=ON
+    # the server's target is rpc-server, or ggml-rpc-server in newer trees: as its CMakeLists names it
+    rpc=$(sed -n 's/^set(TARGET \([a-z-]*\))/\1/p' "$src/tools/rpc/CMakeLists.txt" "$src/examples/rpc/CMakeLists.txt" 2>/dev/null | head -n 1)
+    targets="$targets ${rpc:-rpc-server}"
+fi
 cmake "$@"
-cmake --build build --target llama-server -j "${MAX_JOBS:-8}"
+# shellcheck disable=SC2086  # the targets are words
+cmake --build build --target $targets -j "${MAX_JOBS:-8}"
 out=$ENGINEBUILD_OUTPUTS
 mkdir -p "$out/bin" "$out/lib"
-cp build/bin/llama-server "$out/bin/"
+for target in $targets; do cp "build/bin/$target" "$out/bin/"; done
 # the target's shared libraries are the only ones built (ggml, ggml-base, ggml-cpu, llama, mtmd,
 # ...): each real file and the soname link the loader asks for, not the unversioned link to link with
 find build -name 'lib*.so*' | sort | while read -r lib; do

@@ -10,6 +10,9 @@
 #   DRAFT_MAX (64), DRAFT_MIN (unset)   the longest (shortest) draft: --spec-ngram-simple-size-m
 #                           (and the like per n-gram kind) or --spec-draft-n-max/-min, or --draft-max/-min
 #                           for a llama-server older than the rename
+#   RPC_SERVERS             HOST:PORT,... of llama.cpp rpc-servers (other nodes, set by `serve`): the
+#                           offloaded layers (N_GPU_LAYERS) go to them (--rpc)
+#   LAUNCH_DRY_RUN=1        print the command line, one `arg: ` line per argument, and exit
 #   LLAMA_ARG_API_KEY       read by llama-server from the environment; never on the command line
 #   EXTRA_ARGS              appended verbatim to `llama-server`
 set -eu
@@ -65,9 +68,17 @@ if [ "$spec" != off ]; then
         set -- "$@" "$min_flag" "$DRAFT_MIN"
     fi
 fi
+if [ -n "${RPC_SERVERS:-}" ]; then
+    case $RPC_SERVERS in *[!0-9A-Za-z.:,\[\]-]*) die "RPC_SERVERS must be HOST:PORT,... (got '$RPC_SERVERS')" ;; esac
+    set -- "$@" --rpc "$RPC_SERVERS"
+fi
 if [ -n "${LLAMA_ARG_API_KEY:-}" ]; then say "API key: taken by llama-server from LLAMA_ARG_API_KEY (not shown)"; fi
 # EXTRA_ARGS carries extra options for llama-server: splitting it on whitespace is the point.
 # shellcheck disable=SC2086
 set -- "$@" ${EXTRA_ARGS:-}
+if [ "${LAUNCH_DRY_RUN:-0}" = 1 ]; then
+    for arg in "$@"; do printf 'arg: %s\n' "$arg"; done
+    exit 0
+fi
 say "$*"
 exec "$@"

@@ -14,6 +14,11 @@
 #   SPECULATION=off            run autoregressively even when DFLASH_DRAFTER is set
 #   THINK_KWARGS               JSON for --default-chat-template-kwargs
 #   ENABLE_TURBOQUANT, TQ_*    TurboQuant settings, read by its start-up bootstrap
+#   TENSOR_PARALLEL_SIZE, PIPELINE_PARALLEL_SIZE   over every GPU of every node
+#   NNODES (1), NODE_RANK, MASTER_ADDR, MASTER_PORT (29500)   several nodes (set by `serve`): vLLM's
+#                              own multi-node executor; a node of rank > 0 runs headless
+#   DISTRIBUTED_BACKEND        mp (vLLM's own, default) or ray (a Ray cluster started beforehand)
+#   LAUNCH_DRY_RUN=1           print the command line, one `arg: ` line per argument, and exit
 #   VLLM_API_KEY               read by vLLM from the environment; never put on the command line
 #   EXTRA_ARGS                 appended verbatim to `vllm serve`
 set -eu
@@ -73,10 +78,36 @@ if [ "${ENABLE_TURBOQUANT:-0}" = 1 ]; then
     case ${TQ_MODE:-hybrid} in off | capture_only | hybrid | full_tq) ;; *) die "TQ_MODE must be off, capture_only, hybrid or full_tq (got '$TQ_MODE')" ;; esac
     say "TurboQuant: mode=${TQ_MODE:-hybrid} key_bits=${TQ_KEY_BITS:-4} value_bits=${TQ_VALUE_BITS:-3} ring_capacity=${TQ_RING_CAPACITY:-128} initial_layers=${TQ_INITIAL_LAYERS:-4} (CUDA graphs stay on)"
 fi
+for pair in "TENSOR_PARALLEL_SIZE=${TENSOR_PARALLEL_SIZE:-}" "PIPELINE_PARALLEL_SIZE=${PIPELINE_PARALLEL_SIZE:-}"; do
+    [ -z "${pair#*=}" ] && continue
+    is_int "${pair#*=}" || die "${pair%%=*} must be a whole number, got '${pair#*=}'"
+    flag=$(echo "${pair%%=*}" | tr 'A-Z_' 'a-z-')
+    set -- "$@" "--$flag" "${pair#*=}"
+done
+nnodes=${NNODES:-1}
+is_int "$nnodes" || die "NNODES must be a whole number, got '$nnodes'"
+if [ "$nnodes" -gt 1 ]; then
+    case ${DISTRIBUTED_BACKEND:-mp} in
+        ray) set -- "$@" --distributed-executor-backend ray ;;
+        mp)
+            rank=${NODE_RANK:-0} master_port=${MASTER_PORT:-29500}
+            is_int "$rank" || die "NODE_RANK must be a whole number, got '$rank'"
+            is_int "$master_port" || die "MASTER_PORT must be a whole number, got '$master_port'"
+            [ -n "${MASTER_ADDR:-}" ] || die "NNODES=$nnodes needs MASTER_ADDR, the head's address"
+            case $MASTER_ADDR in *[!0-9A-Za-z.:-]*) die "MASTER_ADDR must be an address, got '$MASTER_ADDR'" ;; esac
+            set -- "$@" --nnodes "$nnodes" --node-rank "$rank" --master-addr "$MASTER_ADDR" --master-port "$master_port"
+            if [ "$rank" -gt 0 ]; then set -- "$@" --headless; fi ;;
+        *) die "DISTRIBUTED_BACKEND must be mp or ray, got '$DISTRIBUTED_BACKEND'" ;;
+    esac
+fi
 if [ -n "${VLLM_API_KEY:-}" ]; then say "API key: taken by vLLM from VLLM_API_KEY (not shown)"; fi
 
 # EXTRA_ARGS carries extra options for `vllm serve`: splitting it on whitespace is the point.
 # shellcheck disable=SC2086
 set -- "$@" ${EXTRA_ARGS:-}
+if [ "${LAUNCH_DRY_RUN:-0}" = 1 ]; then
+    for arg in "$@"; do printf 'arg: %s\n' "$arg"; done
+    exit 0
+fi
 say "$*"
 exec "$@"

@@ -27,6 +27,7 @@ VERBS = {
     "push": ("push", "push a built image (every platform) and record its digest"),
     "changed": ("changed", "name the images a registry does not hold at their current inputs"),
     "patches": ("patches", "check patch stacks against the sources they apply to"),
+    "serve": ("serve", "serve one image on several nodes (vLLM multi-node, llama.cpp RPC), every failure named"),
     "sign": ("sign", "sign images already pushed, by digest (the CI job that alone holds id-token: write)"),
     "verify": ("verify", "check the CUDA kernel architectures of an image's binaries"),
     "reproduce": ("reproduce", "rebuild an image from its lock and compare it layer by layer"),

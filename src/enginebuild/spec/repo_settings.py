@@ -10,6 +10,12 @@
       - name: spark2
         context: spark2                           # or a Docker context
         platforms: [linux/arm64]                  # what it builds natively (default: read from the engine)
+    nodes:                                        # the nodes `serve` spreads an image over (the first: the head)
+      - name: spark1
+        address: 192.168.100.10                   # its address on the link between the nodes (QSFP)
+      - name: spark2
+        address: 192.168.100.11
+        context: spark2                           # its engine: host: ADDRESS or context: NAME (default: this machine's)
     tags: ["ghcr.io/me/{image}:dev"]              # local tags every `image` also gives (as -t), {image} its name
     mirrors:                                      # git sources fetched from elsewhere (the lock keeps upstream's)
       - upstream: https://github.com/0xSero/turboquant
@@ -35,6 +41,13 @@ BUILDER = Record({"name": Str(pattern=NAME, what="a builder name (lower-case let
                                       max_items=8)},
                  required=("name",), exclusive=(("host", "context"),), need_one_of=("host", "context"),
                  doc="{name, host | context, platforms}")
+NODE = Record({"name": Str(pattern=NAME, what="a node name (lower-case letters, digits, . _ -)"),
+               "address": Str(pattern=r"[0-9A-Fa-f.:]{2,45}", what="the node's IP address on the link between the nodes"),
+               "host": Str(pattern=r"(?:unix|tcp|ssh)://\S+", what="a Docker engine address (unix://, tcp://, ssh://)"),
+               "context": Str(pattern=r"[A-Za-z0-9][A-Za-z0-9._-]*", what="a Docker context name"),
+               "network": Str(pattern=r"host|container:[A-Za-z0-9][A-Za-z0-9_.-]*|[A-Za-z0-9][A-Za-z0-9_.-]*",
+                              what="host, container:NAME or a Docker network's name")},
+              required=("name", "address"), exclusive=(("host", "context"),), doc="{name, address, host | context, network}")
 SCHEMA = Record({"cache": Record({"repository": Str(pattern=r"[A-Za-z0-9._:/-]+", what="a registry repository"),
                                   "push": Bool(),
                                   "trust": ListOf(Str(pattern=r"ed25519:[A-Za-z0-9+/]{43}=",
@@ -42,6 +55,7 @@ SCHEMA = Record({"cache": Record({"repository": Str(pattern=r"[A-Za-z0-9._:/-]+"
                                                   unique=True, max_items=64)},
                  doc="{repository, push, trust}"),
                  "builders": ListOf(BUILDER, max_items=64),
+                 "nodes": ListOf(NODE, max_items=64),
                  "tags": ListOf(Str(pattern=r"\S*\{image\}\S*", what="a NAME[:TAG] with {image} in it"),
                                 unique=True, max_items=16),
                  "mirrors": ListOf(Record({"upstream": Str(pattern=r"(?:https?|ssh|git)://\S+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:\S*",
@@ -60,11 +74,21 @@ class BuilderEntry:
 
 
 @dataclass(frozen=True)
+class NodeEntry:
+    name: str
+    address: str
+    engine: str  # a DOCKER_HOST address or a Docker context's name; empty: this machine's engine
+    network: str
+    where: str
+
+
+@dataclass(frozen=True)
 class RepoSettings:
     cache_repository: str | None = None
     cache_push: bool = True
     cache_trust: tuple[str, ...] = ()  # public keys whose cache entries are taken (build/cachetrust.py)
     builders: tuple[BuilderEntry, ...] = ()
+    nodes: tuple[NodeEntry, ...] = ()  # what `serve` spreads an image over
     tags: tuple[str, ...] = ()  # local tags every build also gets, `{image}` replaced (as -t)
     mirrors: tuple[tuple[str, str], ...] = ()  # (upstream git URL or prefix, where to fetch it: a path made absolute)
 
@@ -89,10 +113,14 @@ def load_repo_settings(root: Path) -> RepoSettings:
     for name in names:
         if names.count(name) > 1:
             raise UserError(f"{FILE}: builders: the name {name!r} is given twice")
+    nodes = tuple(NodeEntry(str(n["name"]), str(n["address"]), str(n.get("host") or n.get("context") or ""),
+                            str(n.get("network") or "host"),
+                            f"{getattr(n, 'where', None) or FILE}: nodes[{index}]")
+                  for index, n in enumerate(tree.get("nodes") or ()))
     mirrors = tuple((str(m["upstream"]), _where(root, str(m["at"]))) for m in tree.get("mirrors") or ())
     return RepoSettings(cache_repository=cache.get("repository"), cache_push=cache.get("push", True),
                         cache_trust=tuple(cache.get("trust") or ()),
-                        builders=tuple(builders), tags=tuple(tree.get("tags") or ()), mirrors=mirrors)
+                        builders=tuple(builders), nodes=nodes, tags=tuple(tree.get("tags") or ()), mirrors=mirrors)
 
 
 def _where(root: Path, at: str) -> str:

@@ -1,0 +1,117 @@
+"""Serve one image on several nodes (two Sparks over their QSFP link): the same image by digest on
+every node, checked there; vLLM's native multi-node executor (or Ray, where the image has it),
+llama.cpp's RPC backend; each node's communication environment derived on that node and written
+to a file; a preflight whose every failure is one line naming its node and cause; `stop` leaves
+no container on any node.
+
+    serve up IMAGE        start the nodes (the first is the head), after the preflight
+    serve check IMAGE     the preflight, the nodes' meeting (and vLLM's Gloo rendezvous) and each
+                          node's command line, without starting the engine
+    serve stop            remove the cluster's containers on every node
+
+IMAGE: REGISTRY/REPO@sha256:DIGEST (pulled by each node where absent), or a local image name
+whose ID every node must have (--transfer copies this machine's image to a node that lacks it).
+Nodes: `nodes:` in enginebuild.yaml, or --node NAME=ADDRESS[@ENGINE] (ENGINE: unix://, tcp://,
+ssh:// or a Docker context; default this machine's). Exit 1 when a node fails, 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from enginebuild.errors import EXIT_FAILED, UserError
+from enginebuild.workspace import Workspace
+
+ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--node", action="append", default=[], metavar="NAME=ADDRESS[@ENGINE]",
+                        help="a node (repeat; the first is the head); default: `nodes:` in enginebuild.yaml")
+    parser.add_argument("--cluster", default="default", metavar="NAME",
+                        help="the name of this set of containers (several clusters may share nodes)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    sub.required = True
+    for action, text in (("up", "start the nodes"), ("check", "the preflight and the nodes' meeting, no engine")):
+        p = sub.add_parser(action, help=text)
+        p.add_argument("image", metavar="IMAGE")
+        _common(p)
+        p.add_argument("--model", metavar="PATH", help="the model's folder (or GGUF file) on every node, mounted "
+                                                       "read-only at /models/NAME (MODEL_PATH)")
+        p.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE",
+                       help="a launcher setting for every node (MAX_MODEL_LEN=…, CTX_SIZE=…); secrets such as "
+                            "HF_TOKEN are passed from this environment by name, never written")
+        p.add_argument("--backend", choices=("native", "ray"), default="native",
+                       help="vLLM's multi-node executor: its own (default) or Ray (the image must have it)")
+        p.add_argument("--pipeline", action="store_true",
+                       help="vLLM: one pipeline stage per node instead of one tensor-parallel group over all")
+        p.add_argument("--gpus", choices=("all", "none"), default="all",
+                       help="give each container the node's GPUs (all, the default: one is expected) or none")
+        p.add_argument("--master-port", type=int, default=29500, help="the head's port the nodes meet at (29500)")
+        p.add_argument("--rpc-port", type=int, default=50052, help="llama.cpp: the workers' rpc-server port (50052)")
+        p.add_argument("--timeout", type=int, default=20, metavar="S",
+                       help="the nodes meet within this many seconds, or the cause is named (20)")
+        p.add_argument("--transfer", action="store_true",
+                       help="copy this machine's image to a node that lacks it (docker save | docker load)")
+        p.add_argument("--json", action="store_true", help="each node's plan and lines, machine-readable")
+    stop = sub.add_parser("stop", help="remove the cluster's containers on every node")
+    _common(stop)
+    stop.add_argument("--all", action="store_true", help="every cluster's containers on these nodes")
+
+
+def _port(value: int, flag: str) -> int:
+    if not 1 <= value <= 65535:
+        raise UserError(f"{flag} {value}: not a TCP port")
+    return value
+
+
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    from enginebuild.serving.driver import ServeFailed
+    from enginebuild.serving.layout import Options
+    from enginebuild.usecases import serving
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,40}", args.cluster):
+        raise UserError(f"--cluster {args.cluster!r}: lower-case letters, digits, _ . - (at most 41)")
+    nodes = serving.nodes_of(ws, args.node)
+    if args.action == "stop":
+        removed, left = serving.stop(nodes, None if args.all else args.cluster)
+        print(f"serve: removed {removed} container(s) on {len(nodes)} node(s); {left} left")
+        return 0 if left == 0 else EXIT_FAILED
+    for pair in args.env:
+        if not ENV.fullmatch(pair):
+            raise UserError(f"--env {pair!r}: expected KEY=VALUE")
+        if pair.split("=", 1)[0] in serving.SECRET_NAMES:
+            raise UserError(f"--env {pair.split('=', 1)[0]}=…: a secret is never given on the command line",
+                            hint="export it in this shell: serve passes it to the containers by name")
+    if args.timeout < 1 or args.timeout > 3600:
+        raise UserError(f"--timeout {args.timeout}: between 1 and 3600 seconds")
+    options = Options(master_port=_port(args.master_port, "--master-port"), rpc_port=_port(args.rpc_port, "--rpc-port"),
+                      backend=args.backend, pipeline=args.pipeline, gpus=args.gpus == "all", deadline_s=args.timeout)
+    request = serving.Request(args.image, nodes, options, args.cluster, args.model,
+                              tuple((p.split("=", 1)[0], p.split("=", 1)[1]) for p in args.env),
+                              args.transfer, args.action == "check")
+    try:
+        served = serving.up(request, lambda line: print(f"serve: {line}", file=sys.stderr))
+    except ServeFailed as failed:
+        for line in failed.lines:
+            print(f"serve: {line}", file=sys.stderr)
+        print(f"serve: nothing of cluster {args.cluster} is left running on the {len(nodes)} node(s)", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(serving.describe(served))
+        return 0
+    for plan in served.layout.nodes:
+        for line in served.said.get(plan.node.name, []):
+            print(f"{plan.node.name}: {line}")
+    head = served.layout.nodes[0].node
+    if args.action == "check":
+        print(f"serve: checked {len(nodes)} node(s); `serve up` starts them")
+    else:
+        print(f"serve: {args.image} on {len(nodes)} node(s), head {head.name} at {head.address}; "
+              f"`serve stop --cluster {args.cluster}` removes it")
+    return 0

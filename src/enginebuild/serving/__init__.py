@@ -1,0 +1,1 @@
+"""Serving one image on several nodes (see usecases/serving.py)."""

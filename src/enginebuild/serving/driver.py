@@ -1,0 +1,290 @@
+"""The served cluster's containers, on each node's Docker engine (through the engine's API, as
+builders are reached): the image made present and the same on every node, each node's facts read
+in a container of that image, the node containers started, watched until every node has started
+its part or one has failed, and removed by `stop`.
+
+Every container this makes is labelled `org.enginebuild.serve=CLUSTER`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from enginebuild.errors import EngineBuildError, UserError
+from enginebuild.oci.endpoint import Endpoint, local_endpoint, parse_endpoint
+from enginebuild.oci.engine import Engine, _demux
+from enginebuild.serving.nodes import Node
+from enginebuild.wire import JsonDoc
+
+LABEL = "org.enginebuild.serve"
+PROGRAM = (Path(__file__).with_name("nodeside.py")).read_text
+MARK = "enginebuild-serve:"
+
+
+class ServeFailed(EngineBuildError):
+    """One or more nodes failed; `lines` name each node and cause."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+@dataclass
+class Reached:
+    node: Node
+    engine: Engine
+
+
+def endpoint_of(node: Node) -> Endpoint:
+    return parse_endpoint(node.engine, f"{node.where}: engine") if node.engine else local_endpoint()
+
+
+def reach(nodes: list[Node]) -> list[Reached]:
+    """Each node's engine, asked to answer; every one that does not is named."""
+    reached, lines = [], []
+    for node in nodes:
+        engine = Engine(endpoint_of(node), timeout=30)
+        why = engine.unreachable()
+        if why:
+            lines.append(f"{node.name}: its Docker engine ({engine.endpoint.describe()}) does not answer: {why}")
+        reached.append(Reached(node, engine))
+    if lines:
+        raise ServeFailed(lines)
+    return reached
+
+
+def _platform(doc: JsonDoc) -> str:
+    return f"{doc.get('Os', 'linux')}/{doc.get('Architecture', '?')}"
+
+
+def same_image(reached: list[Reached], ref: str, transfer: bool) -> str:
+    """The image on every node, the same one: a digest reference is pulled where it is absent
+    (or copied from this machine with `transfer`); a name must name the same image ID on every
+    node (`transfer` copies this machine's where it differs). Returns the image ID."""
+    pinned = "@sha256:" in ref
+    local = Engine(local_endpoint())
+    wanted: dict[str, str] = {}  # platform: image ID
+    if not pinned:
+        here = local.inspect(ref)
+        if not here:
+            raise UserError(f"serve: no image {ref} on this machine's engine",
+                            hint="build it (`image NAME`), or serve REGISTRY/REPO@sha256:DIGEST")
+        wanted[_platform(here)] = str(here["Id"])
+    lines = []
+    for each in reached:
+        found = each.engine.inspect(ref)
+        if found is None and pinned and not transfer:
+            try:
+                each.engine.pull(ref)
+            except EngineBuildError as exc:
+                raise ServeFailed([f"{each.node.name}: cannot pull {ref}: {exc.message} (--transfer copies this "
+                                   f"machine's image over the engine's connection)"]) from None
+            found = each.engine.inspect(ref)
+        if (found is None or (not pinned and str(found["Id"]) not in wanted.values())) and transfer:
+            _transfer(local, each.engine, ref)
+            found = each.engine.inspect(ref)
+        if found is None:
+            lines.append(f"{each.node.name}: no image {ref} on its engine ({each.engine.endpoint.describe()}): "
+                         f"push it and serve it by digest, or --transfer")
+            continue
+        ident, platform = str(found["Id"]), _platform(found)
+        first = wanted.setdefault(platform, ident)
+        if ident != first:
+            lines.append(f"{each.node.name}: {ref} is image {ident[:19]} there, {first[:19]} on {reached[0].node.name}: "
+                         f"the digest differs between nodes (serve REGISTRY/REPO@sha256:DIGEST, or --transfer)")
+    if lines:
+        raise ServeFailed(lines)
+    if len(wanted) > 1:
+        raise ServeFailed([f"the nodes are of different platforms ({', '.join(sorted(wanted))}): one image "
+                           f"digest cannot hold the same bytes for all"])
+    return next(iter(wanted.values()))
+
+
+def _transfer(source: Engine, target: Engine, ref: str) -> None:
+    """`docker save` here, `docker load` there, spooled through a file (the engine wants its length)."""
+    with tempfile.TemporaryFile(dir=os.environ.get("TMPDIR")) as spool:
+        with source.save(ref) as stream:
+            while chunk := stream.read(1 << 20):
+                spool.write(chunk)
+        size = spool.tell()
+        spool.seek(0)
+        target.load(iter(lambda: spool.read(1 << 20), b""), size)
+
+
+def launcher_of(engine: Engine, ref: str) -> list[str]:
+    config = (engine.inspect(ref) or {}).get("Config") or {}
+    argv = list(config.get("Entrypoint") or []) + list(config.get("Cmd") or [])
+    if not argv:
+        raise UserError(f"serve: {ref} has neither an entrypoint nor a command: nothing to launch")
+    return argv
+
+
+def _host_config(node: Node, gpus: bool, binds: list[str], devices: tuple[str, ...]) -> JsonDoc:
+    host: JsonDoc = {"NetworkMode": node.network, "Binds": binds,
+                            "IpcMode": "host" if node.network == "host" else ""}
+    if gpus:
+        host["DeviceRequests"] = [{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]
+    if devices:
+        host["Devices"] = [{"PathOnHost": d, "PathInContainer": d, "CgroupPermissions": "rwm"} for d in devices]
+        host["CapAdd"] = ["IPC_LOCK"]  # RDMA registers memory: locked without limit
+        host["Ulimits"] = [{"Name": "memlock", "Soft": -1, "Hard": -1}]
+    return host
+
+
+def _networking(node: Node) -> JsonDoc:
+    if node.network == "host" or node.network.startswith("container:"):
+        return {}
+    key = "IPv6Address" if ":" in node.address else "IPv4Address"
+    return {"NetworkingConfig": {"EndpointsConfig": {node.network: {"IPAMConfig": {key: node.address}}}}}
+
+
+def _create(engine: Engine, body: JsonDoc, name: str | None = None) -> str:
+    params = {"name": name} if name else None
+    try:
+        created = engine.call("POST", "/containers/create", params, body=json.dumps(body).encode(),
+                              headers={"Content-Type": "application/json"})
+    except EngineBuildError as exc:
+        raise ServeFailed([f"cannot create a container: {exc.message}"]) from None
+    if not created:
+        raise ServeFailed([f"cannot create a container of {body['Image']}"])
+    return str(created["Id"])
+
+
+def _start(engine: Engine, ident: str, node: Node) -> None:
+    try:
+        engine.call("POST", f"/containers/{ident}/start")
+    except EngineBuildError as exc:
+        _remove(engine, ident)
+        raise ServeFailed([f"{node.name}: the engine cannot start its container: {exc.message}"]) from None
+
+
+def _remove(engine: Engine, ident: str) -> None:
+    with contextlib.suppress(EngineBuildError):
+        engine.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
+
+
+def _logs(engine: Engine, ident: str) -> str:
+    with engine.open("GET", f"/containers/{ident}/logs", {"stdout": "1", "stderr": "1"}, timeout=60) as response:
+        out, err = _demux(response.read())
+    return (out + err).decode("utf-8", "replace")
+
+
+def _state(engine: Engine, ident: str) -> JsonDoc:
+    return dict((engine.call("GET", f"/containers/{ident}/json") or {}).get("State") or {})
+
+
+def facts(each: Reached, image: str, cluster: str, gpus: bool, limit_s: float = 30) -> JsonDoc:
+    """What the node says of itself, from a container of the image on its network."""
+    body = {"Image": image, "Entrypoint": ["python3"], "Cmd": ["-c", PROGRAM(), "facts", each.node.address],
+            "Labels": {LABEL: cluster}, "HostConfig": _host_config(each.node, gpus, [], ()), **_networking(each.node)}
+    ident = _create(each.engine, body)
+    try:
+        _start(each.engine, ident, each.node)
+        deadline = time.monotonic() + limit_s
+        while (state := _state(each.engine, ident)).get("Running") or state.get("Status") == "created":
+            if time.monotonic() > deadline:
+                raise ServeFailed([f"{each.node.name}: reading its facts took over {limit_s:.0f} s"])
+            time.sleep(0.1)
+        said = _logs(each.engine, ident)
+    finally:
+        _remove(each.engine, ident)
+    for line in reversed(said.splitlines()):
+        if line.startswith("{"):
+            return dict(json.loads(line))
+    raise ServeFailed([f"{each.node.name}: the image's python3 could not read the node's facts: "
+                       f"{said.strip()[-400:] or 'no output (has the image a python3?)'}"])
+
+
+def container_name(cluster: str, node: Node) -> str:
+    return f"enginebuild-serve-{cluster}-{node.name}"
+
+
+def start(each: Reached, image: str, cluster: str, env: dict[str, str], join: JsonDoc, gpus: bool,
+          binds: list[str], devices: tuple[str, ...], secrets: tuple[str, ...]) -> str:
+    """The node's container: nodeside.py's `join`, then the node's part. Secrets are named in the
+    container's environment from this process's (never written to a file or a log here)."""
+    values = [f"{k}={v}" for k, v in env.items()] + [f"{k}={os.environ[k]}" for k in secrets if k in os.environ]
+    values.append("ENGINEBUILD_SERVE=" + json.dumps(join))
+    body = {"Image": image, "Entrypoint": ["python3"], "Cmd": ["-c", PROGRAM(), "join"], "Env": values,
+            "Labels": {LABEL: cluster, f"{LABEL}.node": each.node.name, f"{LABEL}.rank": str(join["rank"])},
+            "HostConfig": _host_config(each.node, gpus, binds, devices), "StopSignal": "SIGTERM",
+            **_networking(each.node)}
+    name = container_name(cluster, each.node)
+    if each.engine.call("GET", f"/containers/{name}/json"):
+        raise ServeFailed([f"{each.node.name}: a container {name} exists already: `serve stop` first"])
+    ident = _create(each.engine, body, name)
+    _start(each.engine, ident, each.node)
+    return ident
+
+
+def watch(started: list[tuple[Reached, str]], limit_s: float, until: str) -> list[str]:
+    """Wait until every node has printed `until` (started, checked) or one failed; returns the
+    failure lines (empty: all are there). A node that exits without its FAIL line is named with
+    the last lines it printed."""
+    deadline = time.monotonic() + limit_s
+    pending = dict(enumerate(started))
+    failures: list[str] = []
+    while pending and time.monotonic() < deadline:
+        if failures:  # the other nodes' causes, for a few seconds more: the first failure may follow from them
+            deadline = min(deadline, time.monotonic() + 4)
+        for index, (each, ident) in list(pending.items()):
+            state = _state(each.engine, ident)
+            said = _logs(each.engine, ident) if state else ""
+            marks = [line[len(MARK):].strip() for line in said.splitlines() if line.startswith(MARK)]
+            failed = [m[5:] for m in marks if m.startswith("FAIL ")]
+            if failed:
+                failures.append(f"{each.node.name} ({each.node.address}): {failed[0]}")
+            elif any(m.startswith(until) for m in marks) and (until != "checked" or not state.get("Running")):
+                pass
+            elif not state or state.get("Status") in ("exited", "dead"):
+                tail = " | ".join(said.strip().splitlines()[-3:]) or "no output"
+                failures.append(f"{each.node.name} ({each.node.address}): its container ended "
+                                f"(exit {state.get('ExitCode', '?')}): {tail}")
+            else:
+                continue
+            del pending[index]
+        time.sleep(0.2)
+    if pending and not failures:
+        failures += [f"{each.node.name} ({each.node.address}): not started within {limit_s:.0f} s"
+                     for each, _ in pending.values()]
+    # a worker's own cause before the head's "did not reach", which follows from it
+    return sorted(failures, key=lambda line: "did not reach the master port" in line)
+
+
+def said(each: Reached, ident: str) -> list[str]:
+    """The lines the node's program printed (its own, not the engine's)."""
+    try:
+        text = _logs(each.engine, ident)
+    except EngineBuildError:
+        return []
+    return [line[len(MARK):].strip() for line in text.splitlines() if line.startswith(MARK)]
+
+
+def stop(reached: list[Reached], cluster: str | None) -> int:
+    """Remove every container of the cluster (of any cluster: None) on every node; how many were."""
+    wanted = f"{LABEL}={cluster}" if cluster else LABEL
+    removed = 0
+    seen: set[tuple[str, str]] = set()
+    for each in reached:
+        found = each.engine.call("GET", "/containers/json",
+                                 {"all": "1", "filters": json.dumps({"label": [wanted]})}) or []
+        for container in found:
+            key = (each.engine.host, str(container["Id"]))
+            if key in seen:
+                continue
+            seen.add(key)
+            _remove(each.engine, str(container["Id"]))
+            removed += 1
+    return removed
+
+
+def remaining(reached: list[Reached], cluster: str) -> int:
+    return sum(len(each.engine.call("GET", "/containers/json",
+                                    {"all": "1", "filters": json.dumps({"label": [f"{LABEL}={cluster}"]})}) or [])
+               for each in {e.engine.host: e for e in reached}.values())

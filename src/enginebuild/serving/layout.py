@@ -1,0 +1,135 @@
+"""What each node of a served cluster runs, from what the nodes said of themselves (their facts,
+read in a container of the image on each node): the engine family, the backend, the parallel
+sizes, and per node its role, its communication environment and the preflight's findings.
+
+Pure: no engine is reached here (serving/driver.py reads the facts and starts the containers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from enginebuild.serving.nodes import Node
+from enginebuild.wire import JsonDoc
+
+FAMILIES = ("vllm", "llama.cpp")
+BACKENDS = ("native", "ray")
+
+
+@dataclass(frozen=True)
+class Options:
+    master_port: int = 29500
+    rpc_port: int = 50052
+    ray_port: int = 6379
+    backend: str = "native"  # vLLM: its own multi-node executor, or Ray
+    pipeline: bool = False  # vLLM: the nodes as pipeline stages instead of one tensor-parallel group
+    gpus: bool = True  # a GPU is expected on every node
+    deadline_s: int = 20  # the nodes meet within this, or the cause is named
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    node: Node
+    rank: int
+    env: dict[str, str]  # the communication environment derived for this host, and the multi-node variables
+    join: JsonDoc  # what serving/nodeside.py's `join` reads
+    devices: tuple[str, ...] = ()  # host devices the container needs (RDMA)
+
+
+@dataclass(frozen=True)
+class Layout:
+    family: str
+    nodes: tuple[NodePlan, ...]
+    problems: tuple[str, ...] = field(default=())  # one line each, naming its node and cause
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+
+
+def family_of(facts: JsonDoc) -> str | None:
+    modules, tools = facts.get("modules") or {}, facts.get("tools") or {}
+    if modules.get("vllm") or tools.get("vllm"):
+        return "vllm"
+    if tools.get("llama-server"):
+        return "llama.cpp"
+    return None
+
+
+def communication_env(node: Node, facts: JsonDoc) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The interface of the node's address named for every library that opens sockets (NCCL, Gloo,
+    UCX, PyTorch's TensorPipe, vLLM itself); RoCE's device and GID index where the interface has an
+    RDMA device, else NCCL told not to look for InfiniBand."""
+    iface = str(facts["interface"])
+    env = {"VLLM_HOST_IP": node.address, "NCCL_SOCKET_IFNAME": iface, "GLOO_SOCKET_IFNAME": iface,
+           "TP_SOCKET_IFNAME": iface, "UCX_NET_DEVICES": iface, "OMPI_MCA_btl_tcp_if_include": iface}
+    rdma = facts.get("roce")
+    if rdma:
+        env["NCCL_IB_HCA"] = f"{rdma['hca']}:{rdma['port']}"
+        if rdma.get("gid_index") is not None:
+            env["NCCL_IB_GID_INDEX"] = str(rdma["gid_index"])
+        return env, ("/dev/infiniband",)
+    env["NCCL_IB_DISABLE"] = "1"
+    return env, ()
+
+
+def _node_problems(node: Node, facts: JsonDoc, opts: Options, family: str | None) -> list[str]:
+    where = f"{node.name} ({node.address})"
+    if not facts.get("interface"):
+        shown = ", ".join(f"{name} {' '.join(map(str, net['addresses'])) or '(no address)'}"
+                          for name, net in sorted((facts.get("interfaces") or {}).items()))
+        return [f"{where}: no interface of this node has the address {node.address} (it has: {shown}): "
+                f"give the node's address on the link between the nodes"]
+    problems = []
+    if not facts.get("up"):
+        problems.append(f"{where}: the interface {facts['interface']} holding {node.address} is down")
+    if opts.gpus and not facts.get("gpus"):
+        problems.append(f"{where}: no GPU is visible in the container (no /dev/nvidia*): the NVIDIA container "
+                        f"runtime is missing or the engine gave none (--gpus none serves without one)")
+    if opts.backend == "ray" and family == "vllm" and not (facts.get("modules") or {}).get("ray"):
+        problems.append(f"{where}: the Ray backend was asked for, but the image has no Ray (`verify` lists its "
+                        f"closure): serve with the native multi-node executor (--backend native) or add ray to "
+                        f"the image's requirements")
+    return problems
+
+
+def layout(nodes: list[Node], facts: list[JsonDoc], opts: Options, image_id: str,
+           launcher: list[str]) -> Layout:
+    """Every node's plan; the problems found, each on its own line (none: the nodes may start)."""
+    families = {family_of(f) for f in facts}
+    family = families.pop() if len(families) == 1 else None
+    problems: list[str] = []
+    if family is None:
+        problems.append("the image serves neither vLLM (no vllm module) nor llama.cpp (no llama-server): "
+                        "nothing to spread over nodes")
+    if family == "llama.cpp" and opts.backend == "ray":
+        problems.append("--backend ray is vLLM's: llama.cpp's nodes meet through its RPC backend")
+    if family == "llama.cpp" and len(nodes) > 1 and not all((f.get("tools") or {}).get("rpc-server") for f in facts):
+        problems.append("the image has no rpc-server: build llama.cpp with its RPC backend (the component's "
+                        "build arg GGML_RPC: \"ON\")")
+    gpus = [int(f.get("gpus") or 0) for f in facts]
+    per_node = max(1, min(gpus)) if opts.gpus else 1
+    tp, pp = (per_node, len(nodes)) if opts.pipeline else (per_node * len(nodes), 1)
+    head = nodes[0]
+    plans = []
+    for rank, (node, found) in enumerate(zip(nodes, facts, strict=True)):
+        problems += _node_problems(node, found, opts, family)
+        if not found.get("interface"):
+            continue
+        env, devices = communication_env(node, found)
+        if family == "vllm":
+            env.update({"NNODES": str(len(nodes)), "NODE_RANK": str(rank), "MASTER_ADDR": head.address,
+                        "MASTER_PORT": str(opts.master_port), "TENSOR_PARALLEL_SIZE": str(tp),
+                        "PIPELINE_PARALLEL_SIZE": str(pp),
+                        "DISTRIBUTED_BACKEND": "ray" if opts.backend == "ray" else "mp"})
+        elif family == "llama.cpp" and rank == 0 and len(nodes) > 1:
+            env["RPC_SERVERS"] = ",".join(f"{_host(n.address)}:{opts.rpc_port}" for n in nodes[1:])
+        join = {"rank": rank, "nnodes": len(nodes), "address": node.address, "master_addr": head.address,
+                "master_port": opts.master_port, "family": family, "backend": opts.backend,
+                "rendezvous": family == "vllm" and bool((found.get("modules") or {}).get("torch")) and len(nodes) > 1,
+                "rpc_port": opts.rpc_port, "ray_port": opts.ray_port, "workers": [n.address for n in nodes[1:]],
+                "launcher": launcher, "deadline_s": opts.deadline_s, "image": image_id}
+        plans.append(NodePlan(node, rank, env, join, devices))
+    return Layout(family or "?", tuple(plans), tuple(problems), tp, pp)
+
+
+def _host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address

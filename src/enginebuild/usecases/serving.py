@@ -1,0 +1,137 @@
+"""Serve one image on several nodes: every node's engine reached, the same image (by ID) on each,
+each node's facts read in a container of that image on its network, the plan laid out (family,
+backend, parallel sizes, each node's communication environment, written to a file per node), the
+preflight's findings named, then the node containers started and watched until every node has
+started its part; any failure names its node and cause and leaves no container on any node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from enginebuild.errors import UserError
+from enginebuild.io.files import write_atomic
+from enginebuild.serving import driver
+from enginebuild.serving.driver import Reached, ServeFailed
+from enginebuild.serving.layout import Layout, Options, layout
+from enginebuild.serving.nodes import Node, check_node, check_nodes, parse_node
+from enginebuild.settings import settings
+from enginebuild.spec.repo_settings import load_repo_settings
+from enginebuild.workspace import Workspace
+
+SECRET_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY", "LLAMA_ARG_API_KEY")
+
+
+@dataclass(frozen=True)
+class Request:
+    image: str
+    nodes: tuple[Node, ...]
+    options: Options
+    cluster: str = "default"
+    model: str | None = None  # a folder (or a file) on every node, mounted read-only at /models/NAME
+    env: tuple[tuple[str, str], ...] = ()  # the launcher's settings, the same on every node
+    transfer: bool = False  # docker save | docker load where a node lacks the image
+    check_only: bool = False  # everything up to the engine's start: meeting, rendezvous, command lines
+
+
+@dataclass
+class Served:
+    layout: Layout
+    image_id: str
+    env_files: list[Path] = field(default_factory=list)
+    said: dict[str, list[str]] = field(default_factory=dict)  # node: its enginebuild-serve lines
+
+
+def nodes_of(ws: Workspace, given: list[str]) -> tuple[Node, ...]:
+    if given:
+        return tuple(check_nodes([parse_node(text) for text in given]))
+    entries = load_repo_settings(ws.root).nodes
+    return tuple(check_nodes([check_node(Node(e.name, e.address, e.engine, e.network, e.where)) for e in entries]))
+
+
+def _mounts(model: str | None) -> tuple[list[str], dict[str, str]]:
+    if not model:
+        return [], {}
+    if not model.startswith("/"):
+        raise UserError(f"--model {model}: give the model's absolute path (the same on every node)")
+    name = Path(model).name
+    return [f"{model}:/models/{name}:ro"], {"MODEL_PATH": f"/models/{name}"}
+
+
+def _env_files(cluster: str, plans: Layout, env: dict[str, str]) -> list[Path]:
+    """Each node's environment as the container gets it (secrets only by name), where the user can read it."""
+    folder = settings().home / "serve" / cluster
+    written = []
+    for plan in plans.nodes:
+        lines = [f"# enginebuild serve: {plan.node.name}, rank {plan.rank} (cluster {cluster})"]
+        lines += [f"{k}={v}" for k, v in {**env, **plan.env}.items()]
+        path = folder / f"{plan.node.name}.env"
+        write_atomic(path, ("\n".join(lines) + "\n").encode())
+        written.append(path)
+    return written
+
+
+def up(req: Request, say: Callable[[str], None]) -> Served:
+    reached = driver.reach(list(req.nodes))
+    try:
+        return _up(req, reached, say)
+    except BaseException:  # a failure, or an interrupt: nothing of the cluster is left on any node
+        driver.stop(reached, req.cluster)
+        raise
+
+
+def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Served:
+    if driver.remaining(reached, req.cluster):
+        raise ServeFailed([f"cluster {req.cluster}: its containers run already on these nodes: `serve stop` first"])
+    image_id = driver.same_image(reached, req.image, req.transfer)
+    say(f"image {req.image}: {image_id[:19]} on every node")
+    launcher = driver.launcher_of(reached[0].engine, req.image)
+    found = [driver.facts(each, req.image, req.cluster, req.options.gpus) for each in reached]
+    plans = layout(list(req.nodes), found, req.options, image_id, launcher)
+    if plans.problems:
+        raise ServeFailed(list(plans.problems))
+    binds, model_env = _mounts(req.model)
+    env = {**dict(req.env), **model_env}
+    served = Served(plans, image_id, _env_files(req.cluster, plans, env))
+    for plan, path in zip(plans.nodes, served.env_files, strict=True):
+        role = "head" if plan.rank == 0 else "worker"
+        say(f"{plan.node.name}: {role}, rank {plan.rank}, {plan.node.address} on {plan.env['NCCL_SOCKET_IFNAME']}; "
+            f"environment in {path}")
+    if plans.family == "vllm":
+        say(f"vLLM on {len(plans.nodes)} nodes: tensor parallel {plans.tensor_parallel}, pipeline parallel "
+            f"{plans.pipeline_parallel}, {'Ray' if req.options.backend == 'ray' else 'native multi-node executor'}")
+    secrets = tuple(name for name in SECRET_NAMES if name in os.environ)
+    started = []
+    for each, plan in sorted(zip(reached, plans.nodes, strict=True), key=lambda pair: -pair[1].rank):
+        join = {**plan.join, "check_only": req.check_only}
+        ident = driver.start(each, req.image, req.cluster, {**env, **plan.env}, join, req.options.gpus, binds,
+                             plan.devices, secrets)
+        started.append((each, ident))
+    started.reverse()
+    limit = req.options.deadline_s + (60 if plans.family == "vllm" else 15)  # importing torch takes its time
+    failures = driver.watch(started, limit, "checked" if req.check_only else "started")
+    served.said = {each.node.name: driver.said(each, ident) for each, ident in started}
+    if failures:
+        raise ServeFailed(failures)
+    if req.check_only:
+        driver.stop(reached, req.cluster)
+    return served
+
+
+def stop(nodes: tuple[Node, ...], cluster: str | None) -> tuple[int, int]:
+    """Every container of the cluster removed on every node: (removed, left)."""
+    reached = driver.reach(list(nodes))
+    removed = driver.stop(reached, cluster)
+    return removed, (driver.remaining(reached, cluster) if cluster else 0)
+
+
+def describe(served: Served) -> str:
+    return json.dumps({"family": served.layout.family, "image": served.image_id,
+                       "tensor_parallel": served.layout.tensor_parallel,
+                       "pipeline_parallel": served.layout.pipeline_parallel,
+                       "nodes": [{"name": p.node.name, "rank": p.rank, "address": p.node.address, "env": p.env,
+                                  "said": served.said.get(p.node.name, [])} for p in served.layout.nodes]}, indent=2)
