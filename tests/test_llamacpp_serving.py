@@ -7,15 +7,17 @@ container's log is the assertion message)."""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, need, run_cli
 from helpers.docker import docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
@@ -131,3 +133,149 @@ def test_a_flag_the_engine_refuses_fails_with_the_engines_own_message(image, mod
         logs = server.logs()
         assert code != "0", logs
         assert "--draft-max" in logs and "removed" in logs, logs
+
+
+# -- serving across nodes ---------------------------------------------------------------------
+# Two "nodes" on one bridge: each a network namespace with its own address (a container holding
+# it), the node's containers joining it as a Spark's join the host's (network container:HOLDER).
+# A firewall rule in a holder's namespace is that node's firewall.
+
+PROMPTS = [f"{word} the of and {i}" for i, word in enumerate(
+    ("the", "a", "one", "two", "red", "blue", "cat", "dog", "sun", "moon",
+     "rain", "snow", "tree", "road", "house", "river", "stone", "light", "night", "day"))]
+
+
+@pytest.fixture(scope="module")
+def fabric(image):
+    from helpers.engines import worker_number
+
+    name = f"ebfab-{uuid.uuid4().hex[:8]}"
+    prefix = f"10.{90 + worker_number()}.{uuid.uuid4().int % 200 + 20}"
+    docker("network", "create", "--internal", "--subnet", f"{prefix}.0/24", name)
+    holders = {"head": (f"{name}-a", f"{prefix}.2"), "worker": (f"{name}-b", f"{prefix}.3")}
+    try:
+        for holder, address in holders.values():
+            docker("run", "-d", "--name", holder, "--network", name, "--ip", address, "--entrypoint", "/bin/sleep",
+                   image, "86400")
+        yield {"prefix": prefix, "holders": holders}
+    finally:
+        for holder, _ in holders.values():
+            docker("rm", "-f", holder, check=False)
+        docker("network", "rm", name, check=False)
+
+
+def cluster_repo(path, fabric, nodes: dict, engines: dict | None = None):
+    """A recipe checkout whose enginebuild.yaml lists `nodes` (name: address), each in its holder's namespace."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "images").mkdir(exist_ok=True)
+    lines = ["nodes:"]
+    for node, address in nodes.items():
+        holder = fabric["holders"][node][0]
+        where = f", host: {engines[node]}" if engines and node in engines else f', network: "container:{holder}"'
+        lines.append(f"  - {{name: {node}, address: {address}{where}}}")
+    (path / "enginebuild.yaml").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def serving_containers() -> list[str]:
+    return docker("ps", "-a", "--filter", "label=org.enginebuild.serve", "--format", "{{.Names}}").stdout.split()
+
+
+def non_ascii_bytes(model) -> list:
+    """The tiny model's byte tokens above 0x7f: alone they are not UTF-8, which the server cannot put
+    in its JSON answer (HTTP 500), so the completions below never pick them."""
+    vocab = json.loads((model / "tokenizer.json").read_text())["model"]["vocab"]
+    return [[i, False] for i, (piece, _) in enumerate(vocab) if piece.startswith("<0x") and int(piece[3:5], 16) > 0x7f]
+
+
+def complete(holder: str, address: str, prompt: str, banned: list) -> str:
+    request = json.dumps({"prompt": prompt, "max_tokens": 12, "temperature": 0, "logit_bias": banned})
+    out = docker("exec", holder, "wget", "-q", "-O", "-", "--header", "Content-Type: application/json",
+                 "--post-data", request, f"http://{address}:8012/v1/completions")
+    return json.loads(out.stdout)["choices"][0]["text"]
+
+
+def served_answers(repo, image, model, fabric, cluster: str, extra: list) -> tuple[list[str], str]:
+    holder, address = fabric["holders"]["head"]
+    proc = run_cli(["serve", "up", image, "--cluster", cluster, "--gpus", "none", "--model", str(model),
+                    "-e", "N_GPU_LAYERS=2", "-e", "CTX_SIZE=512", "-e", "SPEC_TYPE=off", "-e", "EXTRA_ARGS=-v",
+                    *extra], repo, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    try:
+        waited = docker("exec", holder, "/opt/enginebuild/bin/wait_for_server.sh", f"http://{address}:8012", "120",
+                        check=False, timeout=180)
+        logs = docker("logs", f"enginebuild-serve-{cluster}-head", check=False)
+        assert waited.returncode == 0, waited.stdout + logs.stdout + logs.stderr
+        banned = non_ascii_bytes(model)
+        return [complete(holder, address, p, banned) for p in PROMPTS], logs.stdout + logs.stderr + proc.stderr
+    finally:
+        stopped = run_cli(["serve", "stop", "--cluster", cluster], repo, timeout=120)
+        assert stopped.returncode == 0 and "; 0 left" in stopped.stdout, stopped.stdout + stopped.stderr
+
+
+def test_llama_cpp_over_two_nodes_splits_the_layers_and_answers_as_one_node(image, model, fabric, tmp_path):
+    prefix = fabric["prefix"]
+    two = cluster_repo(tmp_path / "two", fabric, {"head": f"{prefix}.2", "worker": f"{prefix}.3"})
+    split, said = served_answers(two, image, model, fabric, "two", [])
+    # the worker's rpc-server holds the offloaded layer; the head's CPU the other
+    assert "layer   0 assigned to device CPU" in said and "layer   1 assigned to device RPC0" in said, said[-4000:]
+    assert f"--rpc {prefix}.3:50052" in said, said[-4000:]
+    env = (Path(os.environ["ENGINEBUILD_HOME"]) / "serve/two/worker.env").read_text()
+    assert "NCCL_SOCKET_IFNAME=eth0" in env and "GLOO_SOCKET_IFNAME=eth0" in env and "NCCL_IB_DISABLE=1" in env, env
+    assert serving_containers() == []  # `serve stop` left nothing
+
+    one = cluster_repo(tmp_path / "one", fabric, {"head": f"{prefix}.2"})
+    alone, said = served_answers(one, image, model, fabric, "one", [])
+    assert "RPC0" not in said
+    assert split == alone and len(set(alone)) > 1, (split, alone)  # greedy: the same 20 answers
+
+
+def test_each_serving_fault_is_named_within_30_s_and_leaves_nothing_running(image, model, fabric, tmp_path,
+                                                                            tmp_path_factory):
+    from helpers.engines import start_engine
+
+    need(os.geteuid() == 0 and shutil.which("dockerd") is not None and shutil.which("nsenter") is not None
+         and shutil.which("iptables") is not None, "a second engine and a node's firewall need root, dockerd, "
+                                                   "nsenter and iptables")
+    prefix = fabric["prefix"]
+    base = ["serve", "up", image, "--gpus", "none", "--model", str(model), "--timeout", "5"]
+
+    def fails(repo, *extra: str) -> str:
+        proc = run_cli([*base, *extra], repo, timeout=30)  # named within 30 s, or the run fails here
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert serving_containers() == [], proc.stderr
+        return proc.stderr
+
+    wrong = cluster_repo(tmp_path / "wrong", fabric, {"head": f"{prefix}.2", "worker": f"{prefix}.9"})
+    said = fails(wrong)
+    assert f"worker ({prefix}.9): no interface of this node has the address {prefix}.9 (it has: eth0 {prefix}.3" \
+        in said, said
+
+    repo = cluster_repo(tmp_path / "ok", fabric, {"head": f"{prefix}.2", "worker": f"{prefix}.3"})
+    said = fails(repo, "--backend", "ray")
+    assert "--backend ray is vLLM's" in said, said
+
+    pid = docker("inspect", "-f", "{{.State.Pid}}", fabric["holders"]["head"][0]).stdout.strip()
+    rule = ["INPUT", "-p", "tcp", "--dport", "29500", "-j", "DROP"]
+    subprocess.run(["nsenter", "-t", pid, "-n", "iptables", "-A", *rule], check=True)
+    try:
+        said = fails(repo)
+    finally:
+        subprocess.run(["nsenter", "-t", pid, "-n", "iptables", "-D", *rule], check=True)
+    assert f"worker ({prefix}.3): the head's master port {prefix}.2:29500 did not answer within 5 s: timed out" \
+        in said, said
+
+    second = start_engine(tmp_path_factory.mktemp("node-engine"), index=9)
+    try:
+        # the worker's engine holds another image under the same name
+        tar = subprocess.run(["tar", "-c", "-f", "-", "-C", str(tmp_path), "wrong"], check=True, capture_output=True)
+        subprocess.run(["docker", "-H", second.host, "import", "-", image], input=tar.stdout, check=True,
+                       capture_output=True)
+        other = cluster_repo(tmp_path / "other", fabric, {"head": f"{prefix}.2", "worker": f"{prefix}.3"},
+                             engines={"worker": second.host})
+        said = fails(other)
+        assert f"worker: {image} is image sha256:" in said and "the digest differs between nodes" in said, said
+    finally:
+        second.stop()
+    said = fails(other)  # its engine is gone: the worker is down
+    assert f"worker: its Docker engine ({second.host}) does not answer" in said, said
