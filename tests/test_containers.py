@@ -148,6 +148,10 @@ def test_the_api_key_is_read_from_the_runtime_environment_only(recipes):
     ({"MODEL_PATH": "/models/modelopt", "KV_CACHE_DTYPE": "fp8"}, "DFlash needs a BF16 KV cache"),
     ({"MODEL_PATH": "/models/modelopt", "MAX_NUM_SEQS": "lots"}, "MAX_NUM_SEQS must be a whole number"),
     ({"MODEL_PATH": "/models/modelopt", "DFLASH_DRAFTER": "x\"}"}, "DFLASH_DRAFTER may hold only"),
+    ({"MODEL_PATH": "/models/modelopt", "NNODES": "2"}, "NNODES=2 needs MASTER_ADDR, the head's address"),
+    ({"MODEL_PATH": "/models/modelopt", "NNODES": "2", "MASTER_ADDR": "h", "DISTRIBUTED_BACKEND": "mpi"},
+     "DISTRIBUTED_BACKEND must be mp or ray"),
+    ({"MODEL_PATH": "/models/modelopt", "TENSOR_PARALLEL_SIZE": "two"}, "TENSOR_PARALLEL_SIZE must be a whole number"),
 ])
 def test_bad_runtime_settings_stop_the_launcher_with_a_clear_message(recipes, env, message):
     args = []
@@ -156,6 +160,37 @@ def test_bad_runtime_settings_stop_the_launcher_with_a_clear_message(recipes, en
     proc = docker("run", "--rm", *args, recipes["qwen36-dflash"], check=False)
     assert proc.returncode == 2
     assert message in proc.stderr
+
+
+def dry_run(tag: str, env: dict) -> list[str]:
+    """The launcher's command line, as LAUNCH_DRY_RUN=1 prints it (one `arg: ` line per argument)."""
+    args = [a for key, value in {**env, "LAUNCH_DRY_RUN": "1"}.items() for a in ("-e", f"{key}={value}")]
+    proc = docker("run", "--rm", *args, tag)
+    return [line[5:] for line in proc.stdout.splitlines() if line.startswith("arg: ")]
+
+
+def test_several_nodes_give_vllms_native_multi_node_flags_and_a_headless_worker(recipes):
+    env = {"MODEL_PATH": "/models/modelopt", "NNODES": "2", "MASTER_ADDR": "192.168.100.10",
+           "TENSOR_PARALLEL_SIZE": "2", "PIPELINE_PARALLEL_SIZE": "1", "EXTRA_ARGS": "--enable-prefix-caching"}
+    head = dry_run(recipes["qwen36-dflash"], {**env, "NODE_RANK": "0"})
+    worker = dry_run(recipes["qwen36-dflash"], {**env, "NODE_RANK": "1"})
+    flags = ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "1", "--nnodes", "2", "--node-rank"]
+    assert head[-11:] == [*flags, "0", "--master-addr", "192.168.100.10", "--master-port", "29500",
+                          "--enable-prefix-caching"][-11:], head
+    assert worker[-12:] == [*flags, "1", "--master-addr", "192.168.100.10", "--master-port", "29500", "--headless",
+                            "--enable-prefix-caching"][-12:], worker
+    assert head[:3] == ["vllm", "serve", "/models/modelopt"]
+    ray = dry_run(recipes["qwen36-dflash"], {**env, "NODE_RANK": "0", "DISTRIBUTED_BACKEND": "ray"})
+    assert "--distributed-executor-backend" in ray and "--nnodes" not in ray, ray
+
+
+def test_llamacpp_offloads_to_the_rpc_servers_it_is_given(recipes):
+    argv = dry_run(recipes["llamacpp-minimax-ngram"], {"MODEL_PATH": "/models/gguf",
+                                                       "RPC_SERVERS": "192.168.100.11:50052,[fd00::3]:50052"})
+    assert argv[-2:] == ["--rpc", "192.168.100.11:50052,[fd00::3]:50052"], argv
+    proc = docker("run", "--rm", "-e", "MODEL_PATH=/models/gguf", "-e", "RPC_SERVERS=a:1;rm -rf /",
+                  recipes["llamacpp-minimax-ngram"], check=False)
+    assert proc.returncode == 2 and "RPC_SERVERS must be HOST:PORT" in proc.stderr
 
 
 def test_llamacpp_without_a_model_stops_with_a_clear_message(recipes):

@@ -62,6 +62,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     behaviours = []
     patched = []
     undeclared: list[str] = []
+    serving: list[str] = []
     for found in verify_images(ws, args.images, args.platform, args.archs):
         closure, verdict, imports = found.closure, found.verdict, found.imports
         closures.append(closure)
@@ -79,6 +80,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             patched.append(found.patched)
             if not args.json:
                 print("\n".join(found.patched.lines()))
+        if found.serving:
+            serving.append(found.serving)
+            if not args.json:
+                print(found.serving)
         if verdict is None:  # nothing is asked of its kernels: not a failure
             if closure.image not in undeclared:
                 undeclared.append(closure.image)
@@ -95,7 +100,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         print(json.dumps({"ok": ok, "images": [v.to_json() for v in verdicts],
                           "runtime": [c.to_json() for c in closures], "imports": [i.to_json() for i in imported],
                           "patch_checks": [b.to_json() for b in behaviours],
-                          "patched_files": [p.to_json() for p in patched], "not_declared": undeclared}, indent=2))
+                          "patched_files": [p.to_json() for p in patched], "not_declared": undeclared,
+                          "serving": serving}, indent=2))
     return 0 if ok else 1
 
 

@@ -21,6 +21,7 @@ from enginebuild.io.store import Store
 from enginebuild.kernels.image import declared_of, verify_plan
 from enginebuild.kernels.runtime import check_plan
 from enginebuild.oci.engine import Engine
+from enginebuild.plan.envs import Pins
 from enginebuild.plan.image import plan_image
 from enginebuild.sources.base import Context
 from enginebuild.usecases.targets import pinned_ref, platforms_of
@@ -31,8 +32,10 @@ if TYPE_CHECKING:
     from enginebuild.build.reproduce import Reproduction
     from enginebuild.kernels.closure import Closure
     from enginebuild.kernels.image import Verdict
+    from enginebuild.lock.lockfile import Lock
     from enginebuild.oci.reference import ImageRef
     from enginebuild.publish.signcheck import Verdict as SignedVerdict
+    from enginebuild.spec.model import ImageSpec
 
 
 def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
@@ -60,6 +63,22 @@ class Verified:
     imports: Imports | None
     behaviour: Behaviour | None
     patched: PatchedCheck | None = None  # the files of patches applied as files (None: it has none)
+    serving: str | None = None  # how `serve` spreads it over nodes (vLLM images: whether Ray is in the closure)
+
+
+def serving_line(spec: ImageSpec, lock: Lock | None, platform: str) -> str | None:
+    """For an image whose Python closure has vLLM: the multi-node executor `serve` uses, and whether
+    Ray is there for --backend ray."""
+    python = spec.runtime.python
+    if lock is None or not python or not python.requirements:
+        return None
+    found = {p.name: p.version for p in Pins(spec, lock).python(f"runtime.python@{platform}").packages}
+    if "vllm" not in found:
+        return None
+    ray = f"Ray {found['ray']} in the closure: `serve --backend ray` can use it" if "ray" in found else \
+        "Ray is not in the closure: `serve --backend ray` is refused"
+    version = f" {found['vllm']}" if found["vllm"] else ""
+    return f"serve: {spec.name} ({platform}): vLLM{version} across nodes with its native multi-node executor; {ray}"
 
 
 def verify_images(ws: Workspace, names: list[str], platforms: list[str],
@@ -93,7 +112,7 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
             elif checks:
                 behaviour = Behaviour(spec.name, plan.platform, [CheckRun(c, "not-run", why=load_it) for c in checks])
             patched = check_patched(plan, Store(ws.home), Context(ws.home, mtime=plan.epoch))
-            yield Verified(closure, verdict, imports, behaviour, patched)
+            yield Verified(closure, verdict, imports, behaviour, patched, serving_line(spec, lock, plan.platform))
 
 
 def verify_signatures(images: list[str], key_path: str | None, identity: str | None = None, issuer: str | None = None,
