@@ -230,13 +230,55 @@ def test_llama_cpp_over_two_nodes_splits_the_layers_and_answers_as_one_node(imag
     assert split == alone and len(set(alone)) > 1, (split, alone)  # greedy: the same 20 answers
 
 
-def test_each_serving_fault_is_named_within_30_s_and_leaves_nothing_running(image, model, fabric, tmp_path,
-                                                                            tmp_path_factory):
+@pytest.fixture(scope="module")
+def other_engine(docker_engine, tmp_path_factory):
+    """Another machine's Docker engine (its own store), in this machine's network namespace."""
     from helpers.engines import start_engine
 
     need(os.geteuid() == 0 and shutil.which("dockerd") is not None and shutil.which("nsenter") is not None
          and shutil.which("iptables") is not None, "a second engine and a node's firewall need root, dockerd, "
                                                    "nsenter and iptables")
+    engine = start_engine(tmp_path_factory.mktemp("node-engine"), index=9)
+    yield engine
+    engine.stop()
+
+
+def test_a_node_on_another_engine_pulls_the_image_by_digest_and_serves_its_part(image, model, fabric, registry,
+                                                                                other_engine, tmp_path):
+    prefix = fabric["prefix"]
+    pushed = f"{registry.host}/enginebuild-test/serve-llama:1"
+    docker("tag", image, pushed)
+    digest = docker("push", pushed).stdout.split("digest: ")[1].split()[0]
+    ref = f"{registry.host}/enginebuild-test/serve-llama@{digest}"
+    # the worker: the other engine's host network, whose address on the bridge is its gateway's
+    repo = cluster_repo(tmp_path / "engines", fabric, {"head": f"{prefix}.2", "worker": f"{prefix}.1"},
+                        engines={"worker": other_engine.host})
+    proc = run_cli(["serve", "up", ref, "--cluster", "engines", "--gpus", "none", "--model", str(model),
+                    "-e", "N_GPU_LAYERS=2", "-e", "SPEC_TYPE=off"], repo, timeout=300)
+    try:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "on every node" in proc.stderr and f"rpc-server at {prefix}.1:50052 answers" in proc.stdout, proc.stdout
+        pulled = subprocess.run(["docker", "-H", other_engine.host, "image", "inspect", ref, "--format", "{{.Id}}"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        assert pulled == docker("image", "inspect", image, "--format", "{{.Id}}").stdout.strip()
+        # each host's own interface for the same link: the container's eth0, the other machine's bridge
+        folder = Path(os.environ["ENGINEBUILD_HOME"]) / "serve/engines"
+        assert "NCCL_SOCKET_IFNAME=eth0" in (folder / "head.env").read_text()
+        assert "NCCL_SOCKET_IFNAME=br-" in (folder / "worker.env").read_text()
+        holder, address = fabric["holders"]["head"]
+        waited = docker("exec", holder, "/opt/enginebuild/bin/wait_for_server.sh", f"http://{address}:8012", "120",
+                        check=False, timeout=180)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        assert complete(holder, address, PROMPTS[0], non_ascii_bytes(model))
+    finally:
+        stopped = run_cli(["serve", "stop", "--cluster", "engines"], repo, timeout=120)
+    assert stopped.returncode == 0 and "removed 2 container(s)" in stopped.stdout and "; 0 left" in stopped.stdout
+    left = subprocess.run(["docker", "-H", other_engine.host, "ps", "-aq"], capture_output=True, text=True, check=True)
+    assert serving_containers() == [] and left.stdout == ""
+
+
+def test_each_serving_fault_is_named_within_30_s_and_leaves_nothing_running(image, model, fabric, other_engine,
+                                                                            tmp_path):
     prefix = fabric["prefix"]
     base = ["serve", "up", image, "--gpus", "none", "--model", str(model), "--timeout", "5"]
 
@@ -265,17 +307,14 @@ def test_each_serving_fault_is_named_within_30_s_and_leaves_nothing_running(imag
     assert f"worker ({prefix}.3): the head's master port {prefix}.2:29500 did not answer within 5 s: timed out" \
         in said, said
 
-    second = start_engine(tmp_path_factory.mktemp("node-engine"), index=9)
-    try:
-        # the worker's engine holds another image under the same name
-        tar = subprocess.run(["tar", "-c", "-f", "-", "-C", str(tmp_path), "wrong"], check=True, capture_output=True)
-        subprocess.run(["docker", "-H", second.host, "import", "-", image], input=tar.stdout, check=True,
-                       capture_output=True)
-        other = cluster_repo(tmp_path / "other", fabric, {"head": f"{prefix}.2", "worker": f"{prefix}.3"},
-                             engines={"worker": second.host})
-        said = fails(other)
-        assert f"worker: {image} is image sha256:" in said and "the digest differs between nodes" in said, said
-    finally:
-        second.stop()
-    said = fails(other)  # its engine is gone: the worker is down
-    assert f"worker: its Docker engine ({second.host}) does not answer" in said, said
+    # the worker's engine holds another image under the same name
+    tar = subprocess.run(["tar", "-c", "-f", "-", "-C", str(tmp_path), "wrong"], check=True, capture_output=True)
+    subprocess.run(["docker", "-H", other_engine.host, "import", "-", image], input=tar.stdout, check=True,
+                   capture_output=True)
+    other = cluster_repo(tmp_path / "other", fabric, {"head": f"{prefix}.2", "worker": f"{prefix}.3"},
+                         engines={"worker": other_engine.host})
+    said = fails(other)
+    assert f"worker: {image} is image sha256:" in said and "the digest differs between nodes" in said, said
+    other_engine.stop()  # the worker is down: its engine does not answer
+    said = fails(other)
+    assert f"worker: its Docker engine ({other_engine.host}) does not answer" in said, said
