@@ -253,16 +253,22 @@ def test_a_node_on_another_engine_pulls_the_image_by_digest_and_serves_its_part(
     # the worker: the other engine's host network, whose address on the bridge is its gateway's
     repo = cluster_repo(tmp_path / "engines", fabric, {"head": f"{prefix}.2", "worker": f"{prefix}.1"},
                         engines={"worker": other_engine.host})
+    secret = "hf_servesentinel4d1c"
     proc = run_cli(["serve", "up", ref, "--cluster", "engines", "--gpus", "none", "--model", str(model),
-                    "-e", "N_GPU_LAYERS=2", "-e", "SPEC_TYPE=off"], repo, timeout=300)
+                    "-e", "N_GPU_LAYERS=2", "-e", "SPEC_TYPE=off"], repo, timeout=300, env={"HF_TOKEN": secret})
     try:
         assert proc.returncode == 0, proc.stdout + proc.stderr
+        # a secret reaches the containers by name from this environment, and nothing written or said
+        config = json.loads(docker("inspect", "enginebuild-serve-engines-head").stdout)[0]["Config"]["Env"]
+        assert f"HF_TOKEN={secret}" in config
+        folder = Path(os.environ["ENGINEBUILD_HOME"]) / "serve/engines"
+        assert secret not in proc.stdout + proc.stderr
+        assert all(secret not in f.read_text() for f in folder.glob("*.env"))
         assert "on every node" in proc.stderr and f"rpc-server at {prefix}.1:50052 answers" in proc.stdout, proc.stdout
         pulled = subprocess.run(["docker", "-H", other_engine.host, "image", "inspect", ref, "--format", "{{.Id}}"],
                                 capture_output=True, text=True, check=True).stdout.strip()
         assert pulled == docker("image", "inspect", image, "--format", "{{.Id}}").stdout.strip()
         # each host's own interface for the same link: the container's eth0, the other machine's bridge
-        folder = Path(os.environ["ENGINEBUILD_HOME"]) / "serve/engines"
         assert "NCCL_SOCKET_IFNAME=eth0" in (folder / "head.env").read_text()
         assert "NCCL_SOCKET_IFNAME=br-" in (folder / "worker.env").read_text()
         holder, address = fabric["holders"]["head"]
@@ -275,6 +281,15 @@ def test_a_node_on_another_engine_pulls_the_image_by_digest_and_serves_its_part(
     assert stopped.returncode == 0 and "removed 2 container(s)" in stopped.stdout and "; 0 left" in stopped.stdout
     left = subprocess.run(["docker", "-H", other_engine.host, "ps", "-aq"], capture_output=True, text=True, check=True)
     assert serving_containers() == [] and left.stdout == ""
+    # a local image, by name: copied to the node that lacks it when asked (docker save | docker load)
+    lacks = run_cli(["serve", "check", image, "--gpus", "none", "--model", str(model)], repo, timeout=60)
+    assert lacks.returncode == 1 and f"worker: no image {image} on its engine" in lacks.stderr, lacks.stderr
+    copied = run_cli(["serve", "check", image, "--gpus", "none", "--model", str(model), "--transfer"], repo,
+                     timeout=300)
+    assert copied.returncode == 0, copied.stdout + copied.stderr
+    assert "head: command: [\"llama-server\"" in copied.stdout and f"\"--rpc\", \"{prefix}.1:50052\"" in copied.stdout
+    assert "worker: command: [\"ggml-rpc-server\", \"-H\", \"" + f"{prefix}.1" in copied.stdout, copied.stdout
+    assert serving_containers() == []
 
 
 def test_each_serving_fault_is_named_within_30_s_and_leaves_nothing_running(image, model, fabric, other_engine,
