@@ -276,11 +276,17 @@ def test_a_node_on_another_engine_pulls_the_image_by_digest_and_serves_its_part(
                         check=False, timeout=180)
         assert waited.returncode == 0, waited.stdout + waited.stderr
         assert complete(holder, address, PROMPTS[0], non_ascii_bytes(model))
+        status = run_cli(["serve", "status", "--cluster", "engines"], repo, timeout=60)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert f"head ({prefix}.2): enginebuild-serve-engines-head running: " in status.stdout, status.stdout
+        assert f"worker ({prefix}.1): enginebuild-serve-engines-worker running: " in status.stdout, status.stdout
     finally:
         stopped = run_cli(["serve", "stop", "--cluster", "engines"], repo, timeout=120)
     assert stopped.returncode == 0 and "removed 2 container(s)" in stopped.stdout and "; 0 left" in stopped.stdout
     left = subprocess.run(["docker", "-H", other_engine.host, "ps", "-aq"], capture_output=True, text=True, check=True)
     assert serving_containers() == [] and left.stdout == ""
+    status = run_cli(["serve", "status", "--cluster", "engines"], repo, timeout=60)
+    assert status.returncode == 1 and status.stdout.count("no container of cluster engines") == 2, status.stdout
     # a local image, by name: copied to the node that lacks it when asked (docker save | docker load)
     lacks = run_cli(["serve", "check", image, "--gpus", "none", "--model", str(model)], repo, timeout=60)
     assert lacks.returncode == 1 and f"worker: no image {image} on its engine" in lacks.stderr, lacks.stderr

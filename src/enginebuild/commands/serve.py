@@ -7,6 +7,7 @@ no container on any node.
     serve up IMAGE        start the nodes (the first is the head), after the preflight
     serve check IMAGE     the preflight, the nodes' meeting (and vLLM's Gloo rendezvous) and each
                           node's command line, without starting the engine
+    serve status          each node's container: running or not, and the last line it printed
     serve stop            remove the cluster's containers on every node
 
 IMAGE: REGISTRY/REPO@sha256:DIGEST (pulled by each node where absent), or a local image name
@@ -59,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--transfer", action="store_true",
                        help="copy this machine's image to a node that lacks it (docker save | docker load)")
         p.add_argument("--json", action="store_true", help="each node's plan and lines, machine-readable")
+    status = sub.add_parser("status", help="each node's container: running or not, its last line")
+    _common(status)
     stop = sub.add_parser("stop", help="remove the cluster's containers on every node")
     _common(stop)
     stop.add_argument("--all", action="store_true", help="every cluster's containers on these nodes")
@@ -78,6 +81,16 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,40}", args.cluster):
         raise UserError(f"--cluster {args.cluster!r}: lower-case letters, digits, _ . - (at most 41)")
     nodes = serving.nodes_of(ws, args.node)
+    if args.action == "status":
+        found = serving.status(nodes, args.cluster)
+        for state in found:
+            where = f"{state.node.name} ({state.node.address})"
+            if state.container is None:
+                print(f"{where}: no container of cluster {args.cluster}")
+            else:
+                code = "" if state.exit_code is None else f" (exit {state.exit_code})"
+                print(f"{where}: {state.container} {state.status}{code}: {state.last}")
+        return 0 if all(s.status == "running" for s in found) else EXIT_FAILED
     if args.action == "stop":
         removed, left = serving.stop(nodes, None if args.all else args.cluster)
         print(f"serve: removed {removed} container(s) on {len(nodes)} node(s); {left} left")

@@ -284,6 +284,32 @@ def stop(reached: list[Reached], cluster: str | None) -> int:
     return removed
 
 
+@dataclass(frozen=True)
+class NodeState:
+    node: Node
+    container: str | None  # its name; None: the node runs no container of the cluster
+    status: str = "absent"  # running, exited, ...
+    exit_code: int | None = None
+    last: str = ""  # the last line it printed
+
+
+def states(reached: list[Reached], cluster: str) -> list[NodeState]:
+    """Each node's container of the cluster: running or not, and the last line it printed."""
+    out = []
+    for each in reached:
+        name = container_name(cluster, each.node)
+        found = each.engine.call("GET", f"/containers/{name}/json")
+        if not found:
+            out.append(NodeState(each.node, None))
+            continue
+        state = dict(found.get("State") or {})
+        lines = [line for line in _logs(each.engine, name).splitlines() if line.strip()]
+        out.append(NodeState(each.node, name, str(state.get("Status", "?")),
+                             None if state.get("Running") else int(state.get("ExitCode", -1)),
+                             lines[-1][:300] if lines else ""))
+    return out
+
+
 def remaining(reached: list[Reached], cluster: str) -> int:
     return sum(len(each.engine.call("GET", "/containers/json",
                                     {"all": "1", "filters": json.dumps({"label": [f"{LABEL}={cluster}"]})}) or [])

@@ -129,6 +129,10 @@ def stop(nodes: tuple[Node, ...], cluster: str | None) -> tuple[int, int]:
     return removed, (driver.remaining(reached, cluster) if cluster else 0)
 
 
+def status(nodes: tuple[Node, ...], cluster: str) -> list[driver.NodeState]:
+    return driver.states(driver.reach(list(nodes)), cluster)
+
+
 def describe(served: Served) -> str:
     return json.dumps({"family": served.layout.family, "image": served.image_id,
                        "tensor_parallel": served.layout.tensor_parallel,
