@@ -67,7 +67,7 @@ def test_the_roce_v2_gid_index_is_the_one_of_this_address_and_interface(tmp_path
 def test_vllm_over_two_nodes_is_tensor_parallel_over_both_with_each_hosts_interface():
     found = [facts("192.168.100.10", roce={"hca": "rocep1s0f1", "port": 1, "gid_index": 3}),
              facts("192.168.100.11", iface="enP2p1s0f1np1", roce={"hca": "roceP2p1s0f1", "port": 1, "gid_index": 1})]
-    plan = layout(NODES, found, Options(), "sha256:" + "a" * 64, LAUNCHER)
+    plan = layout(NODES, found, Options(), LAUNCHER)
     assert plan.problems == () and plan.family == "vllm"
     assert (plan.tensor_parallel, plan.pipeline_parallel) == (2, 1)
     head, worker = plan.nodes
@@ -80,9 +80,9 @@ def test_vllm_over_two_nodes_is_tensor_parallel_over_both_with_each_hosts_interf
         assert node.env["NODE_RANK"] == str(rank) and node.env["MASTER_ADDR"] == "192.168.100.10"
         assert node.env["VLLM_HOST_IP"] == NODES[rank].address and node.env["DISTRIBUTED_BACKEND"] == "mp"
         assert node.join["rendezvous"] is True and node.join["nnodes"] == 2
-    piped = layout(NODES, found, Options(pipeline=True), "sha256:" + "a" * 64, LAUNCHER)
+    piped = layout(NODES, found, Options(pipeline=True), LAUNCHER)
     assert (piped.tensor_parallel, piped.pipeline_parallel) == (1, 2)
-    no_rdma = layout(NODES, [facts("192.168.100.10"), facts("192.168.100.11")], Options(), "x", LAUNCHER)
+    no_rdma = layout(NODES, [facts("192.168.100.10"), facts("192.168.100.11")], Options(), LAUNCHER)
     assert no_rdma.nodes[0].env["NCCL_IB_DISABLE"] == "1" and "NCCL_IB_HCA" not in no_rdma.nodes[0].env
 
 
@@ -90,12 +90,12 @@ def test_llama_cpp_nodes_are_a_head_with_its_workers_rpc_servers():
     found = [facts("10.0.0.1", vllm=False, gpus=0), facts("10.0.0.2", vllm=False, gpus=0),
              facts("10.0.0.3", vllm=False, gpus=0)]
     nodes = [Node("a", "10.0.0.1"), Node("b", "10.0.0.2"), Node("c", "10.0.0.3")]
-    plan = layout(nodes, found, Options(gpus=False, rpc_port=50099), "x", LAUNCHER)
+    plan = layout(nodes, found, Options(gpus=False, rpc_port=50099), LAUNCHER)
     assert plan.problems == () and plan.family == "llama.cpp"
     assert plan.nodes[0].env["RPC_SERVERS"] == "10.0.0.2:50099,10.0.0.3:50099"
     assert "RPC_SERVERS" not in plan.nodes[1].env and "NNODES" not in plan.nodes[0].env
     without = layout(nodes, [dict(f, tools={"llama-server": True, "rpc-server": False}) for f in found],
-                     Options(gpus=False), "x", LAUNCHER)
+                     Options(gpus=False), LAUNCHER)
     assert any("no rpc-server" in p and "GGML_RPC" in p for p in without.problems)
 
 
@@ -111,13 +111,13 @@ def test_llama_cpp_nodes_are_a_head_with_its_workers_rpc_servers():
      "spark1 (192.168.100.10): the Ray backend was asked for, but the image has no Ray"),
 ])
 def test_each_preflight_finding_is_one_line_naming_its_node_and_cause(found, opts, cause):
-    problems = layout(NODES, found, opts, "x", LAUNCHER).problems
+    problems = layout(NODES, found, opts, LAUNCHER).problems
     assert any(p.startswith(cause) for p in problems), problems
 
 
 def test_ray_is_taken_where_the_image_has_it():
     found = [facts("192.168.100.10", ray=True), facts("192.168.100.11", ray=True)]
-    plan = layout(NODES, found, Options(backend="ray"), "x", LAUNCHER)
+    plan = layout(NODES, found, Options(backend="ray"), LAUNCHER)
     assert plan.problems == () and plan.nodes[1].env["DISTRIBUTED_BACKEND"] == "ray"
 
 

@@ -21,9 +21,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from enginebuild.errors import EXIT_FAILED, UserError
 from enginebuild.workspace import Workspace
+
+if TYPE_CHECKING:
+    from enginebuild.serving.nodes import Node
+    from enginebuild.usecases.serving import Request
 
 ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
 
@@ -74,46 +79,66 @@ def _port(value: int, flag: str) -> int:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.serving.driver import ServeFailed
-    from enginebuild.serving.layout import Options
     from enginebuild.usecases import serving
 
     if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,40}", args.cluster):
         raise UserError(f"--cluster {args.cluster!r}: lower-case letters, digits, _ . - (at most 41)")
     nodes = serving.nodes_of(ws, args.node)
     if args.action == "status":
-        found = serving.status(nodes, args.cluster)
-        for state in found:
-            where = f"{state.node.name} ({state.node.address})"
-            if state.container is None:
-                print(f"{where}: no container of cluster {args.cluster}")
-            else:
-                code = "" if state.exit_code is None else f" (exit {state.exit_code})"
-                print(f"{where}: {state.container} {state.status}{code}: {state.last}")
-        return 0 if all(s.status == "running" for s in found) else EXIT_FAILED
+        return _status(nodes, args.cluster)
     if args.action == "stop":
         removed, left = serving.stop(nodes, None if args.all else args.cluster)
         print(f"serve: removed {removed} container(s) on {len(nodes)} node(s); {left} left")
         return 0 if left == 0 else EXIT_FAILED
+    return _up(args, _request(args, nodes))
+
+
+def _status(nodes: tuple[Node, ...], cluster: str) -> int:
+    from enginebuild.usecases import serving
+
+    found = serving.status(nodes, cluster)
+    for state in found:
+        where = f"{state.node.name} ({state.node.address})"
+        if state.container is None:
+            print(f"{where}: no container of cluster {cluster}")
+        else:
+            code = "" if state.exit_code is None else f" (exit {state.exit_code})"
+            print(f"{where}: {state.container} {state.status}{code}: {state.last}")
+    return 0 if all(s.status == "running" for s in found) else EXIT_FAILED
+
+
+def _request(args: argparse.Namespace, nodes: tuple[Node, ...]) -> Request:
+    from enginebuild.serving.layout import Options
+    from enginebuild.usecases.serving import SECRET_NAMES, Request
+
+    env = []
     for pair in args.env:
         if not ENV.fullmatch(pair):
             raise UserError(f"--env {pair!r}: expected KEY=VALUE")
-        if pair.split("=", 1)[0] in serving.SECRET_NAMES:
-            raise UserError(f"--env {pair.split('=', 1)[0]}=…: a secret is never given on the command line",
+        key, _, value = pair.partition("=")
+        if key in SECRET_NAMES:
+            raise UserError(f"--env {key}=…: a secret is never given on the command line",
                             hint="export it in this shell: serve passes it to the containers by name")
+        env.append((key, value))
     if args.timeout < 1 or args.timeout > 3600:
         raise UserError(f"--timeout {args.timeout}: between 1 and 3600 seconds")
     options = Options(master_port=_port(args.master_port, "--master-port"), rpc_port=_port(args.rpc_port, "--rpc-port"),
                       backend=args.backend, pipeline=args.pipeline, gpus=args.gpus == "all", deadline_s=args.timeout)
-    request = serving.Request(args.image, nodes, options, args.cluster, args.model,
-                              tuple((p.split("=", 1)[0], p.split("=", 1)[1]) for p in args.env),
-                              args.transfer, args.action == "check")
+    return Request(args.image, nodes, options, args.cluster, args.model, tuple(env), args.transfer,
+                   args.action == "check")
+
+
+def _up(args: argparse.Namespace, request: Request) -> int:
+    from enginebuild.serving.driver import ServeFailed
+    from enginebuild.usecases import serving
+
     try:
         served = serving.up(request, lambda line: print(f"serve: {line}", file=sys.stderr))
     except ServeFailed as failed:
         for line in failed.lines:
             print(f"serve: {line}", file=sys.stderr)
-        print(f"serve: nothing of cluster {args.cluster} is left running on the {len(nodes)} node(s)", file=sys.stderr)
+        print(f"serve: nothing of cluster {request.cluster} is left running on the {len(request.nodes)} node(s)",
+              file=sys.stderr)
         return EXIT_FAILED
     if args.json:
         print(serving.describe(served))
@@ -122,9 +147,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         for line in served.said.get(plan.node.name, []):
             print(f"{plan.node.name}: {line}")
     head = served.layout.nodes[0].node
-    if args.action == "check":
-        print(f"serve: checked {len(nodes)} node(s); `serve up` starts them")
+    if request.check_only:
+        print(f"serve: checked {len(request.nodes)} node(s); `serve up` starts them")
     else:
-        print(f"serve: {args.image} on {len(nodes)} node(s), head {head.name} at {head.address}; "
-              f"`serve stop --cluster {args.cluster}` removes it")
+        print(f"serve: {request.image} on {len(request.nodes)} node(s), head {head.name} at {head.address}; "
+              f"`serve stop --cluster {request.cluster}` removes it")
     return 0

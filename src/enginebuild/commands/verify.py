@@ -12,8 +12,21 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Protocol
 
+from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
+
+
+class Report(Protocol):
+    """What each check of an image gives: whether it passed, its lines, its JSON."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def lines(self) -> list[str]: ...
+
+    def to_json(self) -> JsonDoc: ...
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,52 +69,34 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         return _signatures(args)
     from enginebuild.usecases.checking import verify_images
 
-    verdicts = []
-    closures = []
-    imported = []
-    behaviours = []
-    patched = []
+    def say(lines: list[str]) -> None:
+        if not args.json:
+            print("\n".join(lines))
+
+    reports: dict[str, list[Report]] = {"images": [], "runtime": [], "imports": [], "patch_checks": [],
+                                     "patched_files": []}
     undeclared: list[str] = []
     serving: list[str] = []
     for found in verify_images(ws, args.images, args.platform, args.archs):
-        closure, verdict, imports = found.closure, found.verdict, found.imports
-        closures.append(closure)
-        if not args.json:
-            print("\n".join(closure.lines()))
-        if imports is not None:
-            imported.append(imports)
-            if not args.json:
-                print("\n".join(imports.lines()))
-        if found.behaviour is not None:
-            behaviours.append(found.behaviour)
-            if not args.json:
-                print("\n".join(found.behaviour.lines()))
-        if found.patched is not None:
-            patched.append(found.patched)
-            if not args.json:
-                print("\n".join(found.patched.lines()))
+        for key, report in (("runtime", found.closure), ("imports", found.imports), ("patch_checks", found.behaviour),
+                            ("patched_files", found.patched)):
+            if report is not None:
+                reports[key].append(report)
+                say(report.lines())
         if found.serving:
             serving.append(found.serving)
-            if not args.json:
-                print(found.serving)
-        if verdict is None:  # nothing is asked of its kernels: not a failure
-            if closure.image not in undeclared:
-                undeclared.append(closure.image)
-                if not args.json:
-                    print(f"{closure.image}: declares no cuda-archs: kernels not checked (add `cuda-archs: [12.1a]` "
-                          "to have its CUDA binaries checked)")
-            continue
-        verdicts.append(verdict)
-        if not args.json:
-            print("\n".join(verdict.lines()))
-    ok = all(v.ok for v in verdicts) and all(c.ok for c in closures) and all(i.ok for i in imported) and \
-        all(b.ok for b in behaviours) and all(p.ok for p in patched)
+            say([found.serving])
+        if found.verdict is not None:
+            reports["images"].append(found.verdict)
+            say(found.verdict.lines())
+        elif found.closure.image not in undeclared:  # nothing is asked of its kernels: not a failure
+            undeclared.append(found.closure.image)
+            say([f"{found.closure.image}: declares no cuda-archs: kernels not checked (add `cuda-archs: [12.1a]` "
+                 "to have its CUDA binaries checked)"])
+    ok = all(report.ok for found in reports.values() for report in found)
     if args.json:
-        print(json.dumps({"ok": ok, "images": [v.to_json() for v in verdicts],
-                          "runtime": [c.to_json() for c in closures], "imports": [i.to_json() for i in imported],
-                          "patch_checks": [b.to_json() for b in behaviours],
-                          "patched_files": [p.to_json() for p in patched], "not_declared": undeclared,
-                          "serving": serving}, indent=2))
+        print(json.dumps({"ok": ok, **{key: [r.to_json() for r in found] for key, found in reports.items()},
+                          "not_declared": undeclared, "serving": serving}, indent=2))
     return 0 if ok else 1
 
 

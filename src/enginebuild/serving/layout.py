@@ -91,8 +91,7 @@ def _node_problems(node: Node, facts: JsonDoc, opts: Options, family: str | None
     return problems
 
 
-def layout(nodes: list[Node], facts: list[JsonDoc], opts: Options, image_id: str,
-           launcher: list[str]) -> Layout:
+def layout(nodes: list[Node], facts: list[JsonDoc], opts: Options, launcher: list[str]) -> Layout:
     """Every node's plan; the problems found, each on its own line (none: the nodes may start)."""
     families = {family_of(f) for f in facts}
     family = families.pop() if len(families) == 1 else None
@@ -126,7 +125,7 @@ def layout(nodes: list[Node], facts: list[JsonDoc], opts: Options, image_id: str
                 "master_port": opts.master_port, "family": family, "backend": opts.backend,
                 "rendezvous": family == "vllm" and bool((found.get("modules") or {}).get("torch")) and len(nodes) > 1,
                 "rpc_port": opts.rpc_port, "ray_port": opts.ray_port, "workers": [n.address for n in nodes[1:]],
-                "launcher": launcher, "deadline_s": opts.deadline_s, "image": image_id}
+                "launcher": launcher, "deadline_s": opts.deadline_s}
         plans.append(NodePlan(node, rank, env, join, devices))
     return Layout(family or "?", tuple(plans), tuple(problems), tp, pp)
 

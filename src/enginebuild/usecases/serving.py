@@ -91,7 +91,7 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
     say(f"image {req.image}: {image_id[:19]} on every node")
     launcher = driver.launcher_of(reached[0].engine, req.image)
     found = [driver.facts(each, req.image, req.cluster, req.options.gpus) for each in reached]
-    plans = layout(list(req.nodes), found, req.options, image_id, launcher)
+    plans = layout(list(req.nodes), found, req.options, launcher)
     if plans.problems:
         raise ServeFailed(list(plans.problems))
     binds, model_env = _mounts(req.model)
