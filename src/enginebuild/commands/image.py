@@ -23,7 +23,12 @@ from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
-    from enginebuild.usecases.building import Built
+    from pathlib import Path
+
+    from enginebuild.plan.image import Options as PlanOptions
+    from enginebuild.publish.keyless import KeylessSigner
+    from enginebuild.publish.signkeys import Signer
+    from enginebuild.usecases.building import BuildRequest, Built
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,6 +104,37 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.all:
         args.images = [n for n in every_buildable(ws)
                        if not args.platform or set(args.platform) & set(ws.spec(n).platforms)]
+    _check_options(args)
+    signer = signer_of(args)
+    tag_names = _local_tags(args, ws)
+    on, only = parse_on(args.on, args.stages)
+    names = list(dict.fromkeys(args.images))
+    build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
+    outputs = _outputs(args, ws, names)
+    from enginebuild.usecases.building import BuildRequest, lock_first
+    from enginebuild.usecases.targets import builders_of
+
+    builders_of(ws, list(args.builder))  # every builder's address read before any work: a bad one is named
+
+    options = ws.plan_options(build_args=build_args, on=on, only=only)
+    request = BuildRequest(platform=list(args.platform), builder=list(args.builder), buildx_builder=args.buildx_builder,
+                           verbose=args.verbose, jobs=args.jobs, cache=args.cache, no_cache=args.no_registry_cache or args.no_cache,
+                           rebuild=args.no_cache,
+                           cache_readonly=args.cache_readonly, outputs=outputs, component=list(args.component),
+                           push=args.push, to=args.to, tag=list(args.push_tag), local_tags=tag_names,
+                           tags_follow=not args.local_tags, load=not args.no_load)
+    ws.sweep()
+    if not on and not ws.overrides:  # a --set value is never written to a lock: it gets a per-build lock
+        lock_first(ws, names, args.locked or args.frozen)
+    elif ws.overrides and (args.locked or args.frozen):
+        refuse_per_build_lock(ws, names, "--frozen" if args.frozen else "--locked")
+    for name in names:
+        _build(ws, name, request, options, args.compression, signer)
+    return 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Options that do not go together, each refused with why, before any work."""
     if args.push and not args.to:
         raise UserError("--push needs --to REGISTRY/REPO")
     if not args.push and (args.to or args.push_tag or args.compression != "gzip"):
@@ -121,67 +157,60 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                         hint="build them one at a time with -t, or tag them afterwards with `docker tag`")
     if (args.sign or args.key) and not args.push:
         raise UserError("--sign and --key only take effect with --push, which is not given", hint="add --push --to REPO")
-    signer = signer_of(args)
-    from enginebuild.spec.repo_settings import load_repo_settings
-    from enginebuild.usecases.targets import parse_local_tag
-
-    tag_names = list(args.local_tags) or list(load_repo_settings(ws.root).tags)  # -t, else enginebuild.yaml's
-    for value in tag_names:
-        parse_local_tag(value.replace("{image}", args.images[0] if args.images else "x"))
     if args.platform and args.on and len(args.platform) != 1:
         raise UserError("--on builds one platform: give one --platform")
     for platform in args.platform:
         if not re.fullmatch(r"linux/[a-z0-9]+(?:/v[0-9])?", platform):
             raise UserError(f"--platform {platform!r}: expected os/arch such as linux/amd64")
-    on, only = parse_on(args.on, args.stages)
 
-    names = list(dict.fromkeys(args.images))
-    build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
-    outputs = None
-    if args.output:
-        from enginebuild.build.export import parse_outputs
 
-        if len(names) != 1 or args.on:
-            raise UserError("--output writes what one image build made: name one image (and no --on)")
-        outputs = parse_outputs(args.output)
-        spec = ws.spec(names[0])
-        for comp in outputs[1]:
-            if comp not in {c.name for c in spec.components}:
-                close = difflib.get_close_matches(comp, [c.name for c in spec.components], n=1)
-                raise UserError(f"--output {comp}=…: {spec.name} has no component {comp!r}",
-                                hint=f"did you mean {close[0]!r}?" if close else None)
-    from enginebuild.usecases.building import BuildRequest, build_components, build_image, lock_first
-    from enginebuild.usecases.targets import builders_of
+def _local_tags(args: argparse.Namespace, ws: Workspace) -> list[str]:
+    """-t, else enginebuild.yaml's tags, each checked as a name."""
+    from enginebuild.spec.repo_settings import load_repo_settings
+    from enginebuild.usecases.targets import parse_local_tag
 
-    builders_of(ws, list(args.builder))  # every builder's address read before any work: a bad one is named
+    tag_names = list(args.local_tags) or list(load_repo_settings(ws.root).tags)
+    for value in tag_names:
+        parse_local_tag(value.replace("{image}", args.images[0] if args.images else "x"))
+    return tag_names
 
-    options = ws.plan_options(build_args=build_args, on=on, only=only)
-    request = BuildRequest(platform=list(args.platform), builder=list(args.builder), buildx_builder=args.buildx_builder,
-                           verbose=args.verbose, jobs=args.jobs, cache=args.cache, no_cache=args.no_registry_cache or args.no_cache,
-                           rebuild=args.no_cache,
-                           cache_readonly=args.cache_readonly, outputs=outputs, component=list(args.component),
-                           push=args.push, to=args.to, tag=list(args.push_tag), local_tags=tag_names,
-                           tags_follow=not args.local_tags, load=not args.no_load)
-    ws.sweep()
-    if not on and not ws.overrides:  # a --set value is never written to a lock: it gets a per-build lock
-        lock_first(ws, names, args.locked or args.frozen)
-    elif ws.overrides and (args.locked or args.frozen):
-        refuse_per_build_lock(ws, names, "--frozen" if args.frozen else "--locked")
-    for name in names:
-        if request.component:
-            build_components(ws, name, request, options, say_built)
-        else:
-            built = build_image(ws, name, request, options, say_built)
-            if request.push and request.to:
-                from enginebuild.build.cache import cache_from_settings
-                from enginebuild.usecases.pushing import push_image
 
-                cache = cache_from_settings(ws.root, request.cache, request.no_cache, request.cache_readonly)
-                for record in push_image(ws, name, request.to, request.tag, request.platform, plans=built,
-                                         options=options, compression=args.compression, cache=cache,
-                                         signer=signer):
-                    print(f"{record['repository']}@{record['digest']}")
-    return 0
+def _outputs(args: argparse.Namespace, ws: Workspace,
+             names: list[str]) -> tuple[Path | None, dict[str, Path]] | None:
+    """--output's destinations, each component named checked against the image's."""
+    if not args.output:
+        return None
+    from enginebuild.build.export import parse_outputs
+
+    if len(names) != 1 or args.on:
+        raise UserError("--output writes what one image build made: name one image (and no --on)")
+    outputs = parse_outputs(args.output)
+    spec = ws.spec(names[0])
+    for comp in outputs[1]:
+        if comp not in {c.name for c in spec.components}:
+            close = difflib.get_close_matches(comp, [c.name for c in spec.components], n=1)
+            raise UserError(f"--output {comp}=…: {spec.name} has no component {comp!r}",
+                            hint=f"did you mean {close[0]!r}?" if close else None)
+    return outputs
+
+
+def _build(ws: Workspace, name: str, request: BuildRequest, options: PlanOptions, compression: str,
+           signer: Signer | KeylessSigner | None) -> None:
+    """One image (or its components), then its push when asked, each record's reference printed."""
+    from enginebuild.usecases.building import build_components, build_image
+
+    if request.component:
+        build_components(ws, name, request, options, say_built)
+        return
+    built = build_image(ws, name, request, options, say_built)
+    if request.push and request.to:
+        from enginebuild.build.cache import cache_from_settings
+        from enginebuild.usecases.pushing import push_image
+
+        cache = cache_from_settings(ws.root, request.cache, request.no_cache, request.cache_readonly)
+        for record in push_image(ws, name, request.to, request.tag, request.platform, plans=built,
+                                 options=options, compression=compression, cache=cache, signer=signer):
+            print(f"{record['repository']}@{record['digest']}")
 
 
 def say_built(built: Built) -> None:

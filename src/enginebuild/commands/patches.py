@@ -8,13 +8,15 @@ reported beside every other stack)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, FetchError, ResolveError, UserError
+from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, UserError
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
+
+if TYPE_CHECKING:
+    from enginebuild.usecases.patching import StackReport
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,10 +45,7 @@ def _shown(line: str) -> str:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.io.proc import CommandFailed
-    from enginebuild.lock.patch_targets import stack_targets
-    from enginebuild.patches.check import check_stack
-    from enginebuild.sources.base import Context
+    from enginebuild.usecases.patching import check_stacks
 
     if not args.images and not args.all:
         raise UserError("name images to check, or --all")
@@ -54,75 +53,47 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         raise UserError("--component goes with --engine")
     if args.behaviour:
         return run_behaviour(args, ws)
-    names = ws.select(args.images) if args.images else [n for n in ws.catalog.names()]
-    ctx = Context(ws.home)
-    report: list[tuple[Any, Any]] = []
-    errors: list[tuple[str, str]] = []
-    failed = unchecked = False
-    for name in names:
-        try:
-            spec = ws.spec(name)
-            if spec.abstract:
-                continue
-            if args.engine and not args.images and not any(o.source.pinned_by_lock for o in spec.overlays) and \
-                    not any(c.source and c.source.pinned_by_lock and c.patches for c in spec.components):
-                continue
-            try:
-                targets = stack_targets(ctx, spec, ws.lock(spec), engine_ref=args.engine, component=args.component)
-            except ResolveError as exc:
-                if args.engine:
-                    raise UserError(f"--engine {args.engine}: {exc.message}", hint=exc.hint) from None
-                raise
-        except UserError as exc:
-            if args.images:
-                raise
-            errors.append((name, exc.message))
-            continue
-        for target in targets:
-            if target.tree is None:
-                unchecked = True
-                report.append((target, None))
-                continue
-            try:
-                outcome = check_stack(target.patches, target.tree)
-            except (FetchError, ResolveError, CommandFailed) as exc:  # its history, say, out of reach from here
-                unchecked = True
-                report.append((dataclasses.replace(target, tree=None, unchecked="its pinned source could not be "
-                                                   f"fetched: {exc.message}"), None))
-                continue
-            failed |= not outcome.ok
-            report.append((target, outcome.results))
+    report = check_stacks(ws, args.images, args.engine, args.component)
     if args.json:
-        docs = [{"image": t.image, "component": t.owner, "source": t.description, "override": t.override,
-                 "checked": results is not None, "unchecked_because": t.unchecked,
-                 "patches": [r.to_json() for r in results] if results is not None else
-                 [{"name": p.name, "sha256": p.sha256, "subject": p.subject, "status": "not-checked"}
-                  for p in t.patches]} for t, results in report]
-        docs += [{"image": n, "error": why} for n, why in errors]
-        print(json.dumps(docs, indent=2))
+        _print_json(report)
     else:
-        for target, results in report:
-            note = " (--engine: the lock is not touched)" if target.override else ""
-            print(f"{target.image}: {target.owner} {target.description}{note}")
-            if results is None:
-                for patch in target.patches:
-                    print(f"  {'NOT CHECKED':<17} {patch.name}  {target.unchecked}")
-                continue
-            for result in results:
-                print(f"  {result.status:<17} {result.name}  {result.detail}")
-                if result.status == "conflicts" and result.conflict is not None:
-                    _show_conflict(result.conflict)
-        for name, why in errors:
-            print(f"{name}: NOT CHECKED, the spec or a patch does not load: {why}")
-        if not report and not errors:
-            output().say("no image has a patch stack")
-    for target, results in report:
-        if results is None:
-            output().say(f"warning: {target.image}: the {target.owner} stack ({len(target.patches)} patch(es)) was NOT "
-                         f"checked: {(target.unchecked or '').splitlines()[0]}")
-    if errors:
+        _print_rows(report)
+    for row in report.rows:
+        if row.results is None:
+            output().say(f"warning: {row.target.image}: the {row.target.owner} stack ({len(row.target.patches)} "
+                         f"patch(es)) was NOT checked: {(row.target.unchecked or '').splitlines()[0]}")
+    if report.errors:
         return EXIT_BAD_INPUT
-    return EXIT_FAILED if failed or (args.strict and unchecked) else 0
+    return EXIT_FAILED if report.failed or (args.strict and report.unchecked) else 0
+
+
+def _print_json(report: StackReport) -> None:
+    docs = [{"image": t.image, "component": t.owner, "source": t.description, "override": t.override,
+             "checked": results is not None, "unchecked_because": t.unchecked,
+             "patches": [r.to_json() for r in results] if results is not None else
+             [{"name": p.name, "sha256": p.sha256, "subject": p.subject, "status": "not-checked"}
+              for p in t.patches]} for t, results in ((row.target, row.results) for row in report.rows)]
+    docs += [{"image": n, "error": why} for n, why in report.errors]
+    print(json.dumps(docs, indent=2))
+
+
+def _print_rows(report: StackReport) -> None:
+    for row in report.rows:
+        target = row.target
+        note = " (--engine: the lock is not touched)" if target.override else ""
+        print(f"{target.image}: {target.owner} {target.description}{note}")
+        if row.results is None:
+            for patch in target.patches:
+                print(f"  {'NOT CHECKED':<17} {patch.name}  {target.unchecked}")
+            continue
+        for result in row.results:
+            print(f"  {result.status:<17} {result.name}  {result.detail}")
+            if result.status == "conflicts" and result.conflict is not None:
+                _show_conflict(result.conflict)
+    for name, why in report.errors:
+        print(f"{name}: NOT CHECKED, the spec or a patch does not load: {why}")
+    if not report.rows and not report.errors:
+        output().say("no image has a patch stack")
 
 
 def run_behaviour(args: argparse.Namespace, ws: Workspace) -> int:
