@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.doctor import as_json, run_checks, table
+    from enginebuild.usecases.diagnosing import as_json, run_checks, table
 
     checks = run_checks(ws, args.registry, args.builder)
     if args.json:

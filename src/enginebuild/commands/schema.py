@@ -5,7 +5,6 @@ while writing a spec)."""
 from __future__ import annotations
 
 import argparse
-import json
 
 from enginebuild.workspace import Workspace
 
@@ -17,15 +16,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.spec.jsonschema import checks_json_schema, image_json_schema
+    from pathlib import Path
 
-    text = json.dumps(checks_json_schema() if args.checks else image_json_schema(), indent=2, sort_keys=True) + "\n"
+    from enginebuild.usecases.schemas import schema_text, write_schema
+
     if args.out:
-        from pathlib import Path
-
-        from enginebuild.io.files import write_atomic
-
-        write_atomic(Path(args.out), text.encode())
+        write_schema(Path(args.out), args.checks)
     else:
-        print(text, end="")
+        print(schema_text(args.checks), end="")
     return 0
