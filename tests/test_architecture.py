@@ -189,7 +189,7 @@ def test_only_layer_kind_modules_ask_which_kind_a_layer_is():
     assert found == []
 
 
-def test_the_no_op_path_loads_only_the_memo_the_probe_and_the_settings():
+def test_the_no_op_path_loads_only_the_decision_the_memo_the_probe_and_the_settings():
     """`image NAME` with nothing changed is answered by fastpath.py before the CLI loads: importing it
     must not pull in the rest of enginebuild (measured: 101 modules, 0.1 s, for the whole no-op)."""
     import json
@@ -201,7 +201,8 @@ def test_the_no_op_path_loads_only_the_memo_the_probe_and_the_settings():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(SRC.parent), "PATH": "/usr/bin:/bin"}).stdout
     assert json.loads(out.replace("'", '"')) == ["enginebuild", "enginebuild.fastpath", "enginebuild.oci", "enginebuild.oci.probe",
-                         "enginebuild.settings", "enginebuild.state", "enginebuild.state.memo", "enginebuild.wire"]
+                         "enginebuild.settings", "enginebuild.state", "enginebuild.state.decision",
+                                                 "enginebuild.state.memo", "enginebuild.wire"]
 
 
 def test_the_planner_loads_no_writer_and_at_most_40_modules():

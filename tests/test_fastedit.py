@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -366,3 +367,34 @@ def test_a_change_to_the_config_alone_says_so(ws, docker_engine):
     assert inspect(ref(ws))["Config"]["Labels"]["org.example.tier"] == "gold"
     out = image(ws)
     assert "nothing to build" in out  # and the next run has nothing to say but that
+
+
+def test_each_answer_of_image_comes_from_the_one_decision_that_plan_shows(ws, docker_engine):
+    name = (ws / "name").read_text()
+
+    def plan_says() -> str:
+        proc = run_cli(["plan", name], ws)
+        assert proc.returncode == 0, proc.stderr
+        return next(line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("image now: "))
+
+    proc = run_cli(["image", name], ws)
+    assert proc.returncode == 0 and f"{name}: rebuild: no finished build of it with these options is recorded" \
+        in proc.stderr, proc.stderr
+    assert plan_says() == "image now: up to date"
+    script = folder(ws) / "run.sh"
+    script.write_text("#!/bin/sh\nexec serve --edited\n")
+    past = time.time() - 60
+    os.utime(script, (past, past))
+    assert plan_says() == "image now: files edited: run.sh"
+    assert FAST in image(ws, env=NO_BUILDER)
+    # the record the decision reads, changed: the no-op no longer answers, and the full build says why
+    memo = next(p for p in (Path(os.environ["ENGINEBUILD_HOME"]) / "plans").iterdir() if p.name.startswith(name))
+    doc = json.loads(memo.read_text())
+    doc["result"]["images"][0]["id"] = "sha256:" + "0" * 64
+    memo.write_text(json.dumps(doc))
+    why = plan_says().removeprefix("image now: ")
+    assert re.fullmatch(f"rebuild: the engine does not hold enginebuild/{name}:latest(-[a-z0-9]+)? as last built", why)
+    proc = run_cli(["image", name], ws)
+    assert proc.returncode == 0 and f"{name}: {why}" in proc.stderr, proc.stderr
+    assert "nothing to build, every platform is up to date" not in proc.stdout
+    assert plan_says() == "image now: up to date"

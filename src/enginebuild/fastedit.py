@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from enginebuild.plan.editrecord import EditFile, EditNode, EditRecord, Listing, StoredLayer
+from enginebuild.state.decision import FILES_EDITED, Decision
 
 if TYPE_CHECKING:
     from enginebuild.build.executor import Outcome
@@ -163,13 +164,14 @@ class Replay:
         self.engine.load(archive.chunks(), archive.size)
 
 
-def answer(memo: Any, key: str, name: str, home: Any) -> str | None:
-    """Remake the images of `name` if only copied files changed; the line to print, or None."""
+def answer(memo: Any, key: str, name: str, home: Any, decision: Decision) -> str | None:
+    """Remake the images of `name`, whose decision is that only copied files were edited; the line
+    to print, or None (the full command runs)."""
     from enginebuild.io.store import Store
 
     try:
         with Store(Path(home)).using():  # gc waits for this, as for every build
-            return _answer(memo, key, name, home)
+            return _answer(memo, key, name, home, decision)
     except NotThisWay as why:
         if os.environ.get("ENGINEBUILD_DEBUG"):
             print(f"file-edit path not taken: {why}")
@@ -179,22 +181,13 @@ def answer(memo: Any, key: str, name: str, home: Any) -> str | None:
     return None
 
 
-def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
+def _answer(memo: Any, key: str, name: str, home: Any, decision: Decision) -> str | None:
     start = time.monotonic()
-    doc = memo.read(key)
-    if doc is None:
-        raise NotThisWay("no memo")
-    inputs = memo.snapshot(doc["inputs"])  # before the files are read: an edit from now on is seen next time
-    changed = memo.changed(doc, inputs)
+    doc, inputs, changed = decision.doc, decision.inputs, list(decision.edited)
+    if decision.answer != FILES_EDITED or doc is None:
+        raise NotThisWay(decision.describe())
     images = doc["result"]["images"]
-    if not changed or not all(image.get("edit") for image in images):
-        raise NotThisWay("nothing changed, or no edit record")
     edits = [EditRecord.from_json(image["edit"]) for image in images]
-    if memo.blobs_changed(doc):
-        raise NotThisWay("a stored layer changed or is gone: the full path verifies and remakes it")
-    outside = [p for p in changed if not all(p in e.only_copied for e in edits)]
-    if outside:
-        raise NotThisWay("changed, and not only copied: " + ", ".join(outside))
     folders = [p for p in changed if os.path.isdir(p)]
     if folders:
         _same_listings(edits)
@@ -213,9 +206,6 @@ def _answer(memo: Any, key: str, name: str, home: Any) -> str | None:
     from enginebuild.state.history import BuildHistory
 
     engine = Engine()
-    for image in images:
-        if any(engine.image_id(tag) != image["id"] for tag in image["tags"]):
-            raise NotThisWay("the engine does not hold the image as last built")
     replay = Replay(Store(home), engine, contents)
     lines, fresh = [], []
     blobs = []

@@ -1,9 +1,10 @@
 """The answer to `BUILD.py image NAME...` when nothing changed, before anything else loads
 (and, when only files the image copies changed, fastedit.py's).
 
-A no-op is the command users run most, so it gets its own path: the plan memo (see
-state/memo.py) and one question to the engine per image and platform (oci/probe.py), over its socket,
-with the standard library only. Options that do not change the image are answered here too:
+A no-op is the command users run most, so it gets its own path: the decision every answer of
+`image` goes through (state/decision.py: the plan memo, state/memo.py, and one question to the
+engine per image and platform, oci/probe.py, over its socket), with the standard library only.
+Options that do not change the image are answered here too:
 `-q`/`--quiet` and `--progress` (how it is said), `--locked` and `--frozen` (a memo that matches
 was stored by a build whose spec and lock are the files as they are now, the lock unchanged by
 it: current). Any doubt (another option, a memo that does not match, an image missing, an engine
@@ -16,6 +17,7 @@ import time
 
 from enginebuild.oci.probe import image_id
 from enginebuild.settings import settings
+from enginebuild.state.decision import FILES_EDITED, UP_TO_DATE, decide
 from enginebuild.state.memo import PlanMemo, RunOptions
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-._:")
@@ -98,18 +100,18 @@ def answer(argv: list[str], root: str) -> list[str] | None:
     for name in dict.fromkeys(names):
         start = time.monotonic()
         key = options.key(os.path.realpath(root), name)
-        result = memo.lookup(key)
-        if not result:
+        decision = decide(memo, key, lambda tag, ident: image_id(tag) == ident)
+        if decision.answer == FILES_EDITED:
             from enginebuild.fastedit import answer as edited
 
-            line = edited(memo, key, name, settings().home)
+            line = edited(memo, key, name, settings().home, decision)
             if line is None:
                 return None
             lines.append(line)
             continue
-        for image in result.get("images", []):
-            if any(image_id(tag) != image["id"] for tag in image["tags"]):
-                return None  # the full path loads and tags again
+        if decision.answer != UP_TO_DATE or decision.doc is None:
+            return None  # the full path builds, and says why (the same decision)
+        result = decision.doc["result"]
         which = ", ".join(platforms) + (" is" if len(platforms) == 1 else " are") if platforms else "every platform is"
         lines.append(f"{name}: nothing to build, {which} up to date "
                      f"({(time.monotonic() - start) * 1000:.0f} ms) -> {result['summary']}")

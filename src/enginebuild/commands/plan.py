@@ -57,6 +57,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         return 0
     for doc in docs:
         print(f"{doc['image']}  ({doc['platform']}, base {doc['base']})")
+        print(f"  image now: {doc['decision']}")
         for c in doc["components"]:
             size = f"  outputs {human_bytes(c['output_size'])}" if c.get("output_size") else ""
             line = f"  component {c['name']:<18} {c['key'][:12]}  {c['action']}{size}"

@@ -21,7 +21,7 @@ from enginebuild.build.executor import Executor, local_tags, output_record
 from enginebuild.build.export import export_component, export_runtime
 from enginebuild.build.imports import Imports, check_imports
 from enginebuild.build.secretscan import Scanner
-from enginebuild.errors import BuildFailed, LockWouldChange, UserError, command
+from enginebuild.errors import BuildFailed, EngineBuildError, LockWouldChange, UserError, command
 from enginebuild.io import faults
 from enginebuild.io.background import Background, settled
 from enginebuild.io.progress import output
@@ -39,6 +39,7 @@ from enginebuild.plan.model import ImagePlan
 from enginebuild.plan.render import TEMPLATES
 from enginebuild.sources.base import Context
 from enginebuild.spec.model import ImageSpec
+from enginebuild.state.decision import decide
 from enginebuild.state.memo import PlanMemo, RunOptions, copied_paths, other_input_paths
 from enginebuild.usecases.locking import lock_image
 from enginebuild.usecases.targets import builders_of, parse_local_tag, platforms_of
@@ -149,6 +150,9 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     platforms = list(request.platform) if options.on else platforms_of(spec, request.platform)
     # the plain tag belongs to one platform of the spec, whichever platforms this run builds
     listed = tuple(platforms) if options.on else tuple(spec.platforms)
+    asked = run_options(options, tuple(request.platform))
+    if asked.answerable() and not ws.overrides:  # why the no-op and the file edit did not answer
+        output().say(f"{name}: {decide(PlanMemo(ws.home), asked.key(ws.root, name), _holds(Engine())).describe()}")
     copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES)
     inputs = PlanMemo.snapshot(copied + others)  # before the plan reads them
     only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})  # what fastedit.py may remake
@@ -206,7 +210,6 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             run_checks(ws, spec, lock, plan, outcome, cache, request.load)
         if request.outputs:
             write_outputs(ws, plan, tags[0], request.outputs, platform if len(platforms) > 1 else None)
-    asked = run_options(options, tuple(request.platform))
     if asked.answerable() and not ws.overrides and request.load:
         PlanMemo(ws.home).store(asked.key(ws.root, name), inputs,
                                 {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)},
@@ -428,6 +431,17 @@ def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platfo
         done = export_component(Store(ws.home), record, node.outputs.kind, node.outputs.to, folder / sub if sub
                                 else folder)
         output().say(f"  component {name} outputs -> {done}")
+
+
+def _holds(engine: Engine) -> Callable[[str, str], bool]:
+    """Whether the engine holds an image under a tag (no engine: it does not)."""
+
+    def holds(tag: str, ident: str) -> bool:
+        try:
+            return engine.image_id(tag) == ident
+        except EngineBuildError:
+            return False
+    return holds
 
 
 def run_options(options: Options, platforms: tuple[str, ...]) -> RunOptions:

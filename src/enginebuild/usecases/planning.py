@@ -66,16 +66,30 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
     unresolved = sorted(set(lock.blocked()) | set(stale)) if lock else []
     out = []
     engine = Engine()
+    decision = image_decision(ws, name, build_args, platforms, engine)
     for platform in platforms_of(spec, platforms):
         plan = plan_image(spec, lock, platform, ws.plan_options(build_args=build_args, strict=not unresolved))
         doc = describe(plan, ws.home, cache, {plan.tag: image_id(engine, plan.tag)})
         doc["buildable"] = not unresolved
         doc["unresolved"] = unresolved
         doc["unused_components"] = list(plan.unused)
+        doc["decision"] = decision
         if builders is not None and doc["components_to_build"]:
             show_assignment(ws, plan, doc, builders)
         out.append(doc)
     return out
+
+
+def image_decision(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str], engine: Engine) -> str:
+    """What `image` with these options would answer now, and why (state/decision.py, the one decision)."""
+    from enginebuild.state.decision import decide
+    from enginebuild.state.memo import PlanMemo, RunOptions
+
+    if ws.overrides:
+        return "rebuild: a run with --set values is built with a lock of its own, never answered from a record"
+    asked = RunOptions(build_args=tuple(sorted(build_args.items())), platforms=tuple(platforms))
+    found = decide(PlanMemo(ws.home), asked.key(ws.root, name), lambda tag, ident: image_id(engine, tag) == ident)
+    return found.describe()
 
 
 def image_id(engine: Engine, tag: str) -> str:
