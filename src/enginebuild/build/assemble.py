@@ -25,6 +25,7 @@ from enginebuild.oci.image import DockerArchive, ImageConfig, Layer
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.plan.envs import CHAIN_REPO
 from enginebuild.plan.model import EnvNode, ImageSettings, LayerNode
+from enginebuild.spec.model import Healthcheck
 from enginebuild.wire import JsonDoc
 
 
@@ -238,14 +239,19 @@ def apply_settings(config: ImageConfig, settings: ImageSettings) -> None:
         config.stopsignal = settings.stopsignal
     if settings.shell:
         config.shell = list(settings.shell)
-    check = settings.healthcheck
-    if check is not None:
-        config.healthcheck = {"Test": list(check.test)}
-        for field, name in (("interval", "Interval"), ("timeout", "Timeout"), ("start_period", "StartPeriod")):
-            if getattr(check, field):
-                config.healthcheck[name] = duration_ns(getattr(check, field))
-        if check.retries is not None:
-            config.healthcheck["Retries"] = check.retries
+    if settings.healthcheck is not None:
+        config.healthcheck = healthcheck(settings.healthcheck)
+
+
+def healthcheck(check: Healthcheck) -> JsonDoc:
+    """A spec's healthcheck as the image config says it (durations in nanoseconds)."""
+    doc: JsonDoc = {"Test": list(check.test)}
+    for field, name in (("interval", "Interval"), ("timeout", "Timeout"), ("start_period", "StartPeriod")):
+        if getattr(check, field):
+            doc[name] = duration_ns(getattr(check, field))
+    if check.retries is not None:
+        doc["Retries"] = check.retries
+    return doc
 
 
 def duration_ns(text: str) -> int:

@@ -436,16 +436,9 @@ class Executor:
                       f"({exported.files} entries)")
         return record
 
-    def components(self, plan: ImagePlan, only: frozenset[str] | None = None) -> None:
-        """Every component of the plan (or those named in `only`, and what they need)."""
-        wanted = needed_by(plan, only, self.available) if only else {c.name for c in plan.components}
-        pending = {c.name: c for c in plan.components if c.name in wanted}
-        if not pending:
-            return
-        to_build = [c for c in plan.components if c.name in wanted and not self.available(c)]
-        if to_build:
-            self.assign(to_build, plan)
-        for comp in to_build:  # builder environments first: components share them
+    def builder_envs(self, to_build: list[ComponentNode], plan: ImagePlan) -> None:
+        """The builder environments of the components to build, first: components share them."""
+        for comp in to_build:
             if comp.release is not None:
                 continue
             site = self.assigned[comp.name]
@@ -456,6 +449,17 @@ class Executor:
                     raise
                 output().say(f"  builder {site.name} stopped answering while making a builder environment; "
                              "what was assigned to it goes to the others")
+
+    def components(self, plan: ImagePlan, only: frozenset[str] | None = None) -> None:
+        """Every component of the plan (or those named in `only`, and what they need)."""
+        wanted = needed_by(plan, only, self.available) if only else {c.name for c in plan.components}
+        pending = {c.name: c for c in plan.components if c.name in wanted}
+        if not pending:
+            return
+        to_build = [c for c in plan.components if c.name in wanted and not self.available(c)]
+        if to_build:
+            self.assign(to_build, plan)
+        self.builder_envs(to_build, plan)
         done: set[str] = set()
         running: dict[Future[None], str] = {}
         pool = ThreadPoolExecutor(max_workers=self.jobs * len(self.sites or [self.local]))

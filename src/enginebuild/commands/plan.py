@@ -10,6 +10,7 @@ import json
 
 from enginebuild.io.progress import human_bytes
 from enginebuild.plan.routes import Route
+from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
 
@@ -56,36 +57,45 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         print(json.dumps({"images": docs}, indent=2))
         return 0
     for doc in docs:
-        print(f"{doc['image']}  ({doc['platform']}, base {doc['base']})")
-        print(f"  image now: {doc['decision']}")
-        for c in doc["components"]:
-            size = f"  outputs {human_bytes(c['output_size'])}" if c.get("output_size") else ""
-            line = f"  component {c['name']:<18} {c['key'][:12]}  {c['action']}{size}"
-            if c.get("builder"):
-                line += f"  on builder {c['builder']}"
-            if c.get("changed"):
-                line += "  <- " + ", ".join(c["changed"])
-            print(line)
-            for where in c.get("mirrors", []):
-                print(f"  {'':28} its source is fetched from the mirror {where}")
-            for patch in c.get("outside_declared_inputs", []):
-                print(f"  {'':28} {patch} touches none of its declared inputs: not part of its key")
-            for route in c.get("patch_routes", []):
-                if route["route"] != "outside":
-                    print(f"  {'':28} {Route(**route).line(c['name'])}")
-        for unused in doc["unused_components"]:
-            print(f"  component {unused:<18} {'':12}  not built: nothing installs or needs it")
-        width = max([44, *(len(row["name"]) for row in doc["layers"])])  # names whole, keys aligned
-        for i, row in enumerate(doc["layers"], 1):
-            line = f"  {i:2}. {row['name']:<{width}} {row['key'][:12]}  {row['action']} ({row['by']})"
-            if row.get("changed"):
-                line += "  <- " + ", ".join(row["changed"])
-            print(line)
-        if not doc["buildable"]:
-            print(f"  not buildable until `lock` resolves: {', '.join(doc['unresolved'])}")
-        else:
-            todo = len(doc["components_to_build"]) + len(doc["layers_to_build"])
-            print(f"  {len(doc['components_to_build'])} component(s) and {len(doc['layers_to_build'])} command "
-                  f"layer(s) to build, {len(doc['layers_to_write'])} layer(s) to write" if todo or
-                  doc["layers_to_write"] else "  nothing to build")
+        _print_doc(doc)
     return 0
+
+
+def _print_doc(doc: JsonDoc) -> None:
+    """One platform's plan, as text."""
+    print(f"{doc['image']}  ({doc['platform']}, base {doc['base']})")
+    print(f"  image now: {doc['decision']}")
+    for c in doc["components"]:
+        _print_component(c)
+    for unused in doc["unused_components"]:
+        print(f"  component {unused:<18} {'':12}  not built: nothing installs or needs it")
+    width = max([44, *(len(row["name"]) for row in doc["layers"])])  # names whole, keys aligned
+    for i, row in enumerate(doc["layers"], 1):
+        line = f"  {i:2}. {row['name']:<{width}} {row['key'][:12]}  {row['action']} ({row['by']})"
+        if row.get("changed"):
+            line += "  <- " + ", ".join(row["changed"])
+        print(line)
+    if not doc["buildable"]:
+        print(f"  not buildable until `lock` resolves: {', '.join(doc['unresolved'])}")
+    else:
+        todo = len(doc["components_to_build"]) + len(doc["layers_to_build"])
+        print(f"  {len(doc['components_to_build'])} component(s) and {len(doc['layers_to_build'])} command "
+              f"layer(s) to build, {len(doc['layers_to_write'])} layer(s) to write" if todo or
+              doc["layers_to_write"] else "  nothing to build")
+
+
+def _print_component(c: JsonDoc) -> None:
+    size = f"  outputs {human_bytes(c['output_size'])}" if c.get("output_size") else ""
+    line = f"  component {c['name']:<18} {c['key'][:12]}  {c['action']}{size}"
+    if c.get("builder"):
+        line += f"  on builder {c['builder']}"
+    if c.get("changed"):
+        line += "  <- " + ", ".join(c["changed"])
+    print(line)
+    for where in c.get("mirrors", []):
+        print(f"  {'':28} its source is fetched from the mirror {where}")
+    for patch in c.get("outside_declared_inputs", []):
+        print(f"  {'':28} {patch} touches none of its declared inputs: not part of its key")
+    for route in c.get("patch_routes", []):
+        if route["route"] != "outside":
+            print(f"  {'':28} {Route(**route).line(c['name'])}")

@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from enginebuild.workspace import Workspace
+
+if TYPE_CHECKING:
+    from enginebuild.lock.lockfile import Lock
+    from enginebuild.plan.model import ImagePlan
+    from enginebuild.spec.model import ImageSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,20 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.commands.arguments import parse_build_args
-    from enginebuild.errors import UserError
     from enginebuild.lock.lockfile import Lock
     from enginebuild.plan.image import plan_image
-    from enginebuild.plan.views import runtime_dockerfile
     from enginebuild.usecases.rendering import write_contexts
     from enginebuild.usecases.targets import platforms_of
 
-    if args.unpinned and (args.out or args.bake):
-        raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out, --bake)")
-    if args.out and args.bake:
-        raise UserError("give --out or --bake, not both")
-    for flag, value in (("--out", args.out), ("--bake", args.bake)):
-        if value and (Path(value).is_symlink() or (Path(value).exists() and not Path(value).is_dir())):
-            raise UserError(f"render {flag} {value}: is not a folder", hint="name a folder to write into")
+    _check_options(args)
     if not args.unpinned and not ws.overrides:  # as `image` does: what the lock lacks is locked first
         from enginebuild.usecases.building import lock_first
 
@@ -67,23 +65,46 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                 print(line)
             continue
         if args.unpinned:
-            pending = unpinned_inputs(spec, lock, platform)
-            if pending:
-                print(f"# NOT BUILDABLE: inputs not pinned in lockfiles/{spec.lock_name}.lock; "
-                      "`lock` resolves them as requested here:")
-                for name, request in pending:
-                    print(f"#   {name}: {request}")
-        for comp in plan.components:
-            print(f"### component {comp.name} ({platform})  key {comp.key}")
-            print(comp.dockerfile)
-        for node in plan.runtime.layers:
-            commands = node.payload.commands()
-            if commands is not None:
-                print(f"### command layer: {node.name} ({platform})  key {node.chain}")
-                print(commands.dockerfile)
-        print(f"### runtime image ({platform})")
-        print(runtime_dockerfile(plan))
+            _print_unpinned(spec, lock, platform)
+        _print_dockerfiles(plan, platform)
     return 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    from enginebuild.errors import UserError
+
+    if args.unpinned and (args.out or args.bake):
+        raise UserError("--unpinned renders for reading only; it cannot write build contexts (--out, --bake)")
+    if args.out and args.bake:
+        raise UserError("give --out or --bake, not both")
+    for flag, value in (("--out", args.out), ("--bake", args.bake)):
+        if value and (Path(value).is_symlink() or (Path(value).exists() and not Path(value).is_dir())):
+            raise UserError(f"render {flag} {value}: is not a folder", hint="name a folder to write into")
+
+
+def _print_unpinned(spec: ImageSpec, lock: Lock | None, platform: str) -> None:
+    pending = unpinned_inputs(spec, lock, platform)
+    if pending:
+        print(f"# NOT BUILDABLE: inputs not pinned in lockfiles/{spec.lock_name}.lock; "
+              "`lock` resolves them as requested here:")
+        for name, request in pending:
+            print(f"#   {name}: {request}")
+
+
+def _print_dockerfiles(plan: ImagePlan, platform: str) -> None:
+    """Each component's Dockerfile, each command layer's, then the runtime image's."""
+    from enginebuild.plan.views import runtime_dockerfile
+
+    for comp in plan.components:
+        print(f"### component {comp.name} ({platform})  key {comp.key}")
+        print(comp.dockerfile)
+    for node in plan.runtime.layers:
+        commands = node.payload.commands()
+        if commands is not None:
+            print(f"### command layer: {node.name} ({platform})  key {node.chain}")
+            print(commands.dockerfile)
+    print(f"### runtime image ({platform})")
+    print(runtime_dockerfile(plan))
 
 
 def unpinned_inputs(spec: object, lock: object, platform: str) -> list[tuple[str, str]]:

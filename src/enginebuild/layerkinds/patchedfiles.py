@@ -64,7 +64,7 @@ class PatchedFiles(LayerPayload):
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         from enginebuild.layerkinds.installer import installed_record
-        from enginebuild.layerkinds.verbatim import forget, read_facts
+        from enginebuild.layerkinds.verbatim import read_facts
         from enginebuild.patches.check import check_stack
         from enginebuild.patches.patched import stack_failure
         from enginebuild.sources.trees import FileMap
@@ -74,25 +74,7 @@ class PatchedFiles(LayerPayload):
         unknown = [path for path in self.paths if path not in facts]
         if unknown:
             facts = self.learn(job, record, facts, unknown)
-        wanted = {p.at: path for path in self.paths for p in facts.get(path, ())}
-        for path in self.paths:
-            if not facts.get(path):
-                raise NotVerbatim(self.component, path, "is not installed verbatim by its build (its bytes are in "
-                                                        "no file of its outputs)")
-        found: dict[str, tuple[Placed, OutputMember, bytes]] = {}
-        for member in self.members(job, record, set(wanted)):
-            path = wanted[member.at]
-            placed = next(p for p in facts[path] if p.at == member.at and p.wheel == member.wheel)
-            data = member.read()
-            if keys.sha(data) != placed.sha256:
-                forget(job.store, self.component_key, facts, path)
-                raise NotVerbatim(self.component, path, f"is not what its build installed at {member.at}")
-            found[member.at] = (placed, member, data)
-        for path in self.paths:
-            missing = [p.at for p in facts[path] if p.at not in found]
-            if missing:
-                forget(job.store, self.component_key, facts, path)
-                raise NotVerbatim(self.component, path, f"is not in its outputs at {missing[0]}")
+        found = self.originals(job, record, facts)
         originals = {path: found[facts[path][0].at] for path in self.paths}
         tree = FileMap({path: (data, placed.mode) for path, (placed, _, data) in originals.items()},
                       f"the outputs of component {self.component}")
@@ -115,6 +97,33 @@ class PatchedFiles(LayerPayload):
             where, data = installed_record(job.store.whole(wheels[filename], filename), filename,
                                            self.site_packages, self.interpreter, members)
             writer.add_bytes(where, data, 0o644)
+
+    def originals(self, job: WriteJob, record: ComponentOutput,
+                  facts: Facts) -> dict[str, tuple[Placed, OutputMember, bytes]]:
+        """Each place the build installed a patched file at, with its member and bytes, checked
+        against what was learnt of it (a fact that no longer holds is forgotten, and named)."""
+        from enginebuild.layerkinds.verbatim import forget
+
+        wanted = {p.at: path for path in self.paths for p in facts.get(path, ())}
+        for path in self.paths:
+            if not facts.get(path):
+                raise NotVerbatim(self.component, path, "is not installed verbatim by its build (its bytes are in "
+                                                        "no file of its outputs)")
+        found: dict[str, tuple[Placed, OutputMember, bytes]] = {}
+        for member in self.members(job, record, set(wanted)):
+            path = wanted[member.at]
+            placed = next(p for p in facts[path] if p.at == member.at and p.wheel == member.wheel)
+            data = member.read()
+            if keys.sha(data) != placed.sha256:
+                forget(job.store, self.component_key, facts, path)
+                raise NotVerbatim(self.component, path, f"is not what its build installed at {member.at}")
+            found[member.at] = (placed, member, data)
+        for path in self.paths:
+            missing = [p.at for p in facts[path] if p.at not in found]
+            if missing:
+                forget(job.store, self.component_key, facts, path)
+                raise NotVerbatim(self.component, path, f"is not in its outputs at {missing[0]}")
+        return found
 
     def image_path(self, placed: Placed) -> str:
         """Where the image holds a file placed so (no leading /)."""

@@ -42,40 +42,45 @@ def _component(ref: str, name: str, version: str, kind: str, purl: str | None = 
     return component
 
 
+def _pinned(name: str, pin: JsonDoc) -> list[Any]:
+    """The SBOM's components of one lock input: the base image, each Debian package, each Python
+    distribution, or the source itself (a tool enginebuild runs on the host is not in the image)."""
+    if ".base@" in name:
+        return [_component(name, pin["ref"].split("@")[0], pin.get("digest") or "", "container",
+                           sha256=pin.get("digest"), props={"enginebuild:input": name})]
+    if ".system@" in name:
+        return [_component(f"{name}/{deb['name']}", deb["name"], deb["version"], "library",
+                           f"pkg:deb/debian/{deb['name']}@{deb['version']}?arch={deb['arch']}", deb["sha256"],
+                           f"{pin['archives'][deb.get('archive', 0)]}/{deb['filename']}", {"enginebuild:input": name})
+                for deb in pin["packages"]]
+    if ".python@" in name:
+        return [_distribution(name, dist) for dist in pin["packages"]]
+    if name.startswith("tools."):
+        return []
+    version = str(pin.get("commit") or pin.get("version") or pin.get("sha256") or "")
+    pypi = f"pkg:pypi/{pin['name']}@{pin['version']}" if "version" in pin and "name" in pin else None
+    props = {"enginebuild:input": name}
+    if "commit" in pin:
+        props["enginebuild:commit"] = pin["commit"]
+    return [_component(name, pin.get("url") or pin.get("name") or name, version, "library", pypi,
+                       pin.get("sha256"), pin.get("url"), props)]
+
+
+def _distribution(name: str, dist: JsonDoc) -> Any:
+    props = {"enginebuild:input": name, "enginebuild:origin": dist["origin"]}
+    if dist.get("commit"):
+        props["enginebuild:commit"] = dist["commit"]
+    version = dist.get("version") or ""  # a component's wheel: its version is known once built
+    return _component(f"{name}/{dist['name']}", dist["name"], version or "component",
+                      "library", f"pkg:pypi/{dist['name']}@{version}" if version else None,
+                      dist.get("sha256") or None, dist.get("url") or None, props)
+
+
 def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, JsonDoc]) -> list[Any]:
     out = []
     for name, entry in sorted(lock.entries.items()):
-        pin = entry.resolved
-        if pin is None:
-            continue
-        if ".base@" in name:
-            out.append(_component(name, pin["ref"].split("@")[0], pin.get("digest") or "", "container",
-                                  sha256=pin.get("digest"), props={"enginebuild:input": name}))
-        elif ".system@" in name:
-            for deb in pin["packages"]:
-                purl = f"pkg:deb/debian/{deb['name']}@{deb['version']}?arch={deb['arch']}"
-                out.append(_component(f"{name}/{deb['name']}", deb["name"], deb["version"], "library", purl,
-                                      deb["sha256"], f"{pin['archives'][deb.get('archive', 0)]}/{deb['filename']}",
-                                      {"enginebuild:input": name}))
-        elif ".python@" in name:
-            for dist in pin["packages"]:
-                props = {"enginebuild:input": name, "enginebuild:origin": dist["origin"]}
-                if dist.get("commit"):
-                    props["enginebuild:commit"] = dist["commit"]
-                version = dist.get("version") or ""  # a component's wheel: its version is known once built
-                out.append(_component(f"{name}/{dist['name']}", dist["name"], version or "component",
-                                      "library", f"pkg:pypi/{dist['name']}@{version}" if version else None,
-                                      dist.get("sha256") or None, dist.get("url") or None, props))
-        elif name.startswith("tools."):
-            continue
-        else:
-            version = str(pin.get("commit") or pin.get("version") or pin.get("sha256") or "")
-            pypi = f"pkg:pypi/{pin['name']}@{pin['version']}" if "version" in pin and "name" in pin else None
-            props = {"enginebuild:input": name}
-            if "commit" in pin:
-                props["enginebuild:commit"] = pin["commit"]
-            out.append(_component(name, pin.get("url") or pin.get("name") or name, version, "library", pypi,
-                                  pin.get("sha256"), pin.get("url"), props))
+        if entry.resolved is not None:
+            out += _pinned(name, entry.resolved)
     owners: dict[str, list[str]] = {}  # a stack two components share (an engine's parts) lists its patches once
     patches: dict[str, PatchRef] = {}
     for owner, patch in spec.all_patches:

@@ -422,6 +422,34 @@ class Reader:
                                 hint="build the component from its patched source (drop release), or declare the "
                                      "inputs its build reads so a patch outside them is known not to reach it")
 
+    def outputs(self, node: YMap, path: str, from_release: bool) -> m.Outputs:
+        """What a component's build keeps (a release wheel's component: that wheel)."""
+        out_node = self.get(node, "outputs", path)
+        if out_node is None and not from_release:
+            raise SpecError(self.where(path), f"{path}.outputs", "required key is missing",
+                            hint="what the build keeps: {wheels: DIR}, {prefix: DIR}, {paths: [...]} or {editable: DIR}")
+        if out_node is None:
+            return m.Outputs("wheels", (RELEASE_WHEELS,))
+        if from_release and "wheels" not in out_node:
+            raise SpecError(self.where(f"{path}.outputs"), f"{path}.outputs",
+                            "a component taken from a release wheel keeps that wheel: its outputs are {wheels: DIR}",
+                            hint="drop outputs (the default is {wheels: /opt/enginebuild/out}) or write {wheels: DIR}")
+        if "wheels" in out_node:
+            return m.Outputs("wheels", (out_node["wheels"],))
+        if "prefix" in out_node:
+            return m.Outputs("prefix", (out_node["prefix"],), out_node.get("to", "/"))
+        if "editable" not in out_node:
+            return m.Outputs("paths", tuple(out_node["paths"]))
+        problem = editable_problem(out_node["editable"])
+        if problem:
+            raise SpecError(self.where(f"{path}.outputs.editable"), f"{path}.outputs.editable", problem,
+                            hint="keep the tree in a folder of its own, such as /app/NAME or /opt/NAME")
+        if not node.get("source"):
+            raise SpecError(self.where(f"{path}.outputs.editable"), f"{path}.outputs.editable",
+                            "an editable install keeps the component's source tree: it has no `source`",
+                            hint="give the component the source it installs (git, pypi, path or url)")
+        return m.Outputs("editable", (out_node["editable"],))
+
     def component(self, name: str, node: YMap, path: str, builder: m.Environment) -> m.Component:
         release = self.release(self.get(node, "release", path), f"{path}.release", name)
         build_node = self.get(node, "build", path) or {}
@@ -438,32 +466,7 @@ class Reader:
                                 "time stamps and hashing, the build's own paths); a build argument cannot change it",
                                 hint="drop it from build.args: SOURCE_DATE_EPOCH is taken from the environment "
                                      "of `image` (default 1)")
-        out_node = self.get(node, "outputs", path)
-        if out_node is None and release is None:
-            raise SpecError(self.where(path), f"{path}.outputs", "required key is missing",
-                            hint="what the build keeps: {wheels: DIR}, {prefix: DIR}, {paths: [...]} or {editable: DIR}")
-        if out_node is None:
-            outputs = m.Outputs("wheels", (RELEASE_WHEELS,))
-        elif release is not None and "wheels" not in out_node:
-            raise SpecError(self.where(f"{path}.outputs"), f"{path}.outputs",
-                            "a component taken from a release wheel keeps that wheel: its outputs are {wheels: DIR}",
-                            hint="drop outputs (the default is {wheels: /opt/enginebuild/out}) or write {wheels: DIR}")
-        elif "wheels" in out_node:
-            outputs = m.Outputs("wheels", (out_node["wheels"],))
-        elif "prefix" in out_node:
-            outputs = m.Outputs("prefix", (out_node["prefix"],), out_node.get("to", "/"))
-        elif "editable" in out_node:
-            outputs = m.Outputs("editable", (out_node["editable"],))
-            problem = editable_problem(out_node["editable"])
-            if problem:
-                raise SpecError(self.where(f"{path}.outputs.editable"), f"{path}.outputs.editable", problem,
-                                hint="keep the tree in a folder of its own, such as /app/NAME or /opt/NAME")
-            if not node.get("source"):
-                raise SpecError(self.where(f"{path}.outputs.editable"), f"{path}.outputs.editable",
-                                "an editable install keeps the component's source tree: it has no `source`",
-                                hint="give the component the source it installs (git, pypi, path or url)")
-        else:
-            outputs = m.Outputs("paths", tuple(out_node["paths"]))
+        outputs = self.outputs(node, path, release is not None)
         extra = []
         for sname, snode in (self.get(node, "sources", path) or {}).items():
             if snode is None:
@@ -573,6 +576,32 @@ def _healthcheck(reader: Reader, node: Any) -> m.Healthcheck | None:
     return m.Healthcheck(form, node.get("interval"), node.get("timeout"), node.get("start-period"), node.get("retries"))
 
 
+def _check_component_uses(r: Reader, components: tuple[m.Component, ...], install: tuple[str, ...],
+                          runtime: m.Environment, abstract: bool) -> None:
+    """Every component `install:` and the Python requirements name exists and can be used so; declared
+    inputs only where there is a source (an abstract spec may leave it to the images extending it)."""
+    by_name = {c.name: c for c in components}
+    for comp in components:
+        if comp.inputs and comp.source is None and not abstract:
+            raise SpecError(r.where(f"components.{comp.name}.inputs"), f"components.{comp.name}.inputs",
+                            "declared inputs are paths of the component's source: it has none")
+    for i, cname in enumerate(install):
+        if cname not in by_name:
+            raise SpecError(r.where("install"), f"install[{i}]", f"no component named {cname!r}")
+        if by_name[cname].outputs.kind == "editable":
+            raise SpecError(r.where("install"), f"install[{i}]",
+                            f"component {cname} is an editable install: the Python requirement naming it installs it "
+                            "(its tree and its editable wheel)",
+                            hint=f"drop it from install and require it: python.requirements: "
+                                 f"[{{requirement: NAME, component: {cname}}}]")
+    for i, req in enumerate(runtime.python.requirements if runtime.python else ()):
+        if req.component and req.component not in by_name:
+            raise SpecError(req.where, f"python.requirements[{i}].component", f"no component named {req.component!r}")
+        if req.component and by_name[req.component].outputs.kind not in ("wheels", "editable"):
+            raise SpecError(req.where, f"python.requirements[{i}].component",
+                            f"component {req.component} produces {by_name[req.component].outputs.kind}, not wheels")
+
+
 def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, variants: tuple[str, ...] = ()) -> m.ImageSpec:
     r = Reader(root, tree)
     abstract = bool(tree.get("abstract"))
@@ -584,30 +613,8 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
     builder = r.environment(r.get(tree, "builder", ""), "builder", m.Environment(runtime.base)) \
         if tree.get("builder") is not None else m.Environment(runtime.base)
     components = r.components(r.get(tree, "components", ""), builder)
-    names = {c.name for c in components}
-    for comp in components:  # an abstract spec may leave the source to the images extending it
-        if comp.inputs and comp.source is None and not abstract:
-            raise SpecError(r.where(f"components.{comp.name}.inputs"), f"components.{comp.name}.inputs",
-                            "declared inputs are paths of the component's source: it has none")
     install = tuple(r.get(tree, "install", "", ()) or ())
-    for i, cname in enumerate(install):
-        if cname not in names:
-            raise SpecError(r.where("install"), f"install[{i}]", f"no component named {cname!r}")
-        if next(c for c in components if c.name == cname).outputs.kind == "editable":
-            raise SpecError(r.where("install"), f"install[{i}]",
-                            f"component {cname} is an editable install: the Python requirement naming it installs it "
-                            "(its tree and its editable wheel)",
-                            hint=f"drop it from install and require it: python.requirements: "
-                                 f"[{{requirement: NAME, component: {cname}}}]")
-    if runtime.python:
-        for i, req in enumerate(runtime.python.requirements):
-            if req.component and req.component not in names:
-                raise SpecError(req.where, f"python.requirements[{i}].component", f"no component named {req.component!r}")
-            if req.component:
-                comp = next(c for c in components if c.name == req.component)
-                if comp.outputs.kind not in ("wheels", "editable"):
-                    raise SpecError(req.where, f"python.requirements[{i}].component",
-                                    f"component {req.component} produces {comp.outputs.kind}, not wheels")
+    _check_component_uses(r, components, install, runtime, abstract)
     overlays = []
     for oname, onode in (r.get(tree, "overlays", "") or {}).items():
         if onode is None:

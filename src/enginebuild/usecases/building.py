@@ -17,7 +17,7 @@ from enginebuild.build import substitutes
 from enginebuild.build.behaviour import Behaviour, image_checks
 from enginebuild.build.behaviour import run_checks as run_patch_checks
 from enginebuild.build.cache import LayerCache, cache_from_settings
-from enginebuild.build.executor import Executor, local_tags, output_record
+from enginebuild.build.executor import Executor, Outcome, local_tags, output_record
 from enginebuild.build.export import export_component, export_runtime
 from enginebuild.build.imports import Imports, check_imports
 from enginebuild.build.secretscan import Scanner
@@ -165,42 +165,12 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         check_stacks_first(ws, plan)
         plan, outcome = build_routed(ws, spec, plan, lock, options, request, cache, listed)
         built.append(plan)
-        tags = local_tags(plan, listed)
-        remembered = tags  # what a later no-op or file edit checks and moves: never a -t of this run alone
-        if request.local_tags and len(tags) > 1:  # -t names the image the plain tag names
-
-            named = [parse_local_tag(t.replace("{image}", name.replace(":", "-"))) for t in request.local_tags]
-            for repository, tag in named:
-                Engine().tag(outcome.image_id, repository, tag)
-            rest = [p for p in listed if p != plan.platform]
-            output().say("  tagged " + ", ".join(f"{r}:{t}" for r, t in named)
-                         + (f" (the {plan.platform} image only: an engine's tag names one image; the image's "
-                            f"other platforms ({', '.join(rest)}) keep their {plan.tags[1]}-ARCH tags, and `push` "
-                            "names every platform in one index)" if rest else ""))
-            tags = tags + [f"{r}:{t}" for r, t in named]
-            if request.tags_follow:  # enginebuild.yaml's tags follow every build, as documented
-                remembered = tags
+        tags, remembered = _tag_as_asked(name, plan, outcome, request, listed)
         if request.load:  # what a later no-op or file edit answers from: the engine's image
             edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
             results.append({"tags": remembered, "id": outcome.image_id, "edit": edit.to_json()})
         elapsed = time.monotonic() - start
-        done = []
-        order = {f"component {c.name}": i for i, c in enumerate(plan.components)}
-        components = sorted((n for n in outcome.built if n.startswith("component ")), key=lambda n: order.get(n, 0))
-        commands = [n for n in outcome.built if not n.startswith("component ")]
-        if components:
-            done.append(f"built {len(components)} component(s) ({', '.join(n[10:] for n in components)})")
-        if commands:
-            done.append(f"ran {len(commands)} command layer(s)")
-        if outcome.written:
-            early = f" ({outcome.preloaded} loaded into the engine before the image)" if outcome.preloaded else ""
-            done.append(f"wrote {len(outcome.written)} layer(s){early}")
-        if outcome.pulled:
-            done.append(f"pulled {len(outcome.pulled)} from the cache")
-        if outcome.substituted and cache is not None:
-            done.append(f"took {len(outcome.substituted)} layer(s) from {cache.name} without their bytes")
-        if not done and outcome.replaced:  # every layer there: what changed is the configuration
-            done.append("only the image's config changed (env, labels, entrypoint...): a new image, no layer made")
+        done = what_was_done(plan, outcome, cache)
         report(Built(name, platform, tuple(done), elapsed,
                      tags[-1] if request.load else f"not loaded (image {outcome.image_id[:19]})"))
         for comp_name, size in sorted(outcome.output_sizes.items()):
@@ -215,6 +185,48 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
                                 {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)},
                                 [la[3] for r in results for la in r["edit"]["layers"] if la[3]])
     return built
+
+
+def _tag_as_asked(name: str, plan: ImagePlan, outcome: Outcome, request: BuildRequest,
+                  listed: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The image's tags (with -t's, which name the image the plain tag names) and those a later
+    no-op or file edit checks and moves (never a -t of this run alone)."""
+    tags = local_tags(plan, listed)
+    if not request.local_tags or len(tags) < 2:
+        return tags, tags
+    named = [parse_local_tag(t.replace("{image}", name.replace(":", "-"))) for t in request.local_tags]
+    for repository, tag in named:
+        Engine().tag(outcome.image_id, repository, tag)
+    rest = [p for p in listed if p != plan.platform]
+    output().say("  tagged " + ", ".join(f"{r}:{t}" for r, t in named)
+                 + (f" (the {plan.platform} image only: an engine's tag names one image; the image's "
+                    f"other platforms ({', '.join(rest)}) keep their {plan.tags[1]}-ARCH tags, and `push` "
+                    "names every platform in one index)" if rest else ""))
+    every = tags + [f"{r}:{t}" for r, t in named]
+    return every, every if request.tags_follow else tags  # enginebuild.yaml's tags follow every build
+
+
+def what_was_done(plan: ImagePlan, outcome: Outcome, cache: LayerCache | None) -> list[str]:
+    """A platform's build in words: components built, command layers run, layers written, pulled,
+    substituted; or that only the image's config changed."""
+    done = []
+    order = {f"component {c.name}": i for i, c in enumerate(plan.components)}
+    components = sorted((n for n in outcome.built if n.startswith("component ")), key=lambda n: order.get(n, 0))
+    commands = [n for n in outcome.built if not n.startswith("component ")]
+    if components:
+        done.append(f"built {len(components)} component(s) ({', '.join(n[10:] for n in components)})")
+    if commands:
+        done.append(f"ran {len(commands)} command layer(s)")
+    if outcome.written:
+        early = f" ({outcome.preloaded} loaded into the engine before the image)" if outcome.preloaded else ""
+        done.append(f"wrote {len(outcome.written)} layer(s){early}")
+    if outcome.pulled:
+        done.append(f"pulled {len(outcome.pulled)} from the cache")
+    if outcome.substituted and cache is not None:
+        done.append(f"took {len(outcome.substituted)} layer(s) from {cache.name} without their bytes")
+    if not done and outcome.replaced:  # every layer there: what changed is the configuration
+        done.append("only the image's config changed (env, labels, entrypoint...): a new image, no layer made")
+    return done
 
 
 def build_routed(ws: Workspace, spec: ImageSpec, plan: ImagePlan, lock: Any, options: Options,
