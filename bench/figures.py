@@ -105,7 +105,7 @@ def bench_edit_kinds(ws: Path, env: dict, hand: Path, docker_build) -> list[Row]
 
 
 def _normalize_time(raw: Path) -> float:
-    code = ("import sys, time; from pathlib import Path; from enginebuild.build.normalize import normalize_layer;"
+    code = ("import sys, time; from pathlib import Path; from enginebuild.execution.normalize import normalize_layer;"
             "from enginebuild.io.tars import TarWriter; import hashlib\n"
             "class Sink:\n  def __init__(self): self.h = hashlib.sha256()\n"
             "  def write(self, b): self.h.update(b); return len(b)\n  def flush(self): pass\n"

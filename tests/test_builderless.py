@@ -27,7 +27,7 @@ def config(ref: str) -> dict:
 
 def buildkit_build(context, tag: str) -> None:
     """`docker build` of a rendered folder, through the BuildKit client enginebuild itself drives."""
-    from enginebuild.build.buildkit import detect_builder
+    from enginebuild.execution.buildkit import detect_builder
 
     builder = detect_builder()
     build = [builder.docker, "buildx", "build", "--load"] if builder.kind == "buildx" else [builder.docker, "build"]

@@ -143,7 +143,7 @@ def test_image_all_builds_every_buildable_image_and_names_the_ones_it_skips(tmp_
 def test_reproduce_says_the_same_verdicts_as_text_and_as_json():
     """What `reproduce` prints for an image with one differing layer, in both forms (the rebuild
     itself is test_reproduce's, which reads the text)."""
-    from enginebuild.build.reproduce import LayerVerdict, Reproduction
+    from enginebuild.execution.reproduce import LayerVerdict, Reproduction
 
     same, stamp = "sha256:" + "a" * 64, ("sha256:" + "b" * 64, "sha256:" + "c" * 64)
     found = Reproduction("demo", "linux/amd64", "the local build", [

@@ -1,5 +1,5 @@
 """Which layers the byte-reading checks (kernels, runtime closure) have nothing to read in: the
-layers a registry-cache verdict's key leaves out (build/inert.py). A layer is judged from its
+layers a registry-cache verdict's key leaves out (execution/inert.py). A layer is judged from its
 bytes; anything the checks could read, or that could change what they read below it, is not
 inert."""
 
@@ -10,7 +10,7 @@ import tarfile
 
 import pytest
 
-from enginebuild.build.inert import LIMIT, inert, said
+from enginebuild.execution.inert import LIMIT, inert, said
 from enginebuild.io.store import Store
 
 

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from conftest import ROOT, need, run_cli
-from enginebuild.build.assemble import layer_blobs, record_key
+from enginebuild.execution.assemble import layer_blobs, record_key
 from enginebuild.io.store import Store, sha256_file
 from enginebuild.layerkinds.commands import Run
 from enginebuild.lock.lockfile import read_lock

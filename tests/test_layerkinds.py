@@ -9,12 +9,12 @@ import tarfile
 
 import pytest
 
-from enginebuild.build.assemble import layer_blobs
-from enginebuild.build.executor import stands_alone
-from enginebuild.build.fetch import layer_downloads
-from enginebuild.build.layers import LayerMaker
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
+from enginebuild.execution.assemble import layer_blobs
+from enginebuild.execution.executor import stands_alone
+from enginebuild.execution.fetch import layer_downloads
+from enginebuild.execution.layers import LayerMaker
 from enginebuild.io.store import Store
 from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds import KINDS

@@ -4,7 +4,7 @@ a whiteout, and the folders above them."""
 import io
 import tarfile
 
-from enginebuild.build.normalize import normalize_layer
+from enginebuild.execution.normalize import normalize_layer
 from enginebuild.io.tars import TarWriter
 
 

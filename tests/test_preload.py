@@ -35,7 +35,7 @@ def test_the_layers_made_first_are_in_the_engine_while_the_last_is_still_being_w
                                                                                      docker_engine):
     name = f"pre-{uuid.uuid4().hex[:6]}"
     # new bytes (no engine has these layers); a and b together over the 32 MiB a prefix loaded
-    # ahead must add (build/preload.py), c small
+    # ahead must add (execution/preload.py), c small
     texts = {f"{n}.txt": uuid.uuid4().hex + ("\n" + "x" * 1023) * (17 << 10 if n != "c" else 0) for n in "abc"}
     write_image(workspace, name, "base: scratch\nplatform: linux/amd64\nmanifest: label\nfiles:\n"
                 + "".join(f"  /opt/{n}: {n}\n" for n in texts), texts)

@@ -23,7 +23,7 @@ PACKAGE = ROOT / "src" / "enginebuild"
 BYTE_SHAPING = {f"layerkinds/{p.name}" for p in (PACKAGE / "layerkinds").glob("*.py")
                 if p.name not in ("__init__.py", "base.py", "context.py")} | {
     "io/tars.py", "io/unpack.py", "patches/apply.py", "patches/check.py", "patches/patched.py",
-    "core/patchfile.py", "core/gitbinary.py", "sources/trees.py", "build/normalize.py", "build/outputs.py"}
+    "core/patchfile.py", "core/gitbinary.py", "sources/trees.py", "execution/normalize.py", "execution/outputs.py"}
 
 
 def imported(path: str) -> set[str]:

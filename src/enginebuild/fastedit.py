@@ -29,7 +29,7 @@ from enginebuild.plan.editrecord import EditFile, EditNode, EditRecord, Listing,
 from enginebuild.state.decision import FILES_EDITED, Decision
 
 if TYPE_CHECKING:
-    from enginebuild.build.executor import Outcome
+    from enginebuild.execution.executor import Outcome
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import Engine
     from enginebuild.plan.model import ImagePlan
@@ -42,7 +42,7 @@ ELF = b"\x7fELF"
 def record(store: Store, spec: ImageSpec, plan: ImagePlan, outcome: Outcome, only_copied: list[str]) -> EditRecord:
     """What the next file edit needs to remake this image without planning (stored in the memo);
     `only_copied`: the inputs that only `files:` reads, the only ones that may change this way."""
-    from enginebuild.build.assemble import layer_blobs
+    from enginebuild.execution.assemble import layer_blobs
     from enginebuild.plan.envs import CHAIN_REPO
 
     nodes = []

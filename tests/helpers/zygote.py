@@ -19,7 +19,7 @@ from pathlib import Path
 
 PRELOAD = ("enginebuild.cli", "enginebuild.commands", "enginebuild.usecases.building", "enginebuild.plan.image",
            "enginebuild.spec.catalog", "enginebuild.lock.resolve", "enginebuild.patches.check",
-           "enginebuild.build.executor", "enginebuild.publish.changed", "enginebuild.kernels.image")
+           "enginebuild.execution.executor", "enginebuild.publish.changed", "enginebuild.kernels.image")
 
 
 def _child(request: dict) -> None:

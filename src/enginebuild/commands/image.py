@@ -180,7 +180,7 @@ def _outputs(args: argparse.Namespace, ws: Workspace,
     """--output's destinations, each component named checked against the image's."""
     if not args.output:
         return None
-    from enginebuild.build.export import parse_outputs
+    from enginebuild.execution.export import parse_outputs
 
     if len(names) != 1 or args.on:
         raise UserError("--output writes what one image build made: name one image (and no --on)")
@@ -204,7 +204,7 @@ def _build(ws: Workspace, name: str, request: BuildRequest, options: PlanOptions
         return
     built = build_image(ws, name, request, options, say_built)
     if request.push and request.to:
-        from enginebuild.build.cache import cache_from_settings
+        from enginebuild.execution.cache import cache_from_settings
         from enginebuild.usecases.pushing import push_image
 
         cache = cache_from_settings(ws.root, request.cache, request.no_cache, request.cache_readonly)

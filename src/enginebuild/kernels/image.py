@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from enginebuild.build.assemble import layer_blobs
 from enginebuild.errors import BuildFailed, UserError, command
+from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.store import Store
 from enginebuild.kernels.archs import parse_declared
 from enginebuild.kernels.cuobjdump import Cuobjdump

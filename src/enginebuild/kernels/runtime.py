@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from enginebuild.build.assemble import layer_blobs
 from enginebuild.errors import BuildFailed, command
+from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.store import Store
 from enginebuild.kernels.closure import Closure, check_closure
 from enginebuild.kernels.filetable import TABLE_RECORD, Entry, FileTable, saved_layers, stored_layer

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from enginebuild.build.fetch import Fetcher
+from enginebuild.execution.fetch import Fetcher
 from enginebuild.io.store import Store
 from enginebuild.kernels.archs import parse_declared
 from enginebuild.kernels.cuobjdump import Cuobjdump, DeviceCode

@@ -1,5 +1,5 @@
 """Commands BuildKit runs on the chain below (`system.run`, `dpkg -i`, `steps`); the layers they
-write are cut out of its result and normalised (build/executor.py runs them)."""
+write are cut out of its result and normalised (execution/executor.py runs them)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from enginebuild.layerkinds.context import ContextItem, FromBlob
 
 @dataclass(frozen=True)
 class Run(LayerPayload):
-    writer: ClassVar[tuple[str, ...]] = ("build/normalize.py", "io/tars.py")
+    writer: ClassVar[tuple[str, ...]] = ("execution/normalize.py", "io/tars.py")
     dockerfile: str
     context: tuple[ContextItem, ...]
     secrets: tuple[str, ...] = ()

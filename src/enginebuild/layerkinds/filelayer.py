@@ -1,5 +1,5 @@
 """The layer of a `files:` group: a deterministic tar of its entries, sorted by destination.
-One writer for the full build (build/layers.py) and the file-edit path (fastedit.py), so the
+One writer for the full build (execution/layers.py) and the file-edit path (fastedit.py), so the
 two give the same bytes. Light on imports: the file-edit path runs before the CLI loads."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The one client of the Docker Engine API (builds go through the docker CLI: see build/buildkit.py;
+"""The one client of the Docker Engine API (builds go through the docker CLI: see execution/buildkit.py;
 the no-op fast path asks its one question through oci/probe.py, standard library only).
 
 Standard library only (http.client over the engine's socket): it answers the questions

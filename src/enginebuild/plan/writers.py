@@ -18,7 +18,7 @@ from enginebuild.core import keys
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the enginebuild package
 # what turns a component's build (BuildKit's image) into the outputs stored for it
-COMPONENT_WRITER = ("build/outputs.py", "build/normalize.py", "io/tars.py")
+COMPONENT_WRITER = ("execution/outputs.py", "execution/normalize.py", "io/tars.py")
 # what writes a patched source tree into a component's build context
 SOURCE_TREE_WRITER = ("patches/patched.py", "patches/check.py", "patches/apply.py", "core/patchfile.py",
                       "core/gitbinary.py", "sources/trees.py", "io/tars.py", "io/unpack.py")

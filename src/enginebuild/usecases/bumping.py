@@ -18,10 +18,10 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from enginebuild.build.behaviour import CheckRun, has_gpus, observed
-from enginebuild.build.imports import site_folders
-from enginebuild.build.sites import HOST_PLATFORM
 from enginebuild.errors import BuildFailed, UserError
+from enginebuild.execution.behaviour import CheckRun, has_gpus, observed
+from enginebuild.execution.imports import site_folders
+from enginebuild.execution.sites import HOST_PLATFORM
 from enginebuild.io.progress import output
 from enginebuild.lock.patch_targets import override_owners, stack_targets, stacks
 from enginebuild.oci.engine import Engine

@@ -9,14 +9,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
-from enginebuild.build import substitutes
-from enginebuild.build.behaviour import Behaviour, CheckRun, image_checks
-from enginebuild.build.behaviour import run_checks as run_patch_checks
-from enginebuild.build.imports import Imports, check_imports
-from enginebuild.build.patchedcheck import PatchedCheck, check_patched
-from enginebuild.build.reproduce import reproduce
-from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import command
+from enginebuild.execution import substitutes
+from enginebuild.execution.behaviour import Behaviour, CheckRun, image_checks
+from enginebuild.execution.behaviour import run_checks as run_patch_checks
+from enginebuild.execution.imports import Imports, check_imports
+from enginebuild.execution.patchedcheck import PatchedCheck, check_patched
+from enginebuild.execution.reproduce import reproduce
+from enginebuild.execution.secretscan import Scanner
 from enginebuild.io.store import Store
 from enginebuild.kernels.image import declared_of, verify_plan
 from enginebuild.kernels.runtime import check_plan
@@ -28,8 +28,8 @@ from enginebuild.usecases.targets import pinned_ref, platforms_of
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
-    from enginebuild.build.imports import Imports
-    from enginebuild.build.reproduce import Reproduction
+    from enginebuild.execution.imports import Imports
+    from enginebuild.execution.reproduce import Reproduction
     from enginebuild.kernels.closure import Closure
     from enginebuild.kernels.image import Verdict
     from enginebuild.lock.lockfile import Lock

@@ -6,7 +6,7 @@ last build of each image this machine made (the build history). Every 64-hex dig
 hold is live; a record named by a live key is live, and so is every digest it names (a layer
 record names its blobs, an outputs record its tar and wheels), to a fixed point. A stored blob
 or record that is not live goes; so do the engine's chain and component tags whose keys are not
-live and that this store made (build/enginetags.py: another store's tags on a shared engine are
+live and that this store made (execution/enginetags.py: another store's tags on a shared engine are
 left, and counted), and, asked for (`gc --cache`), the registry cache's entries whose keys are
 not live.
 """
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from enginebuild.build import enginetags
-from enginebuild.build.cache import parse_cache_repo
 from enginebuild.errors import EngineBuildError
+from enginebuild.execution import enginetags
+from enginebuild.execution.cache import parse_cache_repo
 from enginebuild.io.store import Store
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.lock.perbuild import committed_key
@@ -188,7 +188,7 @@ def stale_build_locks(ws: Workspace) -> list[Path]:
 
 def cache_garbage(ws: Workspace, cache_repo: str) -> list[str]:
     """The tags of the registry cache (CACHE:KEY entries, and the KEY-sub descriptions of
-    build/substitutes.py) whose keys no root reaches. Verdicts (KEY-ok, a few hundred bytes,
+    execution/substitutes.py) whose keys no root reaches. Verdicts (KEY-ok, a few hundred bytes,
     keyed by an image's config) are kept."""
 
     live = closure(Store(ws.home), roots(ws)[0])

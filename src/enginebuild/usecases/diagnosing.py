@@ -14,11 +14,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from enginebuild.build import cachetrust
-from enginebuild.build.assemble import layer_blobs
-from enginebuild.build.buildkit import candidates, client_version, detect_builder
-from enginebuild.build.sites import builder_specs, native_platforms
 from enginebuild.errors import EngineBuildError
+from enginebuild.execution import cachetrust
+from enginebuild.execution.assemble import layer_blobs
+from enginebuild.execution.buildkit import candidates, client_version, detect_builder
+from enginebuild.execution.sites import builder_specs, native_platforms
 from enginebuild.io import proc
 from enginebuild.io.progress import human_bytes
 from enginebuild.io.store import Store

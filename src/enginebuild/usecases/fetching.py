@@ -18,7 +18,7 @@ class Fetched:
 
 
 def fetch_inputs(ws: Workspace, images: list[str], platforms: list[str]) -> Iterator[Fetched]:
-    from enginebuild.build.fetch import Fetcher, git_wheels, plan_downloads
+    from enginebuild.execution.fetch import Fetcher, git_wheels, plan_downloads
     from enginebuild.io.store import Store
     from enginebuild.layerkinds.context import FromSource
     from enginebuild.plan.image import plan_image

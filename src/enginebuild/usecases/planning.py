@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
-    from enginebuild.build.cache import LayerCache
-    from enginebuild.build.sites import BuilderSpec
+    from enginebuild.execution.cache import LayerCache
+    from enginebuild.execution.sites import BuilderSpec
     from enginebuild.lock.lockfile import Lock
     from enginebuild.oci.engine import Engine
     from enginebuild.plan.model import ImagePlan
@@ -56,7 +56,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
                    cache: LayerCache | None, builders: list[BuilderSpec] | None = None,
                    planned: tuple[Lock, list[str]] | None = None) -> list[JsonDoc]:
     """`planned`: the lock to plan with and the inputs it leaves unpinned (see as_it_would_be)."""
-    from enginebuild.build.status import describe
+    from enginebuild.execution.status import describe
     from enginebuild.oci.engine import Engine
     from enginebuild.plan.image import plan_image
     from enginebuild.usecases.targets import platforms_of
@@ -104,7 +104,7 @@ def image_id(engine: Engine, tag: str) -> str:
 
 def show_assignment(ws: Workspace, plan: ImagePlan, doc: JsonDoc, specs: list[BuilderSpec]) -> None:
     """Which builder would build each component to build (the builders are asked what they are)."""
-    from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, connect
+    from enginebuild.execution.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, connect
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import Engine
     from enginebuild.state.history import BuildHistory

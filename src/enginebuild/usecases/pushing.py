@@ -10,12 +10,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from enginebuild.build import substitutes
-from enginebuild.build.assemble import Assembler, layer_blobs
-from enginebuild.build.cache import LayerCache
-from enginebuild.build.executor import final_config
-from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import BuildFailed, UserError, command
+from enginebuild.execution import substitutes
+from enginebuild.execution.assemble import Assembler, layer_blobs
+from enginebuild.execution.cache import LayerCache
+from enginebuild.execution.executor import final_config
+from enginebuild.execution.secretscan import Scanner
 from enginebuild.io import faults
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store

@@ -22,11 +22,11 @@ import tarfile
 from io import BytesIO
 from pathlib import Path
 
-from enginebuild.build.executor import Executor
-from enginebuild.build.fetch import plan_downloads
-from enginebuild.build.materialize import Materializer
-from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import EngineBuildError
+from enginebuild.execution.executor import Executor
+from enginebuild.execution.fetch import plan_downloads
+from enginebuild.execution.materialize import Materializer
+from enginebuild.execution.secretscan import Scanner
 from enginebuild.io.store import Store
 from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.context import ContextItem

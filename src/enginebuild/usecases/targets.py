@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from enginebuild.build.sites import BuilderSpec, builder_specs
 from enginebuild.errors import UserError
+from enginebuild.execution.sites import BuilderSpec, builder_specs
 from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.spec.model import ImageSpec
 from enginebuild.spec.repo_settings import load_repo_settings

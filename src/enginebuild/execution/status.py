@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from enginebuild.build.assemble import layer_blobs
+from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.store import Store
 from enginebuild.layerkinds.context import FromSource
 from enginebuild.plan.model import ImagePlan, LayerNode

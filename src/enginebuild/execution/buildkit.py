@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from enginebuild.build.secretscan import encodings
 from enginebuild.errors import BuilderLost, BuildFailed, ToolMissing
+from enginebuild.execution.secretscan import encodings
 from enginebuild.io import faults, proc
 from enginebuild.io.files import temp_path, write_atomic
 from enginebuild.io.progress import BuildLine, output

@@ -10,9 +10,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from enginebuild.build.layers import cut_new_layers
-from enginebuild.build.outputs import OutputRecord
 from enginebuild.errors import UserError
+from enginebuild.execution.layers import cut_new_layers
+from enginebuild.execution.outputs import OutputRecord
 from enginebuild.io.files import write_folder
 from enginebuild.io.layertree import LayerTree
 from enginebuild.io.store import Store

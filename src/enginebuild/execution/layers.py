@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from enginebuild.build.assemble import Assembler, put_layer_blobs
-from enginebuild.build.normalize import normalize_layer
-from enginebuild.build.outputs import OutputRecord
 from enginebuild.errors import BuildFailed
+from enginebuild.execution.assemble import Assembler, put_layer_blobs
+from enginebuild.execution.normalize import normalize_layer
+from enginebuild.execution.outputs import OutputRecord
 from enginebuild.io.files import temp_path
 from enginebuild.io.store import Blob, Store, make_blob
 from enginebuild.io.tars import TarWriter

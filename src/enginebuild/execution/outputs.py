@@ -9,8 +9,8 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any
 
-from enginebuild.build.normalize import normalize_layer
 from enginebuild.errors import BuildFailed
+from enginebuild.execution.normalize import normalize_layer
 from enginebuild.io.files import temp_path
 from enginebuild.io.store import Store, make_blob
 from enginebuild.io.tarrules import clean_name

@@ -14,8 +14,8 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from enginebuild.build import enginetags
 from enginebuild.errors import BuildFailed, EngineBuildError
+from enginebuild.execution import enginetags
 from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.lock.pins import ImagePin

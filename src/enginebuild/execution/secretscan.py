@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from enginebuild.build.layers import cut_new_layers, remove_folder, scratch_folder
-from enginebuild.build.secretsearch import Finding, Rule, search_tar
 from enginebuild.errors import SecretLeak, SecretUnchecked
+from enginebuild.execution.layers import cut_new_layers, remove_folder, scratch_folder
+from enginebuild.execution.secretsearch import Finding, Rule, search_tar
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store, is_sha256
 from enginebuild.settings import settings

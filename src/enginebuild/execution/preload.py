@@ -16,13 +16,13 @@ import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from enginebuild.build.assemble import layer_blobs
+from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.background import Background, settled
 from enginebuild.plan.envs import CHAIN_REPO
 
 if TYPE_CHECKING:
-    from enginebuild.build.secretscan import Scanner
-    from enginebuild.build.sites import Site
+    from enginebuild.execution.secretscan import Scanner
+    from enginebuild.execution.sites import Site
     from enginebuild.plan.model import EnvNode
 
 

@@ -21,12 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from enginebuild.build.assemble import Assembler
-from enginebuild.build.executor import Executor, final_config
-from enginebuild.build.fetch import git_wheels
-from enginebuild.build.layerdiff import differences
-from enginebuild.build.secretscan import Scanner
 from enginebuild.errors import BuildFailed, command
+from enginebuild.execution.assemble import Assembler
+from enginebuild.execution.executor import Executor, final_config
+from enginebuild.execution.fetch import git_wheels
+from enginebuild.execution.layerdiff import differences
+from enginebuild.execution.secretscan import Scanner
 from enginebuild.io.files import temp_path
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store

@@ -11,7 +11,7 @@ import posixpath
 import tarfile
 from dataclasses import dataclass, field
 
-from enginebuild.build.assemble import layer_blobs
+from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.store import Store
 from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.context import FromSource

@@ -20,19 +20,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from enginebuild.build import enginetags, substitutes
-from enginebuild.build.assemble import SCRATCH, Assembler, layer_blobs, put_layer_blobs, record_key
-from enginebuild.build.buildkit import Builder, run_build
-from enginebuild.build.cache import LayerCache
-from enginebuild.build.compilercache import CompilerCaches
-from enginebuild.build.fetch import STOP_WAIT_S, Fetcher, Prefetch, component_downloads, git_wheels, layer_downloads
-from enginebuild.build.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
-from enginebuild.build.materialize import Materializer
-from enginebuild.build.outputs import OutputRecord, export_outputs, release_outputs
-from enginebuild.build.preload import Preloader
-from enginebuild.build.secretscan import Scanner
-from enginebuild.build.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, capable, connect
 from enginebuild.errors import BuilderLost, BuildFailed, UserError
+from enginebuild.execution import enginetags, substitutes
+from enginebuild.execution.assemble import SCRATCH, Assembler, layer_blobs, put_layer_blobs, record_key
+from enginebuild.execution.buildkit import Builder, run_build
+from enginebuild.execution.cache import LayerCache
+from enginebuild.execution.compilercache import CompilerCaches
+from enginebuild.execution.fetch import STOP_WAIT_S, Fetcher, Prefetch, component_downloads, git_wheels, layer_downloads
+from enginebuild.execution.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
+from enginebuild.execution.materialize import Materializer
+from enginebuild.execution.outputs import OutputRecord, export_outputs, release_outputs
+from enginebuild.execution.preload import Preloader
+from enginebuild.execution.secretscan import Scanner
+from enginebuild.execution.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, capable, connect
 from enginebuild.io import proc
 from enginebuild.io.background import Background, settled
 from enginebuild.io.http import Http
@@ -186,7 +186,7 @@ class Executor:
         Layers enginebuild writes that read nothing of the chain below them are written `jobs` at
         a time (their bytes depend only on their inputs); a command layer, an overlay patch or a
         replacement of base files waits for everything below it. With `preload`, the prefixes made
-        so far are loaded into the engine while the rest are written (build/preload.py)."""
+        so far are loaded into the engine while the rest are written (execution/preload.py)."""
         site = site or self.local
         made = [self.made(node) for node in env.layers]
         self.outcome.reused += sum(1 for node, done in zip(env.layers, made, strict=True)

@@ -18,9 +18,9 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from enginebuild.build.assemble import Assembler
-from enginebuild.build.buildkit import Builder, detect_builder
 from enginebuild.errors import EngineBuildError, UserError
+from enginebuild.execution.assemble import Assembler
+from enginebuild.execution.buildkit import Builder, detect_builder
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store
 from enginebuild.oci.endpoint import Endpoint, local_endpoint, parse_endpoint

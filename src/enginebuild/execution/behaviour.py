@@ -19,8 +19,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from enginebuild.build.imports import site_folders
 from enginebuild.errors import printable
+from enginebuild.execution.imports import site_folders
 from enginebuild.io.background import Background, settled
 from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.oci.engine import Engine, EngineError

@@ -16,9 +16,9 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path
 
-from enginebuild.build.cache import LayerCache
-from enginebuild.build.cacherecords import COMPILER_CACHE
 from enginebuild.errors import EngineBuildError, SecretLeak
+from enginebuild.execution.cache import LayerCache
+from enginebuild.execution.cacherecords import COMPILER_CACHE
 from enginebuild.io.progress import human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine

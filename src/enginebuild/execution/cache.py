@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from enginebuild.build import cacherecords, cachetrust
-from enginebuild.build.assemble import layer_blobs, put_layer_blobs, record_key
-from enginebuild.build.cachetrust import PublicKey, Trust
 from enginebuild.errors import RegistryError, UserError
+from enginebuild.execution import cacherecords, cachetrust
+from enginebuild.execution.assemble import layer_blobs, put_layer_blobs, record_key
+from enginebuild.execution.cachetrust import PublicKey, Trust
 from enginebuild.io.files import opener
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store

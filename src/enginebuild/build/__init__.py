@@ -1,1 +1,0 @@
-"""enginebuild.build: see docs/architecture.md (Packages)."""

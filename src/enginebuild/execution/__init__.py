@@ -1,0 +1,1 @@
+"""enginebuild.execution: see docs/architecture.md (Packages)."""
