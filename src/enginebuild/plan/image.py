@@ -169,7 +169,22 @@ def _file_layers(groups: tuple[FileGroup, ...], parent: str, epoch: int) -> list
     return layers
 
 
-def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Options) -> ImagePlan:
+class _Stack:
+    """The runtime's layers as they are planned, each keyed and chained on the one below."""
+
+    def __init__(self, layers: list[LayerNode], root: str, epoch: int):
+        self.layers, self.root, self.epoch = layers, root, epoch
+
+    @property
+    def top(self) -> str:
+        return self.layers[-1].chain if self.layers else self.root
+
+    def add(self, layer_kind: str, name: str, payload: LayerPayload, inputs: dict[str, str]) -> None:
+        key = layer_key(payload, self.epoch)
+        self.layers.append(LayerNode(layer_kind, name, key, keys.chain(self.top, key), payload, inputs))
+
+
+def _pinned_lock(spec: ImageSpec, lock: Lock | None, platform: str, options: Options) -> Lock:
     if platform not in spec.platforms and not options.on:
         raise SpecError(spec.where("platforms"), "platforms",
                         f"{spec.name} is not built for {platform} (it lists {', '.join(spec.platforms)})")
@@ -178,92 +193,118 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     if lock is None:
         raise LockError(f"lockfiles/{spec.lock_name}.lock does not exist",
                         hint=f"run `{command()} lock {spec.name}` (or `render --unpinned` to read the plan)")
-    pins = Pins(spec, lock, strict=options.strict)
-    planner = EnvPlanner(spec, pins, platform, keys.epoch(options.source_date_epoch))
-    only = options.only
+    return lock
+
+
+def _components(spec: ImageSpec, planner: EnvPlanner, options: Options,
+                run_env: tuple[tuple[str, str], ...]) -> dict[str, ComponentNode]:
+    """Every component something installs or needs, each on its builder environment."""
     components: dict[str, ComponentNode] = {}
     builders: dict[str, EnvNode] = {}
     used = spec.used_components()
+    for comp in spec.components:
+        if comp.name not in used:  # nothing installs or needs it: neither locked nor planned
+            continue
+        if comp.release is not None:
+            components[comp.name] = release_node(planner, comp)
+            continue
+        role = role_of(spec, comp.builder)
+        if role not in builders:  # on the runtime, a build sees build-env as the runtime's commands do
+            builders[role] = planner.environment(role, comp.builder, on=options.on, run_env=run_env) \
+                if role == "runtime" else planner.environment(role, comp.builder)
+        users = [c.name for c in spec.components if comp.name in c.needs and c.name in used]
+        refused = f"component {users[0]} builds on its outputs" if users else ""
+        components[comp.name] = component_node(planner, comp, builders[role], components, options.build_args,
+                                               comp.cuda_archs or spec.cuda_archs, options.facts, refused)
+    return components
+
+
+def _python_layers(stack: _Stack, spec: ImageSpec, pins: Pins, platform: str,
+                   components: dict[str, ComponentNode]) -> None:
+    """The wheels components build for the runtime's Python (an editable one's tree first), and the
+    patches applied as files to what they installed."""
+    python = spec.runtime.python
+    assert python is not None
+    pypin = pins.python(f"runtime.python@{platform}") if python.requirements else PythonPin(())
+    for pin in pypin.installed():
+        if pin.origin != "component":
+            continue
+        node = components[pin.component]
+        editable = node.outputs.paths[0] if node.outputs.kind == "editable" else ""
+        if editable:  # its tree first, where the editable wheel points
+            stack.add("output", f"tree of {pin.component} (editable, {node.outputs.paths[0]})",
+                      OutputTree(pin.component, node.key, node.outputs, editable_tree=True),
+                      {f"component {pin.component}": node.key})
+        req = next(r for r in python.requirements if r.component == pin.component and r.name == pin.name)
+        closure = tuple((p.name, p.version) for p in pypin.packages if p.origin != "component") if req.deps else None
+        stack.add("output", f"python {pin.name} (built by component {pin.component})",
+                  Wheel(pin, python.site_packages, python.interpreter, node.key, closure,
+                        marker_environment(python.version, platform), editable, req.excludes),
+                  {f"component {pin.component}": node.key})
+        if node.file_patches:
+            stack.add("patched", *patched_files(node, stack.epoch, python.site_packages, python.interpreter))
+
+
+def _installed_layers(stack: _Stack, spec: ImageSpec, components: dict[str, ComponentNode]) -> None:
+    """What `install:` takes of each component's outputs, and its patches applied as files."""
+    python = spec.runtime.python
+    site, interpreter = (python.site_packages, python.interpreter) if python else ("", "/usr/bin/python3")
+    for name in spec.install:
+        node = components[name]
+        if node.outputs.kind == "wheels" and not python:
+            raise SpecError(spec.where("install"), "install",
+                            f"component {name} produces wheels; the runtime needs `python:` (its version and "
+                            "site-packages) to install them")
+        stack.add("output", f"outputs of {name} ({node.outputs.kind})",
+                  OutputTree(name, node.key, node.outputs, site, interpreter), {f"component {name}": node.key})
+        if node.file_patches:
+            stack.add("patched", *patched_files(node, stack.epoch, site, interpreter))
+
+
+def _tags(spec: ImageSpec, platform: str, options: Options) -> tuple[str, str]:
+    """The platform's tag and the plain one: enginebuild/IMAGE:FLAVOUR-ARCH, enginebuild/IMAGE:FLAVOUR."""
+    image, _, flavour = spec.name.partition(":")
+    flavour = flavour or "latest"
+    if options.on:
+        flavour = f"on-{options.on.rsplit(':', 1)[-1][:12]}"
+    if options.flavour:
+        flavour = options.flavour
+    return f"enginebuild/{image}:{flavour}-{platform.split('/')[1]}", f"enginebuild/{image}:{flavour}"
+
+
+def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Options) -> ImagePlan:
+    lock = _pinned_lock(spec, lock, platform, options)
+    pins = Pins(spec, lock, strict=options.strict)
+    planner = EnvPlanner(spec, pins, platform, keys.epoch(options.source_date_epoch))
+    only = options.only
     base_pin = planner.base("runtime", spec.runtime, options.on)
     unknown = base_pin is not None and base_pin.digest is None and not base_pin.scratch
     # the commands see the base's variables and build-env; env comes after them (a launcher's PORT
     # is no input of an apt command): the image's config holds all three
     base_env = None if unknown else base_pin.env if base_pin else ()
     run_env = tuple(resolve_env(spec, base_env, spec.build_env, "build-env"))
-    if "components" in only:
-        for comp in spec.components:
-            if comp.name not in used:  # nothing installs or needs it: neither locked nor planned
-                continue
-            if comp.release is not None:
-                components[comp.name] = release_node(planner, comp)
-                continue
-            role = role_of(spec, comp.builder)
-            if role not in builders:  # on the runtime, a build sees build-env as the runtime's commands do
-                builders[role] = planner.environment(role, comp.builder, on=options.on, run_env=run_env) \
-                    if role == "runtime" else planner.environment(role, comp.builder)
-            users = [c.name for c in spec.components if comp.name in c.needs and c.name in used]
-            refused = f"component {users[0]} builds on its outputs" if users else ""
-            components[comp.name] = component_node(planner, comp, builders[role], components, options.build_args,
-                                                   comp.cuda_archs or spec.cuda_archs, options.facts, refused)
+    components = _components(spec, planner, options, run_env) if "components" in only else {}
     own = resolve_env(spec, None if base_env is None else (*base_env, *run_env), spec.env)
     image_env = tuple({**dict(run_env), **dict(own)}.items())
     runtime = planner.environment("runtime", spec.runtime, on=options.on, parts=only, run_env=run_env)
-    layers = list(runtime.layers)
-
-    def add(layer_kind: str, name: str, payload: LayerPayload, inputs: dict[str, str]) -> None:
-        parent = layers[-1].chain if layers else runtime.root
-        key = layer_key(payload, epoch)
-        layers.append(LayerNode(layer_kind, name, key, keys.chain(parent, key), payload, inputs))
-
-    epoch = planner.epoch
-    python = spec.runtime.python
-    if python and "python" in only and "components" in only:
-        pypin = pins.python(f"runtime.python@{platform}") if python.requirements else PythonPin(())
-        for pin in pypin.installed():
-            if pin.origin == "component":
-                comp_key = components[pin.component].key
-                node = components[pin.component]
-                editable = node.outputs.paths[0] if node.outputs.kind == "editable" else ""
-                if editable:  # its tree first, where the editable wheel points
-                    add("output", f"tree of {pin.component} (editable, {node.outputs.paths[0]})",
-                        OutputTree(pin.component, comp_key, node.outputs, editable_tree=True),
-                        {f"component {pin.component}": comp_key})
-                req = next(r for r in python.requirements if r.component == pin.component and r.name == pin.name)
-                closure = tuple((p.name, p.version) for p in pypin.packages if p.origin != "component") \
-                    if req.deps else None
-                add("output", f"python {pin.name} (built by component {pin.component})",
-                    Wheel(pin, python.site_packages, python.interpreter, comp_key, closure,
-                          marker_environment(python.version, platform), editable, req.excludes),
-                    {f"component {pin.component}": comp_key})
-                if node.file_patches:
-                    add("patched", *patched_files(node, epoch, python.site_packages, python.interpreter))
+    stack = _Stack(list(runtime.layers), runtime.root, planner.epoch)
+    if spec.runtime.python and "python" in only and "components" in only:
+        _python_layers(stack, spec, pins, platform, components)
     if "components" in only:
-        for name in spec.install:
-            node = components[name]
-            if node.outputs.kind == "wheels" and not python:
-                raise SpecError(spec.where("install"), "install",
-                                f"component {name} produces wheels; the runtime needs `python:` (its version and "
-                                "site-packages) to install them")
-            add("output", f"outputs of {name} ({node.outputs.kind})",
-                OutputTree(name, node.key, node.outputs, python.site_packages if python else "",
-                           python.interpreter if python else "/usr/bin/python3"),
-                {f"component {name}": node.key})
-            if node.file_patches:
-                add("patched", *patched_files(node, epoch, python.site_packages if python else "",
-                                              python.interpreter if python else "/usr/bin/python3"))
+        _installed_layers(stack, spec, components)
     if "overlays" in only:
-        for overlay in spec.overlays:
-            if overlay.patches:
-                add("overlay", f"overlay {overlay.name} ({len(overlay.patches)} patch(es) in {overlay.installed})",
-                    OverlayFiles(overlay.name, overlay.installed, overlay.patches,
-                                 overlay.source.at(pins, f"overlays.{overlay.name}.source"), runtime.root),
-                    {f"patches/{p.name}": p.patch.sha256 for p in overlay.patches})
+        for overlay in (o for o in spec.overlays if o.patches):
+            stack.add("overlay", f"overlay {overlay.name} ({len(overlay.patches)} patch(es) in {overlay.installed})",
+                      OverlayFiles(overlay.name, overlay.installed, overlay.patches,
+                                   overlay.source.at(pins, f"overlays.{overlay.name}.source"), runtime.root),
+                      {f"patches/{p.name}": p.patch.sha256 for p in overlay.patches})
+    layers = stack.layers
     if "steps" in only:
         for i, step in enumerate(spec.steps):
             prefix = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
             made = planner.step_layer(prefix, layers, step, run_env)
             layers.append(dataclasses.replace(made, where=str(spec.where(f"steps[{i}]"))))
-    unused = tuple(c.name for c in spec.components if c.name not in used)
+    unused = tuple(c.name for c in spec.components if c.name not in spec.used_components())
     created = keys.created_of(options.source_date_epoch)
     manifest = manifest_of(spec, lock, platform, created, unused)
     # an image that adds no layer of its own (labels, env, entrypoint over a base) keeps the
@@ -271,9 +312,9 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     in_label = spec.manifest == "label" or adds_no_layer(spec)
     if not in_label:
         data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-        add("manifest", "manifest", Data(MANIFEST_PATH, data), {"manifest": keys.sha(data)})
+        stack.add("manifest", "manifest", Data(MANIFEST_PATH, data), {"manifest": keys.sha(data)})
     if "files" in only:
-        layers += _file_layers(spec.files, layers[-1].chain if layers else runtime.root, epoch)
+        layers += _file_layers(spec.files, stack.top, stack.epoch)
     labels = {k: v for k, v in labels_of(spec, lock, manifest, pins, options.on, in_label, created).items()
               if k not in spec.labels_removed}
     config = ImageSettings(
@@ -281,17 +322,9 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         spec.healthcheck, "the base is not pinned: its variables ($NAME) are shown as written, `lock` reads their "
                           "values from its config" if unknown and any("$" in v for _, v in image_env) else "",
         spec.labels_removed)
-    arch = platform.split("/")[1]
-    image = spec.name.split(":")[0]
-    flavour = spec.name.partition(":")[2] or "latest"
-    if options.on:
-        flavour = f"on-{options.on.rsplit(':', 1)[-1][:12]}"
-    if options.flavour:
-        flavour = options.flavour
-    tags = (f"enginebuild/{image}:{flavour}-{arch}", f"enginebuild/{image}:{flavour}")
     final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)  # config: image_env
-    return ImagePlan(spec.name, platform, created, epoch, tuple(components.values()), final,
-                     config, manifest, tags, spec.cuda_archs, options.on, unused)
+    return ImagePlan(spec.name, platform, created, stack.epoch, tuple(components.values()), final,
+                     config, manifest, _tags(spec, platform, options), spec.cuda_archs, options.on, unused)
 
 
 def patched_files(node: ComponentNode, epoch: int, site: str, interpreter: str) -> tuple[str, PatchedFiles,
