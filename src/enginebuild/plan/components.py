@@ -7,6 +7,7 @@ components it needs: nothing of the runtime image or of other components.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from enginebuild.core import keys
@@ -22,6 +23,7 @@ from enginebuild.plan.writers import COMPONENT_WRITER, SOURCE_TREE_WRITER, code_
 from enginebuild.sources import Pinned
 from enginebuild.sources.globs import declared_matcher
 from enginebuild.spec.model import Component, PatchRef
+from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     from enginebuild.layerkinds.verbatim import Facts
@@ -93,12 +95,8 @@ SHELLS = frozenset({"dash", "bash", "busybox", "busybox-static", "mksh", "mksh-s
                     "posh", "ksh"})
 
 
-def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, needed: dict[str, ComponentNode],
-                   build_args: dict[str, str], cuda_archs: tuple[str, ...] = (),
-                   facts: FactsReader = no_facts, refused: str = "") -> ComponentNode:
-    """`facts`: what earlier builds learned, per recipe key (the key without patches): the files
-    each build installs verbatim (plan/routes.py routes the patch stack by them); `refused`: why
-    none of its patches may be applied as files."""
+def _check_builder(comp: Component, builder: EnvNode) -> None:
+    """A build script needs a shell: a scratch builder must unpack one."""
     if not builder.layers and builder.base is None:
         raise SpecError(comp.where, f"components.{comp.name}.builder",
                         "the builder is scratch with nothing installed: a build script needs at least a shell")
@@ -111,70 +109,104 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
                         "essential packages)",
                         hint="add busybox-static to the builder's system.packages, with run: "
                              "[[/bin/busybox, --install, -s, /bin]] (or dash)")
-    pins = planner.pins
-    context: list[ContextItem] = []
-    env: list[tuple[str, str]] = []
-    source: ContextItem | None = None
-    pinned_source: Pinned | None = None
-    if comp.source:
-        pinned = pinned_source = comp.source.at(pins, f"components.{comp.name}.source")
-        source = source_item("source.tar", pinned, (), pinned.describe(), planner.epoch, comp.inputs)
-        version = pinned.version()
-        if comp.source.kind == "git" and comp.source.release and version:
-            env.append(("SETUPTOOLS_SCM_PRETEND_VERSION", version))
+
+
+@dataclass
+class _Context:
+    """A component build's context (besides its source tree) and environment, as they are gathered."""
+
+    items: list[ContextItem] = field(default_factory=list)
+    env: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _gathered(planner: EnvPlanner, comp: Component, needed: dict[str, ComponentNode], build_args: dict[str, str],
+              cuda_archs: tuple[str, ...]) -> _Context:
+    """Its extra sources, the outputs of the components it needs, its CUDA architectures, its build
+    script and arguments (a --build-arg changes only an argument the spec declares)."""
+    ctx = _Context()
+    if comp.source and comp.source.kind == "git" and comp.source.release:
+        version = comp.source.at(planner.pins, f"components.{comp.name}.source").version()
+        if version:
+            ctx.env.append(("SETUPTOOLS_SCM_PRETEND_VERSION", version))
     for extra in comp.sources:
-        pinned = extra.source.at(pins, f"components.{comp.name}.sources.{extra.name}")
-        context.append(source_item(f"sources/{extra.name}.tar", pinned, (), pinned.describe(), planner.epoch))
+        pinned = extra.source.at(planner.pins, f"components.{comp.name}.sources.{extra.name}")
+        ctx.items.append(source_item(f"sources/{extra.name}.tar", pinned, (), pinned.describe(), planner.epoch))
         if extra.env:
-            env.append((extra.env, f"{SOURCES}/{extra.name}"))
+            ctx.env.append((extra.env, f"{SOURCES}/{extra.name}"))
     for need in comp.needs:
-        context.append(ContextItem(f"deps/{need}.tar", needed[need].key, FromOutput(need, needed[need].key),
-                                   label=f"component {need}"))
-        env.append((_env_name(need), f"{DEPS}/{need}"))
-    env += cuda_env(cuda_archs)
+        ctx.items.append(ContextItem(f"deps/{need}.tar", needed[need].key, FromOutput(need, needed[need].key),
+                                     label=f"component {need}"))
+        ctx.env.append((_env_name(need), f"{DEPS}/{need}"))
+    ctx.env += cuda_env(cuda_archs)
     script = comp.build.script
     assert script is not None and script.src is not None
-    context.append(ContextItem("build.sh", keys.sha(read_recipe_file(script.src)), FromFile(script.src), 0o755,
-                               label=script.display))
+    ctx.items.append(ContextItem("build.sh", keys.sha(read_recipe_file(script.src)), FromFile(script.src), 0o755,
+                                 label=script.display))
     args = dict(comp.build.args)
     args.update({k: v for k, v in build_args.items() if k in args})
-    env += sorted(args.items())
+    ctx.env += sorted(args.items())
+    return ctx
+
+
+def _steps(planner: EnvPlanner, comp: Component, ctx: _Context) -> list[JsonDoc]:
+    """Its steps as the Dockerfile runs them; their files and multi-line scripts join the context."""
     steps = []
     for step in comp.steps:
         run: str | list[str] = step.run if isinstance(step.run, str) else list(step.run)
         binds = [(f"step-files/{step.name}/{f.dest}", f"{STEP_FILES}/{f.dest}") for f in step.files]
         if isinstance(step.run, str) and "\n" in step.run.strip():
             run, item = script_run(step.run, None, f"step-scripts/{step.name}")
-            context.append(item)
+            ctx.items.append(item)
             binds.append((item.arcname, SCRIPT))
         for f in step.files:
             assert f.src is not None
-            context.append(ContextItem(f"step-files/{step.name}/{f.dest}", keys.sha(read_recipe_file(f.src)),
-                                       FromFile(f.src), f.mode, label=f.display))
+            ctx.items.append(ContextItem(f"step-files/{step.name}/{f.dest}", keys.sha(read_recipe_file(f.src)),
+                                         FromFile(f.src), f.mode, label=f.display))
         steps.append({"run": run, "mounts": mounts(step.cache, step.secrets, tuple(binds), planner.spec.secret_names)})
-    outputs = ",".join(comp.outputs.paths)
+    return steps
+
+
+def _dockerfile(planner: EnvPlanner, comp: Component, builder: EnvNode, ctx: _Context) -> str:
+    """The component's Dockerfile; an editable install's hook and a compiler cache's folder join the context."""
+    steps = _steps(planner, comp, ctx)
     editable: list[str] = []
     if comp.outputs.kind == "editable":  # the tree is built where the image keeps it, then its editable wheel
         python = comp.builder.python
         editable = [python.interpreter if python else "python3", "/opt/enginebuild/editable_wheel.py", EDITABLE_WHEELS]
         hook = EDITABLE_HOOK.read_bytes()
-        context.append(ContextItem("editable_wheel.py", keys.sha(hook), FromData(hook), label="editable wheel hook"))
+        ctx.items.append(ContextItem("editable_wheel.py", keys.sha(hook), FromData(hook), label="editable wheel hook"))
     caches = comp.build.cache
     restore, save = cache_scripts(caches) if caches else ("", "")
     if caches:  # the seeds are added when the build runs; this keeps the folder in every context
-        context.append(ContextItem("compiler-cache/.keep", keys.sha(b""), FromData(b""), label="compiler cache"))
-    dockerfile = render("component.Dockerfile", name=comp.name, platform=planner.platform, parent=parent_ref(builder),
-                        epoch=planner.epoch, outputs=outputs, env=env, source=comp.source is not None,
-                        sources=[e.name for e in comp.sources], deps=list(comp.needs),
-                        mounts=mounts(comp.build.cache, comp.build.secrets, sealed=planner.spec.secret_names),
-                        steps=steps, cache_restore=restore, cache_save=save,
-                        cache_mounts=mounts(caches, sealed=planner.spec.secret_names),
-                        seed_mounts=mounts(caches, binds=(("compiler-cache", CACHE_IN),), sealed=planner.spec.secret_names),
-                        workdir=comp.outputs.paths[0].rstrip("/") if editable else SRC, editable=editable)
+        ctx.items.append(ContextItem("compiler-cache/.keep", keys.sha(b""), FromData(b""), label="compiler cache"))
+    sealed = planner.spec.secret_names
+    return render("component.Dockerfile", name=comp.name, platform=planner.platform, parent=parent_ref(builder),
+                  epoch=planner.epoch, outputs=",".join(comp.outputs.paths), env=ctx.env,
+                  source=comp.source is not None, sources=[e.name for e in comp.sources], deps=list(comp.needs),
+                  mounts=mounts(comp.build.cache, comp.build.secrets, sealed=sealed),
+                  steps=steps, cache_restore=restore, cache_save=save, cache_mounts=mounts(caches, sealed=sealed),
+                  seed_mounts=mounts(caches, binds=(("compiler-cache", CACHE_IN),), sealed=sealed),
+                  workdir=comp.outputs.paths[0].rstrip("/") if editable else SRC, editable=editable)
+
+
+def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, needed: dict[str, ComponentNode],
+                   build_args: dict[str, str], cuda_archs: tuple[str, ...] = (),
+                   facts: FactsReader = no_facts, refused: str = "") -> ComponentNode:
+    """`facts`: what earlier builds learned, per recipe key (the key without patches): the files
+    each build installs verbatim (plan/routes.py routes the patch stack by them); `refused`: why
+    none of its patches may be applied as files."""
+    _check_builder(comp, builder)
+    source: ContextItem | None = None
+    pinned_source: Pinned | None = None
+    if comp.source:
+        pinned_source = comp.source.at(planner.pins, f"components.{comp.name}.source")
+        source = source_item("source.tar", pinned_source, (), pinned_source.describe(), planner.epoch, comp.inputs)
+    ctx = _gathered(planner, comp, needed, build_args, cuda_archs)
+    dockerfile = _dockerfile(planner, comp, builder, ctx)
     secrets = tuple(dict.fromkeys(comp.build.secrets + tuple(s for step in comp.steps for s in step.secrets)))
 
     def key_with(extra: list[ContextItem]) -> tuple[str, tuple[ContextItem, ...]]:
-        items = tuple(sorted(context + extra, key=lambda c: c.arcname))
+        items = tuple(sorted(ctx.items + extra, key=lambda c: c.arcname))
         return keys.key_of("component", name=comp.name, platform=planner.platform, builder=builder.tip,
                            dockerfile=dockerfile, secrets=list(secrets),
                            context=[[c.arcname, c.mode, c.digest] for c in items],
@@ -206,13 +238,13 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     inputs = {"builder": builder.tip, "instructions": keys.sha(dockerfile)}
     for item in items:
         inputs[item.label or item.arcname] = item.digest
-    outside: tuple[str, ...] = ()
     # each patch that reaches a declared input (without inputs: every patch), by name: the one
     # that changed is named
     inputs.update({f"patches/{p.name}": p.patch.sha256 for p in build_patches
                    if not comp.inputs or touches_declared(p, comp.inputs)})
-    if comp.inputs:
-        outside = tuple(f"patches/{p.name}" for p in build_patches if not touches_declared(p, comp.inputs))
+    outside = tuple(f"patches/{p.name}" for p in build_patches if not touches_declared(p, comp.inputs)) \
+        if comp.inputs else ()
+    caches = comp.build.cache
     cache_key = keys.key_of("compiler-cache", name=comp.name, platform=planner.platform, builder=builder.tip,
                             folders=list(caches)) if caches else ""
     return ComponentNode(comp.name, key, planner.platform, builder, dockerfile, items, secrets, comp.needs,
