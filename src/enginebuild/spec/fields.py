@@ -348,6 +348,39 @@ def component_schema() -> Record:
     }, need_one_of=("build", "release"), doc="a component")
 
 
+def _check_fields() -> dict[str, Schema]:
+    """How `verify` and `image` judge what was built: kernel architectures, the runtime closure, imports."""
+    return {
+    "cuda-verify": Record({
+        "jit": Bool(description="accept PTX the driver can compile for a declared arch in place of its SASS"),
+        "driver": Str(pattern=r"5[0-9]{2}", allow_int=True, what="a driver branch such as 580",
+                      description="the NVIDIA driver branch the image must run on (580 for DGX Spark: CUDA "
+                                  "13.0): PTX newer than its CUDA version and CUDA libraries of a newer "
+                                  "major version fail verify"),
+        "skip": ListOf(Record({"path": Str(test=no_control, what="a path glob in the image"), "why": TEXT},
+                              required=("path", "why"), doc="{path, why}"),
+                       description="binaries not held to cuda-archs, each with the reason"),
+    }, doc="{jit, driver, skip}", description="how `verify` judges the kernel architectures of CUDA binaries"),
+    "runtime-check": Record({
+        "skip": ListOf(Record({"path": Str(test=no_control, what="a path glob in the image"), "why": TEXT},
+                              required=("path", "why"), doc="{path, why}"),
+                       description="binaries whose unresolved libraries do not fail the image, each with "
+                                   "the reason (what is truly optional)"),
+        "imports": Record({
+            "env": MapOf(SCALAR_TEXT, key_pattern=ENV_NAME, key_what="a variable name",
+                         description="variables the imports need (VLLM_TARGET_DEVICE: cpu on a machine "
+                                     "without a GPU)"),
+            "skip": ListOf(Record({"name": Str(pattern=r"[A-Za-z_][A-Za-z0-9_]*", what="a top-level module"),
+                                   "why": TEXT}, required=("name", "why"), doc="{name, why}"),
+                           description="top-level modules not imported, each with the reason"),
+        }, doc="{env, skip}", description="import the top-level modules of every Python distribution "
+                                          "enginebuild installs, in a container of the built image"),
+    }, doc="{skip, imports}", description="how `image` and `verify` judge the runtime closure: every "
+                                          "DT_NEEDED library of the binaries enginebuild adds must resolve "
+                                          "inside the image; with `imports`, its Python packages import"),
+    }
+
+
 def image_schema() -> Record:
     healthcheck = Record({"test": COMMAND, "interval": Str(pattern=DURATION, what="a duration such as 30s"),
                           "timeout": Str(pattern=DURATION, what="a duration"),
@@ -414,33 +447,7 @@ def image_schema() -> Record:
         "cuda-archs": ListOf(Str(pattern=CUDA_ARCH, what="a CUDA arch such as 12.1a"), unique=True,
                              description="kernel architectures every CUDA binary of the image must carry"),
         "secret-scan": scan,
-        "cuda-verify": Record({
-            "jit": Bool(description="accept PTX the driver can compile for a declared arch in place of its SASS"),
-            "driver": Str(pattern=r"5[0-9]{2}", allow_int=True, what="a driver branch such as 580",
-                          description="the NVIDIA driver branch the image must run on (580 for DGX Spark: CUDA "
-                                      "13.0): PTX newer than its CUDA version and CUDA libraries of a newer "
-                                      "major version fail verify"),
-            "skip": ListOf(Record({"path": Str(test=no_control, what="a path glob in the image"), "why": TEXT},
-                                  required=("path", "why"), doc="{path, why}"),
-                           description="binaries not held to cuda-archs, each with the reason"),
-        }, doc="{jit, driver, skip}", description="how `verify` judges the kernel architectures of CUDA binaries"),
-        "runtime-check": Record({
-            "skip": ListOf(Record({"path": Str(test=no_control, what="a path glob in the image"), "why": TEXT},
-                                  required=("path", "why"), doc="{path, why}"),
-                           description="binaries whose unresolved libraries do not fail the image, each with "
-                                       "the reason (what is truly optional)"),
-            "imports": Record({
-                "env": MapOf(SCALAR_TEXT, key_pattern=ENV_NAME, key_what="a variable name",
-                             description="variables the imports need (VLLM_TARGET_DEVICE: cpu on a machine "
-                                         "without a GPU)"),
-                "skip": ListOf(Record({"name": Str(pattern=r"[A-Za-z_][A-Za-z0-9_]*", what="a top-level module"),
-                                       "why": TEXT}, required=("name", "why"), doc="{name, why}"),
-                               description="top-level modules not imported, each with the reason"),
-            }, doc="{env, skip}", description="import the top-level modules of every Python distribution "
-                                              "enginebuild installs, in a container of the built image"),
-        }, doc="{skip, imports}", description="how `image` and `verify` judge the runtime closure: every "
-                                              "DT_NEEDED library of the binaries enginebuild adds must resolve "
-                                              "inside the image; with `imports`, its Python packages import"),
+        **_check_fields(),
     }
     schema = Record(fields, exclusive=(("platform", "platforms"),), doc="an image spec")
     schema.fields["variants"] = MapOf(Record(dict(fields), doc="a partial spec merged over this one"),
