@@ -17,6 +17,7 @@ from enginebuild.settings import settings
 
 if TYPE_CHECKING:
     from enginebuild.lock.lockfile import Lock
+    from enginebuild.oci.engine import EngineApi
     from enginebuild.plan.image import Options
     from enginebuild.spec.catalog import Catalog
     from enginebuild.spec.model import ImageSpec
@@ -29,6 +30,9 @@ class Workspace:
     _specs: dict[str, ImageSpec] = field(default_factory=dict)
     _broken: dict[str, UserError] | None = None  # computed once per command (see broken)
     _build_locks: dict[str, Lock | None] = field(default_factory=dict)  # per-build locks of --set (see lock)
+    # the Docker engine a build loads into and checks in (None: this machine's, from DOCKER_HOST); an
+    # engine in memory for tests of the build loop in process (tests/helpers/memengine.py)
+    docker: EngineApi | None = None
 
     def __post_init__(self) -> None:
         # git sources may come from mirrors that enginebuild.yaml names (read when a source is fetched)
@@ -53,6 +57,14 @@ class Workspace:
     @property
     def home(self) -> Path:
         return settings().home
+
+    def engine(self) -> EngineApi:
+        """The engine images are loaded into, checked in and tagged in."""
+        if self.docker is None:
+            from enginebuild.oci.engine import Engine
+
+            self.docker = Engine()
+        return self.docker
 
     def spec(self, name: str) -> ImageSpec:
         """The image's spec, validated and linted (warnings go to stderr once)."""

@@ -20,7 +20,7 @@ from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.lock.pins import ImagePin
 from enginebuild.oci.credentials import registry_credentials
-from enginebuild.oci.engine import Engine
+from enginebuild.oci.engine import EngineApi
 from enginebuild.oci.image import DockerArchive, ImageConfig, Layer
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.plan.envs import CHAIN_REPO
@@ -63,7 +63,7 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class Assembler:
-    def __init__(self, engine: Engine, store: Store):
+    def __init__(self, engine: EngineApi, store: Store):
         self.engine, self.store = engine, store
         self._bases: dict[str, Base] = {}
         self.rendered: tuple[bytes, list[Layer]] = (b"", [])

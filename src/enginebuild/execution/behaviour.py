@@ -23,7 +23,7 @@ from enginebuild.errors import printable
 from enginebuild.execution.imports import site_folders
 from enginebuild.io.background import Background, settled
 from enginebuild.io.store import Store, sha256_bytes
-from enginebuild.oci.engine import Engine, EngineError
+from enginebuild.oci.engine import EngineApi, EngineError
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImageSpec
 from enginebuild.spec.patchchecks import PatchCheck, normal
@@ -93,12 +93,12 @@ def image_checks(spec: ImageSpec, plan: ImagePlan) -> list[PatchCheck]:
     return list(found.values())
 
 
-def has_gpus(engine: Engine) -> bool:
+def has_gpus(engine: EngineApi) -> bool:
     """Whether containers of this engine can be given GPUs (the NVIDIA runtime is installed)."""
     return "nvidia" in (engine.info().get("Runtimes") or {})
 
 
-def run_checks(engine: Engine, tag: str, plan: ImagePlan, checks: list[PatchCheck], store: Store | None,
+def run_checks(engine: EngineApi, tag: str, plan: ImagePlan, checks: list[PatchCheck], store: Store | None,
                gpus: bool | None = None) -> Behaviour:
     """Every check in a container of the image `tag`; answered from the store's record of an
     earlier run of the same checks on the same image when there is one."""
@@ -137,7 +137,7 @@ def _not_run(check: PatchCheck) -> CheckRun:
     return CheckRun(check, "not-run", why="needs a GPU: this engine has no NVIDIA runtime to give it one")
 
 
-def observed(engine: Engine, tag: str, check: PatchCheck, interpreter: str, gpus: bool) -> CheckRun:
+def observed(engine: EngineApi, tag: str, check: PatchCheck, interpreter: str, gpus: bool) -> CheckRun:
     """What the check prints in the image `tag` (its status says only whether it could run)."""
     if "gpu" in check.needs and not gpus:
         return _not_run(check)
@@ -156,7 +156,7 @@ def observed(engine: Engine, tag: str, check: PatchCheck, interpreter: str, gpus
     return CheckRun(check, "passed", text)
 
 
-def run_one(engine: Engine, tag: str, check: PatchCheck, interpreter: str, gpus: bool) -> CheckRun:
+def run_one(engine: EngineApi, tag: str, check: PatchCheck, interpreter: str, gpus: bool) -> CheckRun:
     run = observed(engine, tag, check, interpreter, gpus)
     if run.status != "passed" or check.patched_by(run.output):
         return run

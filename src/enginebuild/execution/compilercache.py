@@ -21,7 +21,7 @@ from enginebuild.execution.cache import LayerCache
 from enginebuild.execution.cacherecords import COMPILER_CACHE
 from enginebuild.io.progress import human_bytes, output
 from enginebuild.io.store import Store
-from enginebuild.oci.engine import Engine
+from enginebuild.oci.engine import EngineApi
 from enginebuild.oci.image import OCI_LAYER_TAR
 from enginebuild.plan.components import CACHE_OUT
 from enginebuild.plan.model import ComponentNode
@@ -60,7 +60,7 @@ class CompilerCaches:
                          f"({human_bytes(sum(s for _, _, s in tars))})")
         return [(f"compiler-cache/{i}.tar", self.store.path(sha)) for i, sha, _ in tars]
 
-    def keep(self, engine: Engine, tag: str, comp: ComponentNode) -> None:
+    def keep(self, engine: EngineApi, tag: str, comp: ComponentNode) -> None:
         """Take each folder's tar out of the built image, keep it, and push it to the registry cache."""
         try:
             tars = self._take(engine, tag, comp)
@@ -84,7 +84,7 @@ class CompilerCaches:
         except EngineBuildError as exc:
             output().say(f"  component {comp.name}: compiler cache not pushed ({exc.message})")
 
-    def _take(self, engine: Engine, tag: str, comp: ComponentNode) -> list[tuple[int, str, int]]:
+    def _take(self, engine: EngineApi, tag: str, comp: ComponentNode) -> list[tuple[int, str, int]]:
         out = []
         with engine.container(tag) as container, engine.archive(container, CACHE_OUT) as stream:
             if stream is None:

@@ -38,7 +38,7 @@ from enginebuild.io.background import Background, settled
 from enginebuild.io.http import Http
 from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
-from enginebuild.oci.engine import Engine, EngineUnavailable
+from enginebuild.oci.engine import Engine, EngineApi, EngineUnavailable
 from enginebuild.plan.envs import CHAIN_REPO, parent_ref
 from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.sources.base import Context
@@ -106,7 +106,7 @@ class LayerBoard:
 
 
 class Executor:
-    def __init__(self, home: Path, *, scanner: Scanner, engine: Engine | None = None, http: Http | None = None,
+    def __init__(self, home: Path, *, scanner: Scanner, engine: EngineApi | None = None, http: Http | None = None,
                  builder_name: str | None = None, verbose: bool = False, cache: LayerCache | None = None,
                  jobs: int | None = None, fresh: bool = False, builders: list[BuilderSpec] | None = None,
                  rebuild: bool = False):

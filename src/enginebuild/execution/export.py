@@ -17,7 +17,7 @@ from enginebuild.io.files import write_folder
 from enginebuild.io.layertree import LayerTree
 from enginebuild.io.store import Store
 from enginebuild.io.tarrules import clean_name
-from enginebuild.oci.engine import Engine
+from enginebuild.oci.engine import EngineApi
 
 
 def parse_outputs(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
@@ -60,7 +60,7 @@ def _within(path: Path, folder: Path) -> bool:
     return inner != outer and inner.startswith(outer.rstrip("/") + "/")
 
 
-def export_runtime(engine: Engine, image: str, target: Path) -> Path:
+def export_runtime(engine: EngineApi, image: str, target: Path) -> Path:
     """The image's own filesystem: its layers stacked (never a container's, which adds
     /.dockerenv, /etc/hosts and mount points)."""
     def fill(folder: Path) -> None:

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from enginebuild.io.store import Store, sha256_bytes
-from enginebuild.oci.engine import Engine
+from enginebuild.oci.engine import EngineApi
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImportCheck
 from enginebuild.wire import JsonDoc
@@ -106,7 +106,7 @@ def site_folders(plan: ImagePlan) -> tuple[str, list[str]]:
     return interpreter, folders
 
 
-def check_imports(engine: Engine, tag: str, plan: ImagePlan, check: ImportCheck, store: Store | None = None) -> Imports:
+def check_imports(engine: EngineApi, tag: str, plan: ImagePlan, check: ImportCheck, store: Store | None = None) -> Imports:
     """`store`: answer from, and record into, its records of passing checks (see above)."""
     interpreter, folders = site_folders(plan)
     image_id = engine.image_id(tag) if store is not None else None
@@ -125,7 +125,7 @@ def check_imports(engine: Engine, tag: str, plan: ImagePlan, check: ImportCheck,
     return result
 
 
-def _run_imports(engine: Engine, tag: str, plan: ImagePlan, check: ImportCheck, interpreter: str,
+def _run_imports(engine: EngineApi, tag: str, plan: ImagePlan, check: ImportCheck, interpreter: str,
                  folders: list[str]) -> Imports:
     start = time.monotonic()
     result = Imports(plan.image, plan.platform, skipped=list(check.skip))

@@ -21,7 +21,7 @@ from enginebuild.io.files import temp_path
 from enginebuild.io.store import Blob, Store, make_blob
 from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import WriteJob
-from enginebuild.oci.engine import Engine
+from enginebuild.oci.engine import EngineApi
 from enginebuild.plan.model import LayerNode
 
 
@@ -37,7 +37,7 @@ def _blob(store: Store, what: str, mtime: int, write: Callable[[TarWriter], obje
 @dataclass
 class LayerMaker:
     store: Store
-    engine: Engine
+    engine: EngineApi
     assembler: Assembler
     mtime: int
     image: str
@@ -53,7 +53,7 @@ class LayerMaker:
         return blobs
 
 
-def cut_new_layers(engine: Engine, image: str, parent_sizes: dict[int, int], parent_count: int,
+def cut_new_layers(engine: EngineApi, image: str, parent_sizes: dict[int, int], parent_count: int,
                    folder: Path) -> list[Path]:
     """The layers of `image` after the first `parent_count`, from one streamed `docker save`.
 

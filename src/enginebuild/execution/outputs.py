@@ -15,7 +15,7 @@ from enginebuild.io.files import temp_path
 from enginebuild.io.store import Store, make_blob
 from enginebuild.io.tarrules import clean_name
 from enginebuild.io.tars import TarWriter
-from enginebuild.oci.engine import Engine
+from enginebuild.oci.engine import EngineApi
 from enginebuild.plan.components import EDITABLE_WHEELS
 from enginebuild.spec.model import Outputs
 from enginebuild.wire import JsonDoc
@@ -62,7 +62,7 @@ def _store_wheels(tar: tarfile.TarFile, store: Store, folder: str = "") -> list[
     return wheels
 
 
-def export_outputs(engine: Engine, image: str, component: str, outputs: Outputs, store: Store, mtime: int) -> OutputRecord:
+def export_outputs(engine: EngineApi, image: str, component: str, outputs: Outputs, store: Store, mtime: int) -> OutputRecord:
     folder = temp_path(store.home / "tmp", "outputs", "d")
     folder.mkdir(parents=True)
     raw = folder / "raw.tar"

@@ -33,7 +33,7 @@ from enginebuild.settings import settings
 
 if TYPE_CHECKING:
     from enginebuild.io.store import Store
-    from enginebuild.oci.engine import Engine
+    from enginebuild.oci.engine import EngineApi
     from enginebuild.oci.image import Layer
     from enginebuild.spec.model import ImageSpec
 
@@ -216,7 +216,7 @@ class Scanner:
             if any(f.refuse for f in self.scan_tars([self.store.path(sha)], values)):
                 self.store.path(sha).unlink(missing_ok=True)
 
-    def check_image(self, engine: Engine, tag: str, parents: list[Layer], secrets: dict[str, str], what: str) -> None:
+    def check_image(self, engine: EngineApi, tag: str, parents: list[Layer], secrets: dict[str, str], what: str) -> None:
         folder = scratch_folder(Store(settings().home))
         try:
             raws = cut_new_layers(engine, tag, {layer.size: 1 for layer in parents}, len(parents), folder)

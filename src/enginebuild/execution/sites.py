@@ -24,7 +24,7 @@ from enginebuild.execution.buildkit import Builder, detect_builder
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store
 from enginebuild.oci.endpoint import Endpoint, local_endpoint, parse_endpoint
-from enginebuild.oci.engine import Engine
+from enginebuild.oci.engine import Engine, EngineApi
 from enginebuild.plan.envs import CHAIN_REPO
 from enginebuild.spec.repo_settings import BuilderEntry
 
@@ -75,7 +75,7 @@ def _configured(entry: BuilderEntry) -> BuilderSpec:
 class Site:
     """One builder as a build uses it: its engine, the chains it holds, its BuildKit client."""
 
-    def __init__(self, spec: BuilderSpec, engine: Engine, platforms: tuple[str, ...], store: Store, *,
+    def __init__(self, spec: BuilderSpec, engine: EngineApi, platforms: tuple[str, ...], store: Store, *,
                  buildx_name: str | None = None, fresh: bool = False):
         self.name, self.spec, self.engine, self.platforms = spec.name, spec, engine, platforms
         self.assembler = Assembler(engine, store)
@@ -118,7 +118,7 @@ class Site:
         return not self.lost
 
 
-def native_platforms(engine: Engine) -> tuple[str, ...]:
+def native_platforms(engine: EngineApi) -> tuple[str, ...]:
     info = engine.info()
     arch = ARCHES.get(str(info.get("Architecture", "")), str(info.get("Architecture", "")))
     return (f"linux/{arch}",) if arch else ()

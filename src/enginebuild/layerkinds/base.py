@@ -19,7 +19,7 @@ from enginebuild.spec.model import FileEntry, Outputs
 if TYPE_CHECKING:
     from enginebuild.io.store import Store
     from enginebuild.io.tars import TarWriter
-    from enginebuild.oci.engine import Engine
+    from enginebuild.oci.engine import EngineApi
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class WriteJob:
     name: str  # the layer's name, for messages
     inputs: Mapping[str, str]  # the layer's named input digests (plan)
     store: Store
-    engine: Engine
+    engine: EngineApi
     puller: BasePuller
     image: str  # the image being built, for hints
     outputs: Mapping[str, ComponentOutput] = field(default_factory=dict)  # component key -> its outputs

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 from enginebuild.sources.trees import FileMap
 
 if TYPE_CHECKING:
-    from enginebuild.oci.engine import Engine
+    from enginebuild.oci.engine import EngineApi
 
 
 class BaseFiles(FileMap):
     """Files of an installed package, read out of the image that ships it."""
 
-    def __init__(self, engine: Engine, image: str, installed: str, paths: list[str]):
+    def __init__(self, engine: EngineApi, image: str, installed: str, paths: list[str]):
         super().__init__({}, f"installed in {image} at {installed}")
         with engine.container(image) as container:
             for path in paths:

@@ -31,7 +31,7 @@ from enginebuild.kernels.runtime import check_plan
 from enginebuild.layerkinds.context import FromSource
 from enginebuild.layerkinds.patchedfiles import NotVerbatim
 from enginebuild.lock.lockfile import input_where, stale_inputs
-from enginebuild.oci.engine import Engine
+from enginebuild.oci.engine import EngineApi
 from enginebuild.patches.check import check_stack
 from enginebuild.patches.patched import patched_tree, stack_failure
 from enginebuild.plan.image import Options, plan_image
@@ -118,7 +118,7 @@ def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
     """A component's patch stack is applied on the host before anything is built, so a patch that
     no longer applies stops the build at once, naming patch, file and hunk."""
 
-    executor = Executor(ws.home, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)))
+    executor = Executor(ws.home, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)), engine=ws.engine())
     for comp in plan.components:
         if comp.file_patches and comp.tree is not None and isinstance(comp.tree.origin, FromSource):
             # the whole stack on the source, as `patches check` applies it (those applied as files too)
@@ -152,7 +152,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     listed = tuple(platforms) if options.on else tuple(spec.platforms)
     asked = run_options(options, tuple(request.platform))
     if asked.answerable() and not ws.overrides:  # why the no-op and the file edit did not answer
-        output().say(f"{name}: {decide(PlanMemo(ws.home), asked.key(ws.root, name), _holds(Engine())).describe()}")
+        output().say(f"{name}: {decide(PlanMemo(ws.home), asked.key(ws.root, name), _holds(ws.engine())).describe()}")
     copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES)
     inputs = PlanMemo.snapshot(copied + others)  # before the plan reads them
     only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})  # what fastedit.py may remake
@@ -165,7 +165,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         check_stacks_first(ws, plan)
         plan, outcome = build_routed(ws, spec, plan, lock, options, request, cache, listed)
         built.append(plan)
-        tags, remembered = _tag_as_asked(name, plan, outcome, request, listed)
+        tags, remembered = _tag_as_asked(name, plan, outcome, request, listed, ws.engine())
         if request.load:  # what a later no-op or file edit answers from: the engine's image
             edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
             results.append({"tags": remembered, "id": outcome.image_id, "edit": edit.to_json()})
@@ -188,7 +188,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
 
 
 def _tag_as_asked(name: str, plan: ImagePlan, outcome: Outcome, request: BuildRequest,
-                  listed: tuple[str, ...]) -> tuple[list[str], list[str]]:
+                  listed: tuple[str, ...], engine: EngineApi) -> tuple[list[str], list[str]]:
     """The image's tags (with -t's, which name the image the plain tag names) and those a later
     no-op or file edit checks and moves (never a -t of this run alone)."""
     tags = local_tags(plan, listed)
@@ -196,7 +196,7 @@ def _tag_as_asked(name: str, plan: ImagePlan, outcome: Outcome, request: BuildRe
         return tags, tags
     named = [parse_local_tag(t.replace("{image}", name.replace(":", "-"))) for t in request.local_tags]
     for repository, tag in named:
-        Engine().tag(outcome.image_id, repository, tag)
+        engine.tag(outcome.image_id, repository, tag)
     rest = [p for p in listed if p != plan.platform]
     output().say("  tagged " + ", ".join(f"{r}:{t}" for r, t in named)
                  + (f" (the {plan.platform} image only: an engine's tag names one image; the image's "
@@ -254,7 +254,7 @@ def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: Bui
     for attempt in range(1, ATTEMPTS + 1):
         executor = Executor(ws.home, rebuild=request.rebuild, builder_name=request.buildx_builder,
                             verbose=request.verbose, cache=cache, scanner=Scanner(spec, store=Store(ws.home)),
-                            jobs=request.jobs, builders=builders)
+                            jobs=request.jobs, builders=builders, engine=ws.engine())
         try:
             return executor.build(plan, platforms, load=request.load)
         except BadBlob as exc:
@@ -280,7 +280,7 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
         check_stacks_first(ws, plan)
         executor = Executor(ws.home, rebuild=request.rebuild, builder_name=request.buildx_builder,
                             verbose=request.verbose, cache=cache, scanner=Scanner(spec, store=Store(ws.home)),
-                            jobs=request.jobs, builders=builders_of(ws, request.builder))
+                            jobs=request.jobs, builders=builders_of(ws, request.builder), engine=ws.engine())
         executor.components(plan, frozenset(request.component))
         executor.fill_cache()
         outcome = executor.outcome
@@ -343,9 +343,9 @@ def check_in_containers(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded:
         return
     pool = Background(2, "enginebuild-checks")
     try:
-        imports = pool.submit(lambda: check_imports(Engine(), plan.tag, plan, imports_check, Store(ws.home))) \
+        imports = pool.submit(lambda: check_imports(ws.engine(), plan.tag, plan, imports_check, Store(ws.home))) \
             if imports_check is not None else None
-        behaviour = pool.submit(lambda: run_patch_checks(Engine(), plan.tag, plan, checks, Store(ws.home))) \
+        behaviour = pool.submit(lambda: run_patch_checks(ws.engine(), plan.tag, plan, checks, Store(ws.home))) \
             if checks else None
         for future in (imports, behaviour):  # both end before either verdict is said
             if future is not None:
@@ -412,7 +412,7 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> str:
     """Every image's runtime closure is checked as soon as it is built (see `verify`); the
     closure's line."""
 
-    closure = check_plan(spec, plan, Store(ws.home), Engine().save)
+    closure = check_plan(spec, plan, Store(ws.home), ws.engine().save)
     lines = closure.lines()
     if not closure.ok:
         raise BuildFailed("the runtime-closure check failed:\n    " + "\n    ".join(lines),
@@ -431,7 +431,7 @@ def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platfo
     runtime, components = outputs
     sub = platform.replace("/", "_") if platform else ""
     if runtime is not None:
-        done = export_runtime(Engine(), tag, runtime / sub if sub else runtime)
+        done = export_runtime(ws.engine(), tag, runtime / sub if sub else runtime)
         output().say(f"  runtime filesystem -> {done}")
     for name, folder in components.items():
         node = next((c for c in plan.components if c.name == name), None)
@@ -445,7 +445,7 @@ def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platfo
         output().say(f"  component {name} outputs -> {done}")
 
 
-def _holds(engine: Engine) -> Callable[[str, str], bool]:
+def _holds(engine: EngineApi) -> Callable[[str, str], bool]:
     """Whether the engine holds an image under a tag (no engine: it does not)."""
 
     def holds(tag: str, ident: str) -> bool:
