@@ -116,3 +116,37 @@ def test_nothing_changed_loads_nothing_and_the_decision_says_up_to_date(repo):
     assert decision.answer == FILES_EDITED and decision.describe() == "files edited: run.sh"
     engine.remove("enginebuild/inproc:latest-amd64")  # the engine lost a tag: the record no longer holds
     assert decide(PlanMemo(ws.home), key, holds).declined.startswith("the engine does not hold enginebuild/inproc")
+
+
+def test_the_built_image_is_pushed_as_the_engine_holds_it_and_a_second_push_sends_nothing(repo):
+    import gzip
+    import hashlib
+
+    from enginebuild.oci.reference import parse_image_ref
+    from enginebuild.usecases.pushing import push_image
+    from helpers.memregistry import MemoryRegistry
+
+    engine, registry = MemoryEngine(), MemoryRegistry()
+    ws = build(repo, engine)
+    ws.registries = registry
+    (record,) = push_image(ws, "inproc", "registry.example/acme/inproc", ["1"])
+    assert record["layers_pushed"] == len(engine.inspect("enginebuild/inproc:latest")["RootFS"]["Layers"])
+    digest, media_type, body = registry.manifest(parse_image_ref("registry.example/acme/inproc:1"))
+    assert digest == record["digest"]
+    manifest = json.loads(body)  # one platform: its manifest (an index lists several)
+    assert media_type == "application/vnd.oci.image.manifest.v1+json" and "layers" in manifest, manifest
+    config = registry.blobs[manifest["config"]["digest"]]
+    # the pushed config is the image the engine was loaded with: the same ID, the same layers
+    assert "sha256:" + hashlib.sha256(config).hexdigest() == engine.image_id("enginebuild/inproc:latest")
+    diff_ids = json.loads(config)["rootfs"]["diff_ids"]
+    for layer, diff_id in zip(manifest["layers"], diff_ids, strict=True):
+        tar = gzip.decompress(registry.blobs[layer["digest"]])
+        assert "sha256:" + hashlib.sha256(tar).hexdigest() == diff_id
+    # its SBOM and provenance, attached by the referrers tag scheme
+    attached = registry.tags["acme/inproc"][digest.replace(":", "-")]
+    listed = json.loads(registry.manifests["acme/inproc"][attached][1])["manifests"]
+    assert {m["artifactType"] for m in listed} >= {"application/vnd.cyclonedx+json"}, listed
+    uploads = registry.uploads
+    (again,) = push_image(ws, "inproc", "registry.example/acme/inproc", ["2"])
+    assert again["digest"] == digest and again["layers_pushed"] == 0
+    assert registry.uploads == uploads  # nothing uploaded twice

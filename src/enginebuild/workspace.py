@@ -18,6 +18,7 @@ from enginebuild.settings import settings
 if TYPE_CHECKING:
     from enginebuild.lock.lockfile import Lock
     from enginebuild.oci.engine import EngineApi
+    from enginebuild.oci.registry import RegistryApi
     from enginebuild.plan.image import Options
     from enginebuild.spec.catalog import Catalog
     from enginebuild.spec.model import ImageSpec
@@ -33,6 +34,7 @@ class Workspace:
     # the Docker engine a build loads into and checks in (None: this machine's, from DOCKER_HOST); an
     # engine in memory for tests of the build loop in process (tests/helpers/memengine.py)
     docker: EngineApi | None = None
+    registries: RegistryApi | None = None  # the client images are pushed with (None: the registries' own APIs)
 
     def __post_init__(self) -> None:
         # git sources may come from mirrors that enginebuild.yaml names (read when a source is fetched)
@@ -65,6 +67,14 @@ class Workspace:
 
             self.docker = Engine()
         return self.docker
+
+    def registry(self) -> RegistryApi:
+        """The client pushes go through."""
+        if self.registries is None:
+            from enginebuild.oci.registry import RegistryClient
+
+            self.registries = RegistryClient()
+        return self.registries
 
     def spec(self, name: str) -> ImageSpec:
         """The image's spec, validated and linted (warnings go to stderr once)."""

@@ -38,7 +38,7 @@ from enginebuild.io.progress import Transfer, output
 from enginebuild.io.store import Store, make_blob
 from enginebuild.oci.image import OCI_LAYER_GZIP, OCI_LAYER_ZSTD, Layer, index, manifest, platform_of
 from enginebuild.oci.reference import ImageRef, parse_image_ref
-from enginebuild.oci.registry import RegistryClient, sha256_digest
+from enginebuild.oci.registry import RegistryApi, sha256_digest
 
 GZIP_LEVEL = 6
 ISAL_LEVEL = 2
@@ -163,7 +163,7 @@ class PushStats:
 
 @dataclass
 class Pusher:
-    client: RegistryClient
+    client: RegistryApi
     store: Store
     target: ImageRef
     compression: Compression = GZIP

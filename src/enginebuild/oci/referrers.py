@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX, OCI_MANIFEST, canonical
 from enginebuild.oci.reference import ImageRef
-from enginebuild.oci.registry import RegistryClient, sha256_digest
+from enginebuild.oci.registry import RegistryApi, sha256_digest
 from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
@@ -59,14 +59,14 @@ def update_fallback_index(pusher: Pusher, subject_digest: str, referrers: list[R
     client.put_manifest(target, fallback_tag(subject_digest), body, OCI_INDEX)
 
 
-def has_referrers_api(client: RegistryClient, target: ImageRef, digest: str) -> bool:
+def has_referrers_api(client: RegistryApi, target: ImageRef, digest: str) -> bool:
     try:
         return client.referrers(target, digest) is not None
     except RegistryError:
         return False
 
 
-def listed(client: RegistryClient, target: ImageRef, digest: str) -> list[JsonDoc]:
+def listed(client: RegistryApi, target: ImageRef, digest: str) -> list[JsonDoc]:
     """The referrers of `digest`: the registry's referrers API, else the referrers tag's index."""
     try:
         index = client.referrers(target, digest)
@@ -76,7 +76,7 @@ def listed(client: RegistryClient, target: ImageRef, digest: str) -> list[JsonDo
     return [e for e in entries if _descriptor(e)]
 
 
-def tagged_list(client: RegistryClient, target: ImageRef, tag: str, key: str, what: str) -> list[Any]:
+def tagged_list(client: RegistryApi, target: ImageRef, tag: str, key: str, what: str) -> list[Any]:
     """The list `key` of the small manifest or index at `tag` ([] when the tag, the list or JSON
     is missing); one larger than MAX_INDEX is refused, as not the `what` it should be."""
     ref = ImageRef(target.registry, target.repository, tag, None)
@@ -92,7 +92,7 @@ def tagged_list(client: RegistryClient, target: ImageRef, tag: str, key: str, wh
     return found if isinstance(found, list) else []
 
 
-def _tag_index(client: RegistryClient, target: ImageRef, digest: str) -> list[JsonDoc]:
+def _tag_index(client: RegistryApi, target: ImageRef, digest: str) -> list[JsonDoc]:
     manifests = tagged_list(client, target, fallback_tag(digest), "manifests", "a referrers index")
     return [m for m in manifests if _descriptor(m)]
 

@@ -19,11 +19,9 @@ from enginebuild.execution.secretscan import Scanner
 from enginebuild.io import faults
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store
-from enginebuild.oci.engine import Engine
 from enginebuild.oci.image import Layer
 from enginebuild.oci.push import COMPRESSIONS, Pusher
 from enginebuild.oci.reference import parse_destination
-from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.image import LAYER_KINDS, Options, plan_image
 from enginebuild.plan.model import ImagePlan
 from enginebuild.publish.attach import attach_documents
@@ -75,14 +73,14 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
             output().say(f"  {name} ({plan.platform}): {', '.join(damaged)} damaged in the store; making it again")
             remake(ws, spec, plan)
     tags = tags or [content_tag(plans, compression)]
-    assembler = Assembler(Engine(), store)
+    assembler = Assembler(ws.engine(), store)
     scanner = Scanner(spec, store=store)
     for plan in plans:
         if scanner.declared and scanner.values():  # searched here: the bytes a registry stood in are fetched
             substitutes.realize_all(store, plan.runtime.layers)
         ours = [(layer.blob, layer.created_by) for layer in assembler.layers(plan.runtime) if layer.blob]
         scanner.check_layers(ours, f"image {name} ({plan.platform})", at_push=True)
-    pusher = Pusher(RegistryClient(), store, target, COMPRESSIONS[compression])
+    pusher = Pusher(ws.registry(), store, target, COMPRESSIONS[compression])
     manifests = []
     for plan in plans:
         layers = assembler.layers(plan.runtime)
