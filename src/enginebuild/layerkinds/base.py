@@ -123,6 +123,9 @@ class LayerPayload:
     # the modules besides its own whose code shapes its bytes (relative to the package): in its key
     # (plan/writers.py), so a changed writer writes the layer again
     writer: ClassVar[tuple[str, ...]] = ()
+    # the fields that do not shape the layer's bytes, each with why; every other field moves the key
+    # (tests/test_layer_keys.py changes each in turn on every layer the catalogue plans)
+    unkeyed: ClassVar[dict[str, str]] = {}
 
     def key(self, epoch: int) -> str:
         """The digest of exactly what shapes its bytes (`epoch`: every entry's time stamp)."""

@@ -14,6 +14,8 @@ from enginebuild.layerkinds.context import ContextItem, FromBlob
 @dataclass(frozen=True)
 class Run(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = ("execution/normalize.py", "io/tars.py")
+    unkeyed: ClassVar[dict[str, str]] = {
+        "distribution": "whether what it writes is a distribution's packages, for the checks that read the image"}
     dockerfile: str
     context: tuple[ContextItem, ...]
     secrets: tuple[str, ...] = ()

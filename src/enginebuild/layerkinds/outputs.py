@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class OutputTree(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = INSTALL_WRITER
+    unkeyed: ClassVar[dict[str, str]] = {"component": "its name, for messages: its bytes are its build's (component_key)"}
     component: str
     component_key: str
     outputs: Outputs

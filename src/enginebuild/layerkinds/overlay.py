@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class OverlayFiles(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = (*INSTALL_WRITER, *PATCH_WRITER, "layerkinds/basefiles.py")
+    unkeyed: ClassVar[dict[str, str]] = {
+        "name": "the engine's name, for messages: the files are the base's (base) under installed",
+        "source": "the upstream release the stack was checked against, kept for gc: not read to write the layer"}
     name: str
     installed: str
     patches: tuple[PatchRef, ...]

@@ -43,6 +43,11 @@ class NotVerbatim(BuildFailed):
 @dataclass(frozen=True)
 class PatchedFiles(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = (*INSTALL_WRITER, "layerkinds/verbatim.py", *PATCH_WRITER)
+    unkeyed: ClassVar[dict[str, str]] = {
+        "component": "its name, for messages: the files are its build's outputs (component_key), patched",
+        "tree": "the source tree that build received, read only to learn where it installed each file: the "
+                "build (component_key) made the bytes",
+        "epoch": "the time stamps of that tree's entries, read with it: the layer's own are the key's epoch"}
     component: str
     component_key: str  # its build, without these patches: what the facts are kept under
     patches: tuple[PatchRef, ...]  # applied as files, in stack order

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Sysroot(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = ("layerkinds/debfile.py", "io/tars.py", "io/unpack.py")
+    unkeyed: ClassVar[dict[str, str]] = {"urls": "where the .debs are downloaded from: their sha256 are in the key"}
     debs: tuple[DebPin, ...]
     urls: tuple[str, ...]
 

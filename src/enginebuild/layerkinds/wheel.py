@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Wheel(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = INSTALL_WRITER
+    unkeyed: ClassVar[dict[str, str]] = {
+        "pin": "the lock's entry for the wheel a component of this image builds: its bytes are that build's "
+               "(component_key)",
+        "target": "the marker environment its needs are checked in (read, not written): the interpreter and "
+                  "site it installs into are in the key"}
     pin: PyPin
     site_packages: str
     interpreter: str

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Wheels(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = INSTALL_WRITER
+    unkeyed: ClassVar[dict[str, str]] = {
+        "base": "the base by name, for messages: its digest (base_digest) is keyed where files of it are removed"}
     pins: tuple[PyPin, ...]
     site_packages: str
     interpreter: str
