@@ -20,10 +20,13 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from enginebuild.settings import settings
 from enginebuild.wire import JsonDoc
+
+if TYPE_CHECKING:
+    from enginebuild.spec.model import ImageSpec
 
 MEMO_FORMAT = 2  # the memo's own layout
 TOOL = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the enginebuild package answering
@@ -56,7 +59,7 @@ class RunOptions:
         """Options a no-op or a file edit may be answered for (`--platform` aside, all the defaults)."""
         return replace(self, platforms=()) == RunOptions()
 
-    def key(self, root: Any, image: str) -> str:
+    def key(self, root: str | Path, image: str) -> str:
         """What the memo is for: this checkout, this image, these options, the time stamp every
         layer carries (SOURCE_DATE_EPOCH) and the enginebuild at this place. What that enginebuild
         is, is among its inputs: every file of the package is stat'ed with the recipe's
@@ -70,7 +73,7 @@ class RunOptions:
 
 class PlanMemo:
     # only os, json and zlib here: this module is on the no-op fast path (see fastpath.py)
-    def __init__(self, home: Any):
+    def __init__(self, home: str | Path):
         self.home = str(home)
         self.folder = os.path.join(str(home), "plans")
 
@@ -99,11 +102,11 @@ class PlanMemo:
         doc = self.read(key)
         if doc is None or self.changed(doc) or self.blobs_changed(doc):
             return None
-        result: dict[str, Any] = doc["result"]
+        result: JsonDoc = doc["result"]
         return result
 
     @staticmethod
-    def snapshot(paths: Iterable[Any]) -> dict[str, list[int] | None]:
+    def snapshot(paths: Iterable[str | Path]) -> dict[str, list[int] | None]:
         """The stat of each input, taken before the build reads them: an edit while it runs then
         differs from what is recorded, and the next run builds again."""
         now = time.time()
@@ -133,7 +136,7 @@ class PlanMemo:
         return any(_stat(self.blob_path(sha)) != stat for sha, stat in (doc.get("blobs") or {}).items())
 
 
-def copied_paths(root: Path, spec: Any) -> list[Path]:
+def copied_paths(root: Path, spec: ImageSpec) -> list[Path]:
     """The files `files:` copies and the folders that list them (a file added to a glob's folder)."""
     paths = []
     for group in spec.files:
@@ -148,7 +151,7 @@ def copied_paths(root: Path, spec: Any) -> list[Path]:
     return paths
 
 
-def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:
+def other_input_paths(root: Path, spec: ImageSpec, templates: Path) -> list[Path]:
     """Every other file and folder whose change could change the plan of this spec."""
     paths = [root / "images" / name / "image.yaml" for name in spec.chain]
     paths += [root / "lockfiles" / f"{spec.lock_name}.lock", root / "enginebuild.yaml"]

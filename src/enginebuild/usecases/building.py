@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from enginebuild import fastedit
@@ -43,10 +44,14 @@ from enginebuild.state.decision import decide
 from enginebuild.state.memo import PlanMemo, RunOptions, copied_paths, other_input_paths
 from enginebuild.usecases.locking import lock_image
 from enginebuild.usecases.targets import builders_of, parse_local_tag, platforms_of
+from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
     from enginebuild.lock.lockfile import Lock
+
+
+OutputFolders = tuple[Path | None, dict[str, Path]]  # --output: the runtime's folder, each component's
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ class BuildRequest:
     no_cache: bool = False  # no registry cache
     rebuild: bool = False  # --no-cache: nothing reused but downloads
     cache_readonly: bool = False
-    outputs: Any = None  # parsed --output: (runtime folder, {component: folder})
+    outputs: OutputFolders | None = None  # parsed --output: (runtime folder, {component: folder})
     component: list[str] = field(default_factory=list)  # build only these components (and their needs)
     push: bool = False
     to: str | None = None
@@ -157,7 +162,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     inputs = PlanMemo.snapshot(copied + others)  # before the plan reads them
     only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})  # what fastedit.py may remake
     cache = cache_from_settings(ws.root, request.cache, request.no_cache, request.cache_readonly)
-    results = []
+    results: list[JsonDoc] = []
     built: list[ImagePlan] = []
     for platform in platforms:
         plan = plan_image(spec, lock, platform, options)
@@ -229,8 +234,9 @@ def what_was_done(plan: ImagePlan, outcome: Outcome, cache: LayerCache | None) -
     return done
 
 
-def build_routed(ws: Workspace, spec: ImageSpec, plan: ImagePlan, lock: Any, options: Options,
-                 request: BuildRequest, cache: LayerCache | None, platforms: tuple[str, ...]) -> tuple[ImagePlan, Any]:
+def build_routed(ws: Workspace, spec: ImageSpec, plan: ImagePlan, lock: Lock | None, options: Options,
+                 request: BuildRequest, cache: LayerCache | None,
+                 platforms: tuple[str, ...]) -> tuple[ImagePlan, Outcome]:
     """Build the plan; where a patch routed as files turns out to touch a file its component's
     build does not install verbatim (learned from the bytes as the layer is written, and kept),
     plan again, that patch now in the build, and build that plan."""
@@ -246,7 +252,7 @@ def build_routed(ws: Workspace, spec: ImageSpec, plan: ImagePlan, lock: Any, opt
 
 
 def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: BuildRequest, cache: LayerCache | None,
-                   platforms: tuple[str, ...]) -> Any:
+                   platforms: tuple[str, ...]) -> Outcome:
     """Build one platform's plan. A stored file found damaged on the way has been named and
     deleted (see io/store.py); the build then runs again and makes or fetches it anew."""
 
@@ -292,7 +298,7 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
                      components=tuple(request.component)))
 
 
-def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outcome: Any, cache: LayerCache | None,
+def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outcome: Outcome, cache: LayerCache | None,
                loaded: bool) -> None:
     """The checks that read the image's bytes (kernels, runtime closure), or, for an image whose
     layers the registry cache stood in, the verdict the run that checked those bytes recorded
@@ -424,7 +430,7 @@ def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> str:
     return said
 
 
-def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: Any, platform: str | None) -> None:
+def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: OutputFolders, platform: str | None) -> None:
     """--output: the runtime's filesystem and the components' outputs, into their folders
     (a subfolder per platform when the build made several)."""
 
