@@ -20,13 +20,10 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from enginebuild.settings import settings
 from enginebuild.wire import JsonDoc
-
-if TYPE_CHECKING:
-    from enginebuild.spec.model import ImageSpec
 
 MEMO_FORMAT = 2  # the memo's own layout
 TOOL = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the enginebuild package answering
@@ -136,7 +133,7 @@ class PlanMemo:
         return any(_stat(self.blob_path(sha)) != stat for sha, stat in (doc.get("blobs") or {}).items())
 
 
-def copied_paths(root: Path, spec: ImageSpec) -> list[Path]:
+def copied_paths(root: Path, spec: Any) -> list[Path]:  # an ImageSpec (state/ is below spec/)
     """The files `files:` copies and the folders that list them (a file added to a glob's folder)."""
     paths = []
     for group in spec.files:
@@ -151,7 +148,7 @@ def copied_paths(root: Path, spec: ImageSpec) -> list[Path]:
     return paths
 
 
-def other_input_paths(root: Path, spec: ImageSpec, templates: Path) -> list[Path]:
+def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:  # an ImageSpec
     """Every other file and folder whose change could change the plan of this spec."""
     paths = [root / "images" / name / "image.yaml" for name in spec.chain]
     paths += [root / "lockfiles" / f"{spec.lock_name}.lock", root / "enginebuild.yaml"]
