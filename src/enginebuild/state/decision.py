@@ -27,7 +27,7 @@ class Decision:
     answer: str  # UP_TO_DATE, FILES_EDITED or REBUILD
     declined: str = ""  # REBUILD: why neither cheaper answer could be given
     edited: tuple[str, ...] = ()  # the inputs that changed (FILES_EDITED: only files the image copies)
-    doc: JsonDoc | None = field(default=None, compare=False)  # the memo entry the answer stands on
+    doc: JsonDoc | None = field(default=None, compare=False)  # the memo entry read (None: no build is recorded)
     inputs: dict[str, list[int] | None] = field(default_factory=dict, compare=False)  # the stats taken now
 
     def describe(self) -> str:
@@ -44,19 +44,20 @@ def decide(memo: PlanMemo, key: str, holds: Callable[[str, str], bool]) -> Decis
     inputs = memo.snapshot(doc["inputs"])  # before the files are read: an edit from now on is seen next time
     changed = tuple(memo.changed(doc, inputs))
     if memo.blobs_changed(doc):
-        return Decision(REBUILD, "a stored layer changed or is gone (the full path verifies and remakes it)", changed)
+        return Decision(REBUILD, "a stored layer changed or is gone (the full path verifies and remakes it)", changed,
+                        doc=doc)
     images = doc["result"].get("images") or []
     for image in images:
         missing = next((tag for tag in image["tags"] if not holds(tag, image["id"])), None)
         if missing:
-            return Decision(REBUILD, f"the engine does not hold {missing} as last built", changed)
+            return Decision(REBUILD, f"the engine does not hold {missing} as last built", changed, doc=doc)
     if not changed:
         return Decision(UP_TO_DATE, doc=doc, inputs=inputs)
     if not images or not all(image.get("edit") for image in images):
-        return Decision(REBUILD, f"changed: {_names(changed)}; no edit record to remake it from", changed)
+        return Decision(REBUILD, f"changed: {_names(changed)}; no edit record to remake it from", changed, doc=doc)
     outside = [p for p in changed if not all(p in image["edit"].get("only_copied", ()) for image in images)]
     if outside:
-        return Decision(REBUILD, f"changed, and not only files it copies: {_names(outside)}", changed)
+        return Decision(REBUILD, f"changed, and not only files it copies: {_names(outside)}", changed, doc=doc)
     return Decision(FILES_EDITED, edited=changed, doc=doc, inputs=inputs)
 
 

@@ -156,8 +156,10 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     # the plain tag belongs to one platform of the spec, whichever platforms this run builds
     listed = tuple(platforms) if options.on else tuple(spec.platforms)
     asked = run_options(options, tuple(request.platform))
-    if asked.answerable() and not ws.overrides:  # why the no-op and the file edit did not answer
-        output().say(f"{name}: {decide(PlanMemo(ws.home), asked.key(ws.root, name), _holds(ws.engine())).describe()}")
+    if asked.answerable() and not ws.overrides:  # why the no-op and the file edit did not answer a build recorded
+        decision = decide(PlanMemo(ws.home), asked.key(ws.root, name), _holds(ws.engine()))
+        if decision.doc is not None:
+            output().say(f"{name}: {decision.describe()}")
     copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES)
     inputs = PlanMemo.snapshot(copied + others)  # before the plan reads them
     only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})  # what fastedit.py may remake
