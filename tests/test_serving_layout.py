@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 from enginebuild.errors import UserError
 from enginebuild.serving import nodeside
-from enginebuild.serving.layout import Options, layout
+from enginebuild.serving.layout import Options, checked_facts, layout
 from enginebuild.serving.nodes import Node, check_nodes, parse_node
 
 
@@ -148,3 +148,31 @@ def test_a_mistake_in_the_nodes_of_enginebuild_yaml_names_file_line_and_key(tmp_
     proc = run_cli(["serve", "up", "x", "--node", "a=1.2.3.4", "-e", "HF_TOKEN=hf_secret"], tmp_path)
     assert proc.returncode == 2 and "never given on the command line" in proc.stderr
     assert "hf_secret" not in proc.stdout + proc.stderr
+
+
+GOOD = facts("192.168.100.10", roce={"hca": "rocep1s0f1", "port": 1, "gid_index": 3})
+
+
+def test_a_nodes_facts_as_the_node_program_prints_them_are_taken():
+    assert checked_facts(nodeside.facts("127.0.0.1"))["interface"] == "lo"
+    assert checked_facts(GOOD)["roce"]["gid_index"] == 3
+
+
+@pytest.mark.parametrize("doc", [
+    {**GOOD, "interfaces": {"eth0\nNCCL_DEBUG=TRACE": {"addresses": ["10.0.0.1"], "up": True}},
+     "interface": "eth0\nNCCL_DEBUG=TRACE"},
+    {**GOOD, "interfaces": {"eth0": {"addresses": ["10.0.0.1; rm"], "up": True}}, "interface": "eth0"},
+    {**GOOD, "interfaces": {"eth0": {"addresses": [167772161], "up": True}}, "interface": "eth0"},
+    {**GOOD, "interface": "eth9"},
+    {**GOOD, "roce": {"hca": "rocep1s0f1", "port": 1, "gid_index": "3 -x"}},
+    {**GOOD, "roce": {"hca": "mlx5_0 x", "port": 1, "gid_index": 0}},
+    {**GOOD, "gpus": 10 ** 9},
+    ["interfaces"],
+], ids=["a variable in an interface name", "an address that is none", "an address as a number",
+        "an interface it does not list", "a GID index that is text", "an RDMA device with a space",
+        "a count of GPUs that is none", "not a map"])
+def test_a_nodes_facts_are_read_as_hostile_input(doc):
+    """What the node program prints comes from a container of an image another party may have
+    written, and goes into every node's environment: each value is checked for its form."""
+    with pytest.raises(ValueError):
+        checked_facts(doc)

@@ -19,12 +19,14 @@ from pathlib import Path
 from enginebuild.errors import EngineBuildError, UserError
 from enginebuild.oci.endpoint import Endpoint, local_endpoint, parse_endpoint
 from enginebuild.oci.engine import Engine, _demux
+from enginebuild.serving.layout import checked_facts
 from enginebuild.serving.nodes import Node
 from enginebuild.wire import JsonDoc
 
 LABEL = "org.enginebuild.serve"
 PROGRAM = (Path(__file__).with_name("nodeside.py")).read_text
 MARK = "enginebuild-serve:"
+LOG_LIMIT = 1 << 20
 
 
 class ServeFailed(EngineBuildError):
@@ -170,8 +172,11 @@ def _remove(engine: Engine, ident: str) -> None:
 
 
 def _logs(engine: Engine, ident: str) -> str:
-    with engine.open("GET", f"/containers/{ident}/logs", {"stdout": "1", "stderr": "1"}, timeout=60) as response:
-        out, err = _demux(response.read())
+    """The last lines a container printed (at most 200 lines and 1 MiB: a container of an image
+    another party wrote may print without end)."""
+    params = {"stdout": "1", "stderr": "1", "tail": "200"}
+    with engine.open("GET", f"/containers/{ident}/logs", params, timeout=60) as response:
+        out, err = _demux(response.read(LOG_LIMIT))
     return (out + err).decode("utf-8", "replace")
 
 
@@ -196,7 +201,11 @@ def facts(each: Reached, image: str, cluster: str, gpus: bool, limit_s: float = 
         _remove(each.engine, ident)
     for line in reversed(said.splitlines()):
         if line.startswith("{"):
-            return dict(json.loads(line))
+            try:
+                return checked_facts(json.loads(line))
+            except (ValueError, TypeError) as exc:  # what a container of the image printed: read as hostile
+                raise ServeFailed([f"{each.node.name}: what the image said of the node is not its facts: {exc}"]) \
+                    from None
     raise ServeFailed([f"{each.node.name}: the image's python3 could not read the node's facts: "
                        f"{said.strip()[-400:] or 'no output (has the image a python3?)'}"])
 

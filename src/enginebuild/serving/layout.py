@@ -7,6 +7,8 @@ Pure: no engine is reached here (serving/driver.py reads the facts and starts th
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass, field
 
 from enginebuild.serving.nodes import Node
@@ -43,6 +45,49 @@ class Layout:
     problems: tuple[str, ...] = field(default=())  # one line each, naming its node and cause
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
+
+
+IFACE = re.compile(r"[A-Za-z0-9_.:@-]{1,15}")  # a Linux interface name (IFNAMSIZ)
+RDMA = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def checked_facts(doc: object) -> JsonDoc:
+    """A node's facts as nodeside.py prints them, each value checked for its type and form (they come
+    from a container of an image another party may have written; they go into the environment of
+    every node): a ValueError names the first that is not."""
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    nets = doc.get("interfaces")
+    if not isinstance(nets, dict) or len(nets) > 512:
+        raise ValueError("interfaces: not a map of at most 512")
+    for name, net in nets.items():
+        if not IFACE.fullmatch(name) or not isinstance(net, dict) or not isinstance(net.get("up"), bool) \
+                or not isinstance(net.get("addresses"), list) or len(net["addresses"]) > 256:
+            raise ValueError(f"interfaces: {str(name)[:40]!r} is not an interface with its addresses")
+        for address in net["addresses"]:
+            if not isinstance(address, str):
+                raise ValueError(f"interfaces: {name}: {str(address)[:40]!r} is not an address")
+            ipaddress.ip_address(address)
+    iface = doc.get("interface")
+    if iface is not None and iface not in nets:
+        raise ValueError("interface: not one of its interfaces")
+    rdma = doc.get("roce")
+    if rdma is not None and not (isinstance(rdma, dict) and RDMA.fullmatch(str(rdma.get("hca")))
+                                 and _int(rdma.get("port"), 1, 255)
+                                 and (rdma.get("gid_index") is None or _int(rdma.get("gid_index"), 0, 65535))):
+        raise ValueError("roce: not an RDMA device with its port and GID index")
+    if not _int(doc.get("gpus"), 0, 1024):
+        raise ValueError("gpus: not a count")
+    for key in ("modules", "tools"):
+        found = doc.get(key)
+        if not isinstance(found, dict) or not all(isinstance(v, bool) for v in found.values()):
+            raise ValueError(f"{key}: not a map of yes and no")
+    return {"interfaces": nets, "interface": iface, "up": doc.get("up") is True, "roce": rdma, "gpus": doc["gpus"],
+            "modules": doc["modules"], "tools": doc["tools"]}
+
+
+def _int(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def family_of(facts: JsonDoc) -> str | None:
