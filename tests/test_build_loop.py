@@ -10,30 +10,18 @@ import json
 import os
 import time
 from pathlib import Path
-from textwrap import dedent
 
 import pytest
 
+from enginebuild.oci.engine import holds
 from enginebuild.state.decision import FILES_EDITED, UP_TO_DATE, decide
 from enginebuild.state.memo import PlanMemo, RunOptions
 from enginebuild.usecases.building import BuildRequest, build_image, lock_first
 from enginebuild.workspace import Workspace
 from helpers.memengine import MemoryEngine
+from helpers.specs import FILES_ONLY_FILES as FILES
+from helpers.specs import FILES_ONLY_SPEC as SPEC
 from helpers.specs import write_image
-
-SPEC = dedent("""
-    base: scratch
-    platform: linux/amd64
-    env: {APP_HOME: /opt/app}
-    entrypoint: [/opt/app/run.sh]
-    labels: {org.example.recipe: in-process}
-    files:
-      /opt/app/run.sh: run.sh
-      /opt/app/bin/: "scripts/*.sh"
-      /etc/app/: conf/
-    """)
-FILES = {"run.sh": "#!/bin/sh\nexec serve\n", "scripts/a.sh": "#!/bin/sh\necho a\n", "scripts/b.sh": "#!/bin/sh\necho b\n",
-         "conf/engine.json": "{}\n"}
 
 
 @pytest.fixture
@@ -67,7 +55,7 @@ def test_an_image_is_built_loaded_and_checked_in_process(repo):
     assert image is not None and engine.image_id("enginebuild/inproc:latest-amd64") == image["Id"]
     assert image["Config"]["Entrypoint"] == ["/opt/app/run.sh"]
     assert "APP_HOME=/opt/app" in image["Config"]["Env"]
-    assert image["Config"]["Labels"]["org.example.recipe"] == "in-process"
+    assert image["Config"]["Labels"]["org.example.recipe"] == "fast-edit"
     files = engine.files("enginebuild/inproc:latest")
     assert files["opt/app/run.sh"] == FILES["run.sh"].encode()
     assert files["opt/app/bin/a.sh"] == FILES["scripts/a.sh"].encode() and "etc/app/engine.json" in files
@@ -105,17 +93,17 @@ def test_nothing_changed_loads_nothing_and_the_decision_says_up_to_date(repo):
     ws = build(repo, engine)
     assert engine.loads == loads
     key = RunOptions().key(ws.root, "inproc")
-    holds = lambda tag, ident: engine.image_id(tag) == ident  # noqa: E731
-    found = decide(PlanMemo(ws.home), key, holds)
+    held = holds(engine)
+    found = decide(PlanMemo(ws.home), key, held)
     assert found.answer == UP_TO_DATE, found.declined
     script = repo / "images/inproc/run.sh"
     script.write_text("#!/bin/sh\nexec serve --edited\n")
     past = time.time() - 60
     os.utime(script, (past, past))
-    decision = decide(PlanMemo(ws.home), key, holds)
+    decision = decide(PlanMemo(ws.home), key, held)
     assert decision.answer == FILES_EDITED and decision.describe() == "files edited: run.sh"
     engine.remove("enginebuild/inproc:latest-amd64")  # the engine lost a tag: the record no longer holds
-    assert decide(PlanMemo(ws.home), key, holds).declined.startswith("the engine does not hold enginebuild/inproc")
+    assert decide(PlanMemo(ws.home), key, held).declined.startswith("the engine does not hold enginebuild/inproc")
 
 
 def test_the_built_image_is_pushed_as_the_engine_holds_it_and_a_second_push_sends_nothing(repo):

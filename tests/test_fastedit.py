@@ -18,7 +18,7 @@ import pytest
 
 from conftest import run_cli
 from helpers.docker import docker, filesystem, inspect
-from helpers.specs import write_image
+from helpers.specs import FILES_ONLY_FILES, FILES_ONLY_SPEC, write_image
 
 pytestmark = [pytest.mark.docker]
 
@@ -26,21 +26,7 @@ FAST = "(only files it copies changed)"
 AMD64 = ["--platform", "linux/amd64"]
 NO_BUILDER = {"ENGINEBUILD_DOCKER": "/bin/false"}  # a path that needs the builder fails
 
-SPEC = dedent("""
-    base: scratch
-    platform: linux/amd64
-    env: {APP_HOME: /opt/app}
-    entrypoint: [/opt/app/run.sh]
-    labels: {org.example.recipe: fast-edit}
-    files:
-      /opt/app/run.sh: run.sh
-      /opt/app/bin/: "scripts/*.sh"
-      /etc/app/: conf/
-      /etc/app-secret.conf: {src: secret.conf, mode: "0600"}
-    """)
-FILES = {"run.sh": "#!/bin/sh\nexec serve\n", "scripts/a.sh": "#!/bin/sh\necho a\n",
-         "scripts/b.sh": "#!/bin/sh\necho b\n", "scripts/notes.txt": "not copied\n",
-         "conf/engine.json": "{}\n", "conf/models/qwen.json": "{\"tp\": 1}\n", "secret.conf": "k=v\n"}
+SPEC, FILES = FILES_ONLY_SPEC, FILES_ONLY_FILES  # files over scratch (tests/test_build_loop.py builds it in process)
 
 
 @pytest.fixture

@@ -73,3 +73,21 @@ Upstream: not forwarded (test)
 +    ("MODEL_PATH", "model folder (mounted) MARK", ""),
      ("SERVED_MODEL_NAME", "name served", "basename of MODEL_PATH"),
 """
+
+
+# an image enginebuild writes every layer of itself (files over scratch): no builder, no network
+FILES_ONLY_SPEC = textwrap.dedent("""
+    base: scratch
+    platform: linux/amd64
+    env: {APP_HOME: /opt/app}
+    entrypoint: [/opt/app/run.sh]
+    labels: {org.example.recipe: fast-edit}
+    files:
+      /opt/app/run.sh: run.sh
+      /opt/app/bin/: "scripts/*.sh"
+      /etc/app/: conf/
+      /etc/app-secret.conf: {src: secret.conf, mode: "0600"}
+    """)
+FILES_ONLY_FILES = {"run.sh": "#!/bin/sh\nexec serve\n", "scripts/a.sh": "#!/bin/sh\necho a\n",
+                    "scripts/b.sh": "#!/bin/sh\necho b\n", "scripts/notes.txt": "not copied\n",
+                    "conf/engine.json": "{}\n", "conf/models/qwen.json": "{\"tp\": 1}\n", "secret.conf": "k=v\n"}

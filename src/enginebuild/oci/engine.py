@@ -15,7 +15,7 @@ import http.client
 import json
 import ssl
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Protocol
 from urllib.parse import quote, urlencode
 
@@ -55,6 +55,18 @@ class EngineApi(Protocol):
                     gpus: bool = False) -> tuple[int | None, bytes, bytes]: ...
     def container(self, image: str) -> contextlib.AbstractContextManager[str]: ...
     def archive(self, container: str, path: str) -> contextlib.AbstractContextManager[IO[bytes] | None]: ...
+
+
+def holds(engine: EngineApi) -> Callable[[str, str], bool]:
+    """Whether the engine holds an image (by ID) under a tag, as the one decision of `image` asks it
+    (state/decision.py); an engine that does not answer holds nothing."""
+
+    def held(tag: str, ident: str) -> bool:
+        try:
+            return engine.image_id(tag) == ident
+        except EngineBuildError:
+            return False
+    return held
 
 
 class Engine:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from enginebuild import fastedit
-from enginebuild.errors import BuildFailed, EngineBuildError, LockWouldChange, UserError, command
+from enginebuild.errors import BuildFailed, LockWouldChange, UserError, command
 from enginebuild.execution import substitutes
 from enginebuild.execution.behaviour import Behaviour, image_checks
 from enginebuild.execution.behaviour import run_checks as run_patch_checks
@@ -32,7 +32,7 @@ from enginebuild.kernels.runtime import check_plan
 from enginebuild.layerkinds.context import FromSource
 from enginebuild.layerkinds.patchedfiles import NotVerbatim
 from enginebuild.lock.lockfile import input_where, stale_inputs
-from enginebuild.oci.engine import EngineApi
+from enginebuild.oci.engine import EngineApi, holds
 from enginebuild.patches.check import check_stack
 from enginebuild.patches.patched import patched_tree, stack_failure
 from enginebuild.plan.image import Options, plan_image
@@ -157,7 +157,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     listed = tuple(platforms) if options.on else tuple(spec.platforms)
     asked = run_options(options, tuple(request.platform))
     if asked.answerable() and not ws.overrides:  # why the no-op and the file edit did not answer a build recorded
-        decision = decide(PlanMemo(ws.home), asked.key(ws.root, name), _holds(ws.engine()))
+        decision = decide(PlanMemo(ws.home), asked.key(ws.root, name), holds(ws.engine()))
         if decision.doc is not None:
             output().say(f"{name}: {decision.describe()}")
     copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES)
@@ -451,17 +451,6 @@ def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: OutputFolde
         done = export_component(Store(ws.home), record, node.outputs.kind, node.outputs.to, folder / sub if sub
                                 else folder)
         output().say(f"  component {name} outputs -> {done}")
-
-
-def _holds(engine: EngineApi) -> Callable[[str, str], bool]:
-    """Whether the engine holds an image under a tag (no engine: it does not)."""
-
-    def holds(tag: str, ident: str) -> bool:
-        try:
-            return engine.image_id(tag) == ident
-        except EngineBuildError:
-            return False
-    return holds
 
 
 def run_options(options: Options, platforms: tuple[str, ...]) -> RunOptions:

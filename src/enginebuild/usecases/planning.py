@@ -82,13 +82,14 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
 
 def image_decision(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str], engine: Engine) -> str:
     """What `image` with these options would answer now, and why (state/decision.py, the one decision)."""
+    from enginebuild.oci.engine import holds
     from enginebuild.state.decision import decide
     from enginebuild.state.memo import PlanMemo, RunOptions
 
     if ws.overrides:
         return "rebuild: a run with --set values is built with a lock of its own, never answered from a record"
     asked = RunOptions(build_args=tuple(sorted(build_args.items())), platforms=tuple(platforms))
-    found = decide(PlanMemo(ws.home), asked.key(ws.root, name), lambda tag, ident: image_id(engine, tag) == ident)
+    found = decide(PlanMemo(ws.home), asked.key(ws.root, name), holds(engine))
     return found.describe()
 
 
