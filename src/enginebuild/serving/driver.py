@@ -171,10 +171,11 @@ def _remove(engine: Engine, ident: str) -> None:
         engine.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
 
 
-def _logs(engine: Engine, ident: str) -> str:
-    """The last lines a container printed (at most 200 lines and 1 MiB: a container of an image
-    another party wrote may print without end)."""
-    params = {"stdout": "1", "stderr": "1", "tail": "200"}
+def _logs(engine: Engine, ident: str, tail: int | None = None) -> str:
+    """What a container printed from its start (the node program's lines come first), or its last
+    `tail` lines; at most 1 MiB either way: a container of an image another party wrote may print
+    without end."""
+    params = {"stdout": "1", "stderr": "1", **({"tail": str(tail)} if tail else {})}
     with engine.open("GET", f"/containers/{ident}/logs", params, timeout=60) as response:
         out, err = _demux(response.read(LOG_LIMIT))
     return (out + err).decode("utf-8", "replace")
@@ -275,20 +276,24 @@ def said(each: Reached, ident: str) -> list[str]:
     return [line[len(MARK):].strip() for line in text.splitlines() if line.startswith(MARK)]
 
 
+def _engines(reached: list[Reached]) -> list[Engine]:
+    """Each engine once (nodes may share one)."""
+    return list({each.engine.host: each.engine for each in reached}.values())
+
+
+def _cluster(engine: Engine, cluster: str | None) -> list[str]:
+    """The IDs of the cluster's containers (any cluster's: None) on an engine."""
+    wanted = f"{LABEL}={cluster}" if cluster else LABEL
+    found = engine.call("GET", "/containers/json", {"all": "1", "filters": json.dumps({"label": [wanted]})}) or []
+    return [str(container["Id"]) for container in found]
+
+
 def stop(reached: list[Reached], cluster: str | None) -> int:
     """Remove every container of the cluster (of any cluster: None) on every node; how many were."""
-    wanted = f"{LABEL}={cluster}" if cluster else LABEL
     removed = 0
-    seen: set[tuple[str, str]] = set()
-    for each in reached:
-        found = each.engine.call("GET", "/containers/json",
-                                 {"all": "1", "filters": json.dumps({"label": [wanted]})}) or []
-        for container in found:
-            key = (each.engine.host, str(container["Id"]))
-            if key in seen:
-                continue
-            seen.add(key)
-            _remove(each.engine, str(container["Id"]))
+    for engine in _engines(reached):
+        for ident in _cluster(engine, cluster):
+            _remove(engine, ident)
             removed += 1
     return removed
 
@@ -312,7 +317,7 @@ def states(reached: list[Reached], cluster: str) -> list[NodeState]:
             out.append(NodeState(each.node, None))
             continue
         state = dict(found.get("State") or {})
-        lines = [line for line in _logs(each.engine, name).splitlines() if line.strip()]
+        lines = [line for line in _logs(each.engine, name, tail=20).splitlines() if line.strip()]
         out.append(NodeState(each.node, name, str(state.get("Status", "?")),
                              None if state.get("Running") else int(state.get("ExitCode", -1)),
                              lines[-1][:300] if lines else ""))
@@ -320,6 +325,4 @@ def states(reached: list[Reached], cluster: str) -> list[NodeState]:
 
 
 def remaining(reached: list[Reached], cluster: str) -> int:
-    return sum(len(each.engine.call("GET", "/containers/json",
-                                    {"all": "1", "filters": json.dumps({"label": [f"{LABEL}={cluster}"]})}) or [])
-               for each in {e.engine.host: e for e in reached}.values())
+    return sum(len(_cluster(engine, cluster)) for engine in _engines(reached))
