@@ -331,6 +331,8 @@ def main() -> int:
     finally:
         shutil.rmtree(ws, ignore_errors=True)
         shutil.rmtree(rendered, ignore_errors=True)
+        if hand is not None:  # the hand-written Dockerfile's context: a copy of the demo's sources
+            shutil.rmtree(hand.parent, ignore_errors=True)
         if own_home:
             shutil.rmtree(home, ignore_errors=True)
     print_table(rows)
