@@ -148,20 +148,20 @@ PROMPTS = [f"{word} the of and {i}" for i, word in enumerate(
 @pytest.fixture(scope="module")
 def fabric(image):
     from helpers.engines import worker_number
+    from helpers.fabric import fabric_network
 
-    name = f"ebfab-{uuid.uuid4().hex[:8]}"
+    need(os.geteuid() == 0 and shutil.which("iptables") is not None, "a link between nodes needs root and iptables")
     prefix = f"10.{90 + worker_number()}.{uuid.uuid4().int % 200 + 20}"
-    docker("network", "create", "--internal", "--subnet", f"{prefix}.0/24", name)
-    holders = {"head": (f"{name}-a", f"{prefix}.2"), "worker": (f"{name}-b", f"{prefix}.3")}
-    try:
-        for holder, address in holders.values():
-            docker("run", "-d", "--name", holder, "--network", name, "--ip", address, "--entrypoint", "/bin/sleep",
-                   image, "86400")
-        yield {"prefix": prefix, "holders": holders}
-    finally:
-        for holder, _ in holders.values():
-            docker("rm", "-f", holder, check=False)
-        docker("network", "rm", name, check=False)
+    with fabric_network(prefix) as name:
+        holders = {"head": (f"{name}-a", f"{prefix}.2"), "worker": (f"{name}-b", f"{prefix}.3")}
+        try:
+            for holder, address in holders.values():
+                docker("run", "-d", "--name", holder, "--network", name, "--ip", address, "--entrypoint",
+                       "/bin/sleep", image, "86400")
+            yield {"prefix": prefix, "holders": holders}
+        finally:
+            for holder, _ in holders.values():
+                docker("rm", "-f", holder, check=False)
 
 
 def cluster_repo(path, fabric, nodes: dict, engines: dict | None = None):

@@ -115,49 +115,52 @@ print(json.dumps({k: getattr(args, k, None) for k in ("model_tag", "nnodes", "no
 
 def test_two_nodes_meet_over_gloo_with_the_launchers_environment_and_vllm_parses_each_command(built, tmp_path):
     from helpers.engines import worker_number
+    from helpers.fabric import fabric_network
 
     tag = built[0]
-    net = f"ebvfab-{uuid.uuid4().hex[:8]}"
     prefix = f"10.{110 + worker_number()}.{uuid.uuid4().int % 200 + 20}"
-    holders = {"head": (f"{net}-a", f"{prefix}.2"), "worker": (f"{net}-b", f"{prefix}.3")}
     model = tmp_path / "models" / "tiny-llama"
     model.mkdir(parents=True)
     (model / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
     model.parent.chmod(0o755)
     (tmp_path / "images").mkdir()
-    (tmp_path / "enginebuild.yaml").write_text("nodes:\n" + "".join(
-        f'  - {{name: {n}, address: {a}, network: "container:{h}"}}\n' for n, (h, a) in holders.items()))
-    docker("network", "create", "--internal", "--subnet", f"{prefix}.0/24", net)
-    try:
-        for holder, address in holders.values():
-            docker("run", "-d", "--name", holder, "--network", net, "--ip", address, "--entrypoint", "/bin/sleep",
-                   tag, "86400")
-        checked = run_cli(["serve", "check", tag, "--gpus", "none", "--model", str(model), "--json",
-                           "-e", "VLLM_TARGET_DEVICE=cpu"], tmp_path, timeout=300)
-        assert checked.returncode == 0, checked.stdout + checked.stderr
-        doc = json.loads(checked.stdout)
-        assert (doc["family"], doc["tensor_parallel"], doc["pipeline_parallel"]) == ("vllm", 2, 1)
-        for rank, node in enumerate(doc["nodes"]):
-            # the rendezvous ran over the interface the launcher derived, with the head's address and port
-            assert node["env"]["GLOO_SOCKET_IFNAME"] == "eth0" and node["env"]["MASTER_ADDR"] == f"{prefix}.2"
-            assert "rendezvous: world size 2, all-reduce sum 3 (Gloo over eth0)" in node["said"], node["said"]
-            command = json.loads(next(s for s in node["said"] if s.startswith("command: "))[len("command: "):])
-            assert command[:3] == ["vllm", "serve", "/models/tiny-llama"], command
-            parsed = docker("run", "--rm", "-e", "VLLM_TARGET_DEVICE=cpu", "--entrypoint", "python3", tag, "-c",
-                            PARSE, json.dumps(command), check=False)
-            assert parsed.returncode == 0, parsed.stderr[-3000:]
-            args = json.loads(parsed.stdout.strip().splitlines()[-1])
-            assert (args["nnodes"], args["node_rank"], args["master_addr"], args["master_port"]) == \
-                (2, rank, f"{prefix}.2", 29500), args
-            assert bool(args["headless"]) == (rank == 1) and args["tensor_parallel_size"] == 2, args
-        assert docker("ps", "-a", "--filter", "label=org.enginebuild.serve", "--format", "{{.Names}}").stdout == ""
-        # Ray asked of an image without it: named before anything starts
-        ray = run_cli(["serve", "up", tag, "--gpus", "none", "--model", str(model), "--backend", "ray"], tmp_path,
-                      timeout=60)
-        assert ray.returncode == 1 and "the Ray backend was asked for, but the image has no Ray" in ray.stderr, \
-            ray.stderr
-        assert docker("ps", "-a", "--filter", "label=org.enginebuild.serve", "--format", "{{.Names}}").stdout == ""
-    finally:
-        for holder, _ in holders.values():
-            docker("rm", "-f", holder, check=False)
-        docker("network", "rm", net, check=False)
+    with fabric_network(prefix) as net:
+        holders = {"head": (f"{net}-a", f"{prefix}.2"), "worker": (f"{net}-b", f"{prefix}.3")}
+        (tmp_path / "enginebuild.yaml").write_text("nodes:\n" + "".join(
+            f'  - {{name: {n}, address: {a}, network: "container:{h}"}}\n' for n, (h, a) in holders.items()))
+        try:
+            for holder, address in holders.values():
+                docker("run", "-d", "--name", holder, "--network", net, "--ip", address, "--entrypoint",
+                       "/bin/sleep", tag, "86400")
+            check_two_nodes(tag, model, tmp_path, prefix)
+        finally:
+            for holder, _ in holders.values():
+                docker("rm", "-f", holder, check=False)
+
+
+def check_two_nodes(tag: str, model, tmp_path, prefix: str) -> None:
+    checked = run_cli(["serve", "check", tag, "--gpus", "none", "--model", str(model), "--json",
+                       "-e", "VLLM_TARGET_DEVICE=cpu"], tmp_path, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    doc = json.loads(checked.stdout)
+    assert (doc["family"], doc["tensor_parallel"], doc["pipeline_parallel"]) == ("vllm", 2, 1)
+    for rank, node in enumerate(doc["nodes"]):
+        # the rendezvous ran over the interface the launcher derived, with the head's address and port
+        assert node["env"]["GLOO_SOCKET_IFNAME"] == "eth0" and node["env"]["MASTER_ADDR"] == f"{prefix}.2"
+        assert "rendezvous: world size 2, all-reduce sum 3 (Gloo over eth0)" in node["said"], node["said"]
+        command = json.loads(next(s for s in node["said"] if s.startswith("command: "))[len("command: "):])
+        assert command[:3] == ["vllm", "serve", "/models/tiny-llama"], command
+        parsed = docker("run", "--rm", "-e", "VLLM_TARGET_DEVICE=cpu", "--entrypoint", "python3", tag, "-c",
+                        PARSE, json.dumps(command), check=False)
+        assert parsed.returncode == 0, parsed.stderr[-3000:]
+        args = json.loads(parsed.stdout.strip().splitlines()[-1])
+        assert (args["nnodes"], args["node_rank"], args["master_addr"], args["master_port"]) == \
+            (2, rank, f"{prefix}.2", 29500), args
+        assert bool(args["headless"]) == (rank == 1) and args["tensor_parallel_size"] == 2, args
+    assert docker("ps", "-a", "--filter", "label=org.enginebuild.serve", "--format", "{{.Names}}").stdout == ""
+    # Ray asked of an image without it: named before anything starts
+    ray = run_cli(["serve", "up", tag, "--gpus", "none", "--model", str(model), "--backend", "ray"], tmp_path,
+                  timeout=60)
+    assert ray.returncode == 1 and "the Ray backend was asked for, but the image has no Ray" in ray.stderr, \
+        ray.stderr
+    assert docker("ps", "-a", "--filter", "label=org.enginebuild.serve", "--format", "{{.Names}}").stdout == ""
