@@ -158,7 +158,7 @@ def fabric(image):
             for holder, address in holders.values():
                 docker("run", "-d", "--name", holder, "--network", name, "--ip", address, "--entrypoint",
                        "/bin/sleep", image, "86400")
-            yield {"prefix": prefix, "holders": holders}
+            yield {"prefix": prefix, "holders": holders, "bridge": name}
         finally:
             for holder, _ in holders.values():
                 docker("rm", "-f", holder, check=False)
@@ -268,9 +268,9 @@ def test_a_node_on_another_engine_pulls_the_image_by_digest_and_serves_its_part(
         pulled = subprocess.run(["docker", "-H", other_engine.host, "image", "inspect", ref, "--format", "{{.Id}}"],
                                 capture_output=True, text=True, check=True).stdout.strip()
         assert pulled == docker("image", "inspect", image, "--format", "{{.Id}}").stdout.strip()
-        # each host's own interface for the same link: the container's eth0, the other machine's bridge
+        # each host's own interface for the same link: the container's eth0, the other machine's bridge (its name)
         assert "NCCL_SOCKET_IFNAME=eth0" in (folder / "head.env").read_text()
-        assert "NCCL_SOCKET_IFNAME=br-" in (folder / "worker.env").read_text()
+        assert f"NCCL_SOCKET_IFNAME={fabric['bridge']}\n" in (folder / "worker.env").read_text()
         holder, address = fabric["holders"]["head"]
         waited = docker("exec", holder, "/opt/enginebuild/bin/wait_for_server.sh", f"http://{address}:8012", "120",
                         check=False, timeout=180)
