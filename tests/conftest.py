@@ -101,11 +101,27 @@ def _zygote():
     return server
 
 
+_TESTS_WITH_CHILDREN: set = set()
+
+
+def _count_child() -> None:
+    """The suite's figure of CLI child processes (printed in its report): how many were started, and
+    by how many tests (a test that runs the CLI in process starts none)."""
+    from helpers import report
+
+    report.count("CLI child processes", "started")
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    if test not in _TESTS_WITH_CHILDREN:
+        _TESTS_WITH_CHILDREN.add(test)
+        report.count("CLI child processes", "tests that start one")
+
+
 def run_cli(args, cwd: Path, env: dict | None = None, timeout: float = 1800, input: str | None = None):
     """Run `python -m enginebuild ARGS` in a checkout; never lets a traceback pass unnoticed."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(ROOT / "src")
     full_env.update(env or {})
+    _count_child()
     if os.environ.get("ENGINEBUILD_TEST_ZYGOTE", "1") != "0":  # a forked child of a server that imported it
         proc = _zygote().run([str(a) for a in args], cwd, full_env, timeout, input)
     else:
