@@ -3,9 +3,10 @@ import json
 
 import pytest
 
-from conftest import ROOT, TURBOQUANT_BUNDLE, TURBOQUANT_MIRROR, need, run_cli
+from conftest import ROOT, TURBOQUANT_BUNDLE, TURBOQUANT_MIRROR, need
 from enginebuild.lock.lockfile import read_lock, stale_inputs
 from enginebuild.spec.catalog import Catalog
+from helpers.inprocess import run_in_process
 
 RECIPES = ["llamacpp-minimax-ngram", "qwen3-coder-next-dflash", "qwen35-dflash", "qwen35-dflash-turboquant",
            "qwen36-dflash", "vllm-prefill"]
@@ -16,7 +17,7 @@ def load(name):
 
 
 def test_list_shows_the_six_recipes_and_the_five_images_buildable_here():
-    rows = json.loads(run_cli(["list", "--json"], ROOT).stdout)
+    rows = json.loads(run_in_process(["list", "--json"], ROOT).stdout)
     buildable = sorted(r["image"] for r in rows if r["lock"] != "abstract")
     assert buildable == sorted(RECIPES + ["demo", "llamacpp-cpu", "vllm-pypi", "qwen36-dflash-pypi",
                                            "qwen35-dflash-turboquant-pypi"])
@@ -30,7 +31,7 @@ def test_list_shows_the_six_recipes_and_the_five_images_buildable_here():
 
 
 def test_list_counts_patches_on_every_stack():
-    rows = {r["image"]: r for r in json.loads(run_cli(["list", "--json"], ROOT).stdout)}
+    rows = {r["image"]: r for r in json.loads(run_in_process(["list", "--json"], ROOT).stdout)}
     assert rows["qwen35-dflash-turboquant"]["patches"] == 1  # its patch sits on the TurboQuant component
     assert rows["qwen36-dflash"]["components"] == ["flashinfer", "vllm-kernels", "vllm"]
 
@@ -41,7 +42,7 @@ def test_editing_the_dflash_patch_rebuilds_no_vllm_component(workspace):
     and applied as files to what the package installs: editing it moves no component's key, only
     the layer of patched files (a small layer instead of every CUDA file, or the package)."""
     def keys() -> dict:
-        proc = run_cli(["plan", "qwen36-dflash", "--json"], workspace)
+        proc = run_in_process(["plan", "qwen36-dflash", "--json"], workspace)
         assert proc.returncode == 0, proc.stderr
         doc = json.loads(proc.stdout)["images"][0]
         found = {c["name"]: c for c in doc["components"]}
@@ -59,7 +60,7 @@ def test_editing_the_dflash_patch_rebuilds_no_vllm_component(workspace):
         {n: before[n]["key"] for n in ("vllm-kernels", "vllm", "flashinfer")}
     layer = "patches of vllm as files (0001-dflash-target-layer-ids-off-by-one.patch)"
     assert after[layer]["key"] != before[layer]["key"]
-    text = run_cli(["plan", "qwen36-dflash"], workspace).stdout
+    text = run_in_process(["plan", "qwen36-dflash"], workspace).stdout
     assert "touches none of its declared inputs" in text
     assert "vllm: 0001-dflash-target-layer-ids-off-by-one.patch applied as files (1 file, " in text, text
 
@@ -72,7 +73,7 @@ def test_recipes_share_one_vllm_base_and_one_llamacpp_base():
 
 
 def test_every_committed_lock_is_fresh():
-    proc = run_cli(["lock", "--check"], ROOT)
+    proc = run_in_process(["lock", "--check"], ROOT)
     assert proc.returncode == 0, proc.stdout
 
 
@@ -108,7 +109,7 @@ def test_the_benchmark_clients_whole_python_closure_is_locked():
 
 
 def test_an_image_with_an_unresolved_pin_refuses_to_build():
-    proc = run_cli(["image", "qwen36-dflash"], ROOT, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    proc = run_in_process(["image", "qwen36-dflash"], ROOT, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 2
     assert "qwen36-dflash is not buildable here: input" in proc.stderr
     assert "is not pinned completely in lockfiles/qwen36-dflash.lock" in proc.stderr
@@ -116,7 +117,7 @@ def test_an_image_with_an_unresolved_pin_refuses_to_build():
 
 @pytest.mark.parametrize("name", RECIPES)
 def test_render_puts_the_files_last_and_ships_only_component_outputs(name):
-    proc = run_cli(["render", name, "--unpinned"], ROOT)
+    proc = run_in_process(["render", name, "--unpinned"], ROOT)
     assert proc.returncode == 0, proc.stderr
     runtime = proc.stdout.split("### runtime image")[1]
     lines = [line for line in runtime.splitlines() if line.startswith(("COPY", "ADD", "RUN", "#"))]
@@ -139,7 +140,7 @@ def test_source_builds_compile_vllm_and_flashinfer_for_12_1a():
 @pytest.mark.network
 def test_patches_check_passes_on_the_committed_catalogue(pypi_reachable):
     need(TURBOQUANT_BUNDLE.is_file(), f"the TurboQuant mirror is not at {TURBOQUANT_BUNDLE}")
-    proc = run_cli(["patches", "check", "--all", "--json"], ROOT, TURBOQUANT_MIRROR)
+    proc = run_in_process(["patches", "check", "--all", "--json"], ROOT, TURBOQUANT_MIRROR)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     stacks = {(s["image"], s["component"]): [p["status"] for p in s["patches"]] for s in json.loads(proc.stdout)}
     assert stacks[("qwen36-dflash", "vllm")] == ["applies"]
@@ -155,16 +156,16 @@ def test_one_broken_spec_is_one_row_and_the_rest_of_the_catalogue_goes_on(worksp
     (workspace / "images/broken/image.yaml").write_text("base: scratch\nbogus: 1\n")
     (workspace / "images/badlabel").mkdir()
     (workspace / "images/badlabel/image.yaml").write_text('base: scratch\nlabels:\n  "a\\nb": x\n')
-    listed = run_cli(["list"], workspace)
+    listed = run_in_process(["list"], workspace)
     assert listed.returncode == 2
     rows = {line.split()[0]: line for line in listed.stdout.splitlines()[1:]}
     assert "images/broken/image.yaml:2: bogus: unknown key" in rows["broken"]
     assert "labels.a\\nb: invalid key" in rows["badlabel"]  # the line break escaped, never printed raw
     assert "locked" in rows["demo"]
-    check = run_cli(["lock", "--check"], workspace)
+    check = run_in_process(["lock", "--check"], workspace)
     assert check.returncode == 1
     assert "demo: ok" in check.stdout and "broken: skipped, its spec does not load" in check.stderr
-    doctor = run_cli(["doctor", "--json"], workspace)
+    doctor = run_in_process(["doctor", "--json"], workspace)
     names = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
     assert names["spec broken"]["status"] == "warn" and "unknown key" in names["spec broken"]["detail"]
 
@@ -173,24 +174,24 @@ def test_one_broken_spec_is_one_row_and_the_rest_of_the_catalogue_goes_on(worksp
 def test_an_image_not_buildable_here_is_called_so_by_every_command(workspace, registry):
     """vllm-prefill's base (ghcr.io) cannot be read from here, so its Python closure is resolved
     only in part: every command says the same thing about it."""
-    rows = {r["image"]: r for r in json.loads(run_cli(["list", "--json"], workspace).stdout)}
+    rows = {r["image"]: r for r in json.loads(run_in_process(["list", "--json"], workspace).stdout)}
     assert rows["vllm-prefill"]["lock"] == "not-here" and rows["demo"]["lock"] == "locked"
     assert "runtime.python@linux/arm64" in rows["vllm-prefill"]["not_buildable_here"]
-    check = run_cli(["lock", "--check"], workspace)
+    check = run_in_process(["lock", "--check"], workspace)
     assert check.returncode == 0 and "vllm-prefill is NOT buildable here" in check.stdout
-    gate = run_cli(["lock", "--check", "--buildable"], workspace)
+    gate = run_in_process(["lock", "--check", "--buildable"], workspace)
     assert gate.returncode == 1 and "not buildable here (--buildable)" in gate.stderr
-    assert run_cli(["lock", "--check", "--buildable", "demo"], workspace).returncode == 0
-    plan = run_cli(["plan", "vllm-prefill", "--json"], workspace)
+    assert run_in_process(["lock", "--check", "--buildable", "demo"], workspace).returncode == 0
+    plan = run_in_process(["plan", "vllm-prefill", "--json"], workspace)
     assert plan.returncode == 0, plan.stderr
     doc = json.loads(plan.stdout)["images"][0]
     assert doc["buildable"] is False and "runtime.python@linux/arm64" in doc["unresolved"]
-    assert run_cli(["plan", "--all"], workspace).returncode == 0
-    image = run_cli(["image", "vllm-prefill"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    assert run_in_process(["plan", "--all"], workspace).returncode == 0
+    image = run_in_process(["image", "vllm-prefill"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert image.returncode == 2 and "vllm-prefill is not buildable here" in image.stderr
-    old = run_cli(["changed", "--to", f"{registry.host}/enginebuild-test"], workspace)
+    old = run_in_process(["changed", "--to", f"{registry.host}/enginebuild-test"], workspace)
     assert old.returncode == 2 and f"hint: changed --prefix {registry.host}/enginebuild-test" in old.stderr, old.stderr
-    changed = run_cli(["changed", "--prefix", f"{registry.host}/enginebuild-test", "--json"], workspace)
+    changed = run_in_process(["changed", "--prefix", f"{registry.host}/enginebuild-test", "--json"], workspace)
     assert changed.returncode == 0, changed.stderr
     assert "vllm-prefill: skipped, not buildable here" in changed.stderr
     assert [r["image"] for r in json.loads(changed.stdout)["images"]] == ["demo", "llamacpp-cpu", "qwen35-dflash-turboquant-pypi",
@@ -199,7 +200,7 @@ def test_an_image_not_buildable_here_is_called_so_by_every_command(workspace, re
 
 def test_lock_without_update_moves_no_pin_when_nothing_was_asked(workspace):
     before = {p.name: p.read_bytes() for p in (workspace / "lockfiles").glob("*.lock")}
-    proc = run_cli(["lock", "vllm-prefill"], workspace)
+    proc = run_in_process(["lock", "vllm-prefill"], workspace)
     assert "lockfiles/vllm-prefill.lock is up to date" in proc.stdout, proc.stdout + proc.stderr
     after = {p.name: p.read_bytes() for p in (workspace / "lockfiles").glob("*.lock")}
     assert after == before

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT
+from helpers.inprocess import run_in_process
 from helpers.specs import write_image
 
 VERBS = ["list", "lock", "plan", "render", "fetch", "image", "push", "patches", "sign", "verify", "reproduce", "doctor", "gc",
@@ -15,30 +16,30 @@ VERBS = ["list", "lock", "plan", "render", "fetch", "image", "push", "patches", 
 
 @pytest.mark.parametrize("verb", VERBS)
 def test_every_verb_has_help(verb):
-    proc = run_cli([verb, "--help"], ROOT)
+    proc = run_in_process([verb, "--help"], ROOT)
     assert proc.returncode == 0
     assert proc.stdout.startswith(f"usage: BUILD.py {verb}")
 
 
 def test_the_top_level_help_lists_every_verb():
-    proc = run_cli(["--help"], ROOT)
+    proc = run_in_process(["--help"], ROOT)
     assert proc.returncode == 0
     for verb in VERBS:
         assert f"    {verb}" in proc.stdout
 
 
 def test_usage_errors_exit_2():
-    assert run_cli(["frobnicate"], ROOT).returncode == 2
-    assert run_cli(["image"], ROOT).returncode == 2
-    assert run_cli(["image", "demo", "--build-arg", "no-equals-sign"], ROOT).returncode == 2
+    assert run_in_process(["frobnicate"], ROOT).returncode == 2
+    assert run_in_process(["image"], ROOT).returncode == 2
+    assert run_in_process(["image", "demo", "--build-arg", "no-equals-sign"], ROOT).returncode == 2
 
 
 def test_global_options_are_taken_after_the_verb_and_an_unknown_option_shows_the_verbs_usage():
-    before = run_cli(["--set", "env.PORT=9000", "-q", "render", "demo", "--platform", "linux/amd64"], ROOT)
-    after = run_cli(["render", "demo", "--platform", "linux/amd64", "-q", "--set", "env.PORT=9000"], ROOT)
+    before = run_in_process(["--set", "env.PORT=9000", "-q", "render", "demo", "--platform", "linux/amd64"], ROOT)
+    after = run_in_process(["render", "demo", "--platform", "linux/amd64", "-q", "--set", "env.PORT=9000"], ROOT)
     assert before.returncode == after.returncode == 0, after.stderr
     assert after.stdout == before.stdout and 'PORT="9000"' in after.stdout
-    proc = run_cli(["plan", "demo", "--pull"], ROOT)
+    proc = run_in_process(["plan", "demo", "--pull"], ROOT)
     assert proc.returncode == 2 and proc.stderr.startswith("usage: BUILD.py plan ")
     assert proc.stderr.rstrip().endswith("error: unrecognized arguments: --pull")
 
@@ -49,32 +50,32 @@ def test_progress_takes_dockers_modes(tmp_path, pypi_reachable, debian_reachable
     lines, quiet nothing; tty (the live line even when piped) is accepted."""
     home = {"ENGINEBUILD_HOME": str(tmp_path / "home")}  # a fresh store: fetch has work to report
     args = ["fetch", "demo", "--platform", "linux/amd64"]
-    plain = run_cli([*args, "--progress=plain"], ROOT, env=home)
+    plain = run_in_process([*args, "--progress=plain"], ROOT, env=home)
     assert plain.returncode == 0 and "\r" not in plain.stderr and "downloading" in plain.stderr, plain.stderr
     home = {"ENGINEBUILD_HOME": str(tmp_path / "home2")}
-    quiet = run_cli(["--progress", "quiet", *args], ROOT, env=home)
+    quiet = run_in_process(["--progress", "quiet", *args], ROOT, env=home)
     assert quiet.returncode == 0 and quiet.stderr == ""
     home = {"ENGINEBUILD_HOME": str(tmp_path / "home3")}
-    tty = run_cli([*args, "--progress=tty"], ROOT, env=home)
+    tty = run_in_process([*args, "--progress=tty"], ROOT, env=home)
     assert tty.returncode == 0 and "downloading" in tty.stderr, tty.stderr[:500]
-    assert run_cli([*args, "--progress=loud"], ROOT).returncode == 2
+    assert run_in_process([*args, "--progress=loud"], ROOT).returncode == 2
 
 
 def test_push_options_without_push_and_several_images_into_one_repository_are_refused():
-    proc = run_cli(["image", "demo", "--to", "127.0.0.1:5000/x", "--push-tag", "1"], ROOT)
+    proc = run_in_process(["image", "demo", "--to", "127.0.0.1:5000/x", "--push-tag", "1"], ROOT)
     assert proc.returncode == 2 and "--to and --push-tag only take effect with --push" in proc.stderr, proc.stderr
-    proc = run_cli(["image", "demo", "llamacpp-cpu", "--push", "--to", "127.0.0.1:5000/x"], ROOT)
+    proc = run_in_process(["image", "demo", "llamacpp-cpu", "--push", "--to", "127.0.0.1:5000/x"], ROOT)
     assert proc.returncode == 2 and "with 2 images would push them all into one repository" in proc.stderr
 
 
 def test_an_unknown_image_exits_2_with_a_suggestion():
-    proc = run_cli(["plan", "dmeo"], ROOT)
+    proc = run_in_process(["plan", "dmeo"], ROOT)
     assert proc.returncode == 2
     assert proc.stderr == "error: no image named 'dmeo' (looked for images/dmeo/image.yaml)\n  hint: did you mean 'demo'?\n"
 
 
 def test_list_shows_the_demo_as_locked():
-    proc = run_cli(["list"], ROOT)
+    proc = run_in_process(["list"], ROOT)
     assert proc.returncode == 0
     row = next(line for line in proc.stdout.splitlines() if line.startswith("demo "))
     assert "linux/amd64" in row and "locked" in row
@@ -131,13 +132,13 @@ def test_image_all_builds_every_buildable_image_and_names_the_ones_it_skips(tmp_
         write_image(repo, name, small.replace("NAME", name))
     write_image(repo, "shared-all", "abstract: true\nenv: {A: b}\n")
     for name in ("alpha-all", "beta-all"):
-        assert run_cli(["lock", name], repo).returncode == 0
-    proc = run_cli(["image", "--all"], repo)
+        assert run_in_process(["lock", name], repo).returncode == 0
+    proc = run_in_process(["image", "--all"], repo)
     assert proc.returncode == 0, proc.stderr
     assert "gamma-all: skipped, not buildable here" in proc.stdout + proc.stderr
     built = re.findall(r"^(\S+) \(linux/amd64\): .* -> (\S+)$", proc.stdout, re.M)
     assert [name for name, _ in built] == ["alpha-all", "beta-all"], proc.stdout
-    assert run_cli(["image", "--all", "alpha-all"], repo).returncode == 2  # one or the other
+    assert run_in_process(["image", "--all", "alpha-all"], repo).returncode == 2  # one or the other
 
 
 def test_reproduce_says_the_same_verdicts_as_text_and_as_json():
@@ -167,7 +168,7 @@ def test_the_checkouts_own_state_folder_is_ignored_by_git(tmp_path):
     repo = Repo(tmp_path / "recipes")
     write_image(repo.path, "t", "base: scratch\nplatform: linux/amd64\nfiles:\n  /opt/x: x\n", {"x": "x\n"})
     (repo.path / "lockfiles").mkdir()
-    proc = run_cli(["lock", "t"], repo.path)
+    proc = run_in_process(["lock", "t"], repo.path)
     assert proc.returncode == 0, proc.stderr
     assert (repo.path / ".enginebuild").is_dir()
     untracked = repo.git("status", "--porcelain", "--untracked-files=all").splitlines()
@@ -176,11 +177,11 @@ def test_the_checkouts_own_state_folder_is_ignored_by_git(tmp_path):
 
 def test_a_platform_as_other_tools_name_it_gets_a_did_you_mean(workspace):
     write_image(workspace, "t", "base: scratch\nplatform: linux/aarch64\n")
-    proc = run_cli(["render", "t", "--unpinned"], workspace)
+    proc = run_in_process(["render", "t", "--unpinned"], workspace)
     assert proc.returncode == 2 and "images/t/image.yaml:2: platform: expected a platform such as linux/arm64, " \
         "got string 'linux/aarch64'" in proc.stderr and "hint: did you mean linux/arm64?" in proc.stderr, proc.stderr
     write_image(workspace, "t", "base: scratch\nplatforms: [linux/amd64, linux/arm64]\n")
-    proc = run_cli(["render", "t", "--unpinned", "--platform", "x86_64"], workspace)
+    proc = run_in_process(["render", "t", "--unpinned", "--platform", "x86_64"], workspace)
     assert proc.returncode == 2 and "not x86_64" in proc.stderr and "did you mean linux/amd64?" in proc.stderr, \
         proc.stderr
 
@@ -204,7 +205,7 @@ def test_an_extra_index_that_does_not_answer_is_named(workspace):
     write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\npython:\n  version: \"3.11\"\n"
                                 "  indexes:\n    extra: \"http://127.0.0.1:9/simple\"\n"
                                 "  requirements:\n    - {requirement: mypkg==1.0, index: extra}\n")
-    proc = run_cli(["lock", "t"], workspace, env={"UV_HTTP_RETRIES": "0"})  # refused at once: no retries
+    proc = run_in_process(["lock", "t"], workspace, env={"UV_HTTP_RETRIES": "0"})  # refused at once: no retries
     assert "uv could not read index extra (http://127.0.0.1:9/simple): http://127.0.0.1:9/simple/mypkg/" \
         in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
@@ -213,11 +214,11 @@ def test_lock_fails_where_plan_would_say_not_buildable(workspace):
     """A base pinned by the spec whose config cannot be read here is pinned only in part: `plan`
     says the image is not buildable until `lock` resolves it, and `lock` does not exit 0."""
     write_image(workspace, "t", f"base: 127.0.0.1:9/x/y@sha256:{'a' * 64}\nplatform: linux/amd64\n")
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "t: runtime.base@linux/amd64 is pinned only in part: pinned by the spec; its config could not be read" \
         in proc.stderr, proc.stderr
-    assert "not buildable until `lock` resolves: runtime.base@linux/amd64" in run_cli(["plan", "t"], workspace).stdout
+    assert "not buildable until `lock` resolves: runtime.base@linux/amd64" in run_in_process(["plan", "t"], workspace).stdout
 
 
 def test_plan_for_a_platform_the_lock_does_not_pin_names_the_lock(workspace):
@@ -226,7 +227,7 @@ def test_plan_for_a_platform_the_lock_does_not_pin_names_the_lock(workspace):
     spec = workspace / "images/demo/image.yaml"
     spec.write_text(spec.read_text().replace("platforms: [linux/amd64, linux/arm64]",
                                              "platforms: [linux/amd64, linux/arm64, linux/ppc64le]"))
-    proc = run_cli(["plan", "demo", "--platform", "linux/ppc64le"], workspace)
+    proc = run_in_process(["plan", "demo", "--platform", "linux/ppc64le"], workspace)
     said = proc.stdout + proc.stderr
     assert "would change the lock: runtime.system@linux/ppc64le: not in the lock" in said, said
     assert "not buildable until `lock` resolves" in said and "builder" not in said.split("\n", 1)[0], said

@@ -27,8 +27,8 @@ from textwrap import dedent, indent
 
 import pytest
 
-from conftest import run_cli
 from helpers.docker import assert_pip_check_clean, docker, read_file
+from helpers.inprocess import run_in_process
 from helpers.specs import BUSYBOX_BUILDER, write_image
 from helpers.www import Server
 from test_python_scale import DEBIAN_PYTHON
@@ -51,7 +51,7 @@ def refused(ws: Path, args: list[str], where: str, message: str) -> str:
         lines = (ws / "images/t/image.yaml").read_text().splitlines()
         where = str(next(i for i, line in enumerate(lines, 1) if where in line))
     before = sorted(p.name for p in (ws / "lockfiles").iterdir())
-    proc = run_cli(args, ws)
+    proc = run_in_process(args, ws)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert re.match(rf"error: images/t/image\.yaml:{where}: .*{message}", proc.stderr), proc.stderr
     assert sorted(p.name for p in (ws / "lockfiles").iterdir()) == before
@@ -59,7 +59,7 @@ def refused(ws: Path, args: list[str], where: str, message: str) -> str:
 
 
 def rendered(ws: Path, *args: str) -> str:
-    proc = run_cli(["render", *args], ws)
+    proc = run_in_process(["render", *args], ws)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -83,12 +83,12 @@ def test_files_take_folders_and_globs_with_modes_one_layer_per_entry(ws, tmp_pat
           /opt/secret.conf: {src: conf/a.json, mode: "0600"}
         """), {"conf/a.json": "{}\n", "conf/sub/b.json": "[]\n", "scripts/a.sh": "#!/bin/sh\n",
               "scripts/b.sh": "#!/bin/sh\n", "scripts/notes.txt": "not a script\n"})
-    assert run_cli(["lock", "t"], ws).returncode == 0
-    plan = json.loads(run_cli(["plan", "t", "--json"], ws).stdout)["images"][0]
+    assert run_in_process(["lock", "t"], ws).returncode == 0
+    plan = json.loads(run_in_process(["plan", "t", "--json"], ws).stdout)["images"][0]
     assert [layer["name"] for layer in plan["layers"] if layer["kind"] == "files"] == [
         "files /etc/engine/", "files /opt/bin/", "files /opt/secret.conf"]
     out = tmp_path / "out"
-    assert run_cli(["render", "t", "--out", out], ws).returncode == 0
+    assert run_in_process(["render", "t", "--out", out], ws).returncode == 0
     files = out / "linux-amd64/runtime-tail/files"
     found = {str(p.relative_to(files).as_posix()).split("/", 1)[1]: oct(p.stat().st_mode & 0o7777)
              for p in files.rglob("*") if p.is_file()}
@@ -118,16 +118,16 @@ def test_variants_lock_separately_and_a_build_arg_override_never_reaches_the_loc
   fast: {components: {e: {build: {args: {OPT: "-O3"}}}}}
   debug: {env: {DEBUG: "1"}}
 """, COMPONENT_FILES)
-    listed = run_cli(["list"], ws).stdout
+    listed = run_in_process(["list"], ws).stdout
     assert re.search(r"^t:fast ", listed, re.M) and re.search(r"^t:debug ", listed, re.M)
     for name in ("t", "t:fast", "t:debug"):
-        assert run_cli(["lock", name], ws).returncode == 0
+        assert run_in_process(["lock", name], ws).returncode == 0
     assert sorted(p.name for p in (ws / "lockfiles").iterdir()) == ["t--debug.lock", "t--fast.lock", "t.lock"]
     assert 'OPT="-O3"' in rendered(ws, "t:fast") and 'OPT="-O2"' in rendered(ws, "t")
     assert 'DEBUG="1"' in rendered(ws, "t:debug") and "DEBUG" not in rendered(ws, "t")
     locks = {p.name: p.read_bytes() for p in (ws / "lockfiles").iterdir()}
     assert 'OPT="-Os"' in rendered(ws, "t", "--build-arg", "OPT=-Os")
-    assert run_cli(["lock", "--check", "t"], ws).returncode == 0
+    assert run_in_process(["lock", "--check", "t"], ws).returncode == 0
     assert {p.name: p.read_bytes() for p in (ws / "lockfiles").iterdir()} == locks
 
 
@@ -135,7 +135,7 @@ def test_an_unknown_variant_or_a_bad_key_in_a_variant_is_refused(ws):
     write_image(ws, "t", COMPONENT + "variants:\n  fast: {envv: {A: b}}\n", COMPONENT_FILES)
     refused(ws, ["lock", "t:fast"], "envv", "variants.fast.envv: unknown key")
     write_image(ws, "t", COMPONENT + "variants:\n  fast: {env: {A: b}}\n", COMPONENT_FILES)
-    proc = run_cli(["lock", "t:slow"], ws)
+    proc = run_in_process(["lock", "t:slow"], ws)
     assert proc.returncode == 2 and "has no variant 'slow' (it has: fast)" in proc.stderr, proc.stderr
 
 
@@ -191,7 +191,7 @@ def test_a_step_naming_a_path_files_writes_later_is_named_by_plan(ws):
                 "steps:\n  - {name: read-config, run: \"cat /opt/app/config.json > /opt/app/seen\"}\n"
                 "  - {name: unrelated, run: \"cat /opt/app/config.json.bak || true\"}\n",
                 {"config.json": "{}\n"})
-    proc = run_cli(["plan", "t", "--unpinned"], ws)
+    proc = run_in_process(["plan", "t", "--unpinned"], ws)
     warned = [line for line in proc.stderr.splitlines() if "warning: step" in line]
     assert len(warned) == 1, proc.stderr
     assert "step read-config names /opt/app/config.json, which files:" in warned[0]
@@ -214,8 +214,8 @@ def test_a_failing_step_fails_the_build_with_its_output(ws, docker_engine, debia
         steps:
           - {name: model-check, run: "echo the weights are missing >&2; exit 3"}
         """)
-    assert run_cli(["lock", "step-fails"], ws).returncode == 0
-    proc = run_cli(["image", "step-fails"], ws)
+    assert run_in_process(["lock", "step-fails"], ws).returncode == 0
+    proc = run_in_process(["image", "step-fails"], ws)
     assert proc.returncode == 1
     assert "step model-check" in proc.stderr and "the weights are missing" in proc.stderr, proc.stderr
     assert docker_engine.image_id("enginebuild/step-fails:latest") is None
@@ -232,8 +232,8 @@ def test_a_script_of_several_lines_stops_at_its_first_failing_command_naming_the
               false
               echo never printed > /never
         """))
-    assert run_cli(["lock", "script-fails"], ws).returncode == 0
-    proc = run_cli(["image", "script-fails"], ws)
+    assert run_in_process(["lock", "script-fails"], ws).returncode == 0
+    proc = run_in_process(["image", "script-fails"], ws)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "step setup" in proc.stderr and "first line ran" in proc.stderr
     lines = (ws / "images/script-fails/image.yaml").read_text().splitlines()
@@ -269,8 +269,8 @@ def test_a_step_runs_a_recipe_file_and_a_script_of_several_lines_and_what_it_cha
                                                                                             debian_reachable):
     rewrite = "#!/bin/sh\nsed -i 's/range(1, 62, 15)/range(2, 63, 15)/' \"$1\"\n"
     write_image(ws, "rewrite", REWRITE, {"rewrite.sh": rewrite})
-    assert run_cli(["lock", "rewrite"], ws).returncode == 0
-    proc = run_cli(["image", "rewrite"], ws)
+    assert run_in_process(["lock", "rewrite"], ws).returncode == 0
+    proc = run_in_process(["image", "rewrite"], ws)
     assert proc.returncode == 0, proc.stderr
     assert read_file("enginebuild/rewrite:latest", "/opt/engine/model_runner.py") == b"aux_layers = range(2, 63, 15)\n"
     # the step's file was mounted, never copied: no mount point of it is left behind either (what
@@ -279,10 +279,10 @@ def test_a_step_runs_a_recipe_file_and_a_script_of_several_lines_and_what_it_cha
         ["/opt/enginebuild", "/opt/enginebuild/manifest.json"]
     # the step's file is one of its inputs: edited, the step runs again, and its check fails the build
     (ws / "images/rewrite/rewrite.sh").write_text(rewrite.replace("range(2, 63, 15)", "range(3, 64, 15)"))
-    plan = json.loads(run_cli(["plan", "rewrite", "--json"], ws).stdout)["images"][0]
+    plan = json.loads(run_in_process(["plan", "rewrite", "--json"], ws).stdout)["images"][0]
     step = next(row for row in plan["layers"] if row["name"] == "step rewrite")
     assert step["action"] == "build" and "images/rewrite/rewrite.sh" in " ".join(step["changed"]), step
-    proc = run_cli(["image", "rewrite"], ws)
+    proc = run_in_process(["image", "rewrite"], ws)
     assert proc.returncode == 1 and "the rewrite did not take" in proc.stderr, proc.stderr
 
 
@@ -296,14 +296,14 @@ def test_a_step_naming_a_file_that_is_not_there_is_refused(ws):
 def test_env_extends_earlier_and_defaulted_variables_into_literal_values(ws):
     write_image(ws, "t", SCRATCH + 'env:\n  ROOT: /opt\n  PATH: "$ROOT/bin:${PATH:-/usr/bin}"\n'
                                    '  PYTHONPATH: "${ROOT}/lib:${PYTHONPATH:-}"\n  PRICE: "$$5"\n')
-    assert run_cli(["lock", "t"], ws).returncode == 0
+    assert run_in_process(["lock", "t"], ws).returncode == 0
     env = next(line for line in rendered(ws, "t").splitlines() if line.startswith("ENV "))
     assert env == 'ENV ROOT="/opt" PATH="/opt/bin:/usr/bin" PYTHONPATH="/opt/lib:" PRICE="\\$5"'
 
 
 def test_env_naming_a_variable_nothing_defines_is_refused(ws):
     write_image(ws, "t", SCRATCH + 'env:\n  LD_LIBRARY_PATH: "/usr/local/lib:$LD_LIBRARY_PATH"\n')
-    assert run_cli(["lock", "t"], ws).returncode == 0
+    assert run_in_process(["lock", "t"], ws).returncode == 0
     error = refused(ws, ["render", "t"], "4", "env.LD_LIBRARY_PATH: refers to \\$LD_LIBRARY_PATH")
     assert "Docker would put the empty string there" in error and "${LD_LIBRARY_PATH:-} for Docker's" in error
 
@@ -319,19 +319,19 @@ def test_an_env_edit_runs_no_command_and_build_env_is_what_commands_see(ws, dock
             run: mkdir -p /opt/seen && echo "tool=$TOOL_HOME port=${PORT:-unset}" > /opt/seen/env
         """)
     write_image(ws, "t", spec)
-    assert run_cli(["lock", "t"], ws).returncode == 0
-    first = run_cli(["image", "t"], ws)
+    assert run_in_process(["lock", "t"], ws).returncode == 0
+    first = run_in_process(["image", "t"], ws)
     assert first.returncode == 0, first.stderr
     assert read_file("enginebuild/t:latest", "/opt/seen/env") == b"tool=/opt/tool port=unset\n"
     write_image(ws, "t", spec.replace('PORT: "8000"', 'PORT: "8001"'))
-    second = run_cli(["image", "t"], ws)
+    second = run_in_process(["image", "t"], ws)
     assert second.returncode == 0, second.stderr
     assert "command layer" not in second.stdout, second.stdout  # nothing ran: the config alone changed
     env = dict(e.split("=", 1) for e in json.loads(docker("image", "inspect", "enginebuild/t:latest").stdout)[0]
                ["Config"]["Env"])
     assert (env["PORT"], env["TOOL_HOME"], env["TOOL_BIN"]) == ("8001", "/opt/tool", "/opt/tool/bin")
     write_image(ws, "t", spec.replace("/opt/tool}", "/opt/tool2}"))
-    third = run_cli(["image", "t"], ws)
+    third = run_in_process(["image", "t"], ws)
     assert third.returncode == 0 and "ran 2 command layer(s)" in third.stdout, third.stdout  # build-env: their input
     assert read_file("enginebuild/t:latest", "/opt/seen/env") == b"tool=/opt/tool2 port=unset\n"
 
@@ -390,7 +390,7 @@ system:
 def test_a_flat_archive_with_its_own_armoured_key_resolves_into_the_lock(ws, flat_archive):
     url, fingerprint, sha = flat_archive
     write_image(ws, "t", FLAT.format(url=url, fingerprint=fingerprint))
-    proc = run_cli(["lock", "t"], ws)
+    proc = run_in_process(["lock", "t"], ws)
     assert proc.returncode == 0, proc.stderr
     resolved = json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]["runtime.system@linux/amd64"]["resolved"]
     assert resolved["archives"] == [f"{url}/sbsa"] and resolved["signature_verified"] == [True]
@@ -402,7 +402,7 @@ def test_a_system_package_pinned_to_a_version_resolves_to_it_and_an_absent_versi
     url, fingerprint, _ = flat_archive
     write_image(ws, "t", FLAT.format(url=url, fingerprint=fingerprint).replace(
         "packages: [cuda-demo-dev-13-0]", "packages: [cuda-demo-dev-13-0=13.0.48-1]"))
-    proc = run_cli(["lock", "t"], ws)
+    proc = run_in_process(["lock", "t"], ws)
     assert proc.returncode == 0, proc.stderr
     entry = json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]["runtime.system@linux/amd64"]
     assert entry["request"]["packages"] == ["cuda-demo-dev-13-0=13.0.48-1"]
@@ -410,7 +410,7 @@ def test_a_system_package_pinned_to_a_version_resolves_to_it_and_an_absent_versi
     assert "cuda-demo-dev-13-0_13.0.48-1_amd64.deb" in entry["resolved"]["packages"][0]["filename"]
     write_image(ws, "t", FLAT.format(url=url, fingerprint=fingerprint).replace(
         "packages: [cuda-demo-dev-13-0]", "packages: [cuda-demo-dev-13-0=13.0.99-1]"))
-    proc = run_cli(["lock", "t"], ws)
+    proc = run_in_process(["lock", "t"], ws)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "no version 13.0.99-1 of 'cuda-demo-dev-13-0'" in proc.stderr
     assert "it has 13.0.48-1, 13.0.88-1" in proc.stderr
@@ -423,12 +423,12 @@ def test_a_flat_archive_signed_by_another_key_is_refused(ws, flat_archive, tmp_p
     url, _, _ = flat_archive
     other = new_key(tmp_path / "other-key", "other")
     write_image(ws, "t", FLAT.format(url=url, fingerprint=other))
-    proc = run_cli(["lock", "t"], ws)
+    proc = run_in_process(["lock", "t"], ws)
     assert proc.returncode == 1
     assert f"the signature on {url}/sbsa/InRelease does not verify by the key {other}" in proc.stderr
     entry = json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]["runtime.system@linux/amd64"]
     assert entry.get("resolved") is None and "does not verify" in entry["unresolved"]
-    assert run_cli(["image", "t"], ws).returncode == 2  # nothing is built from an unverified archive
+    assert run_in_process(["image", "t"], ws).returncode == 2  # nothing is built from an unverified archive
 
 
 def test_an_archive_keyring_without_its_fingerprint_is_refused(ws):
@@ -485,8 +485,8 @@ def test_a_docker_form_healthcheck_makes_a_container_healthy(ws, docker_engine, 
             cmd: ["/bin/sleep", "120"]
             healthcheck: {{test: {test}, interval: 1s, timeout: 5s, retries: 3}}
             """))
-        assert run_cli(["lock", "healthy"], ws).returncode == 0
-        proc = run_cli(["image", "healthy"], ws)
+        assert run_in_process(["lock", "healthy"], ws).returncode == 0
+        proc = run_in_process(["image", "healthy"], ws)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         config = json.loads(docker("image", "inspect", "enginebuild/healthy:latest").stdout)[0]["Config"]["Healthcheck"]
         assert config["Test"] == json.loads(test), config
@@ -548,10 +548,10 @@ def test_a_url_file_is_fetched_on_the_host_verified_and_placed(ws, www, tmp_path
     (folder / "tokenizer.json").write_text('{"vocab": {}}\n')
     sha = hashlib.sha256(b'{"vocab": {}}\n').hexdigest()
     write_image(ws, "t", SCRATCH + f'files:\n  /opt/tok/tokenizer.json: {{url: "{url}/tokenizer.json", sha256: {sha}}}\n')
-    assert run_cli(["lock", "t"], ws).returncode == 0
-    assert run_cli(["fetch", "t"], ws).returncode == 0
+    assert run_in_process(["lock", "t"], ws).returncode == 0
+    assert run_in_process(["fetch", "t"], ws).returncode == 0
     out = tmp_path / "out"
-    assert run_cli(["render", "t", "--out", out], ws).returncode == 0
+    assert run_in_process(["render", "t", "--out", out], ws).returncode == 0
     placed = list((out / "linux-amd64/runtime-tail/files").rglob("tokenizer.json"))
     assert [p.read_text() for p in placed] == ['{"vocab": {}}\n']
 
@@ -560,8 +560,8 @@ def test_a_url_file_whose_bytes_differ_from_its_sha256_is_refused(ws, www):
     folder, url = www
     (folder / "tokenizer.json").write_text("changed upstream\n")
     write_image(ws, "t", SCRATCH + f'files:\n  /opt/tokenizer.json: {{url: "{url}/tokenizer.json", sha256: "{"0" * 64}"}}\n')
-    assert run_cli(["lock", "t"], ws).returncode == 0
-    proc = run_cli(["fetch", "t"], ws)
+    assert run_in_process(["lock", "t"], ws).returncode == 0
+    proc = run_in_process(["fetch", "t"], ws)
     assert proc.returncode == 1
     assert f"{url}/tokenizer.json" in proc.stderr and "sha256" in proc.stderr, proc.stderr
     write_image(ws, "t", SCRATCH + f'files:\n  /opt/tokenizer.json: {{url: "{url}/tokenizer.json"}}\n')
@@ -591,8 +591,8 @@ def test_a_bash_build_script_runs_under_bash_in_a_component_named_with_a_dot(ws,
     write_image(ws, "bash-build", BASH_BUILDER, {"src/a.c": "int a;\n", "build.sh": (
         '#!/bin/bash\nset -euo pipefail\nmkdir -p /out\n[[ -n "${BASH_VERSION:-}" ]] && echo "bash $BASH_VERSION" '
         "> /out/which-shell\n")})
-    assert run_cli(["lock", "bash-build"], ws).returncode == 0
-    proc = run_cli(["image", "bash-build"], ws)
+    assert run_in_process(["lock", "bash-build"], ws).returncode == 0
+    proc = run_in_process(["image", "bash-build"], ws)
     assert proc.returncode == 0, proc.stderr
     out = read_file("enginebuild/bash-build:latest", "/out/which-shell").decode()
     assert "bash 5." in out
@@ -610,7 +610,7 @@ def test_a_build_arg_override_names_an_argument_a_component_has(ws):
     write_image(ws, "t", COMPONENT, COMPONENT_FILES)
     assert 'OPT="-O3"' in rendered(ws, "t", "--unpinned", "--build-arg", "OPT=-O3")
     for verb in (["render", "t", "--unpinned"], ["plan", "t"], ["image", "t"]):
-        proc = run_cli([*verb, "--build-arg", "OTP=-O3"], ws)
+        proc = run_in_process([*verb, "--build-arg", "OTP=-O3"], ws)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "--build-arg OTP: no component of t has a build argument OTP" in proc.stderr
         assert "did you mean OPT (t: component e)?" in proc.stderr
@@ -636,11 +636,11 @@ def test_the_model_quantization_takes_any_format_name_and_refuses_a_sentence(ws)
 def test_set_reaches_a_key_with_dots_in_brackets_and_names_the_brackets_for_the_dotted_form(ws):
     write_image(ws, "t", COMPONENT.replace("  e:\n", "  llama.cpp:\n").replace("install: [e]", "install: [llama.cpp]")
                 + "labels: {dev.x.y: one}\n", COMPONENT_FILES)
-    proc = run_cli(["--set", "components[llama.cpp].build.args.OPT=-O1", "--set", "labels[dev.x.y]=two",
+    proc = run_in_process(["--set", "components[llama.cpp].build.args.OPT=-O1", "--set", "labels[dev.x.y]=two",
                     "render", "t", "--unpinned"], ws)
     assert proc.returncode == 0, proc.stderr
     assert 'OPT="-O1"' in proc.stdout and '"dev.x.y"="two"' in proc.stdout
-    proc = run_cli(["--set", "components.llama.cpp.build.args.OPT=-O1", "render", "t", "--unpinned"], ws)
+    proc = run_in_process(["--set", "components.llama.cpp.build.args.OPT=-O1", "render", "t", "--unpinned"], ws)
     assert proc.returncode == 2 and "components has no key 'llama', but has 'llama.cpp'" in proc.stderr
     assert "hint: --set components[llama.cpp].build.args.OPT=…" in proc.stderr
 
@@ -668,15 +668,15 @@ install: [engine]
     text = rendered(ws, "t", "--unpinned")
     assert "### component base-lib" in text and "### component engine" in text
     assert "### component experiment" not in text
-    assert run_cli(["lock", "t"], ws).returncode == 0
+    assert run_in_process(["lock", "t"], ws).returncode == 0
     locked = json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]
     assert not [n for n in locked if n.startswith("components.experiment.")]  # not built: not locked
-    proc = run_cli(["plan", "t", "--json"], ws)
+    proc = run_in_process(["plan", "t", "--json"], ws)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)["images"][0]
     assert sorted(c["name"] for c in doc["components"]) == ["base-lib", "engine"]
     assert doc["unused_components"] == ["experiment"]
-    plain = run_cli(["plan", "t"], ws).stdout
+    plain = run_in_process(["plan", "t"], ws).stdout
     assert re.search(r"component experiment .* not built: nothing installs or needs it", plain), plain
     from enginebuild.lock.lockfile import read_lock
     from enginebuild.plan.image import Options, plan_image
@@ -693,9 +693,9 @@ install: [engine]
 def test_output_writes_the_runtime_filesystem_and_a_components_outputs_to_new_folders(ws, tmp_path, docker_engine,
                                                                                     debian_reachable):
     write_image(ws, "t", COMPONENT, COMPONENT_FILES)
-    assert run_cli(["lock", "t"], ws).returncode == 0
+    assert run_in_process(["lock", "t"], ws).returncode == 0
     runtime, built = tmp_path / "rootfs", tmp_path / "built"
-    proc = run_cli(["image", "t", "--output", str(runtime), "--output", f"e={built}"], ws)
+    proc = run_in_process(["image", "t", "--output", str(runtime), "--output", f"e={built}"], ws)
     assert proc.returncode == 0, proc.stderr
     assert (built / "x").read_text() == "built\n" and sorted(p.name for p in built.iterdir()) == ["x"]
     assert (runtime / "x").read_text() == "built\n"
@@ -709,10 +709,10 @@ def test_output_refuses_a_folder_with_files_and_an_unknown_component_before_buil
     full = tmp_path / "full"
     full.mkdir()
     (full / "keep.txt").write_text("mine\n")
-    proc = run_cli(["image", "t", "--output", str(full)], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    proc = run_in_process(["image", "t", "--output", str(full)], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 2 and "exists and is not an empty folder" in proc.stderr, proc.stderr
     assert (full / "keep.txt").read_text() == "mine\n"
-    proc = run_cli(["image", "t", "--output", f"f={tmp_path / 'new'}"], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    proc = run_in_process(["image", "t", "--output", f"f={tmp_path / 'new'}"], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 2 and "t has no component 'f'" in proc.stderr, proc.stderr
     assert not (tmp_path / "new").exists()
 
@@ -756,7 +756,7 @@ install: [b, c]
 
 def test_a_named_environment_is_written_once_and_shared_by_the_components_that_name_it(ws, debian_reachable):
     write_image(ws, "t", NAMED, COMPONENT_FILES)
-    proc = run_cli(["lock", "t"], ws)
+    proc = run_in_process(["lock", "t"], ws)
     assert proc.returncode == 0, proc.stderr
     inputs = json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]
     systems = sorted(name for name in inputs if ".system@" in name)
@@ -788,9 +788,9 @@ def test_a_label_only_image_keeps_its_bases_layers_as_they_are_and_carries_its_m
     push_files_image(registry.host, repository, "1", {"etc/flavour": b"base\n"})
     write_image(ws, "mirror", f"base: {registry.host}/{repository}:1\nplatform: linux/amd64\n"
                               "labels: {org.example.mirror: 'yes'}\nenv: {MIRRORED: '1'}\n")
-    assert run_cli(["lock", "mirror"], ws).returncode == 0
-    assert "manifest" not in run_cli(["plan", "mirror"], ws).stdout.split("component")[0].split("\n", 1)[1]
-    proc = run_cli(["image", "mirror"], ws)
+    assert run_in_process(["lock", "mirror"], ws).returncode == 0
+    assert "manifest" not in run_in_process(["plan", "mirror"], ws).stdout.split("component")[0].split("\n", 1)[1]
+    proc = run_in_process(["image", "mirror"], ws)
     assert proc.returncode == 0, proc.stderr
     lock = json.loads((ws / "lockfiles/mirror.lock").read_text())
     base = inspect(f"{registry.host}/{repository}@{lock['inputs']['runtime.base@linux/amd64']['resolved']['digest']}")
@@ -804,7 +804,7 @@ def test_a_label_only_image_keeps_its_bases_layers_as_they_are_and_carries_its_m
 
 def test_manifest_label_moves_the_manifest_of_an_image_with_files_out_of_its_layers(ws):
     write_image(ws, "t", SCRATCH + "manifest: label\nfiles:\n  /wheels/a.whl: a.whl\n", {"a.whl": "not a wheel\n"})
-    assert run_cli(["lock", "t"], ws).returncode == 0
+    assert run_in_process(["lock", "t"], ws).returncode == 0
     text = rendered(ws, "t")
     assert "/opt/enginebuild/manifest.json" not in text.split("LABEL")[0]
     assert '"org.enginebuild.manifest"="{' in text
@@ -822,8 +822,8 @@ def test_init_runs_tini_as_pid_1_so_a_launcher_that_ignores_sigterm_stops(ws, do
     codes = {}
     for name, extra in (("no-init", ""), ("with-init", "init: true\n")):
         write_image(ws, name, SLEEPER + extra)
-        assert run_cli(["lock", name], ws).returncode == 0
-        proc = run_cli(["image", name], ws)
+        assert run_in_process(["lock", name], ws).returncode == 0
+        proc = run_in_process(["image", name], ws)
         assert proc.returncode == 0, proc.stderr
         container = docker("run", "-d", f"enginebuild/{name}:latest").stdout.strip()
         try:
@@ -880,16 +880,16 @@ EDITABLE_FILES = {
 def test_an_editable_component_keeps_its_tree_in_the_image_and_imports_from_it(ws, docker_engine, pypi_reachable,
                                                                             debian_reachable):
     write_image(ws, "ed", EDITABLE, EDITABLE_FILES)
-    proc = run_cli(["lock", "ed"], ws)
+    proc = run_in_process(["lock", "ed"], ws)
     assert proc.returncode == 0, proc.stderr
     pins = {p["name"]: p for p in json.loads((ws / "lockfiles/ed.lock").read_text())
             ["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"]}
     assert pins["edpkg"]["origin"] == "component" and "six" in pins  # its needs, from pyproject.toml
-    plan = run_cli(["plan", "ed"], ws)
+    plan = run_in_process(["plan", "ed"], ws)
     assert plan.returncode == 0 and "tree of edpkg (editable, /app/edpkg)" in plan.stdout, plan.stdout + plan.stderr
     tag = "enginebuild/ed:latest"
     try:
-        proc = run_cli(["image", "ed"], ws)
+        proc = run_in_process(["image", "ed"], ws)
         assert proc.returncode == 0, proc.stderr
         code = ("import edpkg, edpkg.generated, json, importlib.metadata as m\n"
                 "print(edpkg.__file__, edpkg.generated.GENERATED, edpkg.WHERE)\n"
@@ -933,8 +933,8 @@ def test_a_builder_unpacked_on_scratch_without_a_shell_is_refused_before_the_bui
             outputs: {paths: [/opt/e]}
         install: [e]
         """), {"build.sh": "#!/bin/sh\nmkdir -p /opt/e\n"})
-    assert run_cli(["lock", "noshell"], ws).returncode == 0
-    proc = run_cli(["image", "noshell"], ws)
+    assert run_in_process(["lock", "noshell"], ws).returncode == 0
+    proc = run_in_process(["image", "noshell"], ws)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "components.e.builder: the builder is scratch with" in proc.stderr and "no shell among them" in proc.stderr
     assert "busybox-static" in proc.stderr and "Traceback" not in proc.stderr
@@ -956,8 +956,8 @@ def test_a_component_built_on_the_runtime_sees_build_env_as_the_steps_do(ws, doc
         steps:
           - "echo step:$FLAVOUR > /opt/step.txt"
         """), {"build.sh": "#!/bin/sh\nset -eu\nmkdir -p /opt/e\necho component:$FLAVOUR > /opt/e/flavour.txt\n"})
-    assert run_cli(["lock", "onruntime"], ws).returncode == 0
-    proc = run_cli(["image", "onruntime"], ws)
+    assert run_in_process(["lock", "onruntime"], ws).returncode == 0
+    proc = run_in_process(["image", "onruntime"], ws)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert read_file("enginebuild/onruntime:latest", "/opt/e/flavour.txt") == b"component:spicy\n"
     assert read_file("enginebuild/onruntime:latest", "/opt/step.txt") == b"step:spicy\n"
@@ -992,7 +992,7 @@ def test_expose_takes_a_udp_port_as_docker_does(ws):
 
 def test_a_misspelt_debian_package_is_named_with_a_did_you_mean_not_a_network_hint(ws, debian_reachable):
     write_image(ws, "t", SCRATCH + "system: {install: extract, packages: [busybox-statik]}\n")
-    proc = run_cli(["image", "t"], ws)
+    proc = run_in_process(["image", "t"], ws)
     assert proc.returncode != 0 and "no package 'busybox-statik'" in proc.stderr, proc.stderr
     assert "hint: did you mean busybox-static?" in proc.stderr, proc.stderr
     assert "where its source is reachable" not in proc.stderr and "Traceback" not in proc.stderr
@@ -1005,17 +1005,17 @@ def test_a_label_set_to_null_removes_the_bases_label(ws, docker_engine, debian_r
         system: {install: extract, packages: [busybox-static]}
         labels: {org.example.kept: "yes", org.example.vendor: acme}
         """))
-    assert run_cli(["lock", "labelled"], ws).returncode == 0
+    assert run_in_process(["lock", "labelled"], ws).returncode == 0
     base = f"{registry.host}/enginebuild-test/labelled-{uuid.uuid4().hex[:8]}"
-    pushed = run_cli(["image", "labelled", "--push", "--to", base, "--push-tag", "v1"], ws)
+    pushed = run_in_process(["image", "labelled", "--push", "--to", base, "--push-tag", "v1"], ws)
     assert pushed.returncode == 0, pushed.stdout[-2000:] + pushed.stderr[-2000:]
     write_image(ws, "child", f"base: {base}:v1\nplatform: linux/amd64\nlabels: {{org.example.vendor: null}}\n")
     assert "# label org.example.vendor removed by enginebuild" in rendered(ws, "child", "--unpinned")
-    assert run_cli(["lock", "child"], ws).returncode == 0
+    assert run_in_process(["lock", "child"], ws).returncode == 0
     for args, gone, kept in ((["image", "child"], "org.example.vendor", "org.example.kept"),
                              (["image", "child", "--set", "labels[org.example.kept]=null", "--set",
                                "labels[org.example.vendor]=acme"], "org.example.kept", "org.example.vendor")):
-        proc = run_cli(args, ws)
+        proc = run_in_process(args, ws)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         labels = json.loads(docker("image", "inspect", "enginebuild/child:latest").stdout)[0]["Config"]["Labels"]
         assert gone not in labels and kept in labels, (args, labels)

@@ -7,7 +7,8 @@ import re
 
 import yaml
 
-from conftest import ROOT, run_cli
+from conftest import ROOT
+from helpers.inprocess import run_in_process
 
 
 def schema_keys(node, defs, seen=None) -> set:
@@ -34,7 +35,7 @@ def schema_keys(node, defs, seen=None) -> set:
 
 
 def test_every_key_of_the_schema_is_documented_in_spec_md(tmp_path):
-    proc = run_cli(["schema"], ROOT)
+    proc = run_in_process(["schema"], ROOT)
     assert proc.returncode == 0, proc.stderr
     schema = json.loads(proc.stdout)
     keys = schema_keys(schema, schema.get("$defs", {}))
@@ -63,7 +64,7 @@ def validator():
 
 
 def test_the_committed_json_schema_is_the_one_the_loader_generates():
-    proc = run_cli(["schema"], ROOT)
+    proc = run_in_process(["schema"], ROOT)
     assert proc.returncode == 0, proc.stderr
     assert SCHEMA_FILE.read_text() == proc.stdout, "regenerate: python BUILD.py schema --out docs/image.schema.json"
 
@@ -107,9 +108,9 @@ def test_spec_md_documents_every_per_build_option_the_cli_offers():
     text = (ROOT / "docs/spec.md").read_text()
     section = text[text.index("## Per-build values"):]
     section = section[:section.index("\n## ", 3)]
-    offered = {"--set": run_cli(["--help"], ROOT).stdout}
+    offered = {"--set": run_in_process(["--help"], ROOT).stdout}
     for verb in ("image", "plan", "render"):
-        offered[f"--build-arg ({verb})"] = run_cli([verb, "--help"], ROOT).stdout
+        offered[f"--build-arg ({verb})"] = run_in_process([verb, "--help"], ROOT).stdout
     offered["--output"] = offered["--build-arg (image)"]
     for flag, help_text in offered.items():
         name = flag.split()[0]
@@ -124,7 +125,7 @@ CHECKS_SCHEMA = ROOT / "docs/patch-checks.schema.json"
 def test_the_committed_checks_schema_is_generated_and_every_checks_file_validates():
     import jsonschema
 
-    proc = run_cli(["schema", "--checks"], ROOT)
+    proc = run_in_process(["schema", "--checks"], ROOT)
     assert proc.returncode == 0, proc.stderr
     assert CHECKS_SCHEMA.read_text() == proc.stdout, \
         "regenerate: python BUILD.py schema --checks --out docs/patch-checks.schema.json"

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import run_cli
+from helpers.inprocess import run_in_process
 from helpers.registry import free_port
 from helpers.specs import write_image
 
@@ -74,22 +74,22 @@ def spec(server: Rendezvous) -> str:
 
 def test_a_cold_build_downloads_several_files_at_once(workspace, rendezvous, docker_engine):
     write_image(workspace, "dl", spec(rendezvous))
-    assert run_cli(["lock", "dl"], workspace).returncode == 0
+    assert run_in_process(["lock", "dl"], workspace).returncode == 0
     rendezvous.most = 0
-    proc = run_cli(["image", "dl"], workspace)
+    proc = run_in_process(["image", "dl"], workspace)
     assert proc.returncode == 0, proc.stderr
     assert rendezvous.most >= 2  # one at a time would never have two answers open
 
 
 def test_fetch_downloads_several_files_at_once_and_a_missing_one_fails_naming_it(workspace, rendezvous):
     write_image(workspace, "dl", spec(rendezvous))
-    assert run_cli(["lock", "dl"], workspace).returncode == 0
+    assert run_in_process(["lock", "dl"], workspace).returncode == 0
     rendezvous.missing = {"/w2.bin"}
     rendezvous.most = 0
-    proc = run_cli(["fetch", "dl"], workspace)
+    proc = run_in_process(["fetch", "dl"], workspace)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "w2.bin" in proc.stderr and "404" in proc.stderr, proc.stderr
     rendezvous.missing = set()
-    proc = run_cli(["fetch", "dl"], workspace)
+    proc = run_in_process(["fetch", "dl"], workspace)
     assert proc.returncode == 0, proc.stderr
     assert rendezvous.most >= 2

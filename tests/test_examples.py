@@ -9,7 +9,8 @@ import re
 import pytest
 import yaml
 
-from conftest import ROOT, run_cli
+from conftest import ROOT
+from helpers.inprocess import run_in_process
 
 EXAMPLES = ROOT / "examples"
 NAMES = sorted(p.parent.name for p in (EXAMPLES / "images").glob("*/image.yaml"))
@@ -94,7 +95,7 @@ def check_environment(role: str, env: dict, todo: dict[str, str]) -> None:
 
 def rendered(name: str) -> str:
     """One example rendered (each test its own: parallel workers share no module fixture)."""
-    proc = run_cli(["render", name, "--unpinned"], EXAMPLES)
+    proc = run_in_process(["render", name, "--unpinned"], EXAMPLES)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -247,8 +248,8 @@ def test_an_overlay_patch_of_a_converted_recipe_applies_to_the_release_it_names(
 
     copy = tmp_path / "examples"
     shutil.copytree(EXAMPLES, copy)
-    assert run_cli(["lock", "btankut-sglang-glm47"], copy).returncode in (0, 1)  # 1: the base unreachable
-    proc = run_cli(["patches", "check", "btankut-sglang-glm47", "--json"], copy)
+    assert run_in_process(["lock", "btankut-sglang-glm47"], copy).returncode in (0, 1)  # 1: the base unreachable
+    proc = run_in_process(["patches", "check", "btankut-sglang-glm47", "--json"], copy)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     assert [(d["component"], d["patches"][0]["status"]) for d in doc] == [("sglang", "applies")]

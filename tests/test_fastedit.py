@@ -1,7 +1,11 @@
 """A script edit is written without planning or a builder (fastedit.py) and gives the image a
 full build gives: same files, modes, config, labels, history and layer chain. Everything that is
 not only a copied file's bytes or mode goes the full way (and says so by not saying "only files
-it copies changed")."""
+it copies changed").
+
+The tests run `image` in this process against an engine in memory (tests/helpers/memengine.py), as
+the fast tier; what needs a real engine (the edit's image equal to a full build in Docker, steps run
+by BuildKit, a push, a build paused in a process of its own) runs against Docker."""
 from __future__ import annotations
 
 import json
@@ -17,10 +21,12 @@ from textwrap import dedent
 import pytest
 
 from conftest import run_cli
-from helpers.docker import docker, filesystem, inspect
+from helpers.docker import docker
+from helpers.docker import filesystem as docker_filesystem
+from helpers.docker import inspect as docker_inspect
+from helpers.inprocess import run_in_process
+from helpers.memengine import MemoryEngine
 from helpers.specs import FILES_ONLY_FILES, FILES_ONLY_SPEC, write_image
-
-pytestmark = [pytest.mark.docker]
 
 FAST = "(only files it copies changed)"
 AMD64 = ["--platform", "linux/amd64"]
@@ -29,13 +35,70 @@ NO_BUILDER = {"ENGINEBUILD_DOCKER": "/bin/false"}  # a path that needs the build
 SPEC, FILES = FILES_ONLY_SPEC, FILES_ONLY_FILES  # files over scratch (tests/test_build_loop.py builds it in process)
 
 
+class InMemory:
+    """`image` in this process, loading into an engine in memory."""
+
+    def __init__(self) -> None:
+        self.engine = MemoryEngine()
+
+    def run(self, args, ws: Path, env: dict | None = None):
+        return run_in_process(args, ws, env=env, docker=self.engine)
+
+    def inspect(self, ref: str) -> dict:
+        found = self.engine.inspect(ref)
+        assert found is not None, ref
+        return found
+
+    def filesystem(self, ref: str) -> dict:
+        return self.engine.filesystem(ref)
+
+    def history(self, ref: str) -> list[str]:
+        return self.engine.history(ref)
+
+    def image_id(self, ref: str) -> str | None:
+        return self.engine.image_id(ref)
+
+    def untag(self, ref: str) -> None:
+        self.engine.remove(ref)
+
+
+class InDocker:
+    """`python -m enginebuild image` in a process of its own, loading into the Docker engine."""
+
+    def run(self, args, ws: Path, env: dict | None = None):
+        return run_cli(args, ws, env=env)
+
+    inspect = staticmethod(docker_inspect)
+    filesystem = staticmethod(docker_filesystem)
+
+    def history(self, ref: str) -> list[str]:
+        return docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", ref).stdout.splitlines()
+
+    def image_id(self, ref: str) -> str | None:
+        found = docker("image", "inspect", "--format", "{{.Id}}", ref, check=False)
+        return found.stdout.strip() if found.returncode == 0 else None
+
+    def untag(self, ref: str) -> None:
+        docker("rmi", ref, check=False)
+
+
+@pytest.fixture
+def on() -> InMemory:
+    return InMemory()
+
+
+@pytest.fixture
+def dock(docker_engine) -> InDocker:
+    return InDocker()
+
+
 @pytest.fixture
 def ws(tmp_path) -> Path:
     root = tmp_path / "repo"
     (root / "lockfiles").mkdir(parents=True)
     name = f"fe-{uuid.uuid4().hex[:6]}"
     write_image(root, name, SPEC, FILES)
-    assert run_cli(["lock", name], root).returncode == 0
+    assert run_in_process(["lock", name], root).returncode == 0
     (root / "name").write_text(name)
     settled(root)
     return root
@@ -49,10 +112,10 @@ def settled(root: Path) -> None:
         os.utime(path, (past, past), follow_symlinks=False)
 
 
-def image(ws: Path, *extra: str, env: dict | None = None) -> str:
+def image(on, ws: Path, *extra: str, env: dict | None = None) -> str:
     env = {"ENGINEBUILD_DEBUG": "1", **(env or {})}
     name = (ws / "name").read_text()
-    proc = run_cli(["image", name, *extra], ws, env=env)
+    proc = on.run(["image", name, *extra], ws, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -65,91 +128,100 @@ def folder(ws: Path) -> Path:
     return ws / "images" / (ws / "name").read_text()
 
 
-def full_build_id(ws: Path, tmp_path: Path) -> str:
+def full_build_id(on, ws: Path, tmp_path: Path) -> str:
     """The image ID a full build gives from nothing: a new home (store, memo), so every layer is
     written again; the tags end up on the same image only if every byte agrees."""
-    out = image(ws, env={"ENGINEBUILD_HOME": str(tmp_path / f"home-{uuid.uuid4().hex[:6]}")})
+    out = image(on, ws, env={"ENGINEBUILD_HOME": str(tmp_path / f"home-{uuid.uuid4().hex[:6]}")})
     assert FAST not in out
-    return inspect(ref(ws))["Id"]
+    return on.inspect(ref(ws))["Id"]
 
 
-def test_an_edit_writes_only_its_layer_without_a_builder_and_equals_a_full_build(ws, docker_engine, tmp_path):
-    image(ws)
-    again = image(ws, env=NO_BUILDER)  # the files were written seconds ago: hashed again, all the same
+def test_an_edit_writes_only_its_layer_without_a_builder_and_equals_a_full_build(ws, on, tmp_path):
+    edit_equals_full_build(on, ws, tmp_path)
+
+
+def test_an_edit_loaded_into_docker_is_the_image_a_full_build_gives_there(ws, dock, tmp_path):
+    edit_equals_full_build(dock, ws, tmp_path)
+
+
+def edit_equals_full_build(on, ws: Path, tmp_path: Path) -> None:
+    image(on, ws)
+    again = image(on, ws, env=NO_BUILDER)  # the files were written seconds ago: hashed again, all the same
     assert "nothing to build" in again, again
-    before = inspect(ref(ws))
+    before = on.inspect(ref(ws))
     os.utime(folder(ws) / "scripts/a.sh", (1, 1))  # a touch alone changes nothing
-    assert "nothing to build" in image(ws, env=NO_BUILDER)
+    assert "nothing to build" in image(on, ws, env=NO_BUILDER)
 
     (folder(ws) / "scripts/a.sh").write_text("#!/bin/sh\necho tuned\n")
     (folder(ws) / "secret.conf").write_text("k=tuned\n")  # its mode is the spec's: stays 0600
     (folder(ws) / "conf/models/qwen.json").write_text("{\"tp\": 2}\n")
     (folder(ws) / "scripts/b.sh").chmod(0o644)  # only a mode
-    out = image(ws, env=NO_BUILDER)
+    out = image(on, ws, env=NO_BUILDER)
     assert FAST in out and "wrote 3 layer(s)" in out, out  # the glob is one layer
-    after = inspect(ref(ws))
+    after = on.inspect(ref(ws))
     assert after["Id"] != before["Id"]
     assert after["Config"] == before["Config"]
     old, new = before["RootFS"]["Layers"], after["RootFS"]["Layers"]
     assert len(old) == len(new) and sum(a != b for a, b in zip(old, new, strict=True)) == 3
-    files = filesystem(ref(ws))
+    files = on.filesystem(ref(ws))
     assert files["opt/app/bin/b.sh"][1] == "0o644" and files["opt/app/bin/a.sh"][1] == "0o755"
     assert files["etc/app-secret.conf"][1] == "0o600"
     import hashlib
 
     assert files["etc/app/models/qwen.json"][4] == hashlib.sha256(b"{\"tp\": 2}\n").hexdigest()
-    history = docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", ref(ws)).stdout.splitlines()
+    history = on.history(ref(ws))
     assert sum("enginebuild: files " in h for h in history) == 4
-    assert full_build_id(ws, tmp_path) == after["Id"]
-    assert image(ws, "-v").count("nothing to build") == 1  # and the full plan agrees it is up to date
+    assert full_build_id(on, ws, tmp_path) == after["Id"]
+    assert image(on, ws, "-v").count("nothing to build") == 1  # and the full plan agrees it is up to date
 
 
-def test_an_editor_that_saves_by_rename_still_takes_the_file_edit_path(ws, docker_engine, tmp_path):
-    image(ws)
+def test_an_editor_that_saves_by_rename_still_takes_the_file_edit_path(ws, on, tmp_path):
+    image(on, ws)
     script = folder(ws) / "run.sh"
     tmp = script.with_name(".run.sh.swp")
     tmp.write_text("#!/bin/sh\nexec serve --port 8000\n")
     tmp.chmod(0o755)
     tmp.rename(script)  # a new inode, and the folder's time stamp moves
-    out = image(ws, env=NO_BUILDER)
+    out = image(on, ws, env=NO_BUILDER)
     assert FAST in out and "wrote 1 layer(s)" in out, out
-    assert full_build_id(ws, tmp_path) == inspect(ref(ws))["Id"]
+    assert full_build_id(on, ws, tmp_path) == on.inspect(ref(ws))["Id"]
 
 
-def test_a_file_added_to_a_copied_glob_or_folder_goes_the_full_way(ws, docker_engine):
-    image(ws)
+def test_a_file_added_to_a_copied_glob_or_folder_goes_the_full_way(ws, on):
+    image(on, ws)
     (folder(ws) / "scripts/c.sh").write_text("#!/bin/sh\necho c\n")
-    out = image(ws)
+    out = image(on, ws)
     assert FAST not in out and "wrote 1 layer(s)" in out, out
     (folder(ws) / "conf/models/llama.json").write_text("{}\n")
-    out = image(ws)
+    out = image(on, ws)
     assert FAST not in out
-    files = filesystem(ref(ws))
+    files = on.filesystem(ref(ws))
     assert "opt/app/bin/c.sh" in files and "etc/app/models/llama.json" in files
     (folder(ws) / "scripts/notes.txt").write_text("edited, still not copied\n")  # the glob lists the same files
     (folder(ws) / "scripts/a.sh").write_text("#!/bin/sh\necho a2\n")
-    assert FAST in image(ws, env=NO_BUILDER)
+    assert FAST in image(on, ws, env=NO_BUILDER)
 
 
-def test_a_spec_change_goes_the_full_way(ws, docker_engine):
-    image(ws)
+def test_a_spec_change_goes_the_full_way(ws, on):
+    image(on, ws)
     spec = folder(ws) / "image.yaml"
     spec.write_text(spec.read_text().replace("/opt/app}", "/srv/app}"))
     (folder(ws) / "run.sh").write_text("#!/bin/sh\nexec serve --again\n")
-    out = image(ws)
+    out = image(on, ws)
     assert FAST not in out
-    assert "APP_HOME=/srv/app" in inspect(ref(ws))["Config"]["Env"]
+    assert "APP_HOME=/srv/app" in on.inspect(ref(ws))["Config"]["Env"]
 
 
-def test_a_removed_file_goes_the_full_way_and_is_named(ws, docker_engine):
-    image(ws)
+def test_a_removed_file_goes_the_full_way_and_is_named(ws, on):
+    image(on, ws)
     (folder(ws) / "run.sh").unlink()
-    proc = run_cli(["image", (ws / "name").read_text()], ws)
+    proc = on.run(["image", (ws / "name").read_text()], ws)
     assert proc.returncode == 2 and "run.sh" in proc.stderr, proc.stderr
 
 
-def test_steps_are_not_run_again_for_a_file_edit_and_a_changed_step_goes_through_the_builder(ws, docker_engine,
+def test_steps_are_not_run_again_for_a_file_edit_and_a_changed_step_goes_through_the_builder(ws, dock,
                                                                                               debian_reachable):
+    on = dock
     spec = folder(ws) / "image.yaml"
     spec.write_text(spec.read_text() + dedent("""
         system:
@@ -159,16 +231,16 @@ def test_steps_are_not_run_again_for_a_file_edit_and_a_changed_step_goes_through
         steps:
           - {name: mark, run: "echo one > /etc/mark"}
         """))
-    assert run_cli(["lock", (ws / "name").read_text()], ws).returncode == 0
+    assert on.run(["lock", (ws / "name").read_text()], ws).returncode == 0
     settled(ws)
-    image(ws)
+    image(on, ws)
     (folder(ws) / "run.sh").write_text("#!/bin/sh\nexec serve --edited\n")
-    out = image(ws, env=NO_BUILDER)  # steps run below the files: an edit never runs them again
+    out = image(on, ws, env=NO_BUILDER)  # steps run below the files: an edit never runs them again
     assert FAST in out and "wrote 1 layer(s)" in out, out
     spec.write_text(spec.read_text().replace("echo one", "echo two"))
-    refused = run_cli(["image", (ws / "name").read_text()], ws, env=NO_BUILDER)
+    refused = on.run(["image", (ws / "name").read_text()], ws, env=NO_BUILDER)
     assert refused.returncode != 0 and FAST not in refused.stdout
-    out = image(ws)
+    out = image(on, ws)
     assert "ran 1 command layer(s)" in out, out
     from helpers.docker import read_file
 
@@ -177,11 +249,12 @@ def test_steps_are_not_run_again_for_a_file_edit_and_a_changed_step_goes_through
 
 
 @pytest.mark.registry
-def test_an_edit_built_and_pushed_in_one_command_uploads_one_layer(ws, docker_engine, registry):
+def test_an_edit_built_and_pushed_in_one_command_uploads_one_layer(ws, dock, registry):
+    on = dock
     repo = f"{registry.host}/fast-edit-{uuid.uuid4().hex[:6]}"
-    image(ws, "--push", "--to", repo, "--push-tag", "one")
+    image(on, ws, "--push", "--to", repo, "--push-tag", "one")
     (folder(ws) / "scripts/a.sh").write_text("#!/bin/sh\necho pushed\n")
-    out = image(ws, "--push", "--to", repo, "--push-tag", "two")
+    out = image(on, ws, "--push", "--to", repo, "--push-tag", "two")
     assert FAST in out, out
     pushes = json.loads((ws / f"lockfiles/{(ws / 'name').read_text()}.pushes.json").read_text())["pushes"]
     record = next(r for r in pushes if r["tag"] == "two")
@@ -189,9 +262,9 @@ def test_an_edit_built_and_pushed_in_one_command_uploads_one_layer(ws, docker_en
     pulled = f"{repo}:two"
     docker("pull", "-q", pulled)
     try:
-        assert inspect(pulled)["RootFS"]["Layers"] == inspect(ref(ws))["RootFS"]["Layers"]
+        assert on.inspect(pulled)["RootFS"]["Layers"] == on.inspect(ref(ws))["RootFS"]["Layers"]
     finally:
-        docker("rmi", pulled, check=False)
+        on.untag(pulled)
 
 
 def paused_build(ws: Path, home: Path, change) -> subprocess.CompletedProcess:
@@ -215,33 +288,35 @@ def paused_build(ws: Path, home: Path, change) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(build.args, build.returncode, out, err)
 
 
-def test_a_copied_file_edited_while_a_build_runs_fails_that_build_and_the_next_run_builds_it(ws, docker_engine,
+def test_a_copied_file_edited_while_a_build_runs_fails_that_build_and_the_next_run_builds_it(ws, dock,
                                                                                               eb_home):
+    on = dock
     script = folder(ws) / "run.sh"
     script.write_text(f"#!/bin/sh\nexec serve --first {uuid.uuid4().hex}\n")  # a layer no store has
     settled(ws)
     late = f"#!/bin/sh\nexec serve --late {uuid.uuid4().hex}\n".encode()
     proc = paused_build(ws, eb_home, lambda: script.write_bytes(late) and script)  # hashed already
     assert proc.returncode == 1 and "run.sh changed while the build ran" in proc.stderr, proc.stdout + proc.stderr
-    assert docker_engine.image_id(ref(ws)) is None  # no image whose key names other bytes
-    assert "nothing to build" not in image(ws)
+    assert on.image_id(ref(ws)) is None  # no image whose key names other bytes
+    assert "nothing to build" not in image(on, ws)
     from helpers.docker import read_file
 
     assert read_file(ref(ws), "/opt/app/run.sh") == late
 
 
-def test_a_spec_edited_while_a_build_runs_is_built_by_the_next_run(ws, docker_engine, eb_home):
+def test_a_spec_edited_while_a_build_runs_is_built_by_the_next_run(ws, dock, eb_home):
+    on = dock
     spec = folder(ws) / "image.yaml"
     proc = paused_build(ws, eb_home, lambda: spec.write_text(spec.read_text().replace("/opt/app}", "/srv/app}"))
                         and spec)
     assert proc.returncode == 0, proc.stderr
-    assert "APP_HOME=/opt/app" in inspect(ref(ws))["Config"]["Env"]  # read before the edit
-    image(ws, env=NO_BUILDER)  # a new config only: no layer to write
-    assert "APP_HOME=/srv/app" in inspect(ref(ws))["Config"]["Env"]
+    assert "APP_HOME=/opt/app" in on.inspect(ref(ws))["Config"]["Env"]  # read before the edit
+    image(on, ws, env=NO_BUILDER)  # a new config only: no layer to write
+    assert "APP_HOME=/srv/app" in on.inspect(ref(ws))["Config"]["Env"]
 
 
-def test_a_copied_file_swapped_for_a_symlink_to_a_host_file_is_refused_not_copied(ws, docker_engine, tmp_path):
-    image(ws)
+def test_a_copied_file_swapped_for_a_symlink_to_a_host_file_is_refused_not_copied(ws, on, tmp_path):
+    image(on, ws)
     secret = tmp_path / "host-credentials.json"
     secret.write_text('{"auths": {"ghcr.io": {"auth": "c2VjcmV0"}}}\n')
     script = folder(ws) / "run.sh"
@@ -249,77 +324,73 @@ def test_a_copied_file_swapped_for_a_symlink_to_a_host_file_is_refused_not_copie
     script.symlink_to(secret)
     name = (ws / "name").read_text()
     for _ in range(2):  # and the run after it does not call it up to date either
-        proc = run_cli(["image", name], ws, env={"ENGINEBUILD_DEBUG": "1"})
+        proc = on.run(["image", name], ws, env={"ENGINEBUILD_DEBUG": "1"})
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert FAST not in proc.stdout and "nothing to build" not in proc.stdout
         assert "resolves outside the recipe repository" in proc.stderr
     import hashlib
 
-    assert filesystem(ref(ws))["opt/app/run.sh"][4] == hashlib.sha256(FILES["run.sh"].encode()).hexdigest()
+    assert on.filesystem(ref(ws))["opt/app/run.sh"][4] == hashlib.sha256(FILES["run.sh"].encode()).hexdigest()
 
 
-def test_t_tags_the_built_image_as_docker_build_does_even_when_nothing_changed(ws, docker_engine):
-    from helpers.docker import docker
-
-    image(ws)
+def test_t_tags_the_built_image_as_docker_build_does_even_when_nothing_changed(ws, on):
+    image(on, ws)
     name = (ws / "name").read_text()
-    proc = run_cli(["image", name, "-t", f"mine/{name}:v1", "--tag", f"mine/{name}"], ws)
+    proc = on.run(["image", name, "-t", f"mine/{name}:v1", "--tag", f"mine/{name}"], ws)
     assert proc.returncode == 0 and "nothing to build" in proc.stdout  # nothing to build: tagged all the same
     assert f"tagged mine/{name}:v1, mine/{name}:latest" in proc.stderr, proc.stderr
     out = proc.stdout
-    ours = docker("image", "inspect", "--format", "{{.Id}}", ref(ws)).stdout.strip()
+    ours = on.image_id(ref(ws))
     for tag in (f"mine/{name}:v1", f"mine/{name}:latest"):
-        assert docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip() == ours, out
-        docker("rmi", tag, check=False)
-    bad = run_cli(["image", name, "-t", "Bad Name"], ws)
+        assert on.image_id(tag) == ours, out
+        on.untag(tag)
+    bad = on.run(["image", name, "-t", "Bad Name"], ws)
     assert bad.returncode == 2 and "-t 'Bad Name'" in bad.stderr
 
 
 
-def test_enginebuild_yaml_tags_are_given_by_every_build_and_kept_by_the_no_op(ws, docker_engine):
-    from helpers.docker import docker
-
+def test_enginebuild_yaml_tags_are_given_by_every_build_and_kept_by_the_no_op(ws, on):
     name = (ws / "name").read_text()
     (ws / "enginebuild.yaml").write_text('tags: ["recipes/{image}:dev"]\n')
-    image(ws)
-    ours = docker("image", "inspect", "--format", "{{.Id}}", ref(ws)).stdout.strip()
-    assert docker("image", "inspect", "--format", "{{.Id}}", f"recipes/{name}:dev").stdout.strip() == ours
-    docker("rmi", f"recipes/{name}:dev")
-    image(ws)  # nothing changed, but a tag it gives is gone: given again
-    assert docker("image", "inspect", "--format", "{{.Id}}", f"recipes/{name}:dev").stdout.strip() == ours
-    docker("rmi", f"recipes/{name}:dev")
+    image(on, ws)
+    ours = on.image_id(ref(ws))
+    assert on.image_id(f"recipes/{name}:dev") == ours
+    on.untag(f"recipes/{name}:dev")
+    image(on, ws)  # nothing changed, but a tag it gives is gone: given again
+    assert on.image_id(f"recipes/{name}:dev") == ours
+    on.untag(f"recipes/{name}:dev")
     (ws / "enginebuild.yaml").write_text('tags: ["recipes/fixed:dev"]\n')
-    bad = run_cli(["image", name], ws)
+    bad = on.run(["image", name], ws)
     assert bad.returncode == 2 and "enginebuild.yaml:1: tags[0]" in bad.stderr and "{image}" in bad.stderr, bad.stderr
 
 
-def test_a_t_tag_stays_on_the_image_it_named_when_later_builds_go_without_it(ws, docker_engine):
+def test_a_t_tag_stays_on_the_image_it_named_when_later_builds_go_without_it(ws, on):
     """`docker build -t` tags once: a release tag never follows a later build, no-op, file edit or full."""
     name = (ws / "name").read_text()
     release = f"mine/{name}:rel"
-    tagged = run_cli(["image", name, "-t", release], ws)
+    tagged = on.run(["image", name, "-t", release], ws)
     assert tagged.returncode == 0, tagged.stderr
-    first = inspect(release)["Id"]
-    again = image(ws)  # a no-op without -t reports and checks the image's own tags only
+    first = on.inspect(release)["Id"]
+    again = image(on, ws)  # a no-op without -t reports and checks the image's own tags only
     assert release not in again and f"-> {ref(ws)}" in again
     (folder(ws) / "run.sh").write_text("#!/bin/sh\nexec serve --port 9000\n")
-    edited = image(ws)  # the file-edit path
+    edited = image(on, ws)  # the file-edit path
     assert FAST in edited and release not in edited
-    assert inspect(release)["Id"] == first != inspect(ref(ws))["Id"]
+    assert on.inspect(release)["Id"] == first != on.inspect(ref(ws))["Id"]
     (folder(ws) / "image.yaml").write_text(SPEC.replace("fast-edit", "full-way"))
-    full = image(ws)  # the full path
+    full = image(on, ws)  # the full path
     assert FAST not in full and release not in full
-    assert inspect(release)["Id"] == first != inspect(ref(ws))["Id"]
-    docker("rmi", release, check=False)
+    assert on.inspect(release)["Id"] == first != on.inspect(ref(ws))["Id"]
+    on.untag(release)
 
 
-def test_a_copied_file_turned_into_a_binary_goes_the_full_way_and_its_libraries_are_checked(ws):
+def test_a_copied_file_turned_into_a_binary_goes_the_full_way_and_its_libraries_are_checked(ws, on):
     from helpers.elfmake import make_elf
 
-    image(ws)
+    image(on, ws)
     (folder(ws) / "scripts/a.sh").write_bytes(make_elf(needed=("libenginebuild-absent.so.9",)))
     name = (ws / "name").read_text()
-    proc = run_cli(["image", name], ws, env={"ENGINEBUILD_DEBUG": "1"})
+    proc = on.run(["image", name], ws, env={"ENGINEBUILD_DEBUG": "1"})
     assert FAST not in proc.stdout
     assert "file-edit path not taken" in proc.stdout and "is a binary: the full path checks what it loads" in \
         proc.stdout, proc.stdout
@@ -329,42 +400,42 @@ def test_a_copied_file_turned_into_a_binary_goes_the_full_way_and_its_libraries_
 
 @pytest.mark.parametrize("said", [["-q"], ["--locked"], ["--frozen"], ["--progress=plain"], ["--progress", "quiet"],
                                   ["--locked", "-q"]])
-def test_options_that_do_not_change_the_image_keep_the_no_op_and_the_file_edit_paths(ws, docker_engine, said):
-    image(ws)  # (the workspace's files were written a minute ago: the memo trusts their stats)
-    out = image(ws, *said, env=NO_BUILDER)  # the no-op: no plan, no builder
+def test_options_that_do_not_change_the_image_keep_the_no_op_and_the_file_edit_paths(ws, on, said):
+    image(on, ws)  # (the workspace's files were written a minute ago: the memo trusts their stats)
+    out = image(on, ws, *said, env=NO_BUILDER)  # the no-op: no plan, no builder
     assert "nothing to build" in out and "is up to date" in out, out
     script = folder(ws) / "run.sh"
     script.write_text("#!/bin/sh\nexec serve --edited\n")
     past = time.time() - 60
     os.utime(script, (past, past))
-    out = image(ws, *said, env=NO_BUILDER)
+    out = image(on, ws, *said, env=NO_BUILDER)
     assert FAST in out, out  # the file-edit path (what it writes is checked against a full build above)
 
 
-def test_a_change_to_the_config_alone_says_so(ws, docker_engine):
-    image(ws)
-    before = inspect(ref(ws))["Id"]
+def test_a_change_to_the_config_alone_says_so(ws, on):
+    image(on, ws)
+    before = on.inspect(ref(ws))["Id"]
     spec = folder(ws) / "image.yaml"
     spec.write_text(spec.read_text().replace("labels: {org.example.recipe: fast-edit}",
                                              "labels: {org.example.recipe: fast-edit, org.example.tier: gold}"))
-    out = image(ws)
+    out = image(on, ws)
     assert "only the image's config changed" in out and "nothing to build" not in out, out
-    assert inspect(ref(ws))["Id"] != before
-    assert inspect(ref(ws))["Config"]["Labels"]["org.example.tier"] == "gold"
-    out = image(ws)
+    assert on.inspect(ref(ws))["Id"] != before
+    assert on.inspect(ref(ws))["Config"]["Labels"]["org.example.tier"] == "gold"
+    out = image(on, ws)
     assert "nothing to build" in out  # and the next run has nothing to say but that
 
 
-def test_each_answer_of_image_comes_from_the_one_decision_that_plan_shows(ws, docker_engine):
+def test_each_answer_of_image_comes_from_the_one_decision_that_plan_shows(ws, on):
     name = (ws / "name").read_text()
 
     def plan_says() -> str:
-        proc = run_cli(["plan", name], ws)
+        proc = on.run(["plan", name], ws)
         assert proc.returncode == 0, proc.stderr
         return next(line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("image now: "))
 
     assert plan_says() == "image now: rebuild: no finished build of it with these options is recorded"
-    proc = run_cli(["image", name], ws)
+    proc = on.run(["image", name], ws)
     assert proc.returncode == 0 and f"{name}: rebuild" not in proc.stderr, proc.stderr  # a first build: nothing to say
     assert plan_says() == "image now: up to date"
     script = folder(ws) / "run.sh"
@@ -372,7 +443,7 @@ def test_each_answer_of_image_comes_from_the_one_decision_that_plan_shows(ws, do
     past = time.time() - 60
     os.utime(script, (past, past))
     assert plan_says() == "image now: files edited: run.sh"
-    assert FAST in image(ws, env=NO_BUILDER)
+    assert FAST in image(on, ws, env=NO_BUILDER)
     # the record the decision reads, changed: the no-op no longer answers, and the full build says why
     memo = next(p for p in (Path(os.environ["ENGINEBUILD_HOME"]) / "plans").iterdir() if p.name.startswith(name))
     doc = json.loads(memo.read_text())
@@ -380,7 +451,7 @@ def test_each_answer_of_image_comes_from_the_one_decision_that_plan_shows(ws, do
     memo.write_text(json.dumps(doc))
     why = plan_says().removeprefix("image now: ")
     assert re.fullmatch(f"rebuild: the engine does not hold enginebuild/{name}:latest(-[a-z0-9]+)? as last built", why)
-    proc = run_cli(["image", name], ws)
+    proc = on.run(["image", name], ws)
     assert proc.returncode == 0 and f"{name}: {why}" in proc.stderr, proc.stderr
     assert "nothing to build, every platform is up to date" not in proc.stdout
     assert plan_says() == "image now: up to date"

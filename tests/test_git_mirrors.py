@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from conftest import run_cli
 from enginebuild.errors import ResolveError
 from helpers.gitrepo import ENV as REPO_ENV
+from helpers.inprocess import run_in_process
 from helpers.specs import write_image
 
 NO_DOCKER = {"ENGINEBUILD_DOCKER": "/bin/false", "DOCKER_HOST": "unix:///nonexistent.sock"}
@@ -53,7 +53,7 @@ def bundle_of(repo, path):
 
 
 def lock(ws, env):
-    proc = run_cli(["lock", "t"], ws, env={**NO_DOCKER, **env})
+    proc = run_in_process(["lock", "t"], ws, env={**NO_DOCKER, **env})
     return proc, json.loads((ws / "lockfiles/t.lock").read_text())["inputs"]["components.e.source"]
 
 
@@ -140,5 +140,5 @@ def test_a_repository_on_this_machine_serves_as_a_mirror_from_enginebuild_yaml(u
     spec.write_text(spec.read_text().replace("base: scratch\n", "base: scratch\nbuilder:\n  base: scratch\n  system: "
                                              "{install: extract, packages: [busybox-static], run: "
                                              "[[/bin/busybox, --install, -s, /bin]]}\n", 1))
-    plan = run_cli(["plan", "t", "--unpinned"], workspace, env={**NO_DOCKER, "ENGINEBUILD_HOME": str(tmp_path / "h")})
+    plan = run_in_process(["plan", "t", "--unpinned"], workspace, env={**NO_DOCKER, "ENGINEBUILD_HOME": str(tmp_path / "h")})
     assert f"its source is fetched from the mirror {tmp_path}/mirrors/org/engine" in plan.stdout, plan.stdout

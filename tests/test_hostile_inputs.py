@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import run_cli
+from helpers.inprocess import run_in_process
 from helpers.specs import BUSYBOX_BUILDER, write_image
 
 NO_DOCKER = {"ENGINEBUILD_DOCKER": "/bin/false", "DOCKER_HOST": "unix:///nonexistent.sock"}
@@ -31,7 +31,7 @@ def ws(tmp_path):
 @pytest.mark.parametrize("address", ["ssh://h:99999", "ssh://h:abc", "tcp://h:99999", "tcp://[::1", "tcp://:2375"])
 @pytest.mark.parametrize("verb", [["image", "t"], ["doctor"]])
 def test_a_builder_address_that_cannot_be_used_is_refused_naming_it(ws, address, verb):
-    proc = run_cli([*verb, "--builder", address], ws, env=NO_DOCKER)
+    proc = run_in_process([*verb, "--builder", address], ws, env=NO_DOCKER)
     assert "Traceback" not in proc.stderr
     if verb == ["doctor"]:  # doctor reports it as a failed check, and exits 1
         assert proc.returncode == 1 and address in proc.stdout, proc.stdout + proc.stderr
@@ -42,7 +42,7 @@ def test_a_builder_address_that_cannot_be_used_is_refused_naming_it(ws, address,
 
 def test_one_folder_for_two_outputs_is_refused(ws, tmp_path):
     folder = tmp_path / "out"
-    proc = run_cli(["image", "t", "--output", str(folder), "--output", f"e={folder}"], ws, env=NO_DOCKER)
+    proc = run_in_process(["image", "t", "--output", str(folder), "--output", f"e={folder}"], ws, env=NO_DOCKER)
     assert proc.returncode == 2 and f"--output {folder}: named twice" in proc.stderr, proc.stderr
     assert not folder.exists()
 
@@ -52,7 +52,7 @@ def test_an_editable_tree_outside_a_folder_of_its_own_is_refused(ws, folder):
     spec = COMPONENT.replace("outputs: {paths: [/x]}", f"outputs: {{editable: {folder}}}").replace(
         "install: [e]", "python:\n  version: '3.11'\n  requirements: [{requirement: e, component: e}]")
     write_image(ws, "t", spec)
-    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
     assert proc.returncode == 2, proc.stderr
     assert re.search(r"images/t/image\.yaml:\d+: components\.e\.outputs\.editable: ", proc.stderr), proc.stderr
     assert f"{folder} is" in proc.stderr
@@ -65,7 +65,7 @@ def test_an_editable_tree_where_layer_clean_up_drops_files_is_refused(ws, folder
     spec = COMPONENT.replace("outputs: {paths: [/x]}", f"outputs: {{editable: {folder}}}").replace(
         "install: [e]", "python:\n  version: '3.11'\n  requirements: [{requirement: e, component: e}]")
     write_image(ws, "t", spec)
-    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
     assert proc.returncode == 2, proc.stderr
     assert re.search(r"images/t/image\.yaml:\d+: components\.e\.outputs\.editable: ", proc.stderr), proc.stderr
     assert f"{folder} lies where layer clean-up drops what a build leaves ({pattern})" in proc.stderr, proc.stderr
@@ -73,7 +73,7 @@ def test_an_editable_tree_where_layer_clean_up_drops_files_is_refused(ws, folder
 
 @pytest.mark.network
 def test_the_only_builder_unreachable_is_named(ws):
-    proc = run_cli(["image", "t", "--builder", "far=tcp://127.0.0.1:9"], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    proc = run_in_process(["image", "t", "--builder", "far=tcp://127.0.0.1:9"], ws, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 1, proc.stderr
     assert "error: builder far (tcp://127.0.0.1:9) is unreachable: " in proc.stderr, proc.stderr
 
@@ -86,7 +86,7 @@ def test_a_step_file_given_through_a_link_is_mounted_under_the_name_the_spec_giv
     spec = (folder / "image.yaml").read_text() + ("steps:\n  - name: fix\n    files: [fix.sh]\n"
                                                   "    run: sh /opt/enginebuild/step/fix.sh\n")
     (folder / "image.yaml").write_text(spec)
-    proc = run_cli(["render", "t", "--unpinned"], ws, env=NO_DOCKER)
+    proc = run_in_process(["render", "t", "--unpinned"], ws, env=NO_DOCKER)
     assert proc.returncode == 0, proc.stderr
     assert "source=step-files/fix.sh,target=/opt/enginebuild/step/fix.sh" in proc.stdout, proc.stdout
     assert "fix-arch-list-v2.sh" not in proc.stdout
@@ -94,7 +94,7 @@ def test_a_step_file_given_through_a_link_is_mounted_under_the_name_the_spec_giv
 
 def test_python_without_its_version_is_refused_naming_the_key(ws):
     write_image(ws, "t", "base: scratch\nplatform: linux/amd64\npython:\n  requirements: [six==1.16.0]\n")
-    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
     assert proc.returncode == 2, proc.stderr
     assert "images/t/image.yaml:3: python.version: required: the Python version of the image's interpreter" \
         in proc.stderr, proc.stderr
@@ -105,13 +105,13 @@ def test_a_launcher_without_its_run_bit_is_refused_before_it_is_built(ws):
                                   "entrypoint: [/opt/app/run.sh]\n", {"run.txt": "x"})
     (folder / "run.sh").write_text("#!/bin/sh\nexec serve\n")
     (folder / "run.sh").chmod(0o644)
-    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
     assert proc.returncode == 2, proc.stderr
     assert "images/t/image.yaml:4: files./opt/app/run.sh: images/t/run.sh is the entrypoint's program " \
            "(/opt/app/run.sh) but is not executable (mode 0644)" in proc.stderr, proc.stderr
     assert "chmod +x images/t/run.sh" in proc.stderr
     (folder / "run.sh").chmod(0o755)
-    assert "not executable" not in run_cli(["plan", "t"], ws, env=NO_DOCKER).stderr
+    assert "not executable" not in run_in_process(["plan", "t"], ws, env=NO_DOCKER).stderr
 
 
 def test_messages_that_point_the_right_way(ws):
@@ -119,19 +119,19 @@ def test_messages_that_point_the_right_way(ws):
     a new key with dots given to --set, are told how enginebuild says them."""
     spec = (ws / "images/t/image.yaml").read_text()
     (ws / "images/t/image.yaml").write_text(spec + "enviroments:\n  x: {base: scratch}\n")
-    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
     assert proc.returncode == 2 and "hint: did you mean 'environments'?" in proc.stderr, proc.stderr
     (ws / "images/t/image.yaml").write_text(spec)
-    proc = run_cli(["plan", "t", "--build-arg", "BASE_IMAGE=nvcr.io/nvidia/vllm:26.01-py3"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t", "--build-arg", "BASE_IMAGE=nvcr.io/nvidia/vllm:26.01-py3"], ws, env=NO_DOCKER)
     assert proc.returncode == 2 and "--on REF@sha256:" in proc.stderr and "--set base=REF" in proc.stderr
-    proc = run_cli(["plan", "t", "--set", "labels.org.example.release=rc1"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t", "--set", "labels.org.example.release=rc1"], ws, env=NO_DOCKER)
     assert proc.returncode == 2, proc.stderr
     assert "'org.example.release' is one key with dots: it is written in brackets" in proc.stderr
     assert "--set 'labels[org.example.release]=…'" in proc.stderr and "quote it" not in proc.stderr
 
 
 def test_plan_unpinned_plans_from_the_spec_alone(ws):
-    proc = run_cli(["plan", "t", "--unpinned", "--json"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t", "--unpinned", "--json"], ws, env=NO_DOCKER)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)["images"][0]
     assert not doc["buildable"] and "builder.system@linux/amd64" in doc["unresolved"]
@@ -142,7 +142,7 @@ def test_a_build_argument_naming_a_variable_is_refused_saying_nothing_expands(ws
     spec = (ws / "images/t/image.yaml").read_text().replace(
         "build: {script: build.sh}", 'build: {script: build.sh, args: {CFLAGS: "-O2 ${EXTRA_CFLAGS}", PRICE: "$$5"}}')
     (ws / "images/t/image.yaml").write_text(spec)
-    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
     assert proc.returncode == 2, proc.stderr
     assert "components.e.build.args.CFLAGS: refers to ${EXTRA_CFLAGS}: a build argument is a literal value" \
         in proc.stderr, proc.stderr
@@ -156,13 +156,13 @@ def test_a_build_argument_naming_a_variable_is_refused_saying_nothing_expands(ws
 def test_a_cache_folder_that_would_add_mount_options_is_refused(ws, folder):
     spec = (ws / "images/t/image.yaml").read_text()
     (ws / "images/t/image.yaml").write_text(spec + f"steps:\n  - name: s\n    run: echo hi\n    cache: ['{folder}']\n")
-    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
     assert proc.returncode == 2, proc.stderr
     assert re.search(r"images/t/image\.yaml:\d+: steps\[0\]\.cache\[0\]: expected an absolute path of letters, "
                      r"digits and \._@\+- \(a cache folder", proc.stderr), proc.stderr
     (ws / "images/t/image.yaml").write_text(spec.replace("build: {script: build.sh}",
                                                          f"build: {{script: build.sh, cache: ['{folder}']}}"))
-    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
     assert proc.returncode == 2 and "components.e.build.cache[0]: expected an absolute path" in proc.stderr, proc.stderr
 
 
@@ -170,7 +170,7 @@ def test_a_step_file_whose_name_would_add_mount_options_is_refused(ws):
     (ws / "images/t/x,rw=true").write_text("echo hi\n")
     spec = (ws / "images/t/image.yaml").read_text()
     (ws / "images/t/image.yaml").write_text(spec + "steps:\n  - name: s\n    files: ['x,rw=true']\n    run: echo hi\n")
-    proc = run_cli(["plan", "t"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
     assert proc.returncode == 2, proc.stderr
     assert re.search(r"images/t/image\.yaml:\d+: steps\[0\]\.files: a step's file is mounted at "
                      r"/opt/enginebuild/step/NAME, and 'x,rw=true' cannot be such a name", proc.stderr), proc.stderr

@@ -7,10 +7,11 @@ import json
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT
 from enginebuild.kernels.archs import Arch, missing, parse_code, parse_declared
 from enginebuild.kernels.elf import has_device_code, section_names
 from helpers import report
+from helpers.inprocess import run_in_process
 from helpers.specs import write_image
 
 VLLM = """
@@ -73,7 +74,7 @@ def test_a_malformed_or_foreign_file_is_no_cuda_binary_and_no_crash(data):
 
 @pytest.fixture(scope="module")
 def built_demo(docker_engine, debian_reachable, pypi_reachable):
-    proc = run_cli(["image", "demo"], ROOT)
+    proc = run_in_process(["image", "demo"], ROOT)
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -81,7 +82,7 @@ def built_demo(docker_engine, debian_reachable, pypi_reachable):
 @pytest.mark.docker
 @pytest.mark.network
 def test_the_demo_is_verified_when_built_and_carries_sm_121a_on_both_platforms(built_demo):
-    proc = run_cli(["verify", "demo", "--json"], ROOT)
+    proc = run_in_process(["verify", "demo", "--json"], ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["ok"] and [v["platform"] for v in doc["images"]] == ["linux/amd64", "linux/arm64"]
@@ -90,15 +91,15 @@ def test_the_demo_is_verified_when_built_and_carries_sm_121a_on_both_platforms(b
         assert files["/opt/enginebuild/lib/libdemo_cuda.so"]["sass"] == ["sm_121a"]
         assert verdict["declared"] == ["12.1a"]
         report.peak("kernels", "verify seconds (demo, per platform)", verdict["seconds"])
-    text = run_cli(["verify", "demo"], ROOT)
+    text = run_in_process(["verify", "demo"], ROOT)
     assert "ok      /opt/enginebuild/lib/libdemo_cuda.so: sm_121a; no PTX" in text.stdout
     # the same image held to another GPU's architecture: nothing rebuilt, the verdict for that GPU
-    other = run_cli(["verify", "demo", "--platform", "linux/amd64", "--archs", "9.0", "--json"], ROOT)
+    other = run_in_process(["verify", "demo", "--platform", "linux/amd64", "--archs", "9.0", "--json"], ROOT)
     assert other.returncode == 1, other.stderr
     verdict = json.loads(other.stdout)["images"][0]
     assert verdict["declared"] == ["9.0"]
     assert [f["ok"] for f in verdict["files"] if f["path"] == "/opt/enginebuild/lib/libdemo_cuda.so"] == [False]
-    bad = run_cli(["verify", "demo", "--archs", "sm121"], ROOT)
+    bad = run_in_process(["verify", "demo", "--archs", "sm121"], ROOT)
     assert bad.returncode == 2 and "not a CUDA arch" in bad.stderr
 
 
@@ -138,7 +139,7 @@ def vllm_workspace(tmp_path_factory, pypi_reachable):
 
 @pytest.mark.network
 def test_a_stock_vllm_wheel_is_flagged_when_it_is_locked(vllm_workspace):
-    proc = run_cli(["lock", "stock"], vllm_workspace)
+    proc = run_in_process(["lock", "stock"], vllm_workspace)
     assert proc.returncode == 0, proc.stderr
     line = next(line for line in proc.stderr.splitlines() if f": {VLLM_C}:" in line)
     assert line.startswith("images/stock/image.yaml:7: warning: vllm-0.21.0")
@@ -150,13 +151,13 @@ def test_a_stock_vllm_wheel_is_flagged_when_it_is_locked(vllm_workspace):
 @pytest.mark.network
 def test_an_image_with_the_stock_vllm_wheel_fails_its_kernel_check_naming_each_binary(vllm_workspace,
                                                                                       docker_engine):
-    assert run_cli(["lock", "stock"], vllm_workspace).returncode == 0
-    proc = run_cli(["image", "stock"], vllm_workspace)
+    assert run_in_process(["lock", "stock"], vllm_workspace).returncode == 0
+    proc = run_in_process(["image", "stock"], vllm_workspace)
     assert proc.returncode == 1, proc.stderr
     assert "the kernel architecture check failed" in proc.stderr
     assert (f"MISSING /usr/local/lib/python3.12/dist-packages/{VLLM_C}: {' '.join(STOCK_SASS)}; "
             f"{STOCK_PTX} -- MISSING 12.1a") in proc.stderr
-    verify = run_cli(["verify", "stock", "--json"], vllm_workspace)
+    verify = run_in_process(["verify", "stock", "--json"], vllm_workspace)
     assert verify.returncode == 1
     doc = json.loads(verify.stdout)["images"][0]
     files = {f["path"].split("dist-packages/")[1]: f for f in doc["files"]}
@@ -172,8 +173,8 @@ def test_jit_and_skip_rules_are_what_the_spec_says_and_nothing_more(vllm_workspa
     """Declared 12.0 with JIT: sm_120 SASS or PTX <= 12.0 serve; FlashAttention 3 (sm_90a only)
     does not, until the spec skips it with a reason."""
     write_image(vllm_workspace, "jit", VLLM.format(archs='"12.0"', extra="cuda-verify: {jit: true}"))
-    assert run_cli(["lock", "jit"], vllm_workspace).returncode == 0
-    proc = run_cli(["image", "jit"], vllm_workspace)
+    assert run_in_process(["lock", "jit"], vllm_workspace).returncode == 0
+    proc = run_in_process(["image", "jit"], vllm_workspace)
     assert proc.returncode == 1
     failing = [line for line in proc.stderr.splitlines() if line.strip().startswith("MISSING")]
     assert len(failing) == 3 and all("_flashmla" in line or "_vllm_fa3_C" in line for line in failing), failing
@@ -181,23 +182,23 @@ def test_jit_and_skip_rules_are_what_the_spec_says_and_nothing_more(vllm_workspa
             "    - {path: '*/vllm/_flashmla*', why: 'MLA kernels: Hopper and Blackwell datacenter only'}\n"
             "    - {path: '*/_vllm_fa3_C.abi3.so', why: 'FlashAttention 3 is Hopper only'}")
     write_image(vllm_workspace, "jit", VLLM.format(archs='"12.0"', extra=skip))
-    proc = run_cli(["verify", "jit"], vllm_workspace)
+    proc = run_in_process(["verify", "jit"], vllm_workspace)
     assert proc.returncode == 0, proc.stdout
     assert "(not checked: FlashAttention 3 is Hopper only)" in proc.stdout
 
 
 def test_verify_of_an_image_that_declares_no_archs_says_so_and_checks_its_runtime_closure(workspace):
     write_image(workspace, "plain", "base: scratch\nplatform: linux/amd64\n")
-    assert run_cli(["lock", "plain"], workspace).returncode == 0
-    proc = run_cli(["verify", "plain"], workspace)
+    assert run_in_process(["lock", "plain"], workspace).returncode == 0
+    proc = run_in_process(["verify", "plain"], workspace)
     assert proc.returncode == 0, proc.stderr
     assert "plain: declares no cuda-archs: kernels not checked" in proc.stdout
     assert "plain (linux/amd64): 0 executable(s)" in proc.stdout  # an empty image: nothing to load
-    doc = json.loads(run_cli(["verify", "plain", "--json"], workspace).stdout)
+    doc = json.loads(run_in_process(["verify", "plain", "--json"], workspace).stdout)
     assert doc["ok"] and doc["images"] == [] and doc["not_declared"] == ["plain"]
     assert [(r["platform"], r["checked"], r["ok"]) for r in doc["runtime"]] == [("linux/amd64", 0, True)]
     write_image(workspace, "plain", "base: scratch\nplatform: linux/amd64\nfiles:\n  /a: a\n")
     (workspace / "images/plain/a").write_text("a\n")
-    assert run_cli(["lock", "plain"], workspace).returncode == 0
-    unbuilt = run_cli(["verify", "plain"], workspace)
+    assert run_in_process(["lock", "plain"], workspace).returncode == 0
+    unbuilt = run_in_process(["verify", "plain"], workspace)
     assert unbuilt.returncode == 1 and "plain (linux/amd64) is not built at its current inputs" in unbuilt.stderr

@@ -1,10 +1,10 @@
 """Domain lints: each has a spec that triggers it and one that does not."""
 import pytest
 
-from conftest import run_cli
 from enginebuild.errors import SpecError
 from enginebuild.spec.catalog import Catalog
 from enginebuild.spec.lints import lint_spec
+from helpers.inprocess import run_in_process
 from helpers.specs import BUSYBOX_BUILDER, write_image
 
 SOURCE_BUILD = """
@@ -105,19 +105,19 @@ def test_a_secret_in_build_args_is_an_error(workspace):
 
 def test_lint_errors_exit_2_from_the_cli_and_warnings_do_not(workspace):
     write_image(workspace, "bad", "base: scratch\nenv:\n  HF_TOKEN: x\n")
-    proc = run_cli(["lock", "--check", "bad"], workspace)
+    proc = run_in_process(["lock", "--check", "bad"], workspace)
     assert proc.returncode == 2 and "env.HF_TOKEN: looks like a secret" in proc.stderr
     write_image(workspace, "warn", "base: scratch\nplatform: linux/amd64\nenv:\n  DFLASH_DRAFTER: d\n")
-    proc = run_cli(["lock", "warn"], workspace)
+    proc = run_in_process(["lock", "warn"], workspace)
     assert proc.returncode == 0 and "warning: DFlash is non-causal" in proc.stderr
 
 
 def test_a_floating_base_without_a_lock_entry_is_refused_at_its_line(workspace):
     write_image(workspace, "t", "platform: linux/amd64\nbase: ghcr.io/spark-arena/dgx-vllm-eugr-nightly:latest\n")
-    proc = run_cli(["render", "t"], workspace)  # locked first: the registry is not reachable here
+    proc = run_in_process(["render", "t"], workspace)  # locked first: the registry is not reachable here
     assert proc.returncode == 2
     assert "error: images/t/image.yaml:2: t: runtime.base@linux/amd64 could not be locked" in proc.stderr, proc.stderr
-    proc = run_cli(["render", "t", "--locked"], workspace)
+    proc = run_in_process(["render", "t", "--locked"], workspace)
     assert proc.returncode == 1 and proc.stderr.startswith("error: images/t/image.yaml:2: t: the lock would change")
 
 
@@ -131,7 +131,7 @@ def test_a_bare_diff_is_built_with_and_the_fields_it_lacks_are_named(workspace):
     (workspace / "patches/e").mkdir(parents=True)
     (workspace / "patches/e/0001-bare.patch").write_text(
         "diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n")
-    proc = run_cli(["render", "bare", "--unpinned"], workspace)
+    proc = run_in_process(["render", "bare", "--unpinned"], workspace)
     assert proc.returncode == 0, proc.stderr
     line = (workspace / "images/bare/image.yaml").read_text().splitlines().index("    patches: [e/0001-bare.patch]") + 1
     assert f"images/bare/image.yaml:{line}: warning: patches/e/0001-bare.patch has no Subject, Description, Upstream " \
@@ -159,8 +159,8 @@ def test_a_warning_names_the_file_where_its_key_is_written_not_a_set_of_a_siblin
     names the spec's line of the drafter, not the `--set`."""
     write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\nmodel:\n  drafter: /models/d\n"
                                 "  quantization: bf16\n")
-    proc = run_cli(["render", "t", "--unpinned", "--set", "model.quantization=fp8"], workspace)
+    proc = run_in_process(["render", "t", "--unpinned", "--set", "model.quantization=fp8"], workspace)
     assert proc.returncode == 0, proc.stderr
     assert "images/t/image.yaml:4: warning: DFlash is non-causal" in proc.stderr, proc.stderr
-    proc = run_cli(["render", "t", "--unpinned", "--set", "model.drafter=/models/other"], workspace)
+    proc = run_in_process(["render", "t", "--unpinned", "--set", "model.drafter=/models/other"], workspace)
     assert "--set model.drafter: warning: DFlash is non-causal" in proc.stderr, proc.stderr  # the --set's own

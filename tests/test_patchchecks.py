@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from conftest import run_cli
 from enginebuild.spec.patchchecks import PatchCheck, normal, read_checks
+from helpers.inprocess import run_in_process
 from helpers.specs import write_image
 
 NO_DOCKER = {"ENGINEBUILD_DOCKER": "/bin/false", "DOCKER_HOST": "unix:///nonexistent.sock"}
@@ -48,7 +48,7 @@ def ws(tmp_path):
 ])
 def test_a_checks_file_with_a_mistake_is_refused_naming_file_line_and_key(ws, body, key, message):
     (ws / "patches/e/0001-x.checks.yaml").write_text(body)
-    proc = run_cli(["plan", "t", "--unpinned"], ws, env=NO_DOCKER)
+    proc = run_in_process(["plan", "t", "--unpinned"], ws, env=NO_DOCKER)
     assert proc.returncode == 2, proc.stderr
     assert re.search(r"error: patches/e/0001-x\.checks\.yaml(:\d+)?: " + re.escape(key) + ": ", proc.stderr), \
         proc.stderr

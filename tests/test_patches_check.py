@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from conftest import run_cli
 from helpers.gitrepo import Repo
+from helpers.inprocess import run_in_process
 from helpers.specs import write_image, write_patch
 
 BUGGY = textwrap.dedent("""\
@@ -82,12 +82,12 @@ def image(workspace, upstream):
             build: {{script: build.sh}}
             outputs: {{paths: [/usr/local/bin/engine]}}
         """, {"build.sh": "#!/bin/sh\ntrue\n"})
-    assert run_cli(["lock", "t"], workspace).returncode == 0
+    assert run_in_process(["lock", "t"], workspace).returncode == 0
     return workspace
 
 
 def check(workspace, *extra):
-    proc = run_cli(["patches", "check", "t", "--json", *extra], workspace)
+    proc = run_in_process(["patches", "check", "t", "--json", *extra], workspace)
     assert proc.returncode in (0, 1), proc.stderr
     doc = json.loads(proc.stdout)
     return proc.returncode, {p["name"]: p for p in doc[0]["patches"]}
@@ -125,7 +125,7 @@ def test_a_patch_whose_header_says_it_is_fixed_is_obsolete(image):
 def test_a_conflict_names_file_hunk_and_what_the_source_has_instead(image, workspace):
     patch = workspace / "patches/engine/0001-layer-ids.patch"
     patch.write_text(patch.read_text().replace("Fixed-In: 1.3\n", ""))
-    proc = run_cli(["patches", "check", "t", "--engine", "v1.3"], workspace)
+    proc = run_in_process(["patches", "check", "t", "--engine", "v1.3"], workspace)
     assert proc.returncode == 1
     lines = proc.stdout.splitlines()
     assert lines[1] == ("  conflicts         engine/0001-layer-ids.patch  engine/runner.py: hunk 1 @@ -3,4 +3,4 @@: "
@@ -160,7 +160,7 @@ def test_a_hostile_patch_is_refused_when_the_spec_loads(image, workspace):
     patch.write_text(patch.read_text().replace("a/engine/runner.py", "a/../outside.py").replace(
         "b/engine/runner.py", "b/../outside.py"))
     for command in (["patches", "check", "t"], ["lock", "--check", "t"], ["render", "t"]):
-        proc = run_cli(command, workspace)
+        proc = run_in_process(command, workspace)
         assert proc.returncode == 2
         assert proc.stderr.startswith("error: images/t/image.yaml:")
         assert "components.engine.patches[1]: patches/engine/0002-docstring.patch:6: path 'a/../outside.py' " \
@@ -184,13 +184,13 @@ def vllm_image(workspace, pypi_reachable):
             build: {script: build.sh}
             outputs: {wheels: /out}
         """, {"build.sh": "#!/bin/sh\ntrue\n"})
-    assert run_cli(["lock", "v"], workspace).returncode == 0
+    assert run_in_process(["lock", "v"], workspace).returncode == 0
     return workspace
 
 
 @pytest.mark.network
 def test_the_vllm_stack_applies_to_the_021_sdist(vllm_image):
-    proc = run_cli(["patches", "check", "v"], vllm_image)
+    proc = run_in_process(["patches", "check", "v"], vllm_image)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "  applies           vllm/0001-dflash-target-layer-ids-off-by-one.patch  1 hunk(s) at offset 0" in proc.stdout
     assert "  applies           vllm/0002-qwen3-next-supports-eagle3.patch  2 hunk(s) at offset 0" in proc.stdout
@@ -198,7 +198,7 @@ def test_the_vllm_stack_applies_to_the_021_sdist(vllm_image):
 
 @pytest.mark.network
 def test_on_022_the_off_by_one_fix_is_obsolete_and_the_check_fails(vllm_image):
-    proc = run_cli(["patches", "check", "v", "--engine", "0.22.0", "--json"], vllm_image)
+    proc = run_in_process(["patches", "check", "v", "--engine", "0.22.0", "--json"], vllm_image)
     assert proc.returncode == 1
     patches = {p["name"]: p for p in json.loads(proc.stdout)[0]["patches"]}
     assert patches["vllm/0001-dflash-target-layer-ids-off-by-one.patch"]["status"] in ("obsolete", "already-upstream")
@@ -207,7 +207,7 @@ def test_on_022_the_off_by_one_fix_is_obsolete_and_the_check_fails(vllm_image):
 
 @pytest.mark.network
 def test_on_024_the_supports_eagle3_marker_is_already_upstream(vllm_image):
-    proc = run_cli(["patches", "check", "v", "--engine", "0.24.0", "--json"], vllm_image)
+    proc = run_in_process(["patches", "check", "v", "--engine", "0.24.0", "--json"], vllm_image)
     assert proc.returncode == 1
     patches = {p["name"]: p for p in json.loads(proc.stdout)[0]["patches"]}
     assert patches["vllm/0002-qwen3-next-supports-eagle3.patch"]["status"] == "already-upstream"
@@ -226,12 +226,12 @@ def test_a_stack_whose_source_is_not_pinned_here_is_reported_not_checked_never_s
             build: {script: build.sh}
             outputs: {paths: [/x]}
         """, {"build.sh": "#!/bin/sh\ntrue\n"})
-    assert run_cli(["lock", "t"], workspace).returncode == 1  # recorded as unresolved
-    proc = run_cli(["patches", "check", "t"], workspace)
+    assert run_in_process(["lock", "t"], workspace).returncode == 1  # recorded as unresolved
+    proc = run_in_process(["patches", "check", "t"], workspace)
     assert proc.returncode == 0
     assert "  NOT CHECKED       engine/0001-layer-ids.patch  its source is not pinned here" in proc.stdout
     assert "warning: t: the engine stack (1 patch(es)) was NOT checked" in proc.stderr
-    assert run_cli(["patches", "check", "t", "--strict"], workspace).returncode == 1
+    assert run_in_process(["patches", "check", "t", "--strict"], workspace).returncode == 1
 
 
 def test_a_pinned_stack_whose_source_is_out_of_reach_is_reported_not_checked_with_the_others_checked(
@@ -252,10 +252,10 @@ def test_a_pinned_stack_whose_source_is_out_of_reach_is_reported_not_checked_wit
             outputs: {{paths: [/x]}}
         """, {"build.sh": "#!/bin/sh\ntrue\n"})
     shutil.copytree(repo.path, tmp_path / "gone")
-    assert run_cli(["lock", "u"], workspace).returncode == 0
+    assert run_in_process(["lock", "u"], workspace).returncode == 0
     shutil.rmtree(tmp_path / "gone")
     env = {"ENGINEBUILD_HOME": str(tmp_path / "fresh-home")}
-    proc = run_cli(["patches", "check", "t", "u", "--json"], workspace, env)
+    proc = run_in_process(["patches", "check", "t", "u", "--json"], workspace, env)
     assert proc.returncode == 0, proc.stderr
     docs = {d["image"]: d for d in json.loads(proc.stdout)}
     assert [p["status"] for p in docs["t"]["patches"]] == ["applies", "applies"]
@@ -263,12 +263,12 @@ def test_a_pinned_stack_whose_source_is_out_of_reach_is_reported_not_checked_wit
     assert docs["u"]["unchecked_because"].startswith("its pinned source could not be fetched: fetching file://")
     assert "warning: u: the engine stack (1 patch(es)) was NOT checked: its pinned source could not be fetched" \
         in proc.stderr
-    assert run_cli(["patches", "check", "t", "u", "--strict"], workspace, env).returncode == 1
+    assert run_in_process(["patches", "check", "t", "u", "--strict"], workspace, env).returncode == 1
 
 
 @pytest.mark.network
 def test_an_engine_version_that_is_not_a_release_is_bad_input(vllm_image):
-    proc = run_cli(["patches", "check", "v", "--engine", "0.24"], vllm_image)
+    proc = run_in_process(["patches", "check", "v", "--engine", "0.24"], vllm_image)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: --engine 0.24:")
 
@@ -285,7 +285,7 @@ def test_one_unloadable_stack_does_not_hide_the_others(image, workspace, pypi_re
             build: {script: build.sh}
             outputs: {paths: [/x]}
         """, {"src/f": "a\n", "build.sh": "#!/bin/sh\ntrue\n"})
-    proc = run_cli(["patches", "check", "--all", "--json"], workspace)
+    proc = run_in_process(["patches", "check", "--all", "--json"], workspace)
     assert proc.returncode == 2
     docs = json.loads(proc.stdout)
     assert any(d.get("image") == "t" and d.get("checked") for d in docs)
@@ -307,8 +307,8 @@ def test_a_crlf_conflict_shows_the_carriage_returns(workspace, git_available, tm
             build: {{script: build.sh}}
             outputs: {{paths: [/x]}}
         """, {"build.sh": "#!/bin/sh\ntrue\n"})
-    assert run_cli(["lock", "c"], workspace).returncode == 0
-    proc = run_cli(["patches", "check", "c"], workspace)
+    assert run_in_process(["lock", "c"], workspace).returncode == 0
+    proc = run_in_process(["patches", "check", "c"], workspace)
     assert proc.returncode == 1
     assert "        | two\\r" in proc.stdout and "        | two\n" in proc.stdout
 
@@ -327,7 +327,7 @@ def test_a_rename_with_a_change_of_a_real_vllm_file_applies_as_git_applies_it(vl
     from enginebuild.patches.check import check_stack
     from enginebuild.sources.trees import DirTree
 
-    assert run_cli(["patches", "check", "v"], vllm_image).returncode == 0  # the sdist is in the store now
+    assert run_in_process(["patches", "check", "v"], vllm_image).returncode == 0  # the sdist is in the store now
     lock = json.loads((vllm_image / "lockfiles/v.lock").read_text())
     pin = next(e["resolved"] for k, e in lock["inputs"].items() if k.startswith("components.vllm"))
     path, moved = "vllm/model_executor/models/qwen3_next.py", "vllm/model_executor/models/qwen3_next_model.py"
@@ -359,7 +359,7 @@ def test_a_rename_with_a_change_of_a_real_vllm_file_applies_as_git_applies_it(vl
     spec.write_text(spec.read_text().replace("vllm/0002-qwen3-next-supports-eagle3.patch",
                                              "vllm/0002-qwen3-next-supports-eagle3.patch\n"
                                              "      - vllm/0003-move-model-file.patch"))
-    proc = run_cli(["patches", "check", "v", "--json"], vllm_image)
+    proc = run_in_process(["patches", "check", "v", "--json"], vllm_image)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     statuses = {p["name"]: p["status"] for p in json.loads(proc.stdout)[0]["patches"]}
     assert statuses["vllm/0003-move-model-file.patch"] == "applies", statuses
@@ -417,16 +417,16 @@ def test_engine_moves_every_stack_on_that_source_without_component(workspace, up
         platform: linux/amd64
         components:{engine}{part.format(name="plugin", url=other.url, patch="plugin/0001-a.patch")}
         """, {"build.sh": "#!/bin/sh\ntrue\n"})
-    assert run_cli(["lock", "split", "mixed"], workspace).returncode == 0
-    proc = run_cli(["patches", "check", "split", "--engine", "v1.3", "--json"], workspace)
+    assert run_in_process(["lock", "split", "mixed"], workspace).returncode == 0
+    proc = run_in_process(["patches", "check", "split", "--engine", "v1.3", "--json"], workspace)
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     assert {d["component"]: (d["override"], d["patches"][0]["status"]) for d in doc} == {
         "engine": (True, "obsolete"), "engine-py": (True, "obsolete")}
-    proc = run_cli(["patches", "check", "mixed", "--engine", "v1.3"], workspace)
+    proc = run_in_process(["patches", "check", "mixed", "--engine", "v1.3"], workspace)
     assert proc.returncode == 2
     assert "several sources" in proc.stderr and "engine, engine-py" in proc.stderr and "plugin" in proc.stderr
-    proc = run_cli(["patches", "check", "mixed", "--engine", "v1.3", "--component", "engine-py", "--json"], workspace)
+    proc = run_in_process(["patches", "check", "mixed", "--engine", "v1.3", "--component", "engine-py", "--json"], workspace)
     assert proc.returncode == 1, proc.stderr
     doc = {d["component"]: d for d in json.loads(proc.stdout)}
     assert doc["engine"]["override"] and doc["engine-py"]["override"] and not doc["plugin"]["override"]

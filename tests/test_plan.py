@@ -2,11 +2,11 @@
 shapes its bytes, so each kind of edit moves exactly the keys it should (no engine, no builder)."""
 import json
 
-from conftest import run_cli
 from enginebuild.layerkinds.commands import Run
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
 from enginebuild.spec.catalog import Catalog
+from helpers.inprocess import run_in_process
 from helpers.specs import write_image
 
 
@@ -104,21 +104,21 @@ def test_the_image_carries_oci_labels_and_the_patch_list(workspace):
 def test_env_values_refer_to_the_base_or_earlier_entries(workspace):
     write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\nenv:\n  A: /opt\n  PATH: \"$A/bin:${PATH:-/bin}\"\n"
                                 "  PRICE: \"$$5\"\n")
-    assert run_cli(["lock", "t"], workspace).returncode == 0
+    assert run_in_process(["lock", "t"], workspace).returncode == 0
     plan = plan_of(workspace, "t")
     assert dict(plan.config.env) == {"A": "/opt", "PATH": "/opt/bin:/bin", "PRICE": "$5"}
 
 
 def test_an_env_value_naming_an_unknown_variable_is_refused_at_its_line(workspace):
     write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\nenv:\n  PATH: \"/x:$PATH\"\n")
-    assert run_cli(["lock", "t"], workspace).returncode == 0
-    proc = run_cli(["render", "t"], workspace)
+    assert run_in_process(["lock", "t"], workspace).returncode == 0
+    proc = run_in_process(["render", "t"], workspace)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: images/t/image.yaml:4: env.PATH: refers to $PATH, which neither the base")
 
 
 def test_render_prints_components_command_layers_and_the_runtime_with_files_last(workspace):
-    proc = run_cli(["render", "demo"], workspace)
+    proc = run_in_process(["render", "demo"], workspace)
     assert proc.returncode == 0, proc.stderr
     headers = [line.split(" (")[0] for line in proc.stdout.splitlines() if line.startswith("###")]
     components = [h for h in headers if h.startswith("### component")]
@@ -132,10 +132,10 @@ def test_render_prints_components_command_layers_and_the_runtime_with_files_last
 
 def test_render_unpinned_works_without_a_lockfile(workspace):
     (workspace / "lockfiles/demo.lock").unlink()
-    proc = run_cli(["render", "demo", "--unpinned"], workspace)
+    proc = run_in_process(["render", "demo", "--unpinned"], workspace)
     assert proc.returncode == 0, proc.stderr
     assert "### runtime image" in proc.stdout
-    locked = run_cli(["render", "demo", "--locked"], workspace)  # without --unpinned it would lock first
+    locked = run_in_process(["render", "demo", "--locked"], workspace)  # without --unpinned it would lock first
     assert locked.returncode == 1 and "the lock would change" in locked.stderr, locked.stderr
     assert not (workspace / "lockfiles/demo.lock").exists()
 
@@ -146,19 +146,19 @@ def test_plan_never_writes_the_lock_it_says_what_lock_would_change(workspace):
     spec = workspace / "images/demo/image.yaml"
     spec.write_text(spec.read_text().replace("platforms: [linux/amd64, linux/arm64]", "platforms: [linux/amd64]"))
     before = (workspace / "lockfiles/demo.lock").read_bytes()
-    proc = run_cli(["plan", "demo"], workspace)
+    proc = run_in_process(["plan", "demo"], workspace)
     assert proc.returncode == 0, proc.stderr
     assert "`python BUILD.py lock demo` would change the lock: " in proc.stderr
     assert "runtime.system@linux/arm64: in the lock but no longer in the spec" in proc.stderr
     assert "(plan writes nothing)" in proc.stderr and "not buildable" not in proc.stdout  # the rest is pinned
     assert (workspace / "lockfiles/demo.lock").read_bytes() == before
-    locked = run_cli(["plan", "demo", "--locked"], workspace)
+    locked = run_in_process(["plan", "demo", "--locked"], workspace)
     assert locked.returncode == 1 and "the lock would change" in locked.stderr
-    listed = run_cli(["list"], workspace)
+    listed = run_in_process(["list"], workspace)
     assert listed.returncode == 0 and (workspace / "lockfiles/demo.lock").read_bytes() == before
     without = workspace / "images/demo/image.yaml"
     (workspace / "lockfiles/demo.lock").unlink()  # no lock at all: every input shown unpinned, none written
-    proc = run_cli(["plan", "demo", "--json"], workspace)
+    proc = run_in_process(["plan", "demo", "--json"], workspace)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)["images"][0]
     assert not doc["buildable"] and "runtime.system@linux/amd64" in doc["unresolved"]

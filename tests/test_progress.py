@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import run_cli
 from helpers.docker import docker
+from helpers.inprocess import run_in_process
 from helpers.registry import free_port
 from helpers.specs import BUSYBOX_BUILDER, write_image
 
@@ -51,15 +51,15 @@ def test_a_slow_download_prints_periodic_progress_lines_with_percent_rate_and_et
         files:
           /opt/weights.bin: {{url: "{url}", sha256: {sha}}}
         """)
-    assert run_cli(["lock", "t"], workspace).returncode == 0
-    proc = run_cli(["fetch", "t"], workspace, env=PLAIN)
+    assert run_in_process(["lock", "t"], workspace).returncode == 0
+    proc = run_in_process(["fetch", "t"], workspace, env=PLAIN)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if "downloading" in line]
     partial = [line for line in lines if "%" in line and "ETA" in line]
     assert len(partial) >= 3, lines  # the server takes 3 s; a line every 0.2 s at most
     assert all(" of 1.6 MB (" in line and "/s, ETA " in line for line in partial)
     assert lines[-1].endswith("s") and "1.6 MB in " in lines[-1]  # the closing line
-    quiet = run_cli(["--quiet", "fetch", "t"], workspace, env=PLAIN)
+    quiet = run_in_process(["--quiet", "fetch", "t"], workspace, env=PLAIN)
     assert quiet.stderr == ""
 
 
@@ -81,12 +81,12 @@ STEPS = ('#!/bin/sh\nset -e\ni=1\nwhile [ "$i" -le 10 ]; do echo "[$i/10] compil
 def test_a_build_shows_its_n_of_n_progress_and_an_eta_from_the_last_build(workspace, docker_engine,
                                                                           debian_reachable):
     write_image(workspace, "counted", COUNTING, {"counted/build.sh": STEPS, "counted/salt": str(time.time())})
-    assert run_cli(["lock", "counted"], workspace).returncode == 0
-    first = run_cli(["image", "counted"], workspace, env=PLAIN)
+    assert run_in_process(["lock", "counted"], workspace).returncode == 0
+    first = run_in_process(["image", "counted"], workspace, env=PLAIN)
     assert first.returncode == 0, first.stderr
     live = [line for line in first.stderr.splitlines() if line.startswith("  [linux/amd64] component counted ")]
     assert any("/10]" in line and "| [" in line for line in live), live  # the step and the latest line
-    again = run_cli(["image", "counted", "--build-arg", "RUN=second"], workspace, env=PLAIN)
+    again = run_in_process(["image", "counted", "--build-arg", "RUN=second"], workspace, env=PLAIN)
     assert again.returncode == 0, again.stderr
     live = [line for line in again.stderr.splitlines() if line.startswith("  [linux/amd64] component counted ")]
     with_eta = [line for line in live if "ETA" in line and "(from the last build)" in line]
@@ -99,7 +99,7 @@ def rows(proc) -> dict:
 
 
 def test_doctor_passes_here_and_names_each_check(workspace, docker_engine):
-    proc = run_cli(["doctor", "--json"], workspace)
+    proc = run_in_process(["doctor", "--json"], workspace)
     checks = rows(proc)
     assert {"docker client", "docker engine", "BuildKit", "uv", "git", "disk: store"} <= set(checks)
     assert "platform linux/arm64" in checks  # the catalogue targets arm64
@@ -109,7 +109,7 @@ def test_doctor_passes_here_and_names_each_check(workspace, docker_engine):
 def test_doctor_with_a_missing_client_a_stopped_engine_and_an_unreachable_registry(workspace, tmp_path):
     env = {"ENGINEBUILD_DOCKER": str(tmp_path / "no-docker"), "DOCKER_HOST": f"unix://{tmp_path}/no.sock",
            "ENGINEBUILD_HTTP_BACKOFF": "0"}
-    proc = run_cli(["doctor", "--json", "--registry", "127.0.0.1:9/enginebuild/nowhere"], workspace, env=env)
+    proc = run_in_process(["doctor", "--json", "--registry", "127.0.0.1:9/enginebuild/nowhere"], workspace, env=env)
     assert proc.returncode == 1
     checks = rows(proc)
     assert checks["docker client"]["status"] == "FAIL" and "does not run" in checks["docker client"]["detail"]
@@ -119,7 +119,7 @@ def test_doctor_with_a_missing_client_a_stopped_engine_and_an_unreachable_regist
     assert checks["BuildKit"]["status"] == "FAIL"
     registry = checks["registry 127.0.0.1:9"]
     assert registry["status"] == "FAIL" and "connection refused" in registry["detail"]
-    text = run_cli(["doctor", "--registry", "127.0.0.1:9/enginebuild/nowhere"], workspace, env=env)
+    text = run_in_process(["doctor", "--registry", "127.0.0.1:9/enginebuild/nowhere"], workspace, env=env)
     assert text.returncode == 1 and "fix: start dockerd" in text.stdout and "problem(s)" in text.stdout
 
 
@@ -196,12 +196,12 @@ def test_doctor_warns_of_a_gone_registry_that_only_an_old_push_record_names(work
                           "platforms": {}, "pushed_at": "2026-01-01T00:00:00Z"}]}
     (workspace / "lockfiles/demo.pushes.json").write_text(json.dumps(record))
     env = {"ENGINEBUILD_HTTP_BACKOFF": "0"}
-    proc = run_cli(["doctor", "--json"], workspace, env=env)
+    proc = run_in_process(["doctor", "--json"], workspace, env=env)
     checks = rows(proc)
     gone = checks["registry 127.0.0.1:9"]
     assert gone["status"] == "warn" and "an earlier push's target" in gone["detail"], gone
     assert proc.returncode == (0 if all(c["status"] != "FAIL" for c in checks.values()) else 1)
-    asked = run_cli(["doctor", "--json", "--registry", "127.0.0.1:9/enginebuild/gone"], workspace, env=env)
+    asked = run_in_process(["doctor", "--json", "--registry", "127.0.0.1:9/enginebuild/gone"], workspace, env=env)
     assert rows(asked)["registry 127.0.0.1:9"]["status"] == "FAIL" and asked.returncode == 1  # asked about: it counts
 
 
@@ -218,13 +218,13 @@ def test_plain_progress_shows_every_build_steps_output_saying_whose_it_is(tmp_pa
     write_image(ws, name, BUSYBOX_BUILDER + "components:\n  e:\n    source: {path: src}\n    build: {script: build.sh}\n"
                 "    outputs: {paths: [/x]}\ninstall: [e]\n",
                 {"src/a": "a\n", "build.sh": f"#!/bin/sh\necho compiling-{mark}\necho built > /x\n"})
-    assert run_cli(["lock", name], ws).returncode == 0
-    plain = run_cli(["image", name, "--progress=plain"], ws)
+    assert run_in_process(["lock", name], ws).returncode == 0
+    plain = run_in_process(["image", name, "--progress=plain"], ws)
     assert plain.returncode == 0, plain.stderr
     line = next((x for x in plain.stderr.splitlines() if f"compiling-{mark}" in x), None)
     assert line is not None, plain.stderr
     assert line.lstrip().startswith(f"{name} [linux/amd64] component e | ")
     assert "builder: BuildKit, driven by `" in plain.stderr  # the builder line says what it is
-    quiet = run_cli(["image", name, "--no-cache", "-q"], ws)
+    quiet = run_in_process(["image", name, "--no-cache", "-q"], ws)
     assert quiet.returncode == 0 and f"compiling-{mark}" not in quiet.stderr + quiet.stdout
     docker("image", "rm", f"enginebuild/{name}:latest", check=False)

@@ -5,12 +5,12 @@ import json
 import pytest
 import requests
 
-from conftest import run_cli
 from enginebuild.errors import RegistryError
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient, parse_challenge
 from enginebuild.spec.catalog import Catalog
+from helpers.inprocess import run_in_process
 from helpers.registry import push_blob_image
 from helpers.specs import write_image
 
@@ -23,7 +23,7 @@ def base_pin(workspace, name="t"):
 def test_lock_resolves_a_base_tag_to_the_digest_the_registry_serves(registry, workspace):
     digest = push_blob_image(registry.host, "enginebuild-test/base", "2026090302")
     write_image(workspace, "t", f"base: {registry.host}/enginebuild-test/base:2026090302\nplatform: linux/amd64\n")
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 0, proc.stderr
     base = base_pin(workspace)
     head = requests.head(f"http://{registry.host}/v2/enginebuild-test/base/manifests/2026090302",
@@ -36,12 +36,12 @@ def test_lock_resolves_a_base_tag_to_the_digest_the_registry_serves(registry, wo
 def test_a_moved_tag_keeps_its_locked_digest_until_lock_update(registry, workspace):
     first = push_blob_image(registry.host, "enginebuild-test/moving", "nightly")
     write_image(workspace, "t", f"base: {registry.host}/enginebuild-test/moving:nightly\nplatform: linux/amd64\n")
-    assert run_cli(["lock", "t"], workspace).returncode == 0
+    assert run_in_process(["lock", "t"], workspace).returncode == 0
     second = push_blob_image(registry.host, "enginebuild-test/moving", "nightly", salt="next night")
     assert second != first
-    assert run_cli(["lock", "t"], workspace).returncode == 0
+    assert run_in_process(["lock", "t"], workspace).returncode == 0
     assert base_pin(workspace)["digest"] == first
-    assert run_cli(["lock", "--update", "t"], workspace).returncode == 0
+    assert run_in_process(["lock", "--update", "t"], workspace).returncode == 0
     assert base_pin(workspace)["digest"] == second
 
 
@@ -81,7 +81,7 @@ def test_the_token_flow_sends_stored_credentials_without_printing_them(token_reg
     tokens = token_registry.extra["tokens"]
     tokens.requests.clear()
     write_image(workspace, "t", f"base: {token_registry.host}/{repository}:1\nplatform: linux/amd64\n")
-    proc = run_cli(["lock", "t"], workspace, env={"DOCKER_CONFIG": str(config)})
+    proc = run_in_process(["lock", "t"], workspace, env={"DOCKER_CONFIG": str(config)})
     assert proc.returncode == 0, proc.stderr
     assert tokens.requests[-1]["user"] == "tester"
     assert "s3cret-registry-password" not in proc.stdout + proc.stderr
@@ -95,7 +95,7 @@ def test_wrong_credentials_say_to_log_in(token_registry, tmp_path, workspace):
     auth = base64.b64encode(b"tester:wrong").decode()
     (config / "config.json").write_text(json.dumps({"auths": {token_registry.host: {"auth": auth}}}))
     write_image(workspace, "t", f"base: {token_registry.host}/enginebuild-test/private:1\nplatform: linux/amd64\n")
-    proc = run_cli(["lock", "t"], workspace, env={"DOCKER_CONFIG": str(config)})
+    proc = run_in_process(["lock", "t"], workspace, env={"DOCKER_CONFIG": str(config)})
     assert proc.returncode == 1
     assert "t: runtime.base@linux/amd64 is NOT pinned: token service" in proc.stderr
     assert "answered HTTP 401" in proc.stderr
@@ -136,7 +136,7 @@ BAD_TARGETS = [
 
 @pytest.mark.parametrize("target,why", BAD_TARGETS, ids=[t[:30] for t, _ in BAD_TARGETS])
 def test_a_bad_push_target_is_refused_before_anything_is_sent(target, why, workspace):
-    proc = run_cli(["push", "demo", f"--to={target}"], workspace)
+    proc = run_in_process(["push", "demo", f"--to={target}"], workspace)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(f"error: --to {target!r}:") and why in proc.stderr
     assert not (workspace / "lockfiles/demo.pushes.json").exists()
@@ -148,9 +148,9 @@ def test_a_push_to_a_port_where_nothing_listens_fails_at_once(workspace, docker_
     import time
 
     # one platform: the arm64 build (qemu) is minutes of a worker that has not made it yet
-    assert run_cli(["image", "demo", "--platform", "linux/amd64"], workspace).returncode == 0
+    assert run_in_process(["image", "demo", "--platform", "linux/amd64"], workspace).returncode == 0
     start = time.monotonic()
-    proc = run_cli(["push", "demo", "--platform", "linux/amd64", "--to", "127.0.0.1:9/enginebuild/demo"], workspace)
+    proc = run_in_process(["push", "demo", "--platform", "linux/amd64", "--to", "127.0.0.1:9/enginebuild/demo"], workspace)
     took = time.monotonic() - start
     assert proc.returncode == 1
     assert "connection refused by 127.0.0.1:9" in proc.stderr

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from conftest import run_cli
+from helpers.inprocess import run_in_process
 from helpers.pyindex import Index, make_wheel
 from helpers.specs import BUSYBOX_BUILDER, write_image, write_patch
 
@@ -53,24 +53,24 @@ def _sha(index, name):
 
 def test_the_lock_pins_each_platforms_wheel_of_that_release_and_plan_builds_nothing(workspace, index):
     _release_image(workspace, index, "linux/amd64, linux/arm64")
-    proc = run_cli(["lock", "rel"], workspace)
+    proc = run_in_process(["lock", "rel"], workspace)
     assert proc.returncode == 0, proc.stderr
     lock = json.loads((workspace / "lockfiles/rel.lock").read_text())["inputs"]
     amd64, arm64 = (lock[f"components.kern.release@linux/{a}"]["resolved"] for a in ("amd64", "arm64"))
     assert (amd64["filename"], amd64["sha256"]) == (FILES[1], _sha(index, FILES[1]))
     assert (arm64["filename"], arm64["sha256"]) == (FILES[2], _sha(index, FILES[2]))
     assert "components.kern.builder" not in json.dumps(lock)  # it builds on nothing
-    plan = run_cli(["plan", "rel", "--platform", "linux/arm64"], workspace)
+    plan = run_in_process(["plan", "rel", "--platform", "linux/arm64"], workspace)
     assert plan.returncode == 0, plan.stderr
     assert "component kern" in plan.stdout and "outputs of kern (wheels)" in plan.stdout
-    render = run_cli(["render", "rel", "--platform", "linux/arm64"], workspace)
+    render = run_in_process(["render", "rel", "--platform", "linux/arm64"], workspace)
     assert render.returncode == 0, render.stderr
     assert f"COPY release/{FILES[2]} /opt/enginebuild/out/" in render.stdout
 
 
 def test_a_release_with_no_wheel_for_a_platform_is_refused_naming_what_it_has(workspace, index):
     _release_image(workspace, index, "linux/ppc64le")
-    proc = run_cli(["lock", "rel"], workspace)
+    proc = run_in_process(["lock", "rel"], workspace)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "kern 1.0" in proc.stderr and "linux/ppc64le" in proc.stderr and FILES[1] in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -107,7 +107,7 @@ def test_a_patch_reaching_what_the_release_compiled_is_refused(workspace, index,
             release: {{name: kern, version: "1.0", index: "{index.url}"}}
         install: [kern]
         """, {"build.sh": "#!/bin/sh\ntrue\n"})
-    proc = run_cli(["render", "rel", "--unpinned"], workspace)
+    proc = run_in_process(["render", "rel", "--unpinned"], workspace)
     if refused:
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "images/rel/image.yaml:" in proc.stderr and "components.kern.release" in proc.stderr
@@ -131,7 +131,7 @@ def test_a_release_component_needing_another_is_refused(workspace, index):
             release: {{name: kern, version: "1.0", index: "{index.url}"}}
         install: []
         """), {"build.sh": "#!/bin/sh\ntrue\n"})
-    proc = run_cli(["render", "rel", "--unpinned"], workspace)
+    proc = run_in_process(["render", "rel", "--unpinned"], workspace)
     assert proc.returncode == 2
     assert "components.kern.needs" in proc.stderr and "builds nothing" in proc.stderr
 
@@ -150,15 +150,15 @@ components:
     outputs: {{paths: [/opt/package]}}
 install: [package]
 """, {"build.sh": '#!/bin/sh\nset -e\nmkdir -p /opt/package\ncp "$ENGINEBUILD_DEP_KERNELS"/*.whl /opt/package/\n'})
-    assert run_cli(["lock", "rel"], workspace).returncode == 0
+    assert run_in_process(["lock", "rel"], workspace).returncode == 0
     out = tmp_path / "fs"
-    proc = run_cli(["image", "rel", "--output", str(out)], workspace)
+    proc = run_in_process(["image", "rel", "--output", str(out)], workspace)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "built nowhere" in proc.stdout + proc.stderr
     got = list((out / "opt/package").iterdir())
     assert [p.name for p in got] == [FILES[1]]
     assert hashlib.sha256(got[0].read_bytes()).hexdigest() == _sha(index, FILES[1])
-    again = run_cli(["image", "rel"], workspace)  # nothing changed: nothing is made again
+    again = run_in_process(["image", "rel"], workspace)  # nothing changed: nothing is made again
     assert again.returncode == 0, again.stderr
     assert "built nowhere" not in again.stdout + again.stderr
 
@@ -200,17 +200,17 @@ install: [package]
             """)
 
     patch(2)
-    assert run_cli(["lock", "rel"], workspace).returncode == 0
+    assert run_in_process(["lock", "rel"], workspace).returncode == 0
     cache = f"{registry.host}/enginebuild-test/relcache-{tmp_path.name[-8:]}"
     target = ["--push", "--to", f"{registry.host}/enginebuild-test/rel-{tmp_path.name[-8:]}"]
-    first = run_cli(["image", "rel", "--no-load", "--cache", cache, *target], workspace,
+    first = run_in_process(["image", "rel", "--no-load", "--cache", cache, *target], workspace,
                     env={"ENGINEBUILD_HOME": str(tmp_path / "first")})
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
-    assert "built nowhere" in first.stdout + first.stderr and "applied as files" in run_cli(
+    assert "built nowhere" in first.stdout + first.stderr and "applied as files" in run_in_process(
         ["plan", "rel"], workspace).stdout
     index.stop()  # the release is out of reach from here on
     patch(3)
-    second = run_cli(["image", "rel", "--no-load", "--cache", cache, *target], workspace,
+    second = run_in_process(["image", "rel", "--no-load", "--cache", cache, *target], workspace,
                      env={"ENGINEBUILD_HOME": str(tmp_path / "second")})
     said = second.stdout + second.stderr
     assert second.returncode == 0, said[-3000:]

@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from conftest import run_cli
 from enginebuild.errors import ResolveError
 from enginebuild.io.git import Mirror
 from enginebuild.io.http import Http
@@ -21,6 +20,7 @@ from enginebuild.sources.pypi import PypiRequest
 from enginebuild.spec.catalog import Catalog
 from enginebuild.spec.model import Archive
 from helpers import report
+from helpers.inprocess import run_in_process
 from helpers.specs import write_image
 
 TURBOQUANT_SDIST_SHA256 = "5aabf0fc271db6494b85bbc24080835ddd71492966743713d0b912179b02a04d"
@@ -50,12 +50,12 @@ def test_an_sdist_pin_is_its_real_sha256_and_fetching_it_twice_downloads_once(py
                                                                                  workspace, eb_home):
     write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\n" + BUILDER +
                 COMPONENT.format(source="{pypi: {name: turboquant, version: 0.2.0}}"), BUILD)
-    assert run_cli(["lock", "t"], workspace).returncode == 0
+    assert run_in_process(["lock", "t"], workspace).returncode == 0
     pin = lock_of(workspace, "t").raw("components.e.source")
     assert pin["sha256"] == TURBOQUANT_SDIST_SHA256 and pin["filename"] == "turboquant-0.2.0.tar.gz"
     assert pin["url"].startswith("https://files.pythonhosted.org/")
-    first = run_cli(["fetch", "t"], workspace)
-    second = run_cli(["fetch", "t"], workspace)
+    first = run_in_process(["fetch", "t"], workspace)
+    second = run_in_process(["fetch", "t"], workspace)
     assert first.returncode == 0 and second.returncode == 0, first.stderr
     assert second.stdout.startswith("t: 0 fetched")
     assert sha256_file(Store(eb_home).path(TURBOQUANT_SDIST_SHA256)) == TURBOQUANT_SDIST_SHA256
@@ -109,7 +109,7 @@ def test_an_archive_signed_by_another_key_than_the_pinned_fingerprint_is_refused
                fingerprint: "0000000000000000000000000000000000000000"}
           packages: [busybox-static]
         """, {"keyring.gpg": open("/usr/share/keyrings/debian-archive-keyring.gpg", "rb").read()})
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 1
     assert "does not verify by the key 0000000000000000000000000000000000000000" in proc.stderr
 
@@ -169,7 +169,7 @@ def test_an_unknown_ref_is_a_clear_error(upstream, eb_home):
 def test_lock_pins_a_git_source_to_a_full_commit(upstream, workspace):
     write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\n" +
                 COMPONENT.format(source=f"{{git: {{url: \"{upstream['url']}\", ref: v1.0}}}}"), BUILD)
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 0, proc.stderr
     assert lock_of(workspace, "t").raw("components.e.source")["commit"] == upstream["first"]
 
@@ -188,7 +188,7 @@ def test_submodules_are_pinned_by_the_commit_the_superproject_records(upstream, 
     git(top, "tag", "v2.0")
     write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\n" + COMPONENT.format(
         source=f"{{git: {{url: \"{upstream['url']}\", ref: v2.0, submodules: true, metadata: true}}}}"), BUILD)
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 0, proc.stderr
     pin = lock_of(workspace, "t").raw("components.e.source")
     assert pin["submodules"] == [{"path": "third_party/lib", "url": f"file://{sub}", "commit": sub_commit}]
@@ -241,7 +241,7 @@ def test_a_repository_from_elsewhere_may_not_name_a_local_submodule(upstream, tm
                           ("v3.b", f"has an unusable URL '{private}'")):
             write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\n" + COMPONENT.format(
                 source=f"{{git: {{url: \"git://127.0.0.1:{port}/top.git\", ref: {tag}, submodules: true}}}}"), BUILD)
-            proc = run_cli(["lock", "t"], workspace)
+            proc = run_in_process(["lock", "t"], workspace)
             assert proc.returncode == 1, proc.stderr
             assert said in proc.stderr, proc.stderr
             entry = json.loads((workspace / "lockfiles/t.lock").read_text())["inputs"]["components.e.source"]
@@ -258,7 +258,7 @@ def test_a_metadata_checkout_is_clean_to_git_status_and_describe(upstream, tmp_p
     git(top, "tag", "v1.5")
     write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\n" + COMPONENT.format(
         source=f"{{git: {{url: \"{upstream['url']}\", ref: v1.5, metadata: true}}}}"), BUILD)
-    assert run_cli(["lock", "t"], workspace).returncode == 0
+    assert run_in_process(["lock", "t"], workspace).returncode == 0
     pin = lock_of(workspace, "t").raw("components.e.source")
     from enginebuild.sources.git import KIND, GitRequest
 

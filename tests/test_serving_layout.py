@@ -9,11 +9,11 @@ import socket
 
 import pytest
 
-from conftest import run_cli
 from enginebuild.errors import UserError
 from enginebuild.serving import nodeside
 from enginebuild.serving.layout import Options, checked_facts, layout
 from enginebuild.serving.nodes import Node, check_nodes, parse_node
+from helpers.inprocess import run_in_process
 
 
 def facts(address: str, iface: str = "enp1s0f1np1", *, gpus: int = 1, vllm: bool = True, ray: bool = False,
@@ -139,13 +139,13 @@ def test_a_mistake_in_the_nodes_of_enginebuild_yaml_names_file_line_and_key(tmp_
     (tmp_path / "images").mkdir()
     (tmp_path / "enginebuild.yaml").write_text("nodes:\n  - name: spark1\n    address: 192.168.100.10\n"
                                                "  - name: spark2\n    adress: 192.168.100.11\n")
-    proc = run_cli(["serve", "stop"], tmp_path)
+    proc = run_in_process(["serve", "stop"], tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "enginebuild.yaml" in proc.stderr and ":5" in proc.stderr and "adress" in proc.stderr, proc.stderr
     (tmp_path / "enginebuild.yaml").write_text("nodes:\n  - {name: spark1, address: 999.1.1.1}\n")
-    proc = run_cli(["serve", "stop"], tmp_path)
+    proc = run_in_process(["serve", "stop"], tmp_path)
     assert proc.returncode == 2 and "nodes[0]" in proc.stderr and "not an IP address" in proc.stderr, proc.stderr
-    proc = run_cli(["serve", "up", "x", "--node", "a=1.2.3.4", "-e", "HF_TOKEN=hf_secret"], tmp_path)
+    proc = run_in_process(["serve", "up", "x", "--node", "a=1.2.3.4", "-e", "HF_TOKEN=hf_secret"], tmp_path)
     assert proc.returncode == 2 and "never given on the command line" in proc.stderr
     assert "hf_secret" not in proc.stdout + proc.stderr
 

@@ -7,7 +7,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from conftest import run_cli
+from helpers.inprocess import run_in_process
 
 
 def pem(key, password: bytes | None = None) -> bytes:
@@ -29,13 +29,13 @@ def test_a_bad_signing_key_is_refused_before_any_push_naming_the_file_never_its_
     text = key()
     path = tmp_path / "signing.pem"
     path.write_bytes(text)
-    proc = run_cli(["push", "demo", "--to", "127.0.0.1:9/x/y", "--sign", "--key", path], workspace)
+    proc = run_in_process(["push", "demo", "--to", "127.0.0.1:9/x/y", "--sign", "--key", path], workspace)
     assert proc.returncode == 2, proc.stderr
     assert f"{path}: " in proc.stderr and message in proc.stderr
     assert body_of(text)[:24] not in proc.stdout + proc.stderr
     assert not (workspace / "lockfiles/demo.pushes.json").exists()
 
-    proc = run_cli(["push", "demo", "--to", "127.0.0.1:9/x/y", "--sign"], workspace,
+    proc = run_in_process(["push", "demo", "--to", "127.0.0.1:9/x/y", "--sign"], workspace,
                    env={"ENGINEBUILD_SIGNING_KEY": text.decode()})  # a CI secret holds the PEM text itself
     assert proc.returncode == 2 and "$ENGINEBUILD_SIGNING_KEY: " in proc.stderr and message in proc.stderr
     assert body_of(text)[:24] not in proc.stdout + proc.stderr
@@ -44,7 +44,7 @@ def test_a_bad_signing_key_is_refused_before_any_push_naming_the_file_never_its_
 def test_an_encrypted_key_opens_with_its_password_and_the_push_goes_on(workspace, tmp_path):
     path = tmp_path / "signing.pem"
     path.write_bytes(pem(ec.generate_private_key(ec.SECP256R1()), b"secret"))
-    proc = run_cli(["push", "demo", "--to", "127.0.0.1:9/x/y", "--sign", "--key", path], workspace,
+    proc = run_in_process(["push", "demo", "--to", "127.0.0.1:9/x/y", "--sign", "--key", path], workspace,
                    env={"ENGINEBUILD_SIGNING_KEY_PASSWORD": "secret"})
     # past the key (a key error exits 2): what stops it is the build missing from this store, or (when
     # another test built it) the registry address where nothing listens
@@ -61,7 +61,7 @@ def test_an_encrypted_key_opens_with_its_password_and_the_push_goes_on(workspace
     (["verify", "--key", "k.pub", "127.0.0.1:9/x/y@sha256:" + "0" * 64], "--key only takes effect with --signature"),
 ])
 def test_signing_options_that_cannot_work_are_refused(workspace, args, message):
-    proc = run_cli(args, workspace, env={"ENGINEBUILD_SIGNING_KEY": ""})
+    proc = run_in_process(args, workspace, env={"ENGINEBUILD_SIGNING_KEY": ""})
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
@@ -69,11 +69,11 @@ def test_verify_signature_wants_a_digest_and_a_public_key(workspace, tmp_path):
     public = tmp_path / "cosign.pub"
     public.write_bytes(ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    proc = run_cli(["verify", "--signature", "--key", public, "127.0.0.1:9/x/y:v1"], workspace)
+    proc = run_in_process(["verify", "--signature", "--key", public, "127.0.0.1:9/x/y:v1"], workspace)
     assert proc.returncode == 2 and "a signature is checked for a digest, not a tag" in proc.stderr
     private = tmp_path / "cosign.key"
     private.write_bytes(pem(ec.generate_private_key(ec.SECP256R1())))
-    proc = run_cli(["verify", "--signature", "--key", private, "127.0.0.1:9/x/y@sha256:" + "0" * 64], workspace)
+    proc = run_in_process(["verify", "--signature", "--key", private, "127.0.0.1:9/x/y@sha256:" + "0" * 64], workspace)
     assert proc.returncode == 2 and "not a PEM public key" in proc.stderr
 
 

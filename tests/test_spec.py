@@ -4,9 +4,9 @@ from textwrap import dedent
 
 import pytest
 
-from conftest import run_cli
 from enginebuild.errors import SpecError, UserError
 from enginebuild.spec.catalog import Catalog
+from helpers.inprocess import run_in_process
 from helpers.specs import write_image, write_patch
 
 MINIMAL = """
@@ -229,7 +229,7 @@ def test_unknown_image_names_get_a_suggestion(workspace):
 
 def test_cli_reports_spec_errors_with_exit_2_and_no_traceback(workspace):
     write_image(workspace, "t", MINIMAL + "labels:\n  org.x: \"a\\nLABEL evil=1\"\n")
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: images/t/image.yaml:4: labels.org.x: newlines and NUL bytes are not allowed")
     assert not (workspace / "lockfiles" / "t.lock").exists()

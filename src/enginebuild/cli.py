@@ -15,6 +15,8 @@ from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EX
 from enginebuild.io.files import disk_full
 
 if TYPE_CHECKING:
+    from enginebuild.oci.engine import EngineApi
+    from enginebuild.oci.registry import RegistryApi
     from enginebuild.workspace import Workspace
 
 VERBS = {
@@ -130,7 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str], root: str = ".") -> int:
+def main(argv: list[str], root: str = ".", docker: EngineApi | None = None,
+         registries: RegistryApi | None = None) -> int:
+    """One command. `docker` and `registries`: the engine and the registry client it works with
+    (None: this machine's engine, the registries' own APIs); tests pass ones in memory."""
     from enginebuild.io import interrupt, progress
 
     interrupt.install()
@@ -146,7 +151,7 @@ def main(argv: list[str], root: str = ".") -> int:
     progress.configure(quiet=args.quiet, live={"plain": False, "tty": True}.get(mode))
     from enginebuild.workspace import Workspace
 
-    workspace = Workspace(Path(root).resolve(), tuple(args.overrides))
+    workspace = Workspace(Path(root).resolve(), tuple(args.overrides), docker=docker, registries=registries)
     code = EXIT_FAILED
     try:
         from enginebuild.io.store import Store
@@ -224,9 +229,11 @@ def _verb(argv: list[str]) -> str | None:
     return None
 
 
-def console(name: str | None = "enginebuild") -> None:
+def console(name: str | None = "enginebuild", docker: EngineApi | None = None,
+            registries: RegistryApi | None = None) -> None:
     """The `enginebuild` command (pip install): `python BUILD.py` of the recipe repository the
-    current folder is in, found by walking up to enginebuild.yaml or images/."""
+    current folder is in, found by walking up to enginebuild.yaml or images/. `docker` and
+    `registries` as main's."""
     import os
 
     from enginebuild.errors import set_command
@@ -245,7 +252,7 @@ def console(name: str | None = "enginebuild") -> None:
                   "enginebuild.yaml at its top", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
         root = Path(os.getcwd())
-    rest = answer(argv, str(root))
+    rest = answer(argv, str(root), docker)
     if rest == []:
         sys.exit(0)
-    sys.exit(main(rest or argv, root=str(root)))
+    sys.exit(main(rest or argv, root=str(root), docker=docker, registries=registries))

@@ -31,7 +31,7 @@ from enginebuild.state.decision import FILES_EDITED, Decision
 if TYPE_CHECKING:
     from enginebuild.execution.executor import Outcome
     from enginebuild.io.store import Store
-    from enginebuild.oci.engine import Engine
+    from enginebuild.oci.engine import EngineApi
     from enginebuild.plan.model import ImagePlan
     from enginebuild.spec.model import ImageSpec
 
@@ -77,7 +77,7 @@ def _same_listings(edits: list[EditRecord]) -> None:
 
 
 class Replay:
-    def __init__(self, store: Store, engine: Engine, contents: dict[str, bytes]):
+    def __init__(self, store: Store, engine: EngineApi, contents: dict[str, bytes]):
         self.store, self.engine, self.contents = store, engine, contents
 
     def files_layer(self, node: EditNode, epoch: int) -> EditNode:
@@ -164,14 +164,15 @@ class Replay:
         self.engine.load(archive.chunks(), archive.size)
 
 
-def answer(memo: Any, key: str, name: str, home: Any, decision: Decision) -> str | None:
+def answer(memo: Any, key: str, name: str, home: Any, decision: Decision,
+           engine: EngineApi | None = None) -> str | None:
     """Remake the images of `name`, whose decision is that only copied files were edited; the line
-    to print, or None (the full command runs)."""
+    to print, or None (the full command runs). `engine`: the one to load into (None: this machine's)."""
     from enginebuild.io.store import Store
 
     try:
         with Store(Path(home)).using():  # gc waits for this, as for every build
-            return _answer(memo, key, name, home, decision)
+            return _answer(memo, key, name, home, decision, engine)
     except NotThisWay as why:
         if os.environ.get("ENGINEBUILD_DEBUG"):
             print(f"file-edit path not taken: {why}")
@@ -181,7 +182,7 @@ def answer(memo: Any, key: str, name: str, home: Any, decision: Decision) -> str
     return None
 
 
-def _answer(memo: Any, key: str, name: str, home: Any, decision: Decision) -> str | None:
+def _answer(memo: Any, key: str, name: str, home: Any, decision: Decision, engine: EngineApi | None) -> str | None:
     start = time.monotonic()
     doc, inputs, changed = decision.doc, decision.inputs, list(decision.edited)
     if decision.answer != FILES_EDITED or doc is None:
@@ -205,7 +206,7 @@ def _answer(memo: Any, key: str, name: str, home: Any, decision: Decision) -> st
     from enginebuild.oci.engine import Engine
     from enginebuild.state.history import BuildHistory
 
-    engine = Engine()
+    engine = engine or Engine()
     replay = Replay(Store(home), engine, contents)
     lines, fresh = [], []
     blobs = []

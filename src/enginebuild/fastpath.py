@@ -14,11 +14,16 @@ not on a unix socket) returns None and the full command runs.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from enginebuild.oci.probe import image_id
 from enginebuild.settings import settings
 from enginebuild.state.decision import FILES_EDITED, UP_TO_DATE, decide
 from enginebuild.state.memo import PlanMemo, RunOptions
+
+if TYPE_CHECKING:
+    from enginebuild.oci.engine import EngineApi
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-._:")
 _PROGRESS = ("auto", "plain", "tty", "quiet")
@@ -80,8 +85,17 @@ def _image_args(argv: list[str]) -> tuple[list[str], list[str], list[str]] | Non
     return names, platforms, push
 
 
-def answer(argv: list[str], root: str) -> list[str] | None:
-    """None: run the full command; []: answered; else the command still to run (`push`)."""
+def _holds(engine: EngineApi | None) -> Callable[[str, str], bool]:
+    if engine is None:
+        return lambda tag, ident: image_id(tag) == ident
+    from enginebuild.oci.engine import holds
+
+    return holds(engine)
+
+
+def answer(argv: list[str], root: str, engine: EngineApi | None = None) -> list[str] | None:
+    """None: run the full command; []: answered; else the command still to run (`push`). `engine`:
+    the one images are asked of and loaded into (None: this machine's, over its unix socket)."""
     saying = _saying(argv)
     if saying is None:
         return None
@@ -100,11 +114,11 @@ def answer(argv: list[str], root: str) -> list[str] | None:
     for name in dict.fromkeys(names):
         start = time.monotonic()
         key = options.key(os.path.realpath(root), name)
-        decision = decide(memo, key, lambda tag, ident: image_id(tag) == ident)
+        decision = decide(memo, key, _holds(engine))
         if decision.answer == FILES_EDITED:
             from enginebuild.fastedit import answer as edited
 
-            line = edited(memo, key, name, settings().home, decision)
+            line = edited(memo, key, name, settings().home, decision, engine)
             if line is None:
                 return None
             lines.append(line)

@@ -143,6 +143,39 @@ class MemoryEngine:
         return found
 
 
+    def filesystem(self, ref: str) -> dict[str, tuple]:
+        """As helpers.docker.filesystem reads a container's export: path -> (type, mode, uid, gid, content
+        sha256 or link target), each layer over the ones below, its whiteouts removing what they name."""
+        ident = self._id(ref)
+        assert ident is not None, ref
+        entries: dict[str, tuple] = {}
+        for diff_id in self.images[ident][1]:
+            with tarfile.open(fileobj=io.BytesIO(self.blobs[diff_id])) as tar:
+                for member in tar:
+                    name = member.name.removeprefix("./").rstrip("/")
+                    folder, _, base = name.rpartition("/")
+                    if base == ".wh..wh..opq":
+                        entries = {k: v for k, v in entries.items() if not k.startswith(folder + "/")}
+                        continue
+                    if base.startswith(".wh."):
+                        gone = f"{folder}/{base[4:]}".lstrip("/")
+                        entries = {k: v for k, v in entries.items() if k != gone and not k.startswith(gone + "/")}
+                        continue
+                    body = ""
+                    if member.isfile():
+                        body = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+                    elif member.issym() or member.islnk():
+                        body = member.linkname
+                    entries[name] = (member.type, oct(member.mode & 0o7777), member.uid, member.gid, body)
+        return entries
+
+    def history(self, ref: str) -> list[str]:
+        """`docker history --format {{.CreatedBy}}`: the config's history, newest first."""
+        ident = self._id(ref)
+        assert ident is not None, ref
+        return [h.get("created_by", "") for h in reversed(json.loads(self.images[ident][0]).get("history", []))]
+
+
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)

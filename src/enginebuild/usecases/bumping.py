@@ -24,7 +24,6 @@ from enginebuild.execution.imports import site_folders
 from enginebuild.execution.sites import HOST_PLATFORM
 from enginebuild.io.progress import output
 from enginebuild.lock.patch_targets import override_owners, stack_targets, stacks
-from enginebuild.oci.engine import Engine
 from enginebuild.patches.check import check_stack
 from enginebuild.plan.image import plan_image
 from enginebuild.sources.base import Context
@@ -146,11 +145,11 @@ def bump(ws: Workspace, name: str, engine_ref: str | None, component: str | None
     values, removed, version = settings_for(ws, spec, engine_ref, component)
     platform = HOST_PLATFORM if HOST_PLATFORM in spec.platforms else spec.platforms[0]
     (say or output().say)(f"{name}: building {spec.name} ({platform}) at {version} without {', '.join(removed)}")
-    moved = Workspace(ws.root, (*ws.overrides, *values))
+    moved = Workspace(ws.root, (*ws.overrides, *values), docker=ws.docker, registries=ws.registries)
     flavour = "unpatched" if engine_ref is None else \
         "unpatched-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in version)[:100]
     options = dataclasses.replace(moved.plan_options(), flavour=flavour)  # tags of its own: the user's stay
-    engine = Engine()
+    engine = moved.engine()
     failed = ""
     try:
         plan = build_image(moved, spec.name, BuildRequest(platform=[platform]), options,

@@ -20,7 +20,6 @@ from enginebuild.execution.secretscan import Scanner
 from enginebuild.io.store import Store
 from enginebuild.kernels.image import declared_of, verify_plan
 from enginebuild.kernels.runtime import check_plan
-from enginebuild.oci.engine import Engine
 from enginebuild.plan.envs import Pins
 from enginebuild.plan.image import plan_image
 from enginebuild.sources.base import Context
@@ -86,7 +85,7 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
     """Each image and platform asked, as it finishes (see `Verified`)."""
 
     def save(ref: str) -> AbstractContextManager[IO[bytes]]:
-        return Engine().save(ref)
+        return ws.engine().save(ref)
 
     for name in dict.fromkeys(names):
         spec = ws.spec(name)
@@ -97,7 +96,7 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
             closure = check_plan(spec, plan, Store(ws.home), save)
             verdict = verify_plan(spec, lock, plan, Store(ws.home), judged) if declared_of(spec) or judged else None
             imports = None
-            engine = Engine()
+            engine = ws.engine()
             checks = image_checks(spec, plan)
             asked = spec.runtime_check.imports is not None or bool(checks)  # else the engine is not asked
             loaded = asked and engine.inspect(plan.tag) is not None  # not when built with --no-load, or removed

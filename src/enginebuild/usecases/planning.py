@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from enginebuild.execution.cache import LayerCache
     from enginebuild.execution.sites import BuilderSpec
     from enginebuild.lock.lockfile import Lock
-    from enginebuild.oci.engine import Engine
+    from enginebuild.oci.engine import EngineApi
     from enginebuild.plan.model import ImagePlan
     from enginebuild.wire import JsonDoc
 
@@ -57,7 +57,6 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
                    planned: tuple[Lock, list[str]] | None = None) -> list[JsonDoc]:
     """`planned`: the lock to plan with and the inputs it leaves unpinned (see as_it_would_be)."""
     from enginebuild.execution.status import describe
-    from enginebuild.oci.engine import Engine
     from enginebuild.plan.image import plan_image
     from enginebuild.usecases.targets import platforms_of
 
@@ -65,7 +64,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
     lock, stale = planned if planned else (ws.lock(spec), [])
     unresolved = sorted(set(lock.blocked()) | set(stale)) if lock else []
     out = []
-    engine = Engine()
+    engine = ws.engine()
     decision = image_decision(ws, name, build_args, platforms, engine)
     for platform in platforms_of(spec, platforms):
         plan = plan_image(spec, lock, platform, ws.plan_options(build_args=build_args, strict=not unresolved))
@@ -80,7 +79,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
     return out
 
 
-def image_decision(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str], engine: Engine) -> str:
+def image_decision(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str], engine: EngineApi) -> str:
     """What `image` with these options would answer now, and why (state/decision.py, the one decision)."""
     from enginebuild.oci.engine import holds
     from enginebuild.state.decision import decide
@@ -93,7 +92,7 @@ def image_decision(ws: Workspace, name: str, build_args: dict[str, str], platfor
     return found.describe()
 
 
-def image_id(engine: Engine, tag: str) -> str:
+def image_id(engine: EngineApi, tag: str) -> str:
     """The engine's image for a tag; "" when it has none, or when no engine answers (a plan needs none)."""
     from enginebuild.oci.engine import EngineUnavailable
 
@@ -107,10 +106,9 @@ def show_assignment(ws: Workspace, plan: ImagePlan, doc: JsonDoc, specs: list[Bu
     """Which builder would build each component to build (the builders are asked what they are)."""
     from enginebuild.execution.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, connect
     from enginebuild.io.store import Store
-    from enginebuild.oci.engine import Engine
     from enginebuild.state.history import BuildHistory
 
-    store, history, engine = Store(ws.home), BuildHistory(ws.home), Engine()
+    store, history, engine = Store(ws.home), BuildHistory(ws.home), ws.engine()
     local = Site(BuilderSpec(LOCAL, engine.endpoint), engine, (HOST_PLATFORM,), store)
     sites = connect(specs, store, local=local)
     doc["builders"] = [{"name": s.name, "engine": s.spec.endpoint.describe(), "platforms": list(s.platforms)}
