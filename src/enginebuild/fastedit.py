@@ -23,7 +23,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from enginebuild.plan.editrecord import EditFile, EditNode, EditRecord, Listing, StoredLayer
 from enginebuild.state.decision import FILES_EDITED, Decision
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from enginebuild.oci.engine import EngineApi
     from enginebuild.plan.model import ImagePlan
     from enginebuild.spec.model import ImageSpec
+    from enginebuild.state.memo import PlanMemo
 
 ELF = b"\x7fELF"
 
@@ -164,7 +165,7 @@ class Replay:
         self.engine.load(archive.chunks(), archive.size)
 
 
-def answer(memo: Any, key: str, name: str, home: Any, decision: Decision,
+def answer(memo: PlanMemo, key: str, name: str, home: Path, decision: Decision,
            engine: EngineApi | None = None) -> str | None:
     """Remake the images of `name`, whose decision is that only copied files were edited; the line
     to print, or None (the full command runs). `engine`: the one to load into (None: this machine's)."""
@@ -182,7 +183,7 @@ def answer(memo: Any, key: str, name: str, home: Any, decision: Decision,
     return None
 
 
-def _answer(memo: Any, key: str, name: str, home: Any, decision: Decision, engine: EngineApi | None) -> str | None:
+def _answer(memo: PlanMemo, key: str, name: str, home: Path, decision: Decision, engine: EngineApi | None) -> str | None:
     start = time.monotonic()
     doc, inputs, changed = decision.doc, decision.inputs, list(decision.edited)
     if decision.answer != FILES_EDITED or doc is None:

@@ -9,3 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 JsonDoc = dict[str, Any]
+
+# a value as a parser gave it (YAML, JSON), not yet checked: `object`, not `Any`, so that nothing is
+# read from it before a check narrows its type (isinstance), which mypy --strict holds every reader to
+Parsed = object

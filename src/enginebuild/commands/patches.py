@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from enginebuild.errors import EXIT_BAD_INPUT, EXIT_FAILED, UserError
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
+    from enginebuild.patches.apply import HunkResult
     from enginebuild.usecases.patching import StackReport
 
 
@@ -128,7 +129,7 @@ def _printed(out: str) -> str:
     return repr(text[:120] + ("..." if len(text) > 120 else ""))
 
 
-def _show_conflict(conflict: Any) -> None:
+def _show_conflict(conflict: HunkResult) -> None:
     if conflict.expected:
         print("      the patch expects:")
         for line in conflict.expected[:12]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from typing import Any
 
 KEY_VERSION = "enginebuild-key-v2"
 DEFAULT_EPOCH = 1  # 1970-01-01T00:00:01Z, as Nix dates store paths: never "unknown"
@@ -15,11 +14,11 @@ def sha(data: str | bytes) -> str:
     return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
-def canonical(value: Any) -> str:
+def canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def key_of(kind: str, **parts: Any) -> str:
+def key_of(kind: str, **parts: object) -> str:
     return sha(canonical({"v": KEY_VERSION, "kind": kind, **parts}))
 
 

@@ -16,12 +16,13 @@ from typing import Any
 
 from enginebuild.core.yamlload import YList, YMap
 from enginebuild.errors import SpecError, Where
+from enginebuild.wire import Parsed
 
 Json = dict[str, Any]
 Test = Callable[[str], "str | None"]  # returns an error message, or None when the value is fine
 
 
-def describe(value: Any) -> str:
+def describe(value: Parsed) -> str:
     if value is None:
         return "nothing (null)"
     if isinstance(value, bool):
@@ -40,7 +41,7 @@ def describe(value: Any) -> str:
     return type(value).__name__
 
 
-def _quote_hint(value: Any) -> str | None:
+def _quote_hint(value: Parsed) -> str | None:
     if isinstance(value, bool):
         return "YAML reads yes/no/on/off/true/false as booleans; quote the value to mean a string"
     if isinstance(value, float):
@@ -48,7 +49,7 @@ def _quote_hint(value: Any) -> str | None:
     return None
 
 
-def _at(value: Any, key: str | int, fallback: Where | None) -> Where | None:
+def _at(value: Parsed, key: str | int, fallback: Where | None) -> Where | None:
     if isinstance(key, str) and isinstance(value, YMap):
         return value.at(key)
     if isinstance(key, int) and isinstance(value, YList):
@@ -60,7 +61,7 @@ class Schema:
     expected = "a value"
     description = ""
 
-    def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
+    def check(self, value: Parsed, path: str, where: Where | None, partial: bool) -> None:
         raise NotImplementedError
 
     def json_schema(self) -> Json:
@@ -80,7 +81,7 @@ class Str(Schema):
     def expected(self) -> str:  # type: ignore[override]
         return self.what
 
-    def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
+    def check(self, value: Parsed, path: str, where: Where | None, partial: bool) -> None:
         if self.allow_int and isinstance(value, int) and not isinstance(value, bool):
             value = str(value)
         if not isinstance(value, str):
@@ -110,7 +111,7 @@ class Int(Schema):
     expected: str = "an integer"
     description: str = ""
 
-    def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
+    def check(self, value: Parsed, path: str, where: Where | None, partial: bool) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise SpecError(where, path, f"expected an integer, got {describe(value)}")
         if self.minimum is not None and value < self.minimum:
@@ -134,7 +135,7 @@ class Bool(Schema):
     expected: str = "true or false"
     description: str = ""
 
-    def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
+    def check(self, value: Parsed, path: str, where: Where | None, partial: bool) -> None:
         if not isinstance(value, bool):
             raise SpecError(where, path, f"expected true or false, got {describe(value)}")
 
@@ -151,7 +152,7 @@ class Enum(Schema):
     def expected(self) -> str:  # type: ignore[override]
         return "one of " + ", ".join(self.choices)
 
-    def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
+    def check(self, value: Parsed, path: str, where: Where | None, partial: bool) -> None:
         if value not in self.choices:
             close = difflib.get_close_matches(str(value), self.choices, n=1)
             hint = f"did you mean {close[0]!r}?" if close else None
@@ -173,7 +174,7 @@ class ListOf(Schema):
     def expected(self) -> str:  # type: ignore[override]
         return self.what or f"a list of {self.item.expected}"
 
-    def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
+    def check(self, value: Parsed, path: str, where: Where | None, partial: bool) -> None:
         if not isinstance(value, list):
             raise SpecError(where, path, f"expected {self.expected}, got {describe(value)}")
         if len(value) > self.max_items:
@@ -197,7 +198,7 @@ class ListOf(Schema):
         return out
 
 
-def _shape_matches(schema: Schema, value: Any) -> bool:
+def _shape_matches(schema: Schema, value: Parsed) -> bool:
     if isinstance(schema, (Record, MapOf)):
         return isinstance(value, dict)
     if isinstance(schema, ListOf):
@@ -222,7 +223,7 @@ class OneOf(Schema):
     def expected(self) -> str:  # type: ignore[override]
         return " or ".join(o.expected for o in self.options)
 
-    def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
+    def check(self, value: Parsed, path: str, where: Where | None, partial: bool) -> None:
         shaped = [option for option in self.options if _shape_matches(option, value)]
         if isinstance(value, dict) and len(shaped) > 1:
             # several mappings: the one that knows every key given, else the one whose required keys are there
@@ -255,7 +256,7 @@ class MapOf(Schema):
     def expected(self) -> str:  # type: ignore[override]
         return f"a mapping of {self.key_what} to {self.value.expected}"
 
-    def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
+    def check(self, value: Parsed, path: str, where: Where | None, partial: bool) -> None:
         if not isinstance(value, dict):
             raise SpecError(where, path, f"expected {self.expected}, got {describe(value)}")
         if len(value) > self.max_items:
@@ -318,7 +319,7 @@ class Record(Schema):
         hint = f"did you mean {close[0]!r}?" if close else "known keys here: " + ", ".join(sorted(self.fields))
         return SpecError(where, path, "unknown key", hint=hint)
 
-    def check(self, value: Any, path: str, where: Where | None, partial: bool) -> None:
+    def check(self, value: Parsed, path: str, where: Where | None, partial: bool) -> None:
         if not isinstance(value, dict):
             raise SpecError(where, path, f"expected {self.doc}, got {describe(value)}")
         own_where = value.where if isinstance(value, YMap) else where

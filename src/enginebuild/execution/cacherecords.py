@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
 from enginebuild.io.store import is_sha256
 from enginebuild.oci.push import COMPRESSIONS
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, Parsed
 
 # the kinds of entry, each named in its config (the kind a reader asks for must be the kind it gets)
 LAYER = "layer"  # a command layer's blobs
@@ -47,35 +46,45 @@ def _need(ok: bool, why: str) -> None:
         raise BadEntry(why)
 
 
-def size(value: Any, what: str) -> int:
-    _need(type(value) is int and 0 <= value <= MAX_BLOB, f"{what}: not a size")
-    return int(value)
+def size(value: Parsed, what: str) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_BLOB:
+        raise BadEntry(f"{what}: not a size")
+    return value
 
 
-def sha(value: Any, what: str) -> str:
+def sha(value: Parsed, what: str) -> str:
     _need(is_sha256(value), f"{what}: not a sha256")
     return str(value)
 
 
-def text(value: Any, what: str, limit: int = MAX_TEXT) -> str:
+def text(value: Parsed, what: str, limit: int = MAX_TEXT) -> str:
     """A line a message may show: printable, bounded, no workflow command (`::`)."""
-    _need(isinstance(value, str) and len(value) <= limit and value.isprintable() and "::" not in value,
-          f"{what}: not a printable line")
-    return str(value)
+    if not isinstance(value, str) or len(value) > limit or not value.isprintable() or "::" in value:
+        raise BadEntry(f"{what}: not a printable line")
+    return value
 
 
-def mapping(value: Any, what: str, most: int = MAX_ITEMS) -> dict[Any, Any]:
-    _need(isinstance(value, dict) and len(value) <= most, f"{what}: not a mapping")
+def mapping(value: Parsed, what: str, most: int = MAX_ITEMS) -> JsonDoc:
+    if not isinstance(value, dict) or len(value) > most:
+        raise BadEntry(f"{what}: not a mapping")
     return dict(value)
 
 
-def items(value: Any, what: str) -> list[Any]:
-    _need(isinstance(value, list) and len(value) <= MAX_ITEMS, f"{what}: not a list")
+def items(value: Parsed, what: str) -> list[Parsed]:
+    if not isinstance(value, list) or len(value) > MAX_ITEMS:
+        raise BadEntry(f"{what}: not a list")
     return list(value)
 
 
-def pair(value: Any, what: str) -> tuple[str, int]:
-    _need(isinstance(value, list) and len(value) == 2, f"{what}: not a [sha256, size] pair")
+def triple(value: Parsed, what: str) -> list[Parsed]:
+    if not isinstance(value, list) or len(value) != 3:
+        raise BadEntry(what)
+    return value
+
+
+def pair(value: Parsed, what: str) -> tuple[str, int]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise BadEntry(f"{what}: not a [sha256, size] pair")
     return sha(value[0], what), size(value[1], what)
 
 
@@ -83,10 +92,9 @@ def blobs_of(manifest: JsonDoc) -> dict[str, int]:
     """The blobs an entry's manifest carries: sha256 -> size (its descriptors checked)."""
     out: dict[str, int] = {}
     for i, layer in enumerate(items(manifest.get("layers", []), "layers")):
-        _need(isinstance(layer, dict), f"layers[{i}]: not a descriptor")
-        digest = layer.get("digest")
+        digest = mapping(layer, f"layers[{i}]").get("digest")
         _need(isinstance(digest, str) and DIGEST.fullmatch(digest) is not None, f"layers[{i}]: not a sha256 digest")
-        out[str(digest)[7:]] = size(layer.get("size"), f"layers[{i}].size")
+        out[str(digest)[7:]] = size(mapping(layer, f"layers[{i}]").get("size"), f"layers[{i}].size")
     return out
 
 
@@ -106,10 +114,12 @@ def layer(record: JsonDoc, blobs: dict[str, int]) -> JsonDoc:
 def outputs(record: JsonDoc) -> JsonDoc:
     """A component's outputs record (build/outputs.OutputRecord's fields)."""
     wheels = []
-    for i, item in enumerate(items(record.get("wheels") or [], "wheels")):
-        _need(isinstance(item, list) and len(item) == 3, f"wheels[{i}]: not [file, sha256, size]")
-        _need(isinstance(item[0], str) and WHEEL.fullmatch(item[0]) is not None, f"wheels[{i}]: not a wheel's file name")
-        wheels.append([item[0], sha(item[1], f"wheels[{i}]"), size(item[2], f"wheels[{i}]")])
+    for i, entry in enumerate(items(record.get("wheels") or [], "wheels")):
+        item = triple(entry, f"wheels[{i}]: not [file, sha256, size]")
+        file = item[0]
+        if not isinstance(file, str) or WHEEL.fullmatch(file) is None:
+            raise BadEntry(f"wheels[{i}]: not a wheel's file name")
+        wheels.append([file, sha(item[1], f"wheels[{i}]"), size(item[2], f"wheels[{i}]")])
     seconds = record.get("seconds", 0.0)
     _need(isinstance(seconds, (int, float)) and 0 <= seconds < 1e7, "seconds: not a duration")
     return {"sha256": sha(record.get("sha256"), "sha256"), "size": size(record.get("size"), "size"),
@@ -124,13 +134,16 @@ def component_output(record: JsonDoc, blobs: dict[str, int]) -> JsonDoc:
 
 
 def compiler_cache(record: JsonDoc, blobs: dict[str, int]) -> JsonDoc:
-    tars = []
-    for i, item in enumerate(items(record.get("tars"), "tars")):
-        _need(isinstance(item, list) and len(item) == 3 and type(item[0]) is int and 0 <= item[0] < 64,
-              f"tars[{i}]: not [index, sha256, size]")
-        tars.append([item[0], sha(item[1], f"tars[{i}]"), size(item[2], f"tars[{i}]")])
+    tars: list[tuple[int, str, int]] = []
+    for i, entry in enumerate(items(record.get("tars"), "tars")):
+        item = triple(entry, f"tars[{i}]: not [index, sha256, size]")
+        index = item[0]
+        if type(index) is not int or not 0 <= index < 64:
+            raise BadEntry(f"tars[{i}]: not [index, sha256, size]")
+        tars.append((index, sha(item[1], f"tars[{i}]"), size(item[2], f"tars[{i}]")))
     _carried([(t[1], t[2]) for t in tars], blobs, "tars")
-    return {"tars": tars, "name": text(record.get("name", ""), "name"), "from": text(record.get("from", ""), "from")}
+    return {"tars": [list(t) for t in tars], "name": text(record.get("name", ""), "name"),
+            "from": text(record.get("from", ""), "from")}
 
 
 def substitute(record: JsonDoc) -> JsonDoc:
@@ -169,9 +182,9 @@ def verdict(record: JsonDoc) -> JsonDoc:
     return {"lines": {k: text(v, f"lines.{k}") for k, v in lines.items()}}
 
 
-def checked(kind: str, record: Any, blobs: dict[str, int]) -> JsonDoc:
+def checked(kind: str, record: Parsed, blobs: dict[str, int]) -> JsonDoc:
     """The record of an entry of `kind`, in its kind's shape (only the fields it may have), or BadEntry."""
-    _need(isinstance(record, dict), "record: not a mapping")
+    record = mapping(record, "record")
     readers: dict[str, Callable[[JsonDoc], JsonDoc]] = {
         LAYER: lambda r: layer(r, blobs), OUTPUT: lambda r: component_output(r, blobs),
         COMPILER_CACHE: lambda r: compiler_cache(r, blobs), SUBSTITUTE: substitute, DESCRIBED: described,

@@ -39,6 +39,7 @@ from enginebuild.io.http import Http
 from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine, EngineApi, EngineUnavailable
+from enginebuild.oci.image import ImageConfig, Layer
 from enginebuild.plan.envs import CHAIN_REPO, parent_ref
 from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.sources.base import Context
@@ -63,7 +64,7 @@ class Outcome:
     output_sizes: dict[str, int] = field(default_factory=dict)
     replaced: str | None = None  # the image the tag named before, when this build loaded another
     config: bytes = b""  # the image's config as loaded, and its layers
-    layers: list[Any] = field(default_factory=list)
+    layers: list[Layer] = field(default_factory=list)
 
 
 def local_tags(plan: ImagePlan, platforms: tuple[str, ...]) -> list[str]:
@@ -599,7 +600,7 @@ def needed_by(plan: ImagePlan, names: frozenset[str],
     return out
 
 
-def final_config(assembler: Assembler, plan: ImagePlan) -> Any:
+def final_config(assembler: Assembler, plan: ImagePlan) -> ImageConfig:
     """The runtime image's config: the base's, then the spec's settings; `created` from the lock."""
     config = assembler.config_for(plan.runtime, plan.config)
     config.created = plan.created

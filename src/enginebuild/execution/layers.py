@@ -4,6 +4,11 @@ normalised. Each made layer is a blob in the store (its uncompressed tar) and a 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import HashingWriter
+
 import hashlib
 import json
 import shutil
@@ -11,7 +16,6 @@ import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from enginebuild.errors import BuildFailed
 from enginebuild.execution.assemble import Assembler, put_layer_blobs
@@ -26,7 +30,7 @@ from enginebuild.plan.model import LayerNode
 
 
 def _blob(store: Store, what: str, mtime: int, write: Callable[[TarWriter], object]) -> Blob:
-    def body(sink: Any) -> None:
+    def body(sink: HashingWriter) -> None:
         writer = TarWriter(sink, mtime=mtime)
         write(writer)
         writer.close()

@@ -3,11 +3,15 @@ is created, never started), normalised and stored; the image itself is never shi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import HashingWriter
+
 import posixpath
 import shutil
 import tarfile
 from dataclasses import dataclass
-from typing import Any
 
 from enginebuild.errors import BuildFailed
 from enginebuild.execution.normalize import normalize_layer
@@ -100,7 +104,7 @@ def export_outputs(engine: EngineApi, image: str, component: str, outputs: Outpu
         if outputs.kind in ("wheels", "editable") and not wheels:
             where = outputs.paths[0] if outputs.kind == "wheels" else f"the editable build of {outputs.paths[0]}"
             raise BuildFailed(f"component {component} produced no wheel in {where}")
-        def write(sink: Any) -> None:
+        def write(sink: HashingWriter) -> None:
             writer = TarWriter(sink, mtime=mtime)
             normalize_layer(raw, writer)
             writer.close()
@@ -117,7 +121,7 @@ def release_outputs(store: Store, component: str, wheel: tuple[str, str, int | N
     filename, sha256, _ = wheel
     path = store.verified(sha256, filename)
 
-    def write(sink: Any) -> None:
+    def write(sink: HashingWriter) -> None:
         writer = TarWriter(sink, mtime=mtime)
         writer.add_file(filename, path, 0o644)
         writer.close()

@@ -21,7 +21,7 @@ import secrets as random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from enginebuild.errors import SecretLeak, SecretUnchecked
@@ -92,9 +92,15 @@ class Scanner:
     keeps the record of what it was searched for: each secret's name with a salted hash of the
     value (never the value), so a push without the value knows whether the layer was checked."""
 
-    spec: Any  # ImageSpec: its secrets and secret-scan allow-list
+    spec: ImageSpec  # its secrets and secret-scan allow-list
     warned: set[tuple[str, str]] = field(default_factory=set)
-    store: Any = None  # with a Store, verdicts are kept per stored layer
+    store: Store | None = None  # with a store, verdicts are kept per stored layer
+
+    @property
+    def _kept(self) -> Store:
+        """The store verdicts are kept in (asked only where one was given)."""
+        assert self.store is not None, "a layer's verdict is kept only with a store"
+        return self.store
 
     @property
     def declared(self) -> list[str]:
@@ -106,7 +112,7 @@ class Scanner:
     def _rule_key(self, tar_path: Path) -> str | None:
         """The record key of a stored layer's rule verdict (layers are named by their sha256)."""
         name = Path(tar_path).name
-        if self.store is None or not is_sha256(name) or Path(tar_path) != self.store.path(name):
+        if self.store is None or not is_sha256(name) or Path(tar_path) != self._kept.path(name):
             return None
         return hashlib.sha256(f"{Path(tar_path).name}:{RULES_ID}".encode()).hexdigest()
 
@@ -120,11 +126,11 @@ class Scanner:
         names = {r.name for r in RULES}
         for tar_path in tars:
             key = self._rule_key(tar_path)
-            kept = self.store.record("secret-scan", key) if key else None
+            kept = self._kept.record("secret-scan", key) if key else None
             if kept is None:
                 found = search_tar(tar_path, needles, list(RULES))
                 if key:
-                    self.store.put_record("secret-scan", key, {"findings": [
+                    self._kept.put_record("secret-scan", key, {"findings": [
                         {"what": f.what, "path": f.path, "refuse": f.refuse} for f in found if f.what in names]})
             else:  # the rules already read this layer: only the secrets' values are searched
                 found = search_tar(tar_path, needles, []) if needles else []
@@ -171,11 +177,11 @@ class Scanner:
 
     # -- stored layers: what each was searched for --------------------------------------------
     def _salted(self, name: str, value: str) -> str:
-        return hashlib.sha256(_salt(self.store) + f"{name}\0{value}".encode()).hexdigest()
+        return hashlib.sha256(_salt(self._kept) + f"{name}\0{value}".encode()).hexdigest()
 
     def checked(self, sha: str) -> dict[str, str]:
         """The secrets (name -> salted hash) stored layer `sha` was searched for."""
-        record = self.store.record("secret-checked", sha) or {}
+        record = self._kept.record("secret-checked", sha) or {}
         return dict(record.get("secrets", {}))
 
     def check_layers(self, layers: list[tuple[str, str]], what: str, *, at_push: bool = False) -> None:
@@ -191,13 +197,13 @@ class Scanner:
         todo = [sha for sha, _ in layers if any(checked[sha].get(n) != h for n, h in salted.items())]
         if todo and values:
             try:
-                self.check_files([self.store.path(sha) for sha in todo], values, what)
+                self.check_files([self._kept.path(sha) for sha in todo], values, what)
             except SecretLeak:
                 self._drop_leaking(todo, values)
                 raise
             for sha in todo:
                 checked[sha] = {**checked[sha], **salted}
-                self.store.put_record("secret-checked", sha, {"secrets": checked[sha]})
+                self._kept.put_record("secret-checked", sha, {"secrets": checked[sha]})
         if not at_push:
             return
         for name in (n for n in declared if n not in values):
@@ -213,8 +219,8 @@ class Scanner:
         """A stored layer that holds a secret is removed from the store: no file of enginebuild's
         keeps the value (the next build makes the layer again, and refuses it again)."""
         for sha in shas:
-            if any(f.refuse for f in self.scan_tars([self.store.path(sha)], values)):
-                self.store.path(sha).unlink(missing_ok=True)
+            if any(f.refuse for f in self.scan_tars([self._kept.path(sha)], values)):
+                self._kept.path(sha).unlink(missing_ok=True)
 
     def check_image(self, engine: EngineApi, tag: str, parents: list[Layer], secrets: dict[str, str], what: str) -> None:
         folder = scratch_folder(Store(settings().home))

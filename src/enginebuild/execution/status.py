@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.store import Store
@@ -12,13 +12,16 @@ from enginebuild.plan.model import ImagePlan, LayerNode
 from enginebuild.state.history import BuildHistory, changed_inputs
 from enginebuild.wire import JsonDoc
 
+if TYPE_CHECKING:
+    from enginebuild.execution.cache import LayerCache
+
 
 def _layer_made(store: Store, node: LayerNode) -> bool:
     blobs = layer_blobs(store, node)
     return blobs is not None and all(store.intact(sha, node.name) for sha, _ in blobs)
 
 
-def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str, str] | None = None) -> JsonDoc:
+def describe(plan: ImagePlan, home: Path, cache: LayerCache | None = None, image_ids: dict[str, str] | None = None) -> JsonDoc:
     store = Store(home)
     history = BuildHistory(home).read(plan.tag)
     components = []
@@ -30,7 +33,7 @@ def describe(plan: ImagePlan, home: Path, cache: Any = None, image_ids: dict[str
             action = "from cache"
         else:
             action = "build"
-        row: dict[str, Any] = {"name": comp.name, "key": comp.key, "action": action, "needs": list(comp.needs),
+        row: JsonDoc = {"name": comp.name, "key": comp.key, "action": action, "needs": list(comp.needs),
                                "output_size": int(record["size"]) if record else None}
         if action == "build":
             row["changed"] = changed_inputs(comp.inputs, history.get(f"component {comp.name}"))

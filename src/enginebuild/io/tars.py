@@ -16,7 +16,7 @@ import tarfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Protocol, cast
 
 from enginebuild.errors import EngineBuildError
 from enginebuild.io import faults
@@ -60,13 +60,19 @@ def parents(name: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+class Writable(Protocol):
+    """Where a tar is written: a file, or a writer that hashes what passes (io/store.HashingWriter)."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
 class _Sink:
     """The stream a TarWriter writes to, counting what it was given (tarfile asks where it is).
     After the stream failed (a full disk) or was closed while an error unwound, the tar's closing
     blocks are dropped instead of raising a second error over the first; on the normal path every
     write goes through."""
 
-    def __init__(self, raw: IO[bytes]):
+    def __init__(self, raw: Writable):
         self.raw = raw
         self.failed = False
         self.written = 0
@@ -89,7 +95,7 @@ class TarWriter:
     """Writes normalised entries; with `implied_dirs`, a folder entry precedes its first file
     (build contexts want them; layers do not, so a layer never resets the mode of /tmp)."""
 
-    def __init__(self, fileobj: IO[bytes], *, mtime: int = 0, implied_dirs: bool = False):
+    def __init__(self, fileobj: Writable, *, mtime: int = 0, implied_dirs: bool = False):
         # written in order, never sought back: the plain mode writes what the stream mode ("w|")
         # writes, without its 10 KB re-buffering, and copies file contents 1 MiB at a time
         self.tar = tarfile.TarFile(fileobj=cast(Any, _Sink(fileobj)), mode="w", format=FORMAT, copybufsize=1 << 20)

@@ -7,8 +7,6 @@ downloaded and read once; the judgement is made again with the spec's current ru
 
 from __future__ import annotations
 
-from typing import Any
-
 from enginebuild.execution.fetch import Fetcher
 from enginebuild.io.store import Store
 from enginebuild.kernels.archs import parse_declared
@@ -25,7 +23,7 @@ RECORD = "wheel-device-code-v2"  # v2: family cubins and PTX ISA versions, read 
 
 def binary_wheels(lock: Lock) -> list[JsonDoc]:
     """The runtime's platform wheels (pure-Python ones carry no device code)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, JsonDoc] = {}
     for name, entry in sorted(lock.entries.items()):
         if not name.startswith("runtime.python@") or not entry.resolved:
             continue

@@ -4,6 +4,11 @@ two give the same bytes. Light on imports: the file-edit path runs before the CL
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import HashingWriter
+
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -53,7 +58,7 @@ def write_files(writer: TarWriter, items: Iterable[FileItem]) -> None:
 
 
 def files_blob(store: Store, name: str, epoch: int, items: Iterable[FileItem]) -> Blob:
-    def body(sink: Any) -> None:
+    def body(sink: HashingWriter) -> None:
         writer = TarWriter(sink, mtime=epoch)
         write_files(writer, items)
         writer.close()

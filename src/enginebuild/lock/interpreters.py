@@ -4,7 +4,10 @@ standard library only: the planner asks without loading the resolver)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from enginebuild.spec.model import Python
 
 MACHINES = {"arm64": "aarch64", "amd64": "x86_64", "ppc64le": "ppc64le", "s390x": "s390x"}
 
@@ -14,7 +17,7 @@ def machine_of(platform: str) -> str:
     return MACHINES.get(arch, arch)
 
 
-def interpreter_version(system: Any, base: Any) -> tuple[str, str] | None:
+def interpreter_version(system: object, base: object) -> tuple[str, str] | None:
     """(major.minor, what says so) of the environment's python3: the Debian interpreter its
     system packages install (python3.N), else the base's PYTHON_VERSION; None when neither says."""
     for deb in getattr(system, "packages", ()) or ():
@@ -28,7 +31,7 @@ def interpreter_version(system: Any, base: Any) -> tuple[str, str] | None:
     return None
 
 
-def interpreter_mismatch(python: Any, system: Any, base: Any) -> str | None:
+def interpreter_mismatch(python: Python, system: object, base: object) -> str | None:
     """Why `python.version` cannot be the runtime's interpreter, or None."""
     found = interpreter_version(system, base)
     if found is None or found[0] == python.version or not python.site_packages.startswith("/usr/"):

@@ -12,14 +12,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from enginebuild.errors import LockError, Where, command
 from enginebuild.lock.inputs import Input, P, image_inputs
 from enginebuild.lock.pins import ToolPin
 from enginebuild.sources import Pinned, Source
 from enginebuild.spec.model import ImageSpec
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, Parsed
 
 FORMAT = 2
 _CHECKS = {
@@ -37,7 +36,7 @@ class Entry:
     unresolved: str | None = None
 
     def to_json(self) -> JsonDoc:
-        body: dict[str, Any] = {"request": self.request, "resolved": self.resolved}
+        body: JsonDoc = {"request": self.request, "resolved": self.resolved}
         if self.unresolved:
             body["unresolved"] = self.unresolved
         return body
@@ -96,7 +95,7 @@ def lock_path(root: Path, lock_name: str) -> Path:
     return root / "lockfiles" / f"{lock_name}.lock"
 
 
-def _check_pins(node: Any, key: str = "") -> str | None:
+def _check_pins(node: Parsed, key: str = "") -> str | None:
     """Every pin in a lock is well formed: a tampered or hand-edited lock is refused."""
     if isinstance(node, dict):
         for k, v in node.items():
@@ -202,7 +201,7 @@ def stale_inputs(spec: ImageSpec, lock: Lock | None) -> list[tuple[str, str]]:
     return problems
 
 
-def describe_change(old: Any, new: Any) -> str:
+def describe_change(old: object, new: object) -> str:
     if isinstance(old, dict) and isinstance(new, dict):
         for key in sorted(set(old) | set(new)):
             if old.get(key) != new.get(key):

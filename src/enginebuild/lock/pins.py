@@ -7,7 +7,6 @@ of environments (base images, system packages, Python distributions) and of tool
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from enginebuild.wire import JsonDoc
 
@@ -32,7 +31,7 @@ class ImagePin:
         return self.ref == "scratch"
 
     def to_json(self) -> JsonDoc:
-        body: dict[str, Any] = {"ref": self.ref, "digest": self.digest}
+        body: JsonDoc = {"ref": self.ref, "digest": self.digest}
         if self.index_digest:
             body["index_digest"] = self.index_digest
         if self.env:
@@ -138,7 +137,7 @@ class PythonPin:
         return tuple(p for p in self.packages if p.origin != "base")
 
     def to_json(self) -> JsonDoc:
-        body: dict[str, Any] = {"packages": [p.to_json() for p in self.packages], "base_digest": self.base_digest}
+        body: JsonDoc = {"packages": [p.to_json() for p in self.packages], "base_digest": self.base_digest}
         if self.note:
             body["note"] = self.note
         if self.wheel_sources:

@@ -13,7 +13,6 @@ import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from enginebuild.wire import JsonDoc
 
@@ -25,7 +24,7 @@ OCI_LAYER_ZSTD = "application/vnd.oci.image.layer.v1.tar+zstd"
 OCI_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
 
 
-def canonical(doc: Any) -> bytes:
+def canonical(doc: object) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -62,7 +61,7 @@ class ImageConfig:
     config_history: list[str] = field(default_factory=list)  # settings without a layer, for `docker history`
 
     def document(self, layers: list[Layer]) -> JsonDoc:
-        body: dict[str, Any] = {"Env": self.env, "Labels": self.labels or None}
+        body: JsonDoc = {"Env": self.env, "Labels": self.labels or None}
         if self.entrypoint is not None:
             body["Entrypoint"] = self.entrypoint
         if self.cmd is not None:
@@ -83,7 +82,7 @@ class ImageConfig:
         own = [layer for layer in layers if layer.blob is not None]
         history += [{"created": self.created, "created_by": layer.created_by} for layer in own]
         history += [{"created": self.created, "created_by": text, "empty_layer": True} for text in self.config_history]
-        doc: dict[str, Any] = {"architecture": self.architecture, "os": self.os, "created": self.created,
+        doc: JsonDoc = {"architecture": self.architecture, "os": self.os, "created": self.created,
                                "config": {k: v for k, v in body.items() if v is not None},
                                "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
                                "history": history}
@@ -99,7 +98,7 @@ def manifest(config_digest: str, config_size: int, layers: list[tuple[str, int, 
              subject: JsonDoc | None = None, artifact_type: str | None = None,
              annotations: dict[str, str] | None = None, config_type: str = OCI_CONFIG) -> bytes:
     """An OCI image manifest; layers are (digest, size, media type)."""
-    doc: dict[str, Any] = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+    doc: JsonDoc = {"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                            "config": {"mediaType": config_type, "digest": config_digest, "size": config_size},
                            "layers": [{"mediaType": t, "digest": d, "size": s} for d, s, t in layers]}
     if artifact_type:
@@ -112,7 +111,7 @@ def manifest(config_digest: str, config_size: int, layers: list[tuple[str, int, 
 
 
 def index(manifests: list[JsonDoc], annotations: dict[str, str] | None = None) -> bytes:
-    doc: dict[str, Any] = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}
+    doc: JsonDoc = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}
     if annotations:
         doc["annotations"] = annotations
     return canonical(doc)

@@ -127,7 +127,7 @@ def compressed(store: Store, layer: Layer, compression: Compression = GZIP) -> t
         return str(record["sha256"]), int(record["size"])
     source = store.verified(layer.blob, layer.created_by)
 
-    def write(sink: Any) -> None:
+    def write(sink: Any) -> None:  # a HashingWriter, given to compressors that take a file
         with open(source, "rb") as handle:
             compression.write(handle, sink)
 

@@ -13,7 +13,7 @@ from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX, OCI_MANIFEST, canonical
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryApi, sha256_digest
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, Parsed
 
 if TYPE_CHECKING:
     from enginebuild.oci.push import Pusher
@@ -97,7 +97,7 @@ def _tag_index(client: RegistryApi, target: ImageRef, digest: str) -> list[JsonD
     return [m for m in manifests if _descriptor(m)]
 
 
-def _descriptor(entry: Any) -> bool:
+def _descriptor(entry: Parsed) -> bool:
     return (isinstance(entry, dict) and isinstance(entry.get("digest"), str) and bool(DIGEST.fullmatch(entry["digest"]))
             and isinstance(entry.get("size"), int) and isinstance(entry.get("artifactType", ""), str)
             and isinstance(entry.get("annotations", {}), dict))

@@ -10,7 +10,6 @@ The outcome carries the patched files too: builds ship exactly what was checked.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -42,7 +41,7 @@ class PatchResult:
         return self.conflict is None
 
     def to_json(self) -> JsonDoc:
-        doc: dict[str, Any] = {"name": self.name, "sha256": self.sha256, "subject": self.subject,
+        doc: JsonDoc = {"name": self.name, "sha256": self.sha256, "subject": self.subject,
                                "status": self.status, "detail": self.detail,
                                "hunks": [{"file": h.file, "hunk": h.index, "header": h.header, "offset": h.offset}
                                          for h in self.hunks if h.applied]}

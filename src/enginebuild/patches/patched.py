@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import io
 import tarfile
-from typing import Any
 
 from enginebuild.errors import BuildFailed, command
 from enginebuild.io.store import Blob, HashingWriter, make_blob
 from enginebuild.io.tarrules import clean_name
 from enginebuild.io.tars import TarWriter
-from enginebuild.patches.check import check_stack
+from enginebuild.patches.check import PatchResult, check_stack
 from enginebuild.sources import Pinned
 from enginebuild.sources.base import Context
 from enginebuild.sources.globs import declared_matcher
 from enginebuild.spec.model import PatchRef
 
 
-def stack_failure(owner: str, description: str, result: Any, hint_image: str) -> BuildFailed:
+def stack_failure(owner: str, description: str, result: PatchResult, hint_image: str) -> BuildFailed:
     return BuildFailed(f"patch {result.name} does not apply to {owner} {description} ({result.status}): "
                        f"{result.detail}",
                        hint=f"`{command()} patches check {hint_image}` shows what the source has instead")
@@ -41,7 +40,7 @@ def patched_tree(ctx: Context, owner: str, source: Pinned, patches: tuple[PatchR
             raise stack_failure(owner, tree.description, failure, image)
 
         def write(sink: HashingWriter) -> None:
-            writer = TarWriter(sink, mtime=ctx.mtime, implied_dirs=bool(only))  # type: ignore[arg-type]
+            writer = TarWriter(sink, mtime=ctx.mtime, implied_dirs=bool(only))
             seen = set()
             with tarfile.open(ctx.store.verified(base.sha256, f"tree of {owner}"), "r:") as tar:
                 for member in tar:

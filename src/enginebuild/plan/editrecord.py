@@ -7,7 +7,6 @@ Standard library only: this is on the fast path."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from enginebuild.wire import JsonDoc
 
@@ -93,7 +92,7 @@ class EditRecord:
 
 
 def _node_json(node: EditNode) -> JsonDoc:
-    out: dict[str, Any] = {"name": node.name, "key": node.key, "chain": node.chain, "inputs": node.inputs,
+    out: JsonDoc = {"name": node.name, "key": node.key, "chain": node.chain, "inputs": node.inputs,
                            "blobs": node.blobs, "run": node.run}
     if node.files is not None:
         out["files"] = [{"dest": f.dest, "mode": f.mode, "given": f.given, "display": f.display, "src": f.src,

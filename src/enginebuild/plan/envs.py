@@ -22,6 +22,7 @@ from enginebuild.plan.render import TemplateValues, render
 from enginebuild.plan.wheelgroups import wheel_sets
 from enginebuild.plan.writers import layer_key
 from enginebuild.spec.model import Environment, ImageSpec, Step
+from enginebuild.wire import JsonDoc
 
 CHAIN_REPO = "enginebuild/chain"
 DEBS_DIR = "/tmp/enginebuild-debs"
@@ -187,7 +188,7 @@ class EnvPlanner:
                 layers.append(LayerNode("system", f"system packages ({len(debs)} .debs, unpacked)", key,
                                         keys.chain(parent, key), sysroot,
                                         {"packages": keys.sha(keys.canonical([[d.name, d.version] for d in debs]))}))
-            commands: list[dict[str, Any]] = []
+            commands: list[JsonDoc] = []
             context: tuple[ContextItem, ...] = ()
             if debs and system.install == "dpkg":
                 context = tuple(ContextItem(f"debs/{Path(d.filename).name}", d.sha256,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from enginebuild.core import keys
 from enginebuild.errors import LockError, SpecError, command
@@ -78,7 +78,7 @@ def resolve_env(spec: ImageSpec, base_env: tuple[tuple[str, str], ...] | None,
     known = dict(base_env or ())
     out = []
     for name, value in spec.env if pairs is None else pairs:
-        def replace(match: Any, name: str = name) -> str:
+        def replace(match: re.Match[str], name: str = name) -> str:
             if match.group("dollar"):
                 return "$"
             var = match.group("braced") or match.group("bare")

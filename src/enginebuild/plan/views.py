@@ -3,14 +3,17 @@ its last part (manifest, files, settings), as a buildable context (`render --out
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from enginebuild.plan.envs import CHAIN_REPO
 from enginebuild.plan.model import ImagePlan, LayerNode
 from enginebuild.plan.render import TemplateValues, render
 
+if TYPE_CHECKING:
+    from enginebuild.spec.model import Healthcheck
 
-def _healthcheck(check: Any) -> TemplateValues | None:
+
+def _healthcheck(check: Healthcheck | None) -> TemplateValues | None:
     if check is None:
         return None
     options = ""

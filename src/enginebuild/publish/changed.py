@@ -8,11 +8,14 @@ CI builds and pushes only those."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 from enginebuild.core.keys import canonical, sha
 from enginebuild.oci.reference import ImageRef, parse_destination
 from enginebuild.plan.model import ImagePlan
+
+if TYPE_CHECKING:
+    from enginebuild.oci.registry import RegistryApi
 
 TAG_VERSION = 2  # 2: the configuration is hashed too (1 hashed the layers alone)
 
@@ -33,7 +36,7 @@ def _settings(plan: ImagePlan) -> object:
     return {k: v for k, v in dataclasses.asdict(plan.config).items() if k != "env_note"}
 
 
-def published(client: Any, repository: str, tag: str) -> str | None:
+def published(client: RegistryApi, repository: str, tag: str) -> str | None:
     """The digest the registry holds at REPOSITORY:TAG, or None."""
 
     ref, _ = parse_destination(repository)

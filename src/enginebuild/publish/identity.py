@@ -14,7 +14,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -23,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from enginebuild.errors import UserError
 from enginebuild.publish.signformat import Refused, canonical
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, Parsed
 
 ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
@@ -86,16 +85,23 @@ def load_trusted_root(path: str) -> TrustedRoot:
     return TrustedRoot(authorities, logs)
 
 
-def _valid_for(window: Any, where: str) -> tuple[dt.datetime, dt.datetime]:
-    window = window or {}
-    try:
-        start = dt.datetime.fromisoformat(window["start"].replace("Z", "+00:00")) if window.get("start") else \
-            dt.datetime.min.replace(tzinfo=dt.UTC)
-        end = dt.datetime.fromisoformat(window["end"].replace("Z", "+00:00")) if window.get("end") else \
-            dt.datetime.max.replace(tzinfo=dt.UTC)
-    except (AttributeError, ValueError):
-        raise UserError(f"{where}.validFor: not RFC 3339 times") from None
-    return start, end
+def _valid_for(window: Parsed, where: str) -> tuple[dt.datetime, dt.datetime]:
+    bounds = window or {}
+    if not isinstance(bounds, dict):
+        raise UserError(f"{where}.validFor: not RFC 3339 times")
+
+    def at(key: str, default: dt.datetime) -> dt.datetime:
+        text = bounds.get(key)
+        if not text:
+            return default
+        if not isinstance(text, str):
+            raise UserError(f"{where}.validFor: not RFC 3339 times")
+        try:
+            return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise UserError(f"{where}.validFor: not RFC 3339 times") from None
+
+    return at("start", dt.datetime.min.replace(tzinfo=dt.UTC)), at("end", dt.datetime.max.replace(tzinfo=dt.UTC))
 
 
 def identity_of(cert: x509.Certificate) -> tuple[str, str]:

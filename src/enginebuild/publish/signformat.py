@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, Parsed
 
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ARTIFACT = "application/vnd.dev.cosign.artifact.sig.v1+json"
@@ -51,7 +51,7 @@ class EnvelopeTrust(Protocol):
     def check_envelope(self, document: JsonDoc, message: bytes, payload: bytes, signatures: list[bytes]) -> None: ...
 
 
-def canonical(document: Any) -> bytes:
+def canonical(document: object) -> bytes:
     return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -144,7 +144,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _unb64(text: Any) -> bytes:
+def _unb64(text: Parsed) -> bytes:
     if not isinstance(text, str):
         raise TypeError("not base64 text")
     return base64.b64decode(text, validate=True)

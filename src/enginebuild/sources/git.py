@@ -11,6 +11,11 @@ instead: builds see SETUPTOOLS_SCM_PRETEND_VERSION (see docs/spec.md, *Sources*)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import HashingWriter
+
 import re
 import shutil
 import tarfile
@@ -18,7 +23,6 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 from urllib.parse import urljoin
 
 from enginebuild.core.schema import Bool, Record, Str
@@ -140,7 +144,7 @@ class GitKind:
                           node.get("version"))
 
     def request_json(self, request: GitRequest) -> JsonDoc:
-        body: dict[str, Any] = {"url": request.url, "ref": request.ref}
+        body: JsonDoc = {"url": request.url, "ref": request.ref}
         if request.submodules:
             body["submodules"] = True
         return body
@@ -151,7 +155,7 @@ class GitKind:
         return GitPin(request.url, commit, subs)
 
     def pin_json(self, pin: GitPin) -> JsonDoc:
-        body: dict[str, Any] = {"url": pin.url, "commit": pin.commit}
+        body: JsonDoc = {"url": pin.url, "commit": pin.commit}
         if pin.submodules:
             body["submodules"] = [{"path": s.path, "url": s.url, "commit": s.commit} for s in pin.submodules]
         return body
@@ -187,7 +191,7 @@ class GitKind:
         return ctx.store.derived("trees", key, f"{pin.url} at {pin.commit[:12]}",
                                  lambda: make_blob(ctx.store, pin.url, lambda sink: self._write(request, pin, ctx, sink)))
 
-    def _write(self, request: GitRequest, pin: GitPin, ctx: Context, sink: Any) -> None:
+    def _write(self, request: GitRequest, pin: GitPin, ctx: Context, sink: HashingWriter) -> None:
         writer = TarWriter(sink, mtime=ctx.mtime)
         for prefix, url, commit in [("", pin.url, pin.commit)] + [(s.path, s.url, s.commit) for s in pin.submodules]:
             mirror = Mirror(ctx.home, url)

@@ -3,11 +3,15 @@ any other file is taken as it is, under its file name)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import HashingWriter
+
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from enginebuild.core.schema import Bool, Record, Str
@@ -66,7 +70,7 @@ class UrlKind:
         return UrlRequest(url, node.get("sha256"), unpack, parse_size(limit) if limit is not None else None)
 
     def request_json(self, request: UrlRequest) -> JsonDoc:
-        body: dict[str, Any] = {"url": request.url, "unpack": request.unpack}
+        body: JsonDoc = {"url": request.url, "unpack": request.unpack}
         if request.sha256:
             body["sha256"] = request.sha256
         return body
@@ -117,7 +121,7 @@ class UrlKind:
                                                              max_unpacked=request.max_unpacked))
         path = self._file(pin, ctx, request)
 
-        def write(sink: Any) -> None:
+        def write(sink: HashingWriter) -> None:
             writer = TarWriter(sink, mtime=ctx.mtime)
             with open(path, "rb") as handle:
                 writer.add_stream(request.filename, handle, path.stat().st_size)

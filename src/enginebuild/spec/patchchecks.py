@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from enginebuild.core.schema import Enum, ListOf, MapOf, OneOf, Record, Str
 from enginebuild.core.yamlload import YList, YMap, load_yaml_file
@@ -156,7 +155,7 @@ def read_checks(patch: Path, name: str, root: Path) -> tuple[PatchCheck, ...]:
     return tuple(out)
 
 
-def _check(patch: str, item: Any, where: Where) -> PatchCheck:
+def _check(patch: str, item: JsonDoc, where: Where) -> PatchCheck:  # checked by the schema
     timeout = item.get("timeout")
     seconds = DEFAULT_TIMEOUT_S
     if timeout:

@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from enginebuild.errors import EngineBuildError
 from enginebuild.execution import cachetrust
 from enginebuild.execution.assemble import layer_blobs
 from enginebuild.execution.buildkit import candidates, client_version, detect_builder
-from enginebuild.execution.sites import builder_specs, native_platforms
+from enginebuild.execution.sites import BuilderSpec, builder_specs, native_platforms
 from enginebuild.io import proc
 from enginebuild.io.progress import human_bytes
 from enginebuild.io.store import Store
@@ -89,7 +89,7 @@ def engine() -> tuple[Check, JsonDoc]:
                                         f"{info.get('Driver', '?')} storage"), info
 
 
-def builders(specs: list[Any], targets: set[str]) -> list[Check]:
+def builders(specs: list[BuilderSpec], targets: set[str]) -> list[Check]:
     """Every builder named (enginebuild.yaml or --builder): does it answer, what it builds natively,
     and whether each platform the catalogue targets has a native builder."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable
-from typing import Any
 
 from enginebuild.errors import BuildFailed, UserError, command
 from enginebuild.execution import substitutes
@@ -21,7 +20,7 @@ from enginebuild.io.progress import output
 from enginebuild.io.store import Store
 from enginebuild.oci.image import Layer
 from enginebuild.oci.push import COMPRESSIONS, Pusher
-from enginebuild.oci.reference import parse_destination
+from enginebuild.oci.reference import ImageRef, parse_destination
 from enginebuild.plan.image import LAYER_KINDS, Options, plan_image
 from enginebuild.plan.model import ImagePlan
 from enginebuild.publish.attach import attach_documents
@@ -38,7 +37,7 @@ from enginebuild.workspace import Workspace
 TAG_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 
 
-def destination(to: str, tags: list[str]) -> tuple[Any, list[str]]:
+def destination(to: str, tags: list[str]) -> tuple[ImageRef, list[str]]:
     ref, explicit = parse_destination(to)
     tags = list(tags) + ([explicit] if explicit else [])
     for tag in tags:
