@@ -1,11 +1,14 @@
-"""The suite's CLI calls (conftest.run_cli) run as forked children of a server that imported
-enginebuild once; each must behave as a fresh `python -m enginebuild` does: same stdout, stderr and
-exit code, in its own folder."""
+"""The suite's CLI calls run as forked children of a server that imported enginebuild once
+(conftest.run_cli) or in the test's own process (helpers/inprocess.py); each must behave as a fresh
+`python -m enginebuild` does: same stdout, stderr and exit code, in its own folder, and a call in
+process leaves the process as it found it."""
 import os
+import signal
 import subprocess
 import sys
 
 from conftest import ROOT, run_cli
+from helpers.inprocess import run_in_process
 
 
 def fresh(args, cwd, env=None, input=None):
@@ -19,6 +22,26 @@ def test_a_forked_call_answers_as_a_fresh_interpreter_does(workspace):
                  ["render", "demo", "--set", "runtime.python.version=x"]):
         forked, real = run_cli(args, cwd=workspace), fresh(args, workspace)
         assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr), args
+
+
+def test_a_call_in_process_answers_as_a_fresh_interpreter_does(workspace):
+    for args in (["list"], ["plan", "demo"], ["plan", "no-such-image"], ["--no-such-option"],
+                 ["render", "demo", "--set", "runtime.python.version=x"], ["lock", "demo", "--check"]):
+        here, real = run_in_process(args, cwd=workspace), fresh(args, workspace)
+        assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr), args
+
+
+def test_a_call_in_process_leaves_the_folder_environment_streams_and_signal_handlers_as_they_were(workspace,
+                                                                                                   tmp_path):
+    before = (os.getcwd(), dict(os.environ), sys.stdout, sys.stderr, sys.stdin, sys.argv,
+              signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    done = run_in_process(["plan", "demo"], cwd=workspace, env={"ENGINEBUILD_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0 and "demo" in done.stdout
+    failed = run_in_process(["plan", "no-such-image"], cwd=workspace)
+    assert failed.returncode == 2 and "no-such-image" in failed.stderr
+    after = (os.getcwd(), dict(os.environ), sys.stdout, sys.stderr, sys.stdin, sys.argv,
+             signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    assert after == before
 
 
 def test_each_call_runs_in_its_own_folder_and_leaves_the_suite_where_it_was(workspace, tmp_path):
