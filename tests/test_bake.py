@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, need, run_cli
+from conftest import ROOT, need
 from helpers.docker import docker, inspect
+from helpers.inprocess import run_in_process
 from helpers.specs import BUSYBOX_BUILDER, write_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
@@ -37,16 +38,16 @@ def recipes(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def baked(recipes, tmp_path_factory, docker_engine, debian_reachable, pypi_reachable) -> Path:
     """The demo as committed, built by enginebuild, then written out for bake."""
-    assert run_cli(["image", "demo"], recipes).returncode == 0
+    assert run_in_process(["image", "demo"], recipes).returncode == 0
     folder = tmp_path_factory.mktemp("bake") / "out"
-    proc = run_cli(["render", "demo", "--bake", str(folder)], recipes)
+    proc = run_in_process(["render", "demo", "--bake", str(folder)], recipes)
     assert proc.returncode == 0, proc.stderr
     return folder
 
 
 @pytest.fixture
 def plans(recipes) -> dict:
-    proc = run_cli(["plan", "demo", "--json"], recipes)
+    proc = run_in_process(["plan", "demo", "--json"], recipes)
     assert proc.returncode == 0, proc.stderr
     return {doc["platform"]: doc for doc in json.loads(proc.stdout)["images"]}
 
@@ -157,9 +158,9 @@ install: [e]
 def test_a_layer_the_builder_and_runtime_share_is_written_once_as_a_copy_and_the_folder_whole(
         workspace, tmp_path, docker_engine, debian_reachable):
     write_image(workspace, "shared", SHARED, {"src/x": "x\n", "build.sh": "#!/bin/sh\nmkdir -p /opt/e && echo e > /opt/e/x\n"})
-    assert run_cli(["image", "shared"], workspace).returncode == 0
+    assert run_in_process(["image", "shared"], workspace).returncode == 0
     folder = tmp_path / "bake"
-    proc = run_cli(["render", "shared", "--bake", str(folder)], workspace)
+    proc = run_in_process(["render", "shared", "--bake", str(folder)], workspace)
     assert proc.returncode == 0, proc.stderr
     layers = sorted((folder / "linux-amd64/layers").iterdir())
     assert layers and all(p.stat().st_nlink == 1 for p in layers)  # copies: editing one leaves the store whole
@@ -167,16 +168,16 @@ def test_a_layer_the_builder_and_runtime_share_is_written_once_as_a_copy_and_the
     shared = [p for p in layers if dockerfile.count(f"ADD layers/{p.name} /") == 2]  # the builder's and the runtime's
     assert len(shared) == 1, dockerfile
     shared[0].write_bytes(b"edited")
-    again = run_cli(["render", "shared", "--bake", str(folder)], workspace)  # an earlier bake is replaced whole
+    again = run_in_process(["render", "shared", "--bake", str(folder)], workspace)  # an earlier bake is replaced whole
     assert again.returncode == 0, again.stderr
     assert (folder / "linux-amd64/layers" / shared[0].name).read_bytes() != b"edited"
     assert not list(tmp_path.glob(".*"))
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("mine\n")
-    refused = run_cli(["render", "shared", "--bake", str(other)], workspace)
+    refused = run_in_process(["render", "shared", "--bake", str(other)], workspace)
     assert refused.returncode == 2 and "holds files that are not an earlier bake" in refused.stderr, refused.stderr
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
     for flag in ("--bake", "--out"):
-        proc = run_cli(["render", "shared", flag, str(other / "notes.txt")], workspace)
+        proc = run_in_process(["render", "shared", flag, str(other / "notes.txt")], workspace)
         assert proc.returncode == 2 and f"render {flag} {other / 'notes.txt'}: is not a folder" in proc.stderr

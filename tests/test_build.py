@@ -11,8 +11,9 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, need, run_cli
+from conftest import ROOT, need
 from helpers.docker import docker, inspect, layers
+from helpers.inprocess import run_in_process
 from helpers.specs import PY_PATCH
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
@@ -23,7 +24,7 @@ def built_demo(docker_engine, debian_reachable, pypi_reachable):
     """The demo as committed, built once for this module (later builds find what it made). Through
     the full path (a global option is not the no-op fast path's): whichever test built the demo
     first in this worker, the run reports each platform, its checks and its components' outputs."""
-    proc = run_cli(["--progress", "plain", "image", "demo"], ROOT)
+    proc = run_in_process(["--progress", "plain", "image", "demo"], ROOT)
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -40,7 +41,7 @@ PLATFORMS = ["linux/amd64", "linux/arm64"]
 
 def plan_json(workspace) -> dict:
     """The plan of each platform of the demo, by platform."""
-    proc = run_cli(["plan", "demo", "--json"], workspace)
+    proc = run_in_process(["plan", "demo", "--json"], workspace)
     assert proc.returncode == 0, proc.stderr
     docs = {doc["platform"]: doc for doc in json.loads(proc.stdout)["images"]}
     assert sorted(docs) == PLATFORMS
@@ -55,7 +56,7 @@ def same_for_all(plans: dict, key: str):
 
 
 def build(workspace, *extra, env=None):
-    proc = run_cli(["image", "demo", *extra], workspace, env=env)
+    proc = run_in_process(["image", "demo", *extra], workspace, env=env)
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -64,7 +65,7 @@ def test_the_demo_builds_and_an_immediate_second_run_calls_no_builder(built_demo
     assert "demo (linux/amd64):" in built_demo.stdout
     for platform in ("linux/amd64", "linux/arm64"):  # the arm64 image's closure is read on this machine too
         assert f"runtime: demo ({platform}): runtime closure ok" in built_demo.stderr, built_demo.stderr
-    proc = run_cli(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    proc = run_in_process(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 0, proc.stderr
     assert "nothing to build" in proc.stdout
     plans = plan_json(workspace)
@@ -98,7 +99,7 @@ def test_a_runtime_system_package_builds_no_component(built_demo, workspace):
     assert "packages: [busybox-static, python3, libstdc++6]" in text
     spec.write_text(text.replace("packages: [busybox-static, python3, libstdc++6]",
                                  "packages: [busybox-static, python3, libstdc++6, jq]"))
-    assert run_cli(["lock", "demo"], workspace).returncode == 0
+    assert run_in_process(["lock", "demo"], workspace).returncode == 0
     assert same_for_all(plan_json(workspace), "components_to_build") == []
     proc = build(workspace)
     assert "component" not in proc.stdout.split("->")[0]
@@ -111,24 +112,24 @@ def test_an_image_whose_binary_lacks_a_library_fails_image_and_verify_until_the_
     text = spec.read_text()
     spec.write_text(text.replace("packages: [busybox-static, python3, libstdc++6]",
                                  "packages: [busybox-static, python3]"))
-    assert run_cli(["lock", "demo"], workspace).returncode == 0
-    failed = run_cli(["image", "demo", "--platform", "linux/amd64"], workspace)
+    assert run_in_process(["lock", "demo"], workspace).returncode == 0
+    failed = run_in_process(["image", "demo", "--platform", "linux/amd64"], workspace)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "the runtime-closure check failed" in failed.stderr
     assert "MISSING libstdc++.so.6, needed by /opt/enginebuild/lib/libdemo_cuda.so" in failed.stderr
     assert "libstdc++6" in failed.stderr  # the package Debian ships it in
-    again = run_cli(["image", "demo", "--platform", "linux/amd64"], workspace)  # no no-op answer hides it
+    again = run_in_process(["image", "demo", "--platform", "linux/amd64"], workspace)  # no no-op answer hides it
     assert again.returncode == 1 and "MISSING libstdc++.so.6" in again.stderr
-    verify = run_cli(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace)
+    verify = run_in_process(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace)
     assert verify.returncode == 1
     runtime = json.loads(verify.stdout)["runtime"][0]
     assert {"path": "/opt/enginebuild/lib/libdemo_cuda.so", "library": "libstdc++.so.6"}.items() <= \
         runtime["missing"][0].items()
     spec.write_text(text)
-    assert run_cli(["lock", "demo"], workspace).returncode == 0
+    assert run_in_process(["lock", "demo"], workspace).returncode == 0
     fixed = build(workspace, "--platform", "linux/amd64")
     assert "runtime closure ok" in fixed.stderr
-    assert run_cli(["verify", "demo", "--platform", "linux/amd64"], workspace).returncode == 0
+    assert run_in_process(["verify", "demo", "--platform", "linux/amd64"], workspace).returncode == 0
 
 
 def test_imports_run_in_the_image_when_asked_and_a_broken_package_fails_naming_it(built_demo, workspace):
@@ -139,22 +140,22 @@ def test_imports_run_in_the_image_when_asked_and_a_broken_package_fails_naming_i
     spec.write_text(text + "\nruntime-check:\n  imports: {env: {DEMO_MODE: check}}\n")
     proc = build(workspace, "--platform", "linux/amd64")
     assert "python: demo (linux/amd64): imports ok" in proc.stderr, proc.stderr
-    verify = json.loads(run_cli(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace).stdout)
+    verify = json.loads(run_in_process(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace).stdout)
     imported = verify["imports"][0]["imported"]
     assert {"tabulate", "wcwidth"} <= set(imported), imported  # a requirement and what it needs
     # the image's own check passed for this image ID: verify answers from its record, and says so
     assert verify["imports"][0]["ok"] and verify["imports"][0]["recorded"], verify["imports"]
-    said = run_cli(["verify", "demo", "--platform", "linux/amd64"], workspace).stdout
+    said = run_in_process(["verify", "demo", "--platform", "linux/amd64"], workspace).stdout
     assert "demo (linux/amd64): imports ok (recorded when image sha256:" in said, said
     # the same image held to another check (its environment) is imported again
     spec.write_text(text + "\nruntime-check:\n  imports: {env: {DEMO_MODE: again}}\n")
-    again = json.loads(run_cli(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace).stdout)
+    again = json.loads(run_in_process(["verify", "demo", "--platform", "linux/amd64", "--json"], workspace).stdout)
     assert again["imports"][0]["ok"] and not again["imports"][0]["recorded"], again["imports"]
     replaced = text.replace("files:\n", "files:\n  /usr/local/lib/python3.11/dist-packages/tabulate/__init__.py: "
                                          "broken_tabulate.py\n")
     spec.write_text(replaced + "\nruntime-check:\n  imports: {}\n")
-    assert run_cli(["lock", "demo"], workspace).returncode == 0
-    failed = run_cli(["image", "demo", "--platform", "linux/amd64"], workspace)
+    assert run_in_process(["lock", "demo"], workspace).returncode == 0
+    failed = run_in_process(["image", "demo", "--platform", "linux/amd64"], workspace)
     assert failed.returncode == 1
     assert "FAILED import tabulate (tabulate): ImportError: tabulate was replaced by a file of the recipe" in \
         failed.stderr, failed.stderr
@@ -166,7 +167,7 @@ def test_imports_run_in_the_image_when_asked_and_a_broken_package_fails_naming_i
 def test_a_runtime_python_requirement_bump_builds_no_component(built_demo, workspace):
     spec = workspace / "images/demo/image.yaml"
     spec.write_text(spec.read_text().replace('"tabulate[widechars]==0.9.0"', '"tabulate[widechars]==0.10.0"'))
-    assert run_cli(["lock", "demo"], workspace).returncode == 0
+    assert run_in_process(["lock", "demo"], workspace).returncode == 0
     plans = plan_json(workspace)
     assert same_for_all(plans, "components_to_build") == [] and same_for_all(plans, "layers_to_build") == []
     assert any("tabulate 0.10.0" in name for name in same_for_all(plans, "layers_to_write"))
@@ -205,7 +206,7 @@ def test_a_patch_to_the_engines_python_part_builds_no_component(built_demo, work
     spec.write_text(spec.read_text().replace(stack, stack + "      - demo-engine/0002-settings-mounted.patch\n"))
     plans = plan_json(workspace)
     assert same_for_all(plans, "components_to_build") == []
-    text = run_cli(["plan", "demo"], workspace).stdout
+    text = run_in_process(["plan", "demo"], workspace).stdout
     assert "0002-settings-mounted.patch touches none of its declared inputs: not part of its key" in text, text
     assert "engine-py: 0002-settings-mounted.patch applied as files (1 file, " in text, text
     proc = build(workspace)
@@ -224,7 +225,7 @@ def test_the_demos_compiled_part_cannot_read_its_python_part(built_demo, workspa
     naming the file, instead of silently depending on it."""
     script = workspace / "images/demo/engine/build_engine.sh"
     script.write_text(script.read_text().replace("set -eu\n", "set -eu\nwc -c py/engine_settings.py\n", 1))
-    proc = run_cli(["image", "demo", "--platform", "linux/amd64"], workspace)
+    proc = run_in_process(["image", "demo", "--platform", "linux/amd64"], workspace)
     assert proc.returncode == 1, proc.stdout
     assert "py/engine_settings.py" in proc.stderr and "No such file" in proc.stderr, proc.stderr
 
@@ -323,7 +324,7 @@ def test_a_patch_that_no_longer_applies_stops_the_build_before_anything_builds(b
     source = workspace / "images/demo/engine/engine.c"
     source.write_text(source.read_text().replace("return drafter_layer_id;",
                                                  f"return drafter_layer_id; /* {uuid.uuid4().hex} */"))
-    proc = run_cli(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    proc = run_in_process(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: patch demo-engine/0001-aux-layer-ids-off-by-one.patch does not apply to "
                                   "engine folder images/demo/engine (conflicts): engine.c: hunk 1 @@ -20,7 +20,7 @@: "
@@ -338,7 +339,7 @@ def test_the_legacy_builder_is_never_used(workspace, docker_engine):
                                                                   text=True).stdout).group(1)) >= 23]
     need(bool(legacy), "no docker client of 23.0 or later without buildx on this machine")
     edit(workspace / "images/demo/kernels/kernel.c", f"/* {uuid.uuid4().hex} */\n")
-    proc = run_cli(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": legacy[0]})
+    proc = run_in_process(["image", "demo"], workspace, env={"ENGINEBUILD_DOCKER": legacy[0]})
     assert proc.returncode == 2
     assert "no BuildKit-capable docker client" in proc.stderr
     assert "never uses the legacy builder" in proc.stderr
@@ -356,17 +357,17 @@ def test_no_cache_builds_every_component_and_layer_again_as_docker_build_does(wo
 install: [part]
 files: {/opt/note.txt: note.txt}
 """, {"part/build.sh": f"#!/bin/sh\necho 'part {marker}' > /opt/part.txt\n", "note.txt": "a note\n"})
-    first = run_cli(["image", "again"], workspace)
+    first = run_in_process(["image", "again"], workspace)
     assert first.returncode == 0, first.stderr
     built = docker("image", "inspect", "--format", "{{.Id}}", "enginebuild/again:latest").stdout.strip()
-    again = run_cli(["image", "again", "--no-cache"], workspace)
+    again = run_in_process(["image", "again", "--no-cache"], workspace)
     assert again.returncode == 0, again.stderr
     # the component, the builder's command layer and every written layer made again
     assert "built 1 component(s) (part)" in again.stdout and "ran 1 command layer(s)" in again.stdout
     assert "wrote" in again.stdout
     assert docker("image", "inspect", "--format", "{{.Id}}", "enginebuild/again:latest").stdout.strip() == built
-    assert "nothing to build" in run_cli(["image", "again"], workspace).stdout
-    plan = run_cli(["plan", "again", "--no-cache"], workspace)  # a build option, not a plan's
+    assert "nothing to build" in run_in_process(["image", "again"], workspace).stdout
+    plan = run_in_process(["plan", "again", "--no-cache"], workspace)  # a build option, not a plan's
     assert plan.returncode == 2 and "unrecognized arguments: --no-cache" in plan.stderr
 
 
@@ -384,7 +385,7 @@ def test_the_demos_kernel_built_for_the_gpu_that_ran_it_is_the_library_that_ran(
     assert outcome["loaded"] is True and outcome["launch_error"] == 0 and outcome["max_abs_diff"] < 1e-5
     assert outcome["machine"]["compute_capability"] == "9.0"
     out = tmp_path / "fs"
-    proc = run_cli(["image", "demo", "--platform", "linux/amd64", "--set", 'cuda-archs=["9.0"]', "--output", str(out),
+    proc = run_in_process(["image", "demo", "--platform", "linux/amd64", "--set", 'cuda-archs=["9.0"]', "--output", str(out),
                     "-t", "enginebuild/demo:gpu-truth-test"], ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     library = out / outcome["library"].lstrip("/")

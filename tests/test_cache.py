@@ -8,9 +8,10 @@ import uuid
 
 import pytest
 
-from conftest import need, run_cli
+from conftest import need
 from helpers.docker import docker
 from helpers.engines import start_engine
+from helpers.inprocess import run_in_process
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry, pytest.mark.network]
 
@@ -41,16 +42,16 @@ def test_a_fresh_runner_with_the_cache_pulls_the_components_and_runs_no_builder(
                                                                                tmp_path):
     cache = f"{registry.host}/enginebuild-test/cache-{uuid.uuid4().hex[:8]}"
     args = variant()
-    proc = run_cli(["image", "demo", "--cache", cache, *args], workspace)
+    proc = run_in_process(["image", "demo", "--cache", cache, *args], workspace)
     assert proc.returncode == 0, proc.stderr
     assert "component engine: outputs pushed to" in proc.stderr
     edit_launcher(workspace)
     env = {**fresh_engine.env, "ENGINEBUILD_HOME": str(tmp_path / "home2")}
-    plan = json.loads(run_cli(["plan", "demo", "--json", "--cache", cache, *args], workspace,
+    plan = json.loads(run_in_process(["plan", "demo", "--json", "--cache", cache, *args], workspace,
                               env=env).stdout)["images"][0]
     assert plan["components_to_build"] == [] and plan["layers_to_build"] == []
     assert {"kernels", "engine", "system commands"} <= set(plan["from_cache"])
-    proc = run_cli(["image", "demo", "--cache", cache, *args], workspace, env={**env, "ENGINEBUILD_DOCKER": "/bin/false"})
+    proc = run_in_process(["image", "demo", "--cache", cache, *args], workspace, env={**env, "ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 0, proc.stderr  # no builder could run: none was needed
     assert "pulled" in proc.stdout and "built" not in proc.stdout
     out = docker("-H", fresh_engine.host, "run", "--rm", "--entrypoint", "demo-engine", "enginebuild/demo:latest",
@@ -61,11 +62,11 @@ def test_a_fresh_runner_with_the_cache_pulls_the_components_and_runs_no_builder(
 def test_a_cache_entry_that_names_another_key_is_refused_and_built(workspace, registry, fresh_engine, tmp_path):
     cache = f"{registry.host}/enginebuild-test/poisoned-{uuid.uuid4().hex[:8]}"
     args = variant()
-    plan = json.loads(run_cli(["plan", "demo", "--json", *args], workspace).stdout)["images"][0]
+    plan = json.loads(run_in_process(["plan", "demo", "--json", *args], workspace).stdout)["images"][0]
     key = next(c["key"] for c in plan["components"] if c["name"] == "kernels")
     # a real cache entry of another key, copied under this key's tag
     other = f"{registry.host}/enginebuild-test/source-{uuid.uuid4().hex[:8]}"
-    assert run_cli(["image", "demo", "--cache", other, *variant()], workspace).returncode == 0
+    assert run_in_process(["image", "demo", "--cache", other, *variant()], workspace).returncode == 0
     import requests
 
     tags = requests.get(f"http://{registry.host}/v2/{other.split('/', 1)[1]}/tags/list").json()["tags"]
@@ -80,7 +81,7 @@ def test_a_cache_entry_that_names_another_key_is_refused_and_built(workspace, re
     requests.put(f"http://{registry.host}/v2/{cache.split('/', 1)[1]}/manifests/{key}", data=body.content,
                  headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"}).raise_for_status()
     env = {**fresh_engine.env, "ENGINEBUILD_HOME": str(tmp_path / "home3")}
-    proc = run_cli(["image", "demo", "--cache", cache, "--cache-readonly", *args], workspace, env=env)
+    proc = run_in_process(["image", "demo", "--cache", cache, "--cache-readonly", *args], workspace, env=env)
     assert proc.returncode == 0, proc.stderr
     # the signature covers the tag: an entry copied under another key's tag does not hold
     assert re.search(r"entries whose signature by ed25519:[0-9a-f]{16} does not hold are not used", proc.stderr), \
@@ -90,8 +91,8 @@ def test_a_cache_entry_that_names_another_key_is_refused_and_built(workspace, re
 
 
 def test_a_no_op_contacts_neither_builder_nor_registry(workspace):
-    assert run_cli(["image", "demo"], workspace).returncode == 0
-    proc = run_cli(["image", "demo", "--cache", "127.0.0.1:9/nowhere/cache"], workspace,
+    assert run_in_process(["image", "demo"], workspace).returncode == 0
+    proc = run_in_process(["image", "demo", "--cache", "127.0.0.1:9/nowhere/cache"], workspace,
                    env={"ENGINEBUILD_DOCKER": "/bin/false", "ENGINEBUILD_HTTP_BACKOFF": "5"})
     assert proc.returncode == 0, proc.stderr
     assert "nothing to build" in proc.stdout
@@ -99,11 +100,11 @@ def test_a_no_op_contacts_neither_builder_nor_registry(workspace):
 
 def test_after_a_script_edit_push_uploads_one_layer_and_little_more_than_the_edit(workspace, registry):
     repo = f"{registry.host}/enginebuild-test/minimal-{uuid.uuid4().hex[:8]}"
-    assert run_cli(["image", "demo"], workspace).returncode == 0
-    assert run_cli(["push", "demo", "--to", repo, "--tag", "before", "--no-attach"], workspace).returncode == 0
+    assert run_in_process(["image", "demo"], workspace).returncode == 0
+    assert run_in_process(["push", "demo", "--to", repo, "--tag", "before", "--no-attach"], workspace).returncode == 0
     edit_launcher(workspace)
-    assert run_cli(["image", "demo"], workspace).returncode == 0
-    proc = run_cli(["push", "demo", "--to", repo, "--tag", "after", "--no-attach"], workspace)
+    assert run_in_process(["image", "demo"], workspace).returncode == 0
+    proc = run_in_process(["push", "demo", "--to", repo, "--tag", "after", "--no-attach"], workspace)
     assert proc.returncode == 0, proc.stderr
     record = next(r for r in json.loads((workspace / "lockfiles/demo.pushes.json").read_text())["pushes"]
                   if r["tag"] == "after")
@@ -126,7 +127,7 @@ def test_the_same_files_give_the_same_image_from_two_clones(workspace, tmp_path)
             os.chmod(clone / "images/demo/wait_for_server.sh", 0o755 if n == 0 else 0o775)
         finally:
             os.umask(old)
-        proc = run_cli(["image", "demo"], clone)
+        proc = run_in_process(["image", "demo"], clone)
         assert proc.returncode == 0, proc.stderr
         ids.append(docker("image", "inspect", "enginebuild/demo:latest", "--format", "{{.Id}}").stdout.strip())
     assert ids[0] == ids[1]

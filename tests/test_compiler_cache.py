@@ -7,8 +7,9 @@ import uuid
 
 import pytest
 
-from conftest import need, run_cli
+from conftest import need
 from helpers.engines import start_engine
+from helpers.inprocess import run_in_process
 from helpers.specs import CCACHE_UNITS as SPEC
 from helpers.specs import write_image
 
@@ -48,7 +49,7 @@ def test_a_one_file_change_on_a_fresh_engine_compiles_one_file(workspace, regist
     marker = uuid.uuid4().hex[:8]
     cache = f"{registry.host}/enginebuild-test/cc-{marker}"
     write_image(workspace, "cc", SPEC, units(marker))
-    first = run_cli(["image", "cc", "--cache", cache, "--output", tmp_path / "first"], workspace,
+    first = run_in_process(["image", "cc", "--cache", cache, "--output", tmp_path / "first"], workspace,
                     env={"ENGINEBUILD_HOME": str(tmp_path / "home1")})
     assert first.returncode == 0, first.stderr
     assert stats(tmp_path / "first") == {"hits": 0, "misses": 4}
@@ -57,7 +58,7 @@ def test_a_one_file_change_on_a_fresh_engine_compiles_one_file(workspace, regist
     write_image(workspace, "cc", SPEC, units(marker, edited="b"))  # one file changed
     fresh = start_engine(tmp_path_factory.mktemp("fresh-cc"), index=4)
     try:
-        second = run_cli(["image", "cc", "--cache", cache, "--output", tmp_path / "second"], workspace,
+        second = run_in_process(["image", "cc", "--cache", cache, "--output", tmp_path / "second"], workspace,
                          env={**fresh.env, "ENGINEBUILD_HOME": str(tmp_path / "home2")})
     finally:
         fresh.stop()
@@ -72,7 +73,7 @@ def test_without_the_registry_cache_a_fresh_machine_compiles_everything(workspac
     marker = uuid.uuid4().hex[:8]
     write_image(workspace, "cc", SPEC, units(marker))
     home = {"ENGINEBUILD_HOME": str(tmp_path / "home")}
-    proc = run_cli(["image", "cc", "--output", tmp_path / "out"], workspace, env=home)
+    proc = run_in_process(["image", "cc", "--output", tmp_path / "out"], workspace, env=home)
     assert proc.returncode == 0, proc.stderr
     assert stats(tmp_path / "out") == {"hits": 0, "misses": 4}
     # the kept cache damaged in the store: not trusted, the build goes on without it
@@ -89,7 +90,7 @@ def test_without_the_registry_cache_a_fresh_machine_compiles_everything(workspac
     data[len(data) // 2] ^= 0xFF
     blob.write_bytes(bytes(data))
     write_image(workspace, "cc", SPEC, units(marker, edited="c"))
-    proc = run_cli(["image", "cc"], workspace, env=home)
+    proc = run_in_process(["image", "cc"], workspace, env=home)
     assert proc.returncode == 0, proc.stderr
     assert "component units: a stored compiler cache is damaged; building without it" in proc.stderr, proc.stderr
 
@@ -113,7 +114,7 @@ def test_the_demo_on_a_fresh_engine_compiles_only_the_kernel_file_that_changed(
     original = header.read_text()
     header.write_text(original + f"extern const char *kernels_build_{marker};\n")  # code: a new key, a new entry
     amd64 = ["--platform", "linux/amd64"]
-    first = run_cli(["image", "demo", *amd64, "--cache", cache], workspace, env={"ENGINEBUILD_HOME": str(tmp_path / "h1")})
+    first = run_in_process(["image", "demo", *amd64, "--cache", cache], workspace, env={"ENGINEBUILD_HOME": str(tmp_path / "h1")})
     assert first.returncode == 0, first.stderr
     assert f"component kernels: compiler cache pushed to {cache}" in first.stderr, first.stderr
 
@@ -121,7 +122,7 @@ def test_the_demo_on_a_fresh_engine_compiles_only_the_kernel_file_that_changed(
     fresh = start_engine(tmp_path_factory.mktemp("fresh-demo-cc"), index=4)
     home = tmp_path / "h2"
     try:
-        second = run_cli(["image", "demo", *amd64, "--cache", cache], workspace,
+        second = run_in_process(["image", "demo", *amd64, "--cache", cache], workspace,
                          env={**fresh.env, "ENGINEBUILD_HOME": str(home)})
     finally:
         fresh.stop()

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from conftest import run_cli
 from helpers.docker import docker, read_file
+from helpers.inprocess import run_in_process
 from helpers.specs import BUSYBOX_BUILDER, write_image, write_patch
 
 pytestmark = pytest.mark.docker
@@ -48,7 +48,7 @@ def write(ws, patches: list[str], read_also: str = "") -> None:
 
 
 def plan(ws) -> dict:
-    proc = run_cli(["plan", "t", "--json"], ws)
+    proc = run_in_process(["plan", "t", "--json"], ws)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)["images"][0]
 
@@ -65,8 +65,8 @@ def test_a_patch_outside_the_declared_inputs_rebuilds_nothing_and_one_inside_is_
     write_patch(ws, "t/0001-launcher.patch", patch_of("py/launcher.py", "LAYERS = range(1, 62, 15)",
                                                       "LAYERS = range(2, 63, 15)"))
     write(ws, ["t/0001-launcher.patch"])
-    assert run_cli(["lock", "t"], ws).returncode == 0
-    proc = run_cli(["image", "t"], ws)
+    assert run_in_process(["lock", "t"], ws).returncode == 0
+    proc = run_in_process(["image", "t"], ws)
     assert proc.returncode == 0, proc.stderr
     units = read_file("enginebuild/t:latest", "/opt/engine/units.txt").decode()
     assert units == "compiled src/a.c: 11\ncompiled src/b.c: 11\n"
@@ -77,7 +77,7 @@ def test_a_patch_outside_the_declared_inputs_rebuilds_nothing_and_one_inside_is_
     engine = doc["components"][0]
     assert engine["action"] == "exists" and doc["components_to_build"] == []
     assert engine["outside_declared_inputs"] == ["patches/t/0001-launcher.patch"]
-    text = run_cli(["plan", "t"], ws).stdout
+    text = run_in_process(["plan", "t"], ws).stdout
     assert "patches/t/0001-launcher.patch touches none of its declared inputs" in text
     # a patch of a declared input rebuilds it, and plan names that patch
     write_patch(ws, "t/0002-unit.patch", patch_of("src/b.c", "int b = 2;", "int b = 22;"))
@@ -85,7 +85,7 @@ def test_a_patch_outside_the_declared_inputs_rebuilds_nothing_and_one_inside_is_
     doc = plan(ws)
     assert doc["components_to_build"] == ["compiled"]
     assert "patches/t/0002-unit.patch" in " ".join(doc["components"][0]["changed"])
-    proc = run_cli(["image", "t"], ws)
+    proc = run_in_process(["image", "t"], ws)
     assert proc.returncode == 0, proc.stderr
     units = read_file("enginebuild/t:latest", "/opt/engine/units.txt").decode()
     assert units == "compiled src/a.c: 11\ncompiled src/b.c: 12\n"
@@ -100,8 +100,8 @@ def test_a_build_reading_an_undeclared_file_fails_naming_it(ws, docker_engine, d
                                                       "LAYERS = range(4, 65, 15)"))
     write(ws, stack, read_also="cat py/launcher.py >> /opt/engine/units.txt")
     (ws / "images/t/image.yaml").write_text((ws / "images/t/image.yaml").read_text().replace("    patches: []\n", ""))
-    assert run_cli(["lock", "t"], ws).returncode == 0
-    proc = run_cli(["image", "t"], ws)
+    assert run_in_process(["lock", "t"], ws).returncode == 0
+    proc = run_in_process(["image", "t"], ws)
     assert proc.returncode == 1
     assert "py/launcher.py" in proc.stderr and "No such file" in proc.stderr, proc.stderr
 
@@ -109,6 +109,6 @@ def test_a_build_reading_an_undeclared_file_fails_naming_it(ws, docker_engine, d
 def test_declared_inputs_without_a_source_are_refused(ws):
     write_image(ws, "t", BUSYBOX_BUILDER + "components:\n  e:\n    inputs: [src]\n    build: {script: b.sh}\n"
                          "    outputs: {paths: [/x]}\ninstall: [e]\n", {"b.sh": "#!/bin/sh\n"})
-    proc = run_cli(["plan", "t"], ws)
+    proc = run_in_process(["plan", "t"], ws)
     assert proc.returncode == 2 and "components.e.inputs: declared inputs are paths of the component's source" \
         in proc.stderr, proc.stderr

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from conftest import run_cli
 from helpers.docker import docker
+from helpers.inprocess import run_in_process
 from helpers.specs import BUSYBOX_BUILDER, write_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
@@ -41,45 +41,45 @@ def test_gc_removes_what_no_image_needs_and_the_image_stays_a_no_op(tmp_path, do
     files = {"src/x": "x\n", "build.sh": "#!/bin/sh\nmkdir -p /opt/e && echo MARK > /opt/e/x\n",
              "run.sh": "#!/bin/sh\necho one\n"}
     write_image(ws, name, SPEC, files)
-    assert run_cli(["lock", name], ws, env=env).returncode == 0
+    assert run_in_process(["lock", name], ws, env=env).returncode == 0
     cache = f"{registry.host}/enginebuild-test/gc-cache-{name}"
-    assert run_cli(["image", name, "--cache", cache], ws, env=env).returncode == 0
+    assert run_in_process(["image", name, "--cache", cache], ws, env=env).returncode == 0
     first_tags = chain_tags()
     first_cached = set(registry_tags(registry.host, cache))
     write_image(ws, name, SPEC, {**files, "run.sh": "#!/bin/sh\necho two\n",
                                  "build.sh": "#!/bin/sh\nmkdir -p /opt/e && echo OTHER > /opt/e/x\n"})
-    rebuilt = run_cli(["image", name, "--cache", cache], ws, env=env)
+    rebuilt = run_in_process(["image", name, "--cache", cache], ws, env=env)
     assert rebuilt.returncode == 0, rebuilt.stderr
     image_id = json.loads(docker("image", "inspect", f"enginebuild/{name}:latest").stdout)[0]["Id"]
 
-    dry = run_cli(["gc", "--dry-run", "--json"], ws, env=env)
+    dry = run_in_process(["gc", "--dry-run", "--json"], ws, env=env)
     assert dry.returncode == 0, dry.stderr
     planned = json.loads(dry.stdout)
     assert planned["blobs"] >= 2 and planned["blob_bytes"] > 0  # the old launcher's layer, the old outputs
     assert planned["records"] >= 1
     stale = set(planned["engine_tags"])
     assert stale and stale <= first_tags  # the first build's component image and chain tags
-    assert json.loads(run_cli(["gc", "--dry-run", "--json"], ws, env=env).stdout)["blobs"] == planned["blobs"]
+    assert json.loads(run_in_process(["gc", "--dry-run", "--json"], ws, env=env).stdout)["blobs"] == planned["blobs"]
 
-    done = run_cli(["gc"], ws, env=env)
+    done = run_in_process(["gc"], ws, env=env)
     assert done.returncode == 0, done.stderr
     assert f"store: removed {planned['blobs']} blob(s)" in done.stdout, done.stdout
     assert not (stale & chain_tags())
-    after = json.loads(run_cli(["gc", "--dry-run", "--json"], ws, env=env).stdout)
+    after = json.loads(run_in_process(["gc", "--dry-run", "--json"], ws, env=env).stdout)
     assert (after["blobs"], after["records"], after["engine_tags"]) == (0, 0, [])
-    again = run_cli(["image", name], ws, env=env)  # what the image needs was kept
+    again = run_in_process(["image", name], ws, env=env)  # what the image needs was kept
     assert again.returncode == 0 and "nothing to build" in again.stdout, again.stdout + again.stderr
     assert json.loads(docker("image", "inspect", f"enginebuild/{name}:latest").stdout)[0]["Id"] == image_id
-    doctor = json.loads(run_cli(["doctor", "--json"], ws, env=env).stdout)
+    doctor = json.loads(run_in_process(["doctor", "--json"], ws, env=env).stdout)
     store = next(c for c in doctor["checks"] if c["name"] == "store")
     assert f"{after['kept_blobs']} blob(s)" in store["detail"] and "`gc` removes" in store["detail"]
     # the registry cache, asked for: the first build's entries go, the current ones stay
     cached = set(registry_tags(registry.host, cache))
-    stale_entries = json.loads(run_cli(["gc", "--cache", cache, "--dry-run", "--json"], ws, env=env).stdout)
+    stale_entries = json.loads(run_in_process(["gc", "--cache", cache, "--dry-run", "--json"], ws, env=env).stdout)
     assert stale_entries["cache_entries"] and set(stale_entries["cache_entries"]) <= first_cached
-    assert run_cli(["gc", "--cache", cache], ws, env=env).returncode == 0
+    assert run_in_process(["gc", "--cache", cache], ws, env=env).returncode == 0
     assert set(registry_tags(registry.host, cache)) == cached - set(stale_entries["cache_entries"])
-    assert "nothing to build" in run_cli(["image", name, "--cache", cache], ws, env=env).stdout
+    assert "nothing to build" in run_in_process(["image", name, "--cache", cache], ws, env=env).stdout
     docker("image", "rm", f"enginebuild/{name}:latest", check=False)
 
 
@@ -102,29 +102,29 @@ def test_gc_on_a_shared_engine_leaves_the_tags_another_store_made(tmp_path, dock
         env = {"ENGINEBUILD_HOME": str(tmp_path / who / "home")}
         write_image(ws, name, SPEC, {"src/x": f"{word}\n", "run.sh": f"#!/bin/sh\necho {word}\n",
                                      "build.sh": f"#!/bin/sh\nmkdir -p /opt/e && echo {word} > /opt/e/x\n"})
-        assert run_cli(["lock", name], ws, env=env).returncode == 0
+        assert run_in_process(["lock", name], ws, env=env).returncode == 0
         before = chain_tags()
-        built = run_cli(["image", name], ws, env=env)
+        built = run_in_process(["image", name], ws, env=env)
         assert built.returncode == 0, built.stderr
         stores[who], made[who] = (ws, name, env), chain_tags() - before
     assert made["second"]  # its component image and chain tags, no other store's
     ws, name, env = stores["first"]
     (ws / "images" / name / "run.sh").write_text("#!/bin/sh\necho changed\n")  # its first chain: not needed
     (ws / "images" / name / "build.sh").write_text("#!/bin/sh\nmkdir -p /opt/e && echo changed > /opt/e/x\n")
-    assert run_cli(["image", name], ws, env=env).returncode == 0
-    dry = run_cli(["gc", "--dry-run"], ws, env=env)
+    assert run_in_process(["image", name], ws, env=env).returncode == 0
+    dry = run_in_process(["gc", "--dry-run"], ws, env=env)
     assert dry.returncode == 0, dry.stderr
     assert f"enginebuild tag(s) this store ({tmp_path / 'first' / 'home'}) made" in dry.stdout, dry.stdout
     assert "made by another store" in dry.stdout, dry.stdout
-    listed = json.loads(run_cli(["gc", "--dry-run", "--json"], ws, env=env).stdout)
+    listed = json.loads(run_in_process(["gc", "--dry-run", "--json"], ws, env=env).stdout)
     assert listed["engine_tags"] and set(listed["engine_tags"]) <= made["first"], listed
     assert made["second"] <= set(listed["engine_tags_of_others"]), listed
-    assert run_cli(["gc"], ws, env=env).returncode == 0
+    assert run_in_process(["gc"], ws, env=env).returncode == 0
     assert made["second"] <= chain_tags() and not set(listed["engine_tags"]) & chain_tags()
     second_ws, second_name, second_env = stores["second"]
-    mine = run_cli(["image", second_name], second_ws, env=second_env)
+    mine = run_in_process(["image", second_name], second_ws, env=second_env)
     assert mine.returncode == 0 and "nothing to build" in mine.stdout, mine.stdout + mine.stderr
-    away = run_cli(["gc", "--dry-run"], ws, env={**env, "DOCKER_HOST": "unix:///nonexistent/engine.sock"})
+    away = run_in_process(["gc", "--dry-run"], ws, env={**env, "DOCKER_HOST": "unix:///nonexistent/engine.sock"})
     assert away.returncode == 0 and "engine: not reached (unix:///nonexistent/engine.sock)" in away.stdout, \
         away.stdout + away.stderr
     for who in stores.values():

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from helpers.inprocess import run_in_process
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
@@ -19,15 +19,15 @@ CHECKS = "patches/demo-engine/0001-aux-layer-ids-off-by-one.checks.yaml"
 
 
 def test_a_passing_check_is_said_recorded_and_not_run_again_for_the_same_image(workspace, docker_engine):
-    first = run_cli(["image", "demo", *AMD64], workspace)
+    first = run_in_process(["image", "demo", *AMD64], workspace)
     assert first.returncode == 0, first.stderr
     assert "patches: demo (linux/amd64): patch checks ok: 1 of 1 passed" in first.stderr, first.stderr
-    again = run_cli(["image", "demo", *AMD64, "-q", "--progress", "plain"], workspace)  # past the no-op answer
+    again = run_in_process(["image", "demo", *AMD64, "-q", "--progress", "plain"], workspace)  # past the no-op answer
     assert again.returncode == 0, again.stderr
-    verify = run_cli(["verify", "demo", *AMD64], workspace)
+    verify = run_in_process(["verify", "demo", *AMD64], workspace)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "patch checks ok: 1 of 1 passed (recorded when image sha256:" in verify.stdout, verify.stdout
-    doc = json.loads(run_cli(["verify", "demo", *AMD64, "--json"], workspace).stdout)
+    doc = json.loads(run_in_process(["verify", "demo", *AMD64, "--json"], workspace).stdout)
     ran = doc["patch_checks"][0]["checks"][0]
     assert ran["status"] == "passed" and ran["output"].strip() == "aux_hidden_state_layers=(2, 17, 32, 47, 62)"
 
@@ -36,7 +36,7 @@ def test_a_check_expecting_the_wrong_output_fails_the_build_naming_patch_command
     path = workspace / CHECKS
     path.write_text(path.read_text().replace('expect: "aux_hidden_state_layers=(2, 17, 32, 47, 62)"',
                                              'expect: "aux_hidden_state_layers=(9, 9)"'))
-    proc = run_cli(["image", "demo", *AMD64], workspace)
+    proc = run_in_process(["image", "demo", *AMD64], workspace)
     assert proc.returncode == 1, proc.stderr
     assert "error: a patch's behaviour check failed:" in proc.stderr
     assert ("FAILED demo-engine/0001-aux-layer-ids-off-by-one.patch: drafter-ids-to-taps: `demo-engine --model m "
@@ -46,7 +46,7 @@ def test_a_check_expecting_the_wrong_output_fails_the_build_naming_patch_command
     # answered from the record of the same image's earlier run
     path.write_text(path.read_text().replace('expect: "aux_hidden_state_layers=(9, 9)"',
                                              'expect-match: "aux_hidden_state_layers=\\\\(2, 17, 32, 47, 62\\\\)"'))
-    again = run_cli(["image", "demo", *AMD64], workspace)
+    again = run_in_process(["image", "demo", *AMD64], workspace)
     assert again.returncode == 0 and "patch checks ok: 1 of 1 passed in" in again.stderr, again.stderr
 
 
@@ -54,25 +54,25 @@ def test_a_check_that_needs_a_gpu_is_listed_as_not_run_with_why(workspace, docke
     path = workspace / CHECKS
     path.write_text(path.read_text() + "  - name: on-the-gpu\n    run: nvidia-smi\n    expect-match: \".*GPU.*\"\n"
                                        "    needs: [gpu]\n")
-    proc = run_cli(["image", "demo", *AMD64], workspace)
+    proc = run_in_process(["image", "demo", *AMD64], workspace)
     assert proc.returncode == 0, proc.stderr
     assert ("NOT RUN demo-engine/0001-aux-layer-ids-off-by-one.patch: on-the-gpu: needs a GPU: this engine has no "
             "NVIDIA runtime to give it one") in proc.stderr, proc.stderr
     assert "patch checks ok: 1 of 1 passed, 1 not run" in proc.stderr
-    verify = run_cli(["verify", "demo", *AMD64], workspace)
+    verify = run_in_process(["verify", "demo", *AMD64], workspace)
     assert "NOT RUN demo-engine/0001-aux-layer-ids-off-by-one.patch: on-the-gpu: needs a GPU" in verify.stdout
     assert "1 of 1 passed, 1 not run" in verify.stdout
 
 
 def test_behaviour_says_the_demo_engine_still_needs_its_patch(workspace, docker_engine):
-    proc = run_cli(["patches", "check", "demo", "--behaviour"], workspace)
+    proc = run_in_process(["patches", "check", "demo", "--behaviour"], workspace)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "demo: at the lock's pin (linux/amd64), built without demo-engine/0001-aux-layer-ids-off-by-one.patch" \
         in proc.stdout, proc.stdout
     assert "drafter-ids-to-taps          still needed  printed 'aux_hidden_state_layers=(1, 16, 31, 46, 61)'" \
         in proc.stdout
     # the build without the patch has tags of its own: the image the user built keeps its tags
-    doc = json.loads(run_cli(["patches", "check", "demo", "--behaviour", "--json"], workspace).stdout)[0]
+    doc = json.loads(run_in_process(["patches", "check", "demo", "--behaviour", "--json"], workspace).stdout)[0]
     assert doc["checks"][0]["behaviour"] == "still needed" and doc["checks"][0]["text"] == "applies"
-    plan = json.loads(run_cli(["plan", "demo", "--json", *AMD64], workspace).stdout)["images"][0]
+    plan = json.loads(run_in_process(["plan", "demo", "--json", *AMD64], workspace).stdout)["images"][0]
     assert plan["tag"] == "enginebuild/demo:latest-amd64"

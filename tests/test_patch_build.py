@@ -8,8 +8,9 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT
 from helpers.docker import docker
+from helpers.inprocess import run_in_process
 from helpers.registry import push_files_image
 from helpers.specs import write_image, write_patch
 
@@ -57,7 +58,7 @@ def overlay_image(workspace, base: str, patches: list) -> None:
     import shutil
 
     shutil.copytree(ROOT / "images/demo/engine", folder / "engine")
-    assert run_cli(["lock", "overlay"], workspace).returncode == 0
+    assert run_in_process(["lock", "overlay"], workspace).returncode == 0
 
 
 def file_in(image: str, path: str) -> bytes:
@@ -77,14 +78,14 @@ def test_an_overlay_patches_the_installed_files_on_the_host_and_ships_them(works
     write_patch(workspace, "demo-engine/0002-not-found-message.patch", SECOND_PATCH)
     overlay_image(workspace, base_with(registry, ENGINE_C), ["demo-engine/0001-aux-layer-ids-off-by-one.patch",
                                                              "demo-engine/0002-not-found-message.patch"])
-    assert run_cli(["patches", "check", "overlay"], workspace).returncode == 0
+    assert run_in_process(["patches", "check", "overlay"], workspace).returncode == 0
     # the first patch's behaviour check runs the engine through a shell: this base has neither, so
     # the check fails, named, and says why (its container cannot start)
-    proc = run_cli(["image", "overlay"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})  # no command runs
+    proc = run_in_process(["image", "overlay"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})  # no command runs
     said = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "drafter-ids-to-taps" in said and "its container could not start" in said, said
     (workspace / "patches/demo-engine/0001-aux-layer-ids-off-by-one.checks.yaml").unlink()
-    proc = run_cli(["image", "overlay"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
+    proc = run_in_process(["image", "overlay"], workspace, env={"ENGINEBUILD_DOCKER": "/bin/false"})
     assert proc.returncode == 0, proc.stderr
     source = file_in("enginebuild/overlay:latest", "/opt/engine/engine.c")
     assert b'"no such path\\n"' in source and b"drafter_layer_id + 1" in source
@@ -96,7 +97,7 @@ def test_an_overlay_patches_the_installed_files_on_the_host_and_ships_them(works
 @pytest.mark.registry
 def test_an_overlay_whose_base_already_has_a_change_stops_naming_the_patch(workspace, registry, docker_engine):
     overlay_image(workspace, base_with(registry, PATCHED), ["demo-engine/0001-aux-layer-ids-off-by-one.patch"])
-    proc = run_cli(["image", "overlay"], workspace)
+    proc = run_in_process(["image", "overlay"], workspace)
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: patch demo-engine/0001-aux-layer-ids-off-by-one.patch does not apply to "
                                   "demo-engine installed in")
@@ -164,10 +165,10 @@ def test_a_patched_plugin_is_built_into_a_wheel_and_installed_offline(docker_eng
         """, {"boot.pth": "import os; os.environ.setdefault('TQ_BOOTSTRAPPED', os.environ.get('TQ_MODE', 'off'))\n",
               "build_wheel.sh": "#!/bin/sh\nset -eu\npython3 -m pip wheel --no-index --no-deps --no-build-isolation "
                                 "-w \"$ENGINEBUILD_OUTPUTS\" .\n"})
-    proc = run_cli(["lock", "py"], workspace)
+    proc = run_in_process(["lock", "py"], workspace)
     assert proc.returncode == 0, proc.stderr
-    assert run_cli(["patches", "check", "py"], workspace).returncode == 0
-    proc = run_cli(["image", "py"], workspace)
+    assert run_in_process(["patches", "check", "py"], workspace).returncode == 0
+    proc = run_in_process(["image", "py"], workspace)
     assert proc.returncode == 0, proc.stderr
     script = textwrap.dedent("""\
         import importlib.util, os, six

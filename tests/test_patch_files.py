@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from conftest import run_cli
 from helpers.docker import docker, filesystem
+from helpers.inprocess import run_in_process
 from helpers.specs import PY_PATCH
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
@@ -28,7 +28,7 @@ def with_python_patch(workspace, marker: str) -> None:
 
 
 def image(workspace, tag: str, *extra):
-    proc = run_cli(["image", "demo", *AMD64, "-t", tag, *extra], workspace)
+    proc = run_in_process(["image", "demo", *AMD64, "-t", tag, *extra], workspace)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
@@ -41,13 +41,13 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
                                                                        pypi_reachable):
     marker = uuid.uuid4().hex[:8]
     with_python_patch(workspace, marker)
-    plan = run_cli(["plan", "demo", *AMD64], workspace).stdout
+    plan = run_in_process(["plan", "demo", *AMD64], workspace).stdout
     assert "engine-py: 0002-settings-mounted.patch applied as files (1 file, " in plan, plan
     files_tag, build_tag = (f"enginebuild-test/patch-files:{n}-{marker}" for n in ("files", "build"))
     image(workspace, files_tag)
     assert f"model folder (mounted) {marker}" in settings(files_tag)  # run, through the command's link
     # from the bytes now: the facts are known, the plan says so without "checked ... once built"
-    plan = run_cli(["plan", "demo", *AMD64], workspace).stdout
+    plan = run_in_process(["plan", "demo", *AMD64], workspace).stdout
     assert "0002-settings-mounted.patch applied as files (1 file, " in plan and "once its build is made" not in plan
     assert ". patches of engine-py as files (0002-settings-mounted.patch) " in plan  # the layer's name whole
 
@@ -63,18 +63,18 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
     said = edited.stdout + edited.stderr
     assert "kernels: demo (linux/amd64): ok" in said and "runtime: demo (linux/amd64): runtime closure ok" in said \
         and "(the verdict kept when the layers these checks read were checked)" in said, said
-    verified = run_cli(["verify", "demo", *AMD64], workspace)
+    verified = run_in_process(["verify", "demo", *AMD64], workspace)
     assert "demo (linux/amd64): patches applied as files: 1 of 1 file(s) as the patch stack makes them: ok" \
         in verified.stdout, verified.stdout
     # exported for `docker buildx bake`: the component's stage without the patch, then the patched files
     baked = workspace.parent / "baked"
-    assert run_cli(["render", "demo", *AMD64, "--bake", str(baked)], workspace).returncode == 0
+    assert run_in_process(["render", "demo", *AMD64, "--bake", str(baked)], workspace).returncode == 0
     runtime = (baked / "linux-amd64/Dockerfile").read_text().split("AS runtime\n", 1)[1].splitlines()
     at = runtime.index("# patches of engine-py as files (0002-settings-mounted.patch): the layer enginebuild wrote")
     assert runtime[at - 1].startswith("COPY --from=component-engine-py ") and runtime[at + 1].startswith("ADD layers/")
 
     # the same stack in the component's build
-    into = run_cli(["plan", "demo", *AMD64, "--set", "components.engine-py.patches-as-files=false"], workspace)
+    into = run_in_process(["plan", "demo", *AMD64, "--set", "components.engine-py.patches-as-files=false"], workspace)
     assert "engine-py: 0002-settings-mounted.patch into the build: patches-as-files: false" in into.stdout, into.stdout
     built = image(workspace, build_tag, "--set", "components.engine-py.patches-as-files=false")
     assert "built 1 component(s) (engine-py)" in built.stdout, built.stdout
@@ -88,7 +88,7 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
     spec.write_text(spec.read_text().replace("files:\n", "files:\n  /opt/demo-engine/py/engine_settings.py: "
                                                         "wait_for_server.sh\n", 1))
     image(workspace, files_tag)
-    verified = run_cli(["verify", "demo", *AMD64], workspace)
+    verified = run_in_process(["verify", "demo", *AMD64], workspace)
     assert verified.returncode == 1
     assert "FAILED /opt/demo-engine/py/engine_settings.py (engine-py): layer files /opt/demo-engine/py/engine_settings" \
         ".py holds other bytes than the patch stack makes" in verified.stdout, verified.stdout
@@ -109,7 +109,7 @@ def test_a_python_file_the_build_rewrites_is_found_out_and_its_patch_goes_into_t
     assert "component engine-py: py/engine_settings.py is not installed verbatim by its build" in said, said
     assert "its patch goes into the component's build; planned again" in said, said
     assert f"model folder (mounted) {marker}" in settings(tag)
-    plan = run_cli(["plan", "demo", *AMD64], workspace).stdout
+    plan = run_in_process(["plan", "demo", *AMD64], workspace).stdout
     assert "engine-py: 0002-settings-mounted.patch into the build: py/engine_settings.py is not installed verbatim" \
         in plan, plan
     docker("rmi", tag, check=False)

@@ -17,8 +17,9 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from conftest import ROOT, run_cli
+from conftest import ROOT
 from enginebuild.io.store import Store
+from helpers.inprocess import run_in_process
 
 pytestmark = [pytest.mark.docker, pytest.mark.network, pytest.mark.registry]
 
@@ -62,9 +63,9 @@ def test_a_push_attaches_an_sbom_and_a_provenance_found_through_the_fallback_tag
     from cyclonedx.validation.json import JsonStrictValidator
 
     per_build = ["--set", "labels[release]=rc1"]  # a per-build value: the provenance says it
-    assert run_cli(["image", "demo", *AMD64, *per_build], workspace).returncode == 0
+    assert run_in_process(["image", "demo", *AMD64, *per_build], workspace).returncode == 0
     repository = f"enginebuild-test/attached-{uuid.uuid4().hex[:8]}"
-    proc = run_cli(["push", "demo", *AMD64, *per_build, "--to", f"{registry.host}/{repository}", "--tag", "v1"],
+    proc = run_in_process(["push", "demo", *AMD64, *per_build, "--to", f"{registry.host}/{repository}", "--tag", "v1"],
                    workspace)
     assert proc.returncode == 0, proc.stderr
     digest = proc.stdout.strip().rsplit("@", 1)[1]
@@ -175,10 +176,10 @@ def test_the_ci_job_builds_and_pushes_what_changed_and_skips_what_the_registry_h
     key.with_suffix(".pub").write_bytes(signing_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     pushed = publish.outputs.strip().split("=", 1)[1].split()
-    assert run_cli(["verify", "--signature", "--key", key.with_suffix(".pub"), *pushed], workspace).returncode == 1
-    signed = run_cli(["sign", *pushed, "--key", key], workspace)
+    assert run_in_process(["verify", "--signature", "--key", key.with_suffix(".pub"), *pushed], workspace).returncode == 1
+    signed = run_in_process(["sign", *pushed, "--key", key], workspace)
     assert signed.returncode == 0, signed.stderr
-    checked = run_cli(["verify", "--signature", "--key", key.with_suffix(".pub"), *pushed], workspace)
+    checked = run_in_process(["verify", "--signature", "--key", key.with_suffix(".pub"), *pushed], workspace)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
     proc, summary = publish(workspace, prefix, "true", tmp_path, installed)  # nothing changed: nothing built or pushed
@@ -194,7 +195,7 @@ def test_the_ci_job_builds_and_pushes_what_changed_and_skips_what_the_registry_h
     edited = re.search(r"demo: pushed (\S+@sha256:[0-9a-f]{64})", proc.stdout).group(1)
     assert edited.rsplit("@", 1)[1] != digest
     assert body_of_key(key) not in proc.stdout + proc.stderr
-    checked = run_cli(["verify", "--signature", "--key", key.with_suffix(".pub"), edited], workspace)
+    checked = run_in_process(["verify", "--signature", "--key", key.with_suffix(".pub"), edited], workspace)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
@@ -292,20 +293,20 @@ def test_a_push_without_load_leaves_the_engine_without_the_image_and_pushes_what
 
     probe = ["--set", f"labels[probe]={uuid.uuid4().hex[:12]}"]  # an image no other test has made
     first = f"{registry.host}/enginebuild-test/no-load-{uuid.uuid4().hex[:8]}"
-    proc = run_cli(["image", "demo", *AMD64, *probe, "--no-load", "--push", "--to", first, "--push-tag", "v1"],
+    proc = run_in_process(["image", "demo", *AMD64, *probe, "--no-load", "--push", "--to", first, "--push-tag", "v1"],
                    workspace)
     assert proc.returncode == 0, proc.stderr
     image_id = re.search(r"not loaded \(image (sha256:[0-9a-f]+)\)", proc.stdout).group(1)
     pushed = proc.stdout.strip().splitlines()[-1].rsplit("@", 1)[1]
     engine_ids = docker("images", "-q", "--no-trunc").stdout.split()
     assert not [i for i in engine_ids if i.startswith(image_id)], "the image was loaded"
-    refused = run_cli(["image", "demo", *AMD64, "--no-load", "-t", "mine:1"], workspace)
+    refused = run_in_process(["image", "demo", *AMD64, "--no-load", "-t", "mine:1"], workspace)
     assert refused.returncode == 2 and "--no-load with -t: -t needs the image in the engine" in refused.stderr
     # the same build loaded, then pushed: the same manifest digest
-    assert run_cli(["image", "demo", *AMD64, *probe], workspace).returncode == 0
+    assert run_in_process(["image", "demo", *AMD64, *probe], workspace).returncode == 0
     assert [i for i in docker("images", "-q", "--no-trunc").stdout.split() if i.startswith(image_id)]
     second = f"{registry.host}/enginebuild-test/loaded-{uuid.uuid4().hex[:8]}"
-    again = run_cli(["push", "demo", *AMD64, *probe, "--to", second, "--tag", "v1"], workspace)
+    again = run_in_process(["push", "demo", *AMD64, *probe, "--to", second, "--tag", "v1"], workspace)
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip().rsplit("@", 1)[1] == pushed
 
@@ -319,8 +320,8 @@ def test_a_push_after_a_launcher_edit_sends_the_new_layer_and_small_documents_no
         if round_:
             launcher = workspace / "images/demo/launch_server.sh"
             launcher.write_text(launcher.read_text() + "# edited\n")
-        assert run_cli(["image", "demo", *AMD64], workspace).returncode == 0
-        proc = run_cli(["push", "demo", *AMD64, "--to", target, "--tag", f"v{round_}"], workspace)
+        assert run_in_process(["image", "demo", *AMD64], workspace).returncode == 0
+        proc = run_in_process(["push", "demo", *AMD64, "--to", target, "--tag", f"v{round_}"], workspace)
         assert proc.returncode == 0, proc.stderr
         digests.append(proc.stdout.strip().rsplit("@", 1)[1])
         index = get(registry.host, repository, "manifests", digests[-1].replace(":", "-"), OCI_INDEX).json()
@@ -360,7 +361,7 @@ def test_a_zstd_push_has_zstd_layers_that_unpack_to_the_images_diff_ids_and_a_se
     target = f"{registry.host}/{repository}"
     pushes = []
     for _ in range(2):
-        proc = run_cli(["image", "demo", *AMD64, "--no-load", "--push", "--to", target, "--compression", "zstd"],
+        proc = run_in_process(["image", "demo", *AMD64, "--no-load", "--push", "--to", target, "--compression", "zstd"],
                        workspace)
         assert proc.returncode == 0, proc.stderr
         pushes.append(proc)
@@ -381,7 +382,7 @@ def test_a_zstd_push_has_zstd_layers_that_unpack_to_the_images_diff_ids_and_a_se
     assert [t for t in tags if t.startswith("sha-")] and all(t.endswith("-zstd") for t in tags if t.startswith("sha-"))
     # the same image gzipped: other layer digests, the same diff IDs (one image, two encodings)
     gz = f"{registry.host}/{repository}-gz"
-    proc = run_cli(["image", "demo", *AMD64, "--no-load", "--push", "--to", gz], workspace)
+    proc = run_in_process(["image", "demo", *AMD64, "--no-load", "--push", "--to", gz], workspace)
     assert proc.returncode == 0, proc.stderr
     other = get(registry.host, f"{repository}-gz", "manifests", proc.stdout.strip().splitlines()[-1].rsplit("@", 1)[1],
                 OCI_MANIFEST).json()
@@ -398,7 +399,7 @@ def test_a_push_to_another_repository_of_the_same_registry_mounts_the_layers_ins
     first, second = (f"enginebuild-test/mount-{name}-{n}" for n in ("a", "b"))
     pushes = []
     for repository in (first, second):
-        proc = run_cli(["image", "demo", *AMD64, "--no-load", "--push", "--to", f"{registry.host}/{repository}",
+        proc = run_in_process(["image", "demo", *AMD64, "--no-load", "--push", "--to", f"{registry.host}/{repository}",
                         "--push-tag", "v1"], workspace)
         assert proc.returncode == 0, proc.stderr
         pushes.append(proc.stdout.strip().splitlines()[-1].rsplit("@", 1)[1])
@@ -435,7 +436,7 @@ def test_a_fresh_runner_with_the_registry_cache_makes_and_downloads_nothing_and_
     def runner(*extra: str, offline: bool = False):
         home = tmp_path / f"runner-{uuid.uuid4().hex[:6]}"
         env = {"ENGINEBUILD_HOME": str(home), **(OFFLINE if offline else {})}
-        proc = run_cli(["image", "demo", *AMD64, *probe, *extra, "--no-load", "--cache", cache, "--push", "--to",
+        proc = run_in_process(["image", "demo", *AMD64, *probe, *extra, "--no-load", "--cache", cache, "--push", "--to",
                         target, "--push-tag", "v1"], workspace, env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return home, proc.stdout + proc.stderr, proc.stdout.strip().splitlines()[-1].rsplit("@", 1)[1]

@@ -5,10 +5,10 @@ import hashlib
 
 import pytest
 
-from conftest import run_cli
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.spec.catalog import Catalog
 from helpers.gitrepo import Repo
+from helpers.inprocess import run_in_process
 from helpers.pyindex import Index, make_wheel
 from helpers.registry import push_files_image
 from helpers.specs import write_image
@@ -29,7 +29,7 @@ def python_spec(requirements: str, extra: str = "", platform: str = "linux/amd64
 def test_the_whole_closure_with_extras_is_locked_for_the_target_platform(workspace, pypi_reachable):
     write_image(workspace, "t", python_spec("    - \"tabulate[widechars]==0.9.0\"\n    - \"numpy>=2.0,<2.1\"\n",
                                             platform="linux/arm64"))
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 0, proc.stderr
     found = packages(workspace, platform="linux/arm64")
     assert set(found) == {"tabulate", "wcwidth", "numpy"}  # wcwidth comes with the extra
@@ -44,13 +44,13 @@ def test_a_package_pinned_to_a_second_index_is_never_taken_from_pypi(workspace, 
         sha = index.add("tabulate", wheel)
         write_image(workspace, "t", python_spec("    - {requirement: tabulate, index: ours}\n    - six==1.16.0\n",
                                                 extra="") .replace("python:\n", f"python:\n  indexes: {{ours: \"{index.url}\"}}\n"))
-        proc = run_cli(["lock", "t"], workspace)
+        proc = run_in_process(["lock", "t"], workspace)
         assert proc.returncode == 0, proc.stderr
         found = packages(workspace)
         assert found["tabulate"]["version"] == "99.0.0" and found["tabulate"]["sha256"] == sha
         assert found["tabulate"]["url"] == index.file_url(wheel.name) and found["tabulate"]["index"] == index.url
         assert found["six"]["url"].startswith("https://files.pythonhosted.org/")
-        assert run_cli(["fetch", "t"], workspace).returncode == 0
+        assert run_in_process(["fetch", "t"], workspace).returncode == 0
     finally:
         index.stop()
 
@@ -63,13 +63,13 @@ def test_a_url_wheel_is_pinned_by_its_sha256_and_a_wrong_one_is_refused(workspac
         sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
         url = index.file_url(wheel.name)
         write_image(workspace, "t", python_spec(f"    - {{requirement: localpkg, url: \"{url}\", sha256: {sha}}}\n"))
-        proc = run_cli(["lock", "t"], workspace)
+        proc = run_in_process(["lock", "t"], workspace)
         assert proc.returncode == 0, proc.stderr
         found = packages(workspace)
         assert found["localpkg"]["origin"] == "url" and found["localpkg"]["sha256"] == sha
         assert "six" in found  # its requirement is locked too
         write_image(workspace, "u", python_spec(f"    - {{requirement: localpkg, url: \"{url}\", sha256: \"{'0' * 64}\"}}\n"))
-        proc = run_cli(["lock", "u"], workspace)
+        proc = run_in_process(["lock", "u"], workspace)
         assert proc.returncode == 1 and f"the spec pins {'0' * 64}" in proc.stderr
     finally:
         index.stop()
@@ -83,16 +83,16 @@ def test_a_git_requirement_is_pinned_to_a_full_commit_and_built_into_a_wheel(wor
                                             "version = \"1.2.3\"\ndependencies = [\"six\"]\n",
                           "src/gpkg/__init__.py": "X = 1\n"}, "first", tag="v1.2.3")
     write_image(workspace, "t", python_spec(f"    - {{requirement: gpkg, git: {{url: \"{repo.url}\", ref: v1.2.3}}}}\n"))
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 0, proc.stderr
     found = packages(workspace)
     assert found["gpkg"]["origin"] == "git" and found["gpkg"]["commit"] == commit and "six" in found
-    assert run_cli(["fetch", "t"], workspace).returncode == 0
+    assert run_in_process(["fetch", "t"], workspace).returncode == 0
 
 
 def test_a_conflicting_pair_is_refused_naming_both_and_where_each_comes_from(workspace, pypi_reachable):
     write_image(workspace, "t", python_spec("    - rich==15.0.0\n    - pygments<2.13\n"))
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 2
     assert "the Python requirements cannot be satisfied together" in proc.stderr
     assert "rich: required at images/t/image.yaml:6" in proc.stderr
@@ -103,7 +103,7 @@ def test_a_conflicting_pair_is_refused_naming_both_and_where_each_comes_from(wor
 def test_flashinfer_wheels_from_different_releases_are_refused(workspace, pypi_reachable):
     write_image(workspace, "t", python_spec("    - {requirement: flashinfer-python==0.7.2.post1, deps: false}\n"
                                             "    - {requirement: flashinfer-cubin==0.6.9, deps: false}\n"))
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 2
     assert "flashinfer-python==0.7.2.post1 (required at images/t/image.yaml:6)" in proc.stderr
     assert "flashinfer-cubin==0.6.9 (required at images/t/image.yaml:7)" in proc.stderr
@@ -129,23 +129,23 @@ def test_what_the_base_ships_constrains_the_lock_and_is_not_installed_again(work
         f"{site}/six.py": b"# six\n"})
     base = f"{registry.host}/enginebuild-test/pybase:1"
     write_image(workspace, "t", python_spec("    - six\n    - tabulate==0.9.0\n", base=base))
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 0, proc.stderr
     found = packages(workspace)
     assert found["six"] == {"name": "six", "version": "1.16.0", "origin": "base"}
     assert found["tabulate"]["origin"] == "index"
     lock = read_lock(workspace, Catalog(workspace).load("t"))
     assert lock.raw("runtime.python@linux/amd64")["base_digest"] == digest
-    plan = run_cli(["plan", "t", "--json"], workspace)
+    plan = run_in_process(["plan", "t", "--json"], workspace)
     layers = [row["name"] for row in __import__("json").loads(plan.stdout)["images"][0]["layers"]]
     assert any("tabulate 0.9.0" in name for name in layers) and not any("six" in name for name in layers)
     # a version the base's does not satisfy replaces it, and the lock says so
     write_image(workspace, "u", python_spec("    - six==1.17.0\n", base=base))
-    proc = run_cli(["lock", "u"], workspace)
+    proc = run_in_process(["lock", "u"], workspace)
     assert proc.returncode == 0, proc.stderr
     assert packages(workspace, "u")["six"]["replaces"] == "1.16.0"
     assert packages(workspace, "u")["six"]["version"] == "1.17.0"
-    plan = __import__("json").loads(run_cli(["plan", "u", "--json"], workspace).stdout)
+    plan = __import__("json").loads(run_in_process(["plan", "u", "--json"], workspace).stdout)
     assert any("six 1.17.0 (replaces the base's 1.16.0)" in row["name"] for row in plan["images"][0]["layers"])
     # a dependency that needs another version of what the base ships, unasked, is refused naming the base
     index = Index(tmp_path / "index")
@@ -154,7 +154,7 @@ def test_what_the_base_ships_constrains_the_lock_and_is_not_installed_again(work
         sha = index.add("needsnewsix", wheel)
         write_image(workspace, "v", python_spec(f"    - {{requirement: needsnewsix, url: \"{index.file_url(wheel.name)}\", "
                                                 f"sha256: {sha}}}\n", base=base))
-        proc = run_cli(["lock", "v"], workspace)
+        proc = run_in_process(["lock", "v"], workspace)
         assert proc.returncode == 2
         assert f"six==1.16.0: shipped by the base {registry.host}/enginebuild-test/pybase@{digest}" in proc.stderr
         assert "NAME==VERSION replaces what the base ships" in proc.stderr
@@ -166,7 +166,7 @@ def test_a_python_version_other_than_the_runtimes_interpreter_is_refused_at_lock
                                                                                   debian_reachable):
     extra = "system:\n  install: extract\n  packages: [python3-minimal]\n"
     write_image(workspace, "t", python_spec("    - \"six==1.16.0\"\n", extra=extra))
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = next(n for n, text in enumerate((workspace / "images/t/image.yaml").read_text().splitlines(), 1)
                 if "version:" in text)
@@ -174,7 +174,7 @@ def test_a_python_version_other_than_the_runtimes_interpreter_is_refused_at_lock
            "Python 3.11 (its system packages install python3.11-minimal" in proc.stderr
     assert "Traceback" not in proc.stderr and not (workspace / "lockfiles/t.lock").exists()
     write_image(workspace, "t", python_spec("    - \"six==1.16.0\"\n", extra=extra).replace('"3.12"', '"3.11"'))
-    assert run_cli(["lock", "t"], workspace).returncode == 0
+    assert run_in_process(["lock", "t"], workspace).returncode == 0
 
 
 def test_a_distribution_the_base_ships_and_no_index_serves_satisfies_what_needs_it(workspace, registry, tmp_path,
@@ -189,12 +189,12 @@ def test_a_distribution_the_base_ships_and_no_index_serves_satisfies_what_needs_
         index.add("needstorch", make_wheel(tmp_path / "wheels", "needstorch", "1.0", requires=("basetorch==2.11.0",)))
         write_image(workspace, "t", python_spec("    - {requirement: needstorch, index: local}\n", base=base)
                     + f"  indexes: {{local: \"{index.url}\"}}\n")
-        proc = run_cli(["lock", "t"], workspace)
+        proc = run_in_process(["lock", "t"], workspace)
         assert proc.returncode == 0, proc.stderr
         found = packages(workspace)
         assert found["basetorch"] == {"name": "basetorch", "version": "2.11.0+cu130", "origin": "base"}
         assert found["needstorch"]["origin"] == "index" and found["needstorch"]["version"] == "1.0"
-        plan = run_cli(["plan", "t", "--json"], workspace)
+        plan = run_in_process(["plan", "t", "--json"], workspace)
         layers = [row["name"] for row in __import__("json").loads(plan.stdout)["images"][0]["layers"]]
         assert any("needstorch 1.0" in n for n in layers) and not any("basetorch" in n for n in layers)
     finally:
@@ -215,7 +215,7 @@ def test_a_bases_metadata_naming_a_path_is_left_out_and_never_becomes_a_file(wor
         f"{site}/six-1.16.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n\n"})
     base = f"{registry.host}/enginebuild-test/hostilebase:1"
     write_image(workspace, "t", python_spec("    - six\n", base=base))
-    proc = run_cli(["lock", "t"], workspace)
+    proc = run_in_process(["lock", "t"], workspace)
     assert proc.returncode == 0, proc.stderr
     assert f"names '{target}' '1.0', not a distribution and version: left out" in proc.stderr
     assert "names 'evil2' '1.0/../../x', not a distribution and version: left out" in proc.stderr
@@ -244,10 +244,10 @@ def test_an_override_lifts_a_packages_cap(workspace, tmp_path, pypi_reachable):
         index.add("capped", make_wheel(tmp_path / "wc", "capped", "1.0", requires=("six<1.17",)))
         reqs = (f"    - {{requirement: capped, index: local}}\n    - six==1.17.0\n  indexes: {{local: \"{index.url}\"}}\n")
         write_image(workspace, "t", python_spec(reqs))
-        proc = run_cli(["lock", "t"], workspace)
+        proc = run_in_process(["lock", "t"], workspace)
         assert proc.returncode == 2 and "six" in proc.stderr  # the cap, unlifted
         write_image(workspace, "t", python_spec(reqs) + "  overrides: [\"six==1.17.0\"]\n")
-        proc = run_cli(["lock", "t"], workspace)
+        proc = run_in_process(["lock", "t"], workspace)
         assert proc.returncode == 0, proc.stderr
         assert packages(workspace)["six"]["version"] == "1.17.0"
         assert packages(workspace)["capped"]["version"] == "1.0"
@@ -270,7 +270,7 @@ def test_an_override_of_what_the_base_ships_keeps_the_bases_build_or_replaces_it
         reqs = f"    - {{requirement: engine, index: local}}\n  indexes: {{local: \"{index.url}\"}}\n"
         write_image(workspace, "t", python_spec(reqs, base=base)
                     + "  overrides: [\"basetorch>=2.9\", \"six>=1.17\"]\n")
-        proc = run_cli(["lock", "t"], workspace)
+        proc = run_in_process(["lock", "t"], workspace)
         assert proc.returncode == 0, proc.stderr
         found = packages(workspace)
         assert found["basetorch"] == {"name": "basetorch", "version": "2.10.0a0+nv26.1", "origin": "base"}, found

@@ -12,8 +12,8 @@ import uuid
 
 import pytest
 
-from conftest import run_cli
 from helpers.docker import assert_pip_check_clean, docker
+from helpers.inprocess import run_in_process
 from helpers.pyindex import Index, make_wheel
 from helpers.specs import write_image
 
@@ -42,7 +42,7 @@ def scale_spec(index_url: str, versions: dict[str, str]) -> str:
 
 
 def plan_doc(ws, name: str) -> dict:
-    proc = run_cli(["plan", name, "--json"], ws)
+    proc = run_in_process(["plan", name, "--json"], ws)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)["images"][0]
 
@@ -74,7 +74,7 @@ def test_a_closure_of_160_distributions_is_few_layers_loads_and_a_bump_rewrites_
         workspace, closure, docker_engine, pypi_reachable, debian_reachable):
     index, folder, versions = closure
     write_image(workspace, "scale", scale_spec(index.url, versions))
-    proc = run_cli(["lock", "scale"], workspace)
+    proc = run_in_process(["lock", "scale"], workspace)
     assert proc.returncode == 0, proc.stderr
     plan = plan_doc(workspace, "scale")
     python_layers = [row["name"] for row in plan["layers"] if row["name"].startswith("python ")]
@@ -83,7 +83,7 @@ def test_a_closure_of_160_distributions_is_few_layers_loads_and_a_bump_rewrites_
     assert len(python_layers) <= 17 and len(plan["layers"]) <= 100
     tag = "enginebuild/scale:latest"
     try:
-        proc = run_cli(["image", "scale"], workspace)
+        proc = run_in_process(["image", "scale"], workspace)
         assert proc.returncode == 0, proc.stderr
         layers = json.loads(docker("image", "inspect", tag, "--format", "{{json .RootFS.Layers}}").stdout)
         assert len(layers) <= 100
@@ -99,7 +99,7 @@ def test_a_closure_of_160_distributions_is_few_layers_loads_and_a_bump_rewrites_
         # bump one small distribution: one layer to write, the group holding it
         index.add("eb-scale-042", make_wheel(folder / "bumped", "eb-scale-042", "1.1", requires=("eb-scale-043",)))
         write_image(workspace, "scale", scale_spec(index.url, {**versions, "eb-scale-042": "1.1"}))
-        proc = run_cli(["lock", "scale"], workspace)
+        proc = run_in_process(["lock", "scale"], workspace)
         assert proc.returncode == 0, proc.stderr
         after = plan_doc(workspace, "scale")
         assert after["layers_to_build"] == []
@@ -118,14 +118,14 @@ def test_a_distribution_the_base_ships_is_replaced_leaving_one_version(workspace
     write_image(workspace, "pybase", PYTHON_RUNTIME.format(
         base="scratch", system=DEBIAN_PYTHON, indexes="",
         requirements="    - six==1.16.0\n    - tabulate==0.8.10\n"))
-    assert run_cli(["lock", "pybase"], workspace).returncode == 0
+    assert run_in_process(["lock", "pybase"], workspace).returncode == 0
     repo = f"{registry.host}/enginebuild-test/pybase-{uuid.uuid4().hex[:8]}"
-    proc = run_cli(["image", "pybase", "--push", "--to", repo, "--push-tag", "1"], workspace)
+    proc = run_in_process(["image", "pybase", "--push", "--to", repo, "--push-tag", "1"], workspace)
     assert proc.returncode == 0, proc.stderr
     # over it: six 1.17.0 and tabulate 0.9.0 (a package folder, tabulate/): asked, so they replace the base's
     write_image(workspace, "up", PYTHON_RUNTIME.format(
         base=f"{repo}:1", system="", indexes="", requirements="    - six==1.17.0\n    - tabulate==0.9.0\n" + PIP))
-    proc = run_cli(["lock", "up"], workspace)
+    proc = run_in_process(["lock", "up"], workspace)
     assert proc.returncode == 0, proc.stderr
     lock = json.loads((workspace / "lockfiles/up.lock").read_text())
     pins = {p["name"]: p for p in lock["inputs"]["runtime.python@linux/amd64"]["resolved"]["packages"]}
@@ -133,7 +133,7 @@ def test_a_distribution_the_base_ships_is_replaced_leaving_one_version(workspace
     assert (pins["tabulate"]["version"], pins["tabulate"]["replaces"]) == ("0.9.0", "0.8.10")
     tag = "enginebuild/up:latest"
     try:
-        proc = run_cli(["image", "up"], workspace)
+        proc = run_in_process(["image", "up"], workspace)
         assert proc.returncode == 0, proc.stderr
         code = ("import importlib.metadata as m, os, six, tabulate, sysconfig\n"
                 "site = os.path.dirname(six.__file__)\n"
@@ -197,7 +197,7 @@ def test_a_component_wheel_brings_its_dependencies_and_metadata_the_lock_lacks_f
              "wheeler/build.sh": "#!/bin/sh\nset -e\nmkdir -p \"$ENGINEBUILD_OUTPUTS\"\n"
                                  "python3 make_wheel.py \"$ENGINEBUILD_OUTPUTS\"\n"}
     write_image(workspace, "wheels", WHEELER.format(system=DEBIAN_PYTHON, requires_from=""), files)
-    proc = run_cli(["lock", "wheels"], workspace)
+    proc = run_in_process(["lock", "wheels"], workspace)
     assert proc.returncode == 0, proc.stderr
     lock = json.loads((workspace / "lockfiles/wheels.lock").read_text())
     python = lock["inputs"]["runtime.python@linux/amd64"]["resolved"]
@@ -206,7 +206,7 @@ def test_a_component_wheel_brings_its_dependencies_and_metadata_the_lock_lacks_f
     assert pins["ebwheel"]["origin"] == "component" and [c for c, _ in python["wheel_sources"]] == ["wheeler"]
     tag = "enginebuild/wheels:latest"
     try:
-        proc = run_cli(["image", "wheels"], workspace)
+        proc = run_in_process(["image", "wheels"], workspace)
         assert proc.returncode == 0, proc.stderr
         out = docker("run", "--rm", tag, "-c", "import ebwheel, tabulate; print(tabulate.__version__)", check=False)
         assert out.returncode == 0 and out.stdout.strip() == "0.9.0", out.stderr
@@ -214,8 +214,8 @@ def test_a_component_wheel_brings_its_dependencies_and_metadata_the_lock_lacks_f
         # told to read requirements.txt, which forgets tabulate: the wheel's metadata says otherwise
         write_image(workspace, "wheels", WHEELER.format(system=DEBIAN_PYTHON,
                                                         requires_from=", requires-from: [requirements.txt]"), files)
-        assert run_cli(["lock", "wheels"], workspace).returncode == 0
-        proc = run_cli(["image", "wheels"], workspace)
+        assert run_in_process(["lock", "wheels"], workspace).returncode == 0
+        proc = run_in_process(["image", "wheels"], workspace)
         assert proc.returncode == 1
         assert "ebwheel-1.0-py3-none-any.whl (built by component wheeler) needs what the lock did not resolve: " \
                "tabulate==0.9.0; python_version >= \"3.8\" (the lock has no tabulate)" in proc.stderr, proc.stderr
@@ -263,7 +263,7 @@ def test_distributions_installing_the_same_files_share_a_layer_that_holds_them_o
     index.add("eb-share-e", make_wheel(folder, "eb-share-e", "1.0", files={"eb_backend.py": "WHO = 'e'\n"}))
     try:
         write_image(workspace, "share", scale_spec(index.url, {f"eb-share-{x}": "1.0" for x in "abcde"}))
-        proc = run_cli(["lock", "share"], workspace)
+        proc = run_in_process(["lock", "share"], workspace)
         assert proc.returncode == 0, proc.stderr
         assert (index.ranged > 0) is ranges  # the file lists were read by range when the server allows it
         lock = json.loads((workspace / "lockfiles/share.lock").read_text())
@@ -280,7 +280,7 @@ def test_distributions_installing_the_same_files_share_a_layer_that_holds_them_o
             assert len(together) == 1 and f"{second} 1.0" in together[0]
         tag = "enginebuild/share:latest"
         try:
-            proc = run_cli(["image", "share"], workspace)
+            proc = run_in_process(["image", "share"], workspace)
             assert proc.returncode == 0, proc.stderr
             assert _layer_members(tag, "eb_shared/blob.bin") == 1  # once in the image, not once per distribution
             code = ("import eb_shared, eb_backend, hashlib, os\n"
@@ -312,7 +312,7 @@ def test_a_clash_between_two_components_requirement_files_names_both_files(works
     files = {"wheeler/requirements.txt": "six==1.16.0\n", "wheeler/build.sh": "#!/bin/sh\n",
              "wheeler2/requirements.txt": "six==1.17.0\n", "wheeler2/build.sh": "#!/bin/sh\n"}
     write_image(workspace, "clash", spec, files)
-    proc = run_cli(["lock", "clash"], workspace)
+    proc = run_in_process(["lock", "clash"], workspace)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "the Python requirements cannot be satisfied together" in proc.stderr, proc.stderr
     involved = proc.stderr[proc.stderr.index("involved:"):]
@@ -334,7 +334,7 @@ def test_a_requirements_file_is_followed_with_named_exclusions(workspace, docker
                                  "python3 make_wheel.py \"$ENGINEBUILD_OUTPUTS\"\n"}
     spec = WHEELER.format(system=DEBIAN_PYTHON, requires_from=", requires-from: [requirements.txt], exclude: [Tabulate]")
     write_image(workspace, "excl", spec, files)
-    proc = run_cli(["lock", "excl"], workspace)
+    proc = run_in_process(["lock", "excl"], workspace)
     assert proc.returncode == 0, proc.stderr
     python = json.loads((workspace / "lockfiles/excl.lock").read_text())["inputs"]["runtime.python@linux/amd64"]
     names = {p["name"] for p in python["resolved"]["packages"]}
@@ -342,7 +342,7 @@ def test_a_requirements_file_is_followed_with_named_exclusions(workspace, docker
     assert python["request"]["requirements"][0]["exclude"] == ["tabulate"]
     tag = "enginebuild/excl:latest"
     try:
-        built = run_cli(["image", "excl"], workspace)
+        built = run_in_process(["image", "excl"], workspace)
         assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
         out = docker("run", "--rm", tag, "-c", "import six; print(six.__version__)", check=False)
         assert out.returncode == 0 and out.stdout.strip(), out.stderr
@@ -350,5 +350,5 @@ def test_a_requirements_file_is_followed_with_named_exclusions(workspace, docker
         docker("rmi", "-f", tag, check=False)
     write_image(workspace, "bad", WHEELER.format(system=DEBIAN_PYTHON, requires_from="").replace(
         "    - pip==25.3\n", "    - {requirement: pip, exclude: [six]}\n"), files)
-    refused = run_cli(["lock", "bad"], workspace)
+    refused = run_in_process(["lock", "bad"], workspace)
     assert refused.returncode == 2 and "exclude" in refused.stderr and "goes with `component`" in refused.stderr

@@ -9,9 +9,10 @@ import uuid
 
 import pytest
 
-from conftest import need, run_cli
+from conftest import need
 from helpers import report
 from helpers.engines import start_engine
+from helpers.inprocess import run_in_process
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 AMD64 = ["--platform", "linux/amd64"]
@@ -21,12 +22,12 @@ def test_a_step_that_writes_the_time_is_named_with_its_file(workspace, docker_en
                                                             pypi_reachable):
     spec = workspace / "images/demo/image.yaml"
     spec.write_text(spec.read_text() + "\nsteps:\n  - name: stamp\n    run: \"date +%s%N > /stamp\"\n")
-    assert run_cli(["lock", "demo"], workspace).returncode == 0
-    assert run_cli(["image", "demo", *AMD64], workspace).returncode == 0
+    assert run_in_process(["lock", "demo"], workspace).returncode == 0
+    assert run_in_process(["image", "demo", *AMD64], workspace).returncode == 0
     # one rebuild with nothing reused (a minute of the suite each): its text names the layer, the
     # stage and the file, and only that layer differs (every other one compared equal); the JSON
     # form of the same verdicts is test_cli's (in process)
-    proc = run_cli(["reproduce", "demo", *AMD64], workspace)
+    proc = run_in_process(["reproduce", "demo", *AMD64], workspace)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "rebuilt from the lock with nothing reused" in proc.stdout
     assert "component kernels: built" in proc.stderr and "component engine: built" in proc.stderr
@@ -43,16 +44,16 @@ def test_a_fresh_engine_with_an_empty_store_reproduces_the_index_this_engine_pus
         workspace, tmp_path, registry, docker_engine, debian_reachable, pypi_reachable):
     need(os.geteuid() == 0 and shutil.which("dockerd") is not None, "a second Docker engine needs root and dockerd")
     # this worker's engine and store, whatever they already hold, build and push the demo
-    assert run_cli(["image", "demo"], workspace).returncode == 0
+    assert run_in_process(["image", "demo"], workspace).returncode == 0
     target = f"{registry.host}/enginebuild-test/repro-{uuid.uuid4().hex[:6]}"
-    pushed = run_cli(["push", "demo", "--to", target, "--tag", "v1"], workspace)
+    pushed = run_in_process(["push", "demo", "--to", target, "--tag", "v1"], workspace)
     assert pushed.returncode == 0, pushed.stderr
     reference = pushed.stdout.strip().splitlines()[-1]
     # another engine (no image, no BuildKit cache) and an empty home rebuild it from the lock
     engine = start_engine(tmp_path / "engine7", index=7)
     try:
         env = {**engine.env, "ENGINEBUILD_HOME": str(tmp_path / "home7")}
-        proc = run_cli(["reproduce", "demo", *AMD64, "--against", reference], workspace, env=env)
+        proc = run_in_process(["reproduce", "demo", *AMD64, "--against", reference], workspace, env=env)
     finally:
         engine.stop()
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -60,5 +61,5 @@ def test_a_fresh_engine_with_an_empty_store_reproduces_the_index_this_engine_pus
         assert f"component {component}: built" in proc.stderr, proc.stderr[-3000:]
     assert f"compared with {reference}" in proc.stdout and "demo (linux/amd64): reproducible:" in proc.stdout
     report.count("reproducibility", "fresh engines that rebuilt the demo identical to the pushed index")
-    bad = run_cli(["reproduce", "demo", "--against", f"{target}:v1"], workspace)
+    bad = run_in_process(["reproduce", "demo", "--against", f"{target}:v1"], workspace)
     assert bad.returncode == 2 and "give a digest" in bad.stderr

@@ -50,6 +50,8 @@ def run_in_process(args, cwd: Path, env: dict[str, str] | None = None, input: st
     from enginebuild.cli import console
 
     argv = [str(a) for a in args]
+    assert "ENGINEBUILD_FAULT" not in {**os.environ, **(env or {})}, \
+        "an injected fault may kill the process it runs in: run_cli gives it a child process"
     out, err = io.StringIO(), io.StringIO()
     with _as_the_call(Path(cwd), env):
         sys.argv = ["enginebuild", *argv]
