@@ -93,7 +93,8 @@ def workspace(tmp_path) -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def _zygote():
+def cli_server():
+    """The server that forks a child per CLI call (tests/helpers/zygote.py), one per test process."""
     from helpers.zygote import Zygote
 
     server = Zygote(ROOT)
@@ -123,7 +124,7 @@ def run_cli(args, cwd: Path, env: dict | None = None, timeout: float = 1800, inp
     full_env.update(env or {})
     _count_child()
     if os.environ.get("ENGINEBUILD_TEST_ZYGOTE", "1") != "0":  # a forked child of a server that imported it
-        proc = _zygote().run([str(a) for a in args], cwd, full_env, timeout, input)
+        proc = cli_server().run([str(a) for a in args], cwd, full_env, timeout, input)
     else:
         proc = subprocess.run([sys.executable, "-m", "enginebuild", *map(str, args)], cwd=cwd, env=full_env,
                               capture_output=True, text=True, timeout=timeout, input=input)

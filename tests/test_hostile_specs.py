@@ -2,14 +2,11 @@
 the key path, no traceback, nothing written, and bounded memory."""
 import os
 import re
-import resource
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, cli_server
 from helpers import report
 
 CORPUS = sorted((ROOT / "tests/corpus/specs").glob("*.yaml"))
@@ -42,20 +39,11 @@ def snapshot(root: Path) -> dict:
 
 
 def run_limited(args, cwd):
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-
-    import tempfile
-
+    """`python -m enginebuild ARGS` in a child with an address space of MEMORY_LIMIT (forked by the
+    suite's CLI server, as conftest.run_cli's calls are); its exit code, output and peak memory."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "enginebuild", *args], cwd=cwd, env=env, preexec_fn=limit,
-                                stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak memory
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return proc.returncode, out.read(), err.read(), usage.ru_maxrss
+    done = cli_server().run([str(a) for a in args], cwd, env, 300, None, limit_as=MEMORY_LIMIT)
+    return done.returncode, done.stdout, done.stderr, done.peak_rss_kib
 
 
 def test_the_corpus_has_at_least_forty_bad_specs():

@@ -23,7 +23,12 @@ PRELOAD = ("enginebuild.cli", "enginebuild.commands", "enginebuild.usecases.buil
 
 
 def _child(request: dict) -> None:
-    """In the forked child: become the call's process."""
+    """In the forked child: become the call's process (with `limit_as`, an address space of at most
+    that many bytes, as a fresh interpreter started under that limit would have)."""
+    if request.get("limit_as"):
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (request["limit_as"], request["limit_as"]))
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -55,8 +60,8 @@ def serve() -> None:
             _child(request)
         out.write(f"pid {pid}\n")
         out.flush()
-        _, status = os.waitpid(pid, 0)
-        out.write(f"exit {os.waitstatus_to_exitcode(status)}\n")
+        _, status, usage = os.wait4(pid, 0)  # and the child's own peak memory
+        out.write(f"exit {os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}\n")
         out.flush()
 
 
@@ -75,8 +80,9 @@ class Zygote:
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         return self.proc
 
-    def run(self, args: list[str], cwd: Path, env: dict, timeout: float, input: str | None
-            ) -> subprocess.CompletedProcess:
+    def run(self, args: list[str], cwd: Path, env: dict, timeout: float, input: str | None,
+            limit_as: int | None = None) -> subprocess.CompletedProcess:
+        """The call's result; its `peak_rss_kib`: the child's peak resident memory."""
         with self.lock, tempfile.TemporaryDirectory(prefix="eb-cli-") as folder:
             paths = {name: os.path.join(folder, name) for name in ("stdin", "stdout", "stderr")}
             Path(paths["stdin"]).write_text(input or "")
@@ -84,7 +90,7 @@ class Zygote:
             Path(paths["stderr"]).touch()
             server = self._server()
             assert server.stdin is not None and server.stdout is not None
-            server.stdin.write(json.dumps({"args": args, "cwd": str(cwd), "env": env, **paths}) + "\n")
+            server.stdin.write(json.dumps({"args": args, "cwd": str(cwd), "env": env, "limit_as": limit_as, **paths}) + "\n")
             server.stdin.flush()
             pid = int(server.stdout.readline().split()[1])
             ended: list[str] = []
@@ -95,9 +101,11 @@ class Zygote:
                 os.kill(pid, 9)
                 reader.join()
                 raise subprocess.TimeoutExpired(["enginebuild", *args], timeout)
-            code = int(ended[0].split()[1])
-            return subprocess.CompletedProcess(["enginebuild", *args], code, Path(paths["stdout"]).read_text(),
+            _, code, rss = ended[0].split()
+            done = subprocess.CompletedProcess(["enginebuild", *args], int(code), Path(paths["stdout"]).read_text(),
                                                Path(paths["stderr"]).read_text())
+            done.peak_rss_kib = int(rss)  # type: ignore[attr-defined]
+            return done
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
