@@ -130,44 +130,38 @@ class MemoryEngine:
         raise EngineError("an engine in memory runs no container")
 
     # -- what a test reads -----------------------------------------------------------------------
-    def files(self, ref: str) -> dict[str, bytes]:
-        """The image's file system: each layer's files over the ones below (whiteouts aside)."""
+    def _tree(self, ref: str) -> dict[str, tuple[tarfile.TarInfo, bytes | None]]:
+        """The image's entries (path -> member, a file's bytes), each layer over the ones below, its
+        whiteouts removing what they name."""
         ident = self._id(ref)
         assert ident is not None, ref
-        found: dict[str, bytes] = {}
-        for diff_id in self.images[ident][1]:
-            with tarfile.open(fileobj=io.BytesIO(self.blobs[diff_id])) as tar:
-                for member in tar:
-                    if member.isfile():
-                        found[member.name] = tar.extractfile(member).read()
-        return found
-
-
-    def filesystem(self, ref: str) -> dict[str, tuple]:
-        """As helpers.docker.filesystem reads a container's export: path -> (type, mode, uid, gid, content
-        sha256 or link target), each layer over the ones below, its whiteouts removing what they name."""
-        ident = self._id(ref)
-        assert ident is not None, ref
-        entries: dict[str, tuple] = {}
+        entries: dict[str, tuple[tarfile.TarInfo, bytes | None]] = {}
         for diff_id in self.images[ident][1]:
             with tarfile.open(fileobj=io.BytesIO(self.blobs[diff_id])) as tar:
                 for member in tar:
                     name = member.name.removeprefix("./").rstrip("/")
                     folder, _, base = name.rpartition("/")
-                    if base == ".wh..wh..opq":
-                        entries = {k: v for k, v in entries.items() if not k.startswith(folder + "/")}
-                        continue
                     if base.startswith(".wh."):
-                        gone = f"{folder}/{base[4:]}".lstrip("/")
-                        entries = {k: v for k, v in entries.items() if k != gone and not k.startswith(gone + "/")}
+                        gone = folder if base == ".wh..wh..opq" else f"{folder}/{base[4:]}".lstrip("/")
+                        entries = {k: v for k, v in entries.items()
+                                   if not k.startswith(gone + "/") and (k != gone or base == ".wh..wh..opq")}
                         continue
-                    body = ""
-                    if member.isfile():
-                        body = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
-                    elif member.issym() or member.islnk():
-                        body = member.linkname
-                    entries[name] = (member.type, oct(member.mode & 0o7777), member.uid, member.gid, body)
+                    entries[name] = (member, tar.extractfile(member).read() if member.isfile() else None)
         return entries
+
+    def files(self, ref: str) -> dict[str, bytes]:
+        """The image's regular files and their bytes."""
+        return {name: data for name, (_, data) in self._tree(ref).items() if data is not None}
+
+    def filesystem(self, ref: str) -> dict[str, tuple]:
+        """As helpers.docker.filesystem reads a container's export: path -> (type, mode, uid, gid, content
+        sha256 or link target)."""
+        out = {}
+        for name, (member, data) in self._tree(ref).items():
+            body = hashlib.sha256(data).hexdigest() if data is not None else \
+                member.linkname if member.issym() or member.islnk() else ""
+            out[name] = (member.type, oct(member.mode & 0o7777), member.uid, member.gid, body)
+        return out
 
     def history(self, ref: str) -> list[str]:
         """`docker history --format {{.CreatedBy}}`: the config's history, newest first."""
