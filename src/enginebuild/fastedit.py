@@ -82,9 +82,12 @@ class Replay:
         self.store, self.engine, self.contents = store, engine, contents
 
     def files_layer(self, node: EditNode, epoch: int) -> EditNode:
-        """The node as its files are now (its key, inputs and files)."""
-        from enginebuild.core import keys
+        """The node as its files are now (its key, inputs and files): keyed as a full build keys
+        it, from the payload it would plan (only what its key reads is filled in)."""
         from enginebuild.io.files import image_mode
+        from enginebuild.layerkinds.files import Files
+        from enginebuild.plan.writers import layer_key
+        from enginebuild.spec.model import FileEntry
 
         assert node.files is not None
         files = []
@@ -93,10 +96,8 @@ class Replay:
                 mode = f.mode if f.given else image_mode(os.stat(f.src).st_mode)
                 f = replace(f, digest=hashlib.sha256(self.contents[f.src]).hexdigest(), mode=mode)
             files.append(f)
-        from enginebuild.layerkinds.files import Files
-        from enginebuild.plan.writers import keyed
-
-        key = keyed(Files, keys.files_layer([(f.dest, f.mode, f.digest) for f in files], epoch))
+        key = layer_key(Files(tuple(FileEntry(f.dest, f.mode, f.display) for f in files),
+                              tuple(f.digest for f in files)), epoch)
         inputs = {**node.inputs, **{f"file {f.display}": f.digest for f in files}}
         return replace(node, key=key, inputs=inputs, files=tuple(files))
 

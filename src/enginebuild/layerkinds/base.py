@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.lock.pins import PyPin
@@ -123,13 +124,13 @@ class LayerPayload:
     # the modules besides its own whose code shapes its bytes (relative to the package): in its key
     # (plan/writers.py), so a changed writer writes the layer again
     writer: ClassVar[tuple[str, ...]] = ()
-    # the fields that do not shape the layer's bytes, each with why; every other field moves the key
-    # (tests/test_layer_keys.py changes each in turn on every layer the catalogue plans)
-    unkeyed: ClassVar[dict[str, str]] = {}
 
     def key(self, epoch: int) -> str:
-        """The digest of exactly what shapes its bytes (`epoch`: every entry's time stamp)."""
-        raise NotImplementedError(type(self).__name__)
+        """The digest of what shapes its bytes, derived from its fields (core/keys.py): every
+        field is keyed unless it says at its declaration that it is not (`unkeyed(why)`) or what of
+        it is (`keyed_as`); `epoch`: every entry's time stamp. tests/test_layer_keys.py changes
+        each field in turn on every layer the catalogue plans."""
+        return keys.derived_key(type(self).__name__, self, epoch=epoch)
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         """Write the layer's entries (a kind enginebuild writes on the host)."""

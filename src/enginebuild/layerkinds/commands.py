@@ -3,35 +3,35 @@ write are cut out of its result and normalised (execution/executor.py runs them)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
-from enginebuild.core import keys
+from enginebuild.core.keys import keyed_as, unkeyed
 from enginebuild.layerkinds.base import Commands, Download, LayerPayload
 from enginebuild.layerkinds.context import ContextItem, FromBlob
+
+
+def _commands(dockerfile: str) -> str:
+    """A Dockerfile without its FROM lines: the commands, not the chain below they run on."""
+    return "\n".join(line for line in dockerfile.splitlines() if not line.startswith("FROM "))
 
 
 @dataclass(frozen=True)
 class Run(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = ("execution/normalize.py", "io/tars.py")
-    unkeyed: ClassVar[dict[str, str]] = {
-        "distribution": "whether what it writes is a distribution's packages, for the checks that read the image"}
-    dockerfile: str
+    # the epoch is in it
+    dockerfile: str = field(metadata=keyed_as(_commands, "the FROM line names the chain below, which the chain key "
+                                                         "folds in"))
     context: tuple[ContextItem, ...]
     secrets: tuple[str, ...] = ()
     platform: str = ""
-    distribution: bool = False  # the system's commands (dpkg -i, system.run): a distribution's packages
+    # the system's commands (dpkg -i, system.run): a distribution's packages
+    distribution: bool = field(default=False, metadata=unkeyed(
+        "whether what it writes is a distribution's packages, for the checks that read the image"))
     by_command: ClassVar[bool] = True
 
     def engine_files(self) -> bool:
         return not self.distribution
-
-    def key(self, epoch: int) -> str:
-        """The commands and their context, not the chain below (the chain key folds that in);
-        the epoch is in the Dockerfile."""
-        body = "\n".join(line for line in self.dockerfile.splitlines() if not line.startswith("FROM "))
-        return keys.key_of("run", platform=self.platform, dockerfile=body, secrets=list(self.secrets),
-                           context=[[c.arcname, c.mode, c.digest] for c in self.context])
 
     def stands_alone(self) -> bool:
         return False

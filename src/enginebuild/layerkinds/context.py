@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from enginebuild.core.keys import unkeyed
 from enginebuild.sources import Pinned
 from enginebuild.spec.model import PatchRef
 
@@ -49,6 +50,7 @@ class ContextItem:
 
     arcname: str
     digest: str
-    origin: Origin = field(compare=False)
+    origin: Origin = field(compare=False, metadata=unkeyed("where its bytes come from: keyed by digest"))
     mode: int = 0o644
-    label: str = field(default="", compare=False)  # what a user calls it, for "what changed"
+    # what a user calls it, for "what changed"
+    label: str = field(default="", compare=False, metadata=unkeyed("for messages"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from enginebuild.core import keys
 from enginebuild.layerkinds.base import LayerPayload, TailFile, WriteJob
 
 if TYPE_CHECKING:
@@ -18,9 +17,6 @@ class Data(LayerPayload):
     dest: str
     data: bytes = field(repr=False)
     starts_tail: ClassVar[bool] = True
-
-    def key(self, epoch: int) -> str:
-        return keys.key_of("data", dest=self.dest, sha=keys.sha(self.data), epoch=epoch)
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         writer.add_bytes(self.dest, self.data)

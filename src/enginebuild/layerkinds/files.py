@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from enginebuild.core import keys
 from enginebuild.layerkinds.base import Download, LayerPayload, TailFile, WriteJob
 from enginebuild.spec.model import FileEntry
 
@@ -18,11 +17,7 @@ if TYPE_CHECKING:
 class Files(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = ("layerkinds/filelayer.py", "io/tars.py")
     entries: tuple[FileEntry, ...]
-    digests: tuple[tuple[str, str], ...] = ()  # (entry, sha256 of its bytes when planned)
-
-    def key(self, epoch: int) -> str:
-        digests = dict(self.digests)
-        return keys.files_layer([(e.dest, e.mode, digests[e.display]) for e in self.entries], epoch)
+    digests: tuple[str, ...] = ()  # each entry's sha256 when planned, in order
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         from enginebuild.layerkinds.filelayer import FileItem, write_files

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from enginebuild.core import keys
+from enginebuild.core.keys import unkeyed
 from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.base import INSTALL_WRITER, CopiedOutputs, LayerPayload, WriteJob
 from enginebuild.spec.model import Outputs
@@ -18,21 +18,12 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class OutputTree(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = INSTALL_WRITER
-    unkeyed: ClassVar[dict[str, str]] = {"component": "its name, for messages: its bytes are its build's (component_key)"}
-    component: str
+    component: str = field(metadata=unkeyed("its name, for messages: its bytes are its build's (component_key)"))
     component_key: str
     outputs: Outputs
     site_packages: str = ""  # where a wheels output is installed
     interpreter: str = "/usr/bin/python3"
     editable_tree: bool = False  # the tree an editable wheel of this image points at
-
-    def key(self, epoch: int) -> str:
-        if self.editable_tree:
-            return keys.key_of("output", component=self.component_key,
-                               outputs=["editable", list(self.outputs.paths)], epoch=epoch)
-        return keys.key_of("output", component=self.component_key,
-                           outputs=[self.outputs.kind, list(self.outputs.paths), self.outputs.to], epoch=epoch,
-                           site=self.site_packages, interpreter=self.interpreter if self.site_packages else "")
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         from enginebuild.layerkinds.installer import install_wheel

@@ -3,10 +3,10 @@ overlay's patch stack applied by the same code as `patches check`, the changed f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from enginebuild.core import keys
+from enginebuild.core.keys import unkeyed
 from enginebuild.errors import BuildFailed
 from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.base import INSTALL_WRITER, PATCH_WRITER, LayerPayload, WriteJob
@@ -20,19 +20,15 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class OverlayFiles(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = (*INSTALL_WRITER, *PATCH_WRITER, "layerkinds/basefiles.py")
-    unkeyed: ClassVar[dict[str, str]] = {
-        "name": "the engine's name, for messages: the files are the base's (base) under installed",
-        "source": "the upstream release the stack was checked against, kept for gc: not read to write the layer"}
-    name: str
+    name: str = field(metadata=unkeyed("the engine's name, for messages: the files are the base's (base) under "
+                                       "installed"))
     installed: str
     patches: tuple[PatchRef, ...]
-    source: Pinned  # not read to write the layer (the files are the base's); gc keeps what it names
+    # gc keeps what it names
+    source: Pinned = field(metadata=unkeyed("the upstream release the stack was checked against: not read to write "
+                                            "the layer (the files are the base's)"))
     base: str = ""  # the chain key of the base whose files it patches
     reads_chain: ClassVar[bool] = True
-
-    def key(self, epoch: int) -> str:
-        return keys.key_of("overlay", base=self.base, installed=self.installed, epoch=epoch,
-                           patches=[p.patch.sha256 for p in self.patches])
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         from enginebuild.layerkinds.basefiles import BaseFiles

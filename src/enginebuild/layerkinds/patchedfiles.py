@@ -12,10 +12,11 @@ from __future__ import annotations
 import io
 import tarfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from enginebuild.core import keys
+from enginebuild.core.keys import unkeyed
 from enginebuild.errors import BuildFailed
 from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.base import INSTALL_WRITER, PATCH_WRITER, ComponentOutput, LayerPayload, WriteJob
@@ -43,25 +44,20 @@ class NotVerbatim(BuildFailed):
 @dataclass(frozen=True)
 class PatchedFiles(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = (*INSTALL_WRITER, "layerkinds/verbatim.py", *PATCH_WRITER)
-    unkeyed: ClassVar[dict[str, str]] = {
-        "component": "its name, for messages: the files are its build's outputs (component_key), patched",
-        "tree": "the source tree that build received, read only to learn where it installed each file: the "
-                "build (component_key) made the bytes",
-        "epoch": "the time stamps of that tree's entries, read with it: the layer's own are the key's epoch"}
-    component: str
+    component: str = field(metadata=unkeyed("its name, for messages: the files are its build's outputs "
+                                            "(component_key), patched"))
     component_key: str  # its build, without these patches: what the facts are kept under
     patches: tuple[PatchRef, ...]  # applied as files, in stack order
-    tree: ContextItem  # the source tree that build received (the facts are learned from it)
+    # the source tree that build received (the facts are learned from it)
+    tree: ContextItem = field(metadata=unkeyed("read only to learn where the build installed each file: the build "
+                                               "(component_key) made the bytes"))
     outputs_kind: str  # wheels | paths | prefix
     root: str = ""  # a prefix output's folder in the image
     site_packages: str = ""  # where a wheels output is installed
     interpreter: str = ""
-    epoch: int = 0  # the time stamps of that tree's entries
-
-    def key(self, epoch: int) -> str:
-        return keys.key_of("patched-files", component=self.component_key, outputs=self.outputs_kind,
-                           patches=[[p.name, p.patch.sha256] for p in self.patches], root=self.root,
-                           site=self.site_packages, interpreter=self.interpreter, epoch=epoch)
+    # the time stamps of that tree's entries
+    epoch: int = field(default=0, metadata=unkeyed("read with that tree: the layer's own time stamps are the key's "
+                                                   "epoch"))
 
     @property
     def paths(self) -> tuple[str, ...]:

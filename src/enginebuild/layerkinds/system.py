@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from enginebuild.core import keys
+from enginebuild.core.keys import unkeyed
 from enginebuild.layerkinds.base import Download, LayerPayload, WriteJob
 from enginebuild.lock.pins import DebPin
 
@@ -16,12 +16,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Sysroot(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = ("layerkinds/debfile.py", "io/tars.py", "io/unpack.py")
-    unkeyed: ClassVar[dict[str, str]] = {"urls": "where the .debs are downloaded from: their sha256 are in the key"}
     debs: tuple[DebPin, ...]
-    urls: tuple[str, ...]
-
-    def key(self, epoch: int) -> str:
-        return keys.key_of("sysroot", debs=[d.sha256 for d in self.debs], epoch=epoch)
+    urls: tuple[str, ...] = field(metadata=unkeyed("where the .debs are downloaded from: their sha256 are keyed"))
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         from enginebuild.layerkinds.debfile import write_sysroot

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from enginebuild.core import keys
+from enginebuild.core.keys import unkeyed
 from enginebuild.errors import BuildFailed, command
 from enginebuild.layerkinds.base import INSTALL_WRITER, LayerPayload, WriteJob
 from enginebuild.lock.pins import PyPin
@@ -17,26 +17,18 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Wheel(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = INSTALL_WRITER
-    unkeyed: ClassVar[dict[str, str]] = {
-        "pin": "the lock's entry for the wheel a component of this image builds: its bytes are that build's "
-               "(component_key)",
-        "target": "the marker environment its needs are checked in (read, not written): the interpreter and "
-                  "site it installs into are in the key"}
-    pin: PyPin
+    pin: PyPin = field(metadata=unkeyed("the lock's entry for the wheel a component of this image builds: its "
+                                        "bytes are that build's (component_key)"))
     site_packages: str
     interpreter: str
     component_key: str = ""  # for a wheel a component of this image builds
     closure: tuple[tuple[str, str], ...] | None = None  # what the lock holds, which the wheel's needs must match
-    target: tuple[tuple[str, str], ...] = ()  # the marker environment its needs are read for
+    # the marker environment its needs are read for
+    target: tuple[tuple[str, str], ...] = field(default=(), metadata=unkeyed(
+        "the marker environment its needs are checked in (read, not written): the interpreter and site it installs "
+        "into are keyed"))
     editable: str = ""  # the tree an editable wheel points at (recorded in direct_url.json, as pip does)
     excluded: tuple[str, ...] = ()  # needs the spec left out (`exclude`): not asked of the lock
-
-    def key(self, epoch: int) -> str:
-        return keys.key_of("component-wheels", component=self.component_key, site=self.site_packages,
-                           interpreter=self.interpreter, epoch=epoch,
-                           **({"editable": self.editable} if self.editable else {}),
-                           **({"checked_against": keys.sha(keys.canonical(self.closure))} if self.closure else {}),
-                           **({"excluded": list(self.excluded)} if self.excluded else {}))
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         from enginebuild.layerkinds.installer import install_wheel, unmet_requirements

@@ -5,11 +5,11 @@ files (whiteouts read from the base's RECORD)."""
 from __future__ import annotations
 
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from enginebuild.core import keys
+from enginebuild.core.keys import unkeyed
 from enginebuild.errors import BuildFailed
 from enginebuild.layerkinds.base import INSTALL_WRITER, Download, LayerPayload, WriteJob
 from enginebuild.lock.pins import PyPin
@@ -21,19 +21,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Wheels(LayerPayload):
     writer: ClassVar[tuple[str, ...]] = INSTALL_WRITER
-    unkeyed: ClassVar[dict[str, str]] = {
-        "base": "the base by name, for messages: its digest (base_digest) is keyed where files of it are removed"}
     pins: tuple[PyPin, ...]
     site_packages: str
     interpreter: str
-    base: str = ""  # the base whose distributions some of these replace
+    # the base whose distributions some of these replace
+    base: str = field(default="", metadata=unkeyed("the base by name, for messages: its digest (base_digest) is "
+                                                   "keyed where files of it are removed"))
     removes: tuple[tuple[str, str], ...] = ()  # (name, its .dist-info folder in the base): files to delete
-    base_digest: str | None = ""  # that base's digest (what the deletions were read from)
-
-    def key(self, epoch: int) -> str:
-        files = [[p.name, p.sha256 or p.commit] for p in self.pins]
-        return keys.key_of("wheels", files=files, site=self.site_packages, interpreter=self.interpreter, epoch=epoch,
-                           **({"replaces": [self.base_digest, list(self.removes)]} if self.removes else {}))
+    base_digest: str | None = ""  # that base's digest (what the deletions were read from), with removes only
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         from enginebuild.layerkinds.installer import install_wheels, record_paths, removals, whiteout

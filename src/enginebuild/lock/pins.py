@@ -6,8 +6,9 @@ of environments (base images, system packages, Python distributions) and of tool
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
+from enginebuild.core.keys import unkeyed
 from enginebuild.wire import JsonDoc
 
 
@@ -59,10 +60,12 @@ class DebPin:
     name: str
     version: str
     arch: str
-    filename: str
+    filename: str = field(metadata=unkeyed("its path in the archive, where it is downloaded from: its bytes are "
+                                           "keyed by sha256"))
     sha256: str
-    size: int
-    archive: int  # index into SystemPin.archives
+    size: int = field(metadata=unkeyed("follows from its bytes (sha256)"))
+    archive: int = field(metadata=unkeyed("which archive it is downloaded from (SystemPin.archives): its bytes are "
+                                          "keyed by sha256"))
 
     def to_json(self) -> JsonDoc:
         return asdict(self)
@@ -104,14 +107,17 @@ class PyPin:
     version: str
     origin: str
     filename: str = ""
-    url: str = ""
+    url: str = field(default="", metadata=unkeyed("where its file is downloaded from: keyed by sha256"))
     sha256: str = ""
-    size: int | None = None
-    index: str = ""
+    size: int | None = field(default=None, metadata=unkeyed("follows from its bytes (sha256)"))
+    index: str = field(default="", metadata=unkeyed("the index it was found in: its bytes are keyed by sha256"))
     commit: str = ""
     component: str = ""
-    requested_by: tuple[str, ...] = ()
-    replaces: str = ""  # the version the base ships, which this one replaces
+    requested_by: tuple[str, ...] = field(default=(), metadata=unkeyed(
+        "the lock's account of which needs asked for it: not what is installed"))
+    # the version the base ships, which this one replaces
+    replaces: str = field(default="", metadata=unkeyed("the base's version: the base's files it deletes are "
+                                                       "keyed where they are removed (Wheels.removes)"))
     shares: tuple[str, ...] = ()  # distributions of the closure that install the same files (lock/wheelfiles.py)
 
     def to_json(self) -> JsonDoc:

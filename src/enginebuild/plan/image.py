@@ -161,7 +161,7 @@ def _file_layers(groups: tuple[FileGroup, ...], parent: str, epoch: int) -> list
         entries = tuple(e for g in chunk for e in g.entries)
         digests = {e.display: e.sha256 or keys.sha(read_recipe_file(e.src) if e.src else b"")
                    for e in entries if e.src is not None or e.sha256}
-        payload = Files(entries, tuple(digests.items()))
+        payload = Files(entries, tuple(digests[e.display] for e in entries))
         key = layer_key(payload, epoch)
         name = "files " + ", ".join(g.key for g in chunk)
         layers.append(LayerNode("files", name, key, keys.chain(layers[-1].chain if layers else parent, key),

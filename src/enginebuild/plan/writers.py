@@ -50,8 +50,4 @@ def writer_digest(kind: type[Any]) -> str:
 
 def layer_key(payload: Any, epoch: int) -> str:
     """A layer's key: what its payload says shapes its bytes, and the code that writes them."""
-    return keyed(type(payload), payload.key(epoch))
-
-
-def keyed(kind: type[Any], payload_key: str) -> str:
-    return keys.key_of("layer", payload=payload_key, writer=writer_digest(kind))
+    return keys.key_of("layer", payload=payload.key(epoch), writer=writer_digest(type(payload)))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from enginebuild.core.keys import keyed_as, unkeyed
 from enginebuild.errors import Where
 from enginebuild.sources import Source
 
@@ -30,13 +31,16 @@ ENV_REF = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default
 class FileEntry:
     """One file of the image: from a file beside the spec, or a URL pinned by sha256."""
 
+    # in a layer's key: where it lands and its mode; its bytes are keyed by their digest (Files.digests)
     dest: str
     mode: int
-    display: str  # what the user calls it, for messages and "what changed"
-    src: Path | None = None
-    url: str | None = None
-    sha256: str | None = None
-    mode_given: bool = False  # mode: written in the spec (else from the file's executable bit)
+    display: str = field(metadata=unkeyed("what the user calls it, for messages: the bytes are keyed by digest"))
+    src: Path | None = field(default=None, metadata=unkeyed("a host path: the bytes are keyed by digest"))
+    url: str | None = field(default=None, metadata=unkeyed("where the bytes are downloaded from: keyed by digest"))
+    sha256: str | None = field(default=None, metadata=unkeyed("the pinned digest of a URL's bytes: the layer keys "
+                                                              "every entry's digest"))
+    # mode: written in the spec (else from the file's executable bit)
+    mode_given: bool = field(default=False, metadata=unkeyed("how the mode was chosen: the mode is keyed"))
 
 
 @dataclass(frozen=True)
@@ -53,10 +57,13 @@ class FileGroup:
 @dataclass(frozen=True)
 class PatchRef:
     name: str  # relative to patches/
-    path: Path
-    where: Where
-    patch: PatchFile = field(compare=False, repr=False)
-    checks: tuple[PatchCheck, ...] = field(default=(), compare=False, repr=False)  # <name>.checks.yaml
+    path: Path = field(metadata=unkeyed("a host path: the patch is keyed by its bytes' sha256"))
+    where: Where = field(metadata=unkeyed("where the spec names it, for messages"))
+    patch: PatchFile = field(compare=False, repr=False,
+                             metadata=keyed_as(lambda p: p.sha256, "the parsed patch is its bytes: their sha256"))
+    # <name>.checks.yaml
+    checks: tuple[PatchCheck, ...] = field(default=(), compare=False, repr=False, metadata=unkeyed(
+        "what is run in the built image to check the patch's behaviour: it shapes no bytes"))
 
     @property
     def checks_file(self) -> Path:
