@@ -4,7 +4,9 @@ made, each has an import contract, and no package imports one that imports it ba
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from pathlib import Path
 
 import pytest
 
@@ -17,13 +19,25 @@ PACKAGES = ({p.name for p in SRC.iterdir() if p.is_dir() and any(p.glob("*.py"))
 KNOWN_CYCLES: set = set()  # none: core/ (schema, YAML, patch format, CUDA tables) is below spec/
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A source file's syntax tree (parsed once for all the tests of this file)."""
+    return ast.parse(path.read_text())
+
+
+@functools.cache
+def walked(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a source file's syntax tree."""
+    return tuple(ast.walk(parsed(path)))
+
+
 def imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {p: set() for p in PACKAGES}
     for path in SRC.rglob("*.py"):
         owner = path.relative_to(SRC).parts[0].removesuffix(".py")
         if owner not in PACKAGES:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walked(path):
             names = [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else \
                 [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.module == "enginebuild":  # from enginebuild import fastedit
@@ -59,7 +73,7 @@ def test_no_package_imports_one_that_imports_it_back():
     pairs = {frozenset({a, b}) for a in graph for b in graph[a] if b in graph and a in graph[b]}
     assert pairs == KNOWN_CYCLES, sorted(map(sorted, pairs))
     for bottom in BOTTOM:
-        uses = {n.module for n in ast.walk(ast.parse((SRC / f"{bottom}.py").read_text()))
+        uses = {n.module for n in walked(SRC / f"{bottom}.py")
                 if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("enginebuild")}
         assert uses <= {f"enginebuild.{b}" for b in BOTTOM}, (bottom, uses)
 
@@ -72,8 +86,7 @@ def module_imports(within_functions: bool = False) -> dict[str, set[str]]:
                for p in SRC.rglob("*.py")}
     for name, path in modules.items():
         graph[name] = set()
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree) if within_functions else tree.body:
+        for node in walked(path) if within_functions else parsed(path).body:
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
@@ -109,7 +122,7 @@ def test_no_signature_or_dataclass_field_takes_an_untyped_dict():
     values handed to a template TemplateValues (plan/render.py)."""
     found = []
     for path in SRC.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walked(path):
             annotations = []
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 args = node.args
@@ -163,7 +176,7 @@ def test_use_cases_return_what_they_did_and_only_verbs_print():
     the verb's (commands/): no `print` and no write to sys.stdout below it."""
     found = []
     for path in (SRC / "usecases").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walked(path):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
                 found.append(f"{path.relative_to(SRC)}:{node.lineno}")
             if isinstance(node, ast.Attribute) and node.attr == "stdout" and ast.unparse(node.value) == "sys":
@@ -180,7 +193,7 @@ def test_only_layer_kind_modules_ask_which_kind_a_layer_is():
     for path in SRC.rglob("*.py"):
         if path.relative_to(SRC).parts[0] == "layerkinds":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walked(path):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
                     and len(node.args) == 2:
                 classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
@@ -229,7 +242,7 @@ def test_no_verb_imports_another():
     """A verb's options that others share live in commands/arguments.py; no verb reaches into another's module."""
     found = []
     for path in sorted((SRC / "commands").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walked(path):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("enginebuild.commands.") \
                     and node.module != "enginebuild.commands.arguments":
                 found.append(f"{path.name}:{node.lineno} {node.module}")

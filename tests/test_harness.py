@@ -17,18 +17,14 @@ def fresh(args, cwd, env=None, input=None):
                           text=True, input=input, timeout=300)
 
 
-def test_a_forked_call_answers_as_a_fresh_interpreter_does(workspace):
-    for args in (["list"], ["plan", "demo"], ["plan", "no-such-image"], ["--no-such-option"],
-                 ["render", "demo", "--set", "runtime.python.version=x"]):
-        forked, real = run_cli(args, cwd=workspace), fresh(args, workspace)
-        assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr), args
-
-
-def test_a_call_in_process_answers_as_a_fresh_interpreter_does(workspace):
+def test_a_forked_call_and_a_call_in_process_answer_as_a_fresh_interpreter_does(workspace):
     for args in (["list"], ["plan", "demo"], ["plan", "no-such-image"], ["--no-such-option"],
                  ["render", "demo", "--set", "runtime.python.version=x"], ["lock", "demo", "--check"]):
-        here, real = run_in_process(args, cwd=workspace), fresh(args, workspace)
-        assert (here.returncode, here.stdout, here.stderr) == (real.returncode, real.stdout, real.stderr), args
+        real = fresh(args, workspace)
+        expected = (real.returncode, real.stdout, real.stderr)
+        forked, here = run_cli(args, cwd=workspace), run_in_process(args, cwd=workspace)
+        assert (forked.returncode, forked.stdout, forked.stderr) == expected, ("forked", args)
+        assert (here.returncode, here.stdout, here.stderr) == expected, ("in process", args)
 
 
 def test_a_call_in_process_leaves_the_folder_environment_streams_and_signal_handlers_as_they_were(workspace,

@@ -6,6 +6,7 @@ each field changed in turn, nested values included."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,7 @@ def _subclasses(cls: type) -> set[type]:
     return out
 
 
+@functools.cache
 def samples() -> dict[type, list[LayerPayload]]:
     """The payload of every layer the catalogue and the examples plan here, and an overlay's."""
     found: dict[type, list[LayerPayload]] = {}
@@ -101,16 +103,13 @@ def moves(payload: LayerPayload, field: str) -> bool:
     return False
 
 
-SAMPLES = samples()
-
-
 @pytest.mark.parametrize("kind", kinds(), ids=lambda k: k.__name__)
 def test_every_field_moves_the_key_or_is_declared_unkeyed_with_why(kind):
-    assert SAMPLES.get(kind), f"no layer of kind {kind.__name__} is planned here to check"
+    assert samples().get(kind), f"no layer of kind {kind.__name__} is planned here to check"
     unkeyed = keys.unkeyed_fields(kind)
     assert all(why.strip() for why in unkeyed.values()), unkeyed
     for f in dataclasses.fields(kind):
-        keyed = any(moves(sample, f.name) for sample in SAMPLES[kind])
+        keyed = any(moves(sample, f.name) for sample in samples()[kind])
         if f.name in unkeyed:
             assert not keyed, f"{kind.__name__}.{f.name} is declared unkeyed but moves the key"
         else:
@@ -138,7 +137,7 @@ def test_every_field_of_a_value_a_kind_holds_moves_the_key_or_is_declared_unkeye
     """A wheel pin, a .deb pin, a file entry, a context item, a patch reference: each field of
     such a value in a layer moves the layer's key unless it says at its declaration why not."""
     moved: dict[tuple[type, str], bool] = {}
-    for samples_of_kind in SAMPLES.values():
+    for samples_of_kind in samples().values():
         for sample in samples_of_kind:
             base = sample.key(1)
             for f in dataclasses.fields(sample):
@@ -170,7 +169,7 @@ def test_a_field_added_to_a_kind_moves_its_key_untaught():
     class Grown(OverlayFiles):
         strip_docs: bool = False  # a new field nobody wrote a key for
 
-    sample = Grown(*[getattr(SAMPLES[OverlayFiles][0], f.name) for f in dataclasses.fields(OverlayFiles)])
+    sample = Grown(*[getattr(samples()[OverlayFiles][0], f.name) for f in dataclasses.fields(OverlayFiles)])
     assert sample.key(1) != dataclasses.replace(sample, strip_docs=True).key(1)
     assert moves(sample, "installed")
 
@@ -181,7 +180,7 @@ def test_a_field_added_at_its_default_keeps_the_key():
     class Grown(OverlayFiles):
         strip_docs: bool = False
 
-    plain = SAMPLES[OverlayFiles][0]
+    plain = samples()[OverlayFiles][0]
     grown = Grown(*[getattr(plain, f.name) for f in dataclasses.fields(OverlayFiles)])
     assert keys.fields_form(grown, "x") == keys.fields_form(plain, "x")
 
@@ -194,7 +193,7 @@ def test_a_field_added_to_a_value_a_kind_holds_moves_the_key():
     class GrownPin(PyPin):
         build_tag: str = ""
 
-    wheels = SAMPLES[layerkinds.wheels.Wheels][0]
+    wheels = samples()[layerkinds.wheels.Wheels][0]
     pin = wheels.pins[0]
     grown = GrownPin(*[getattr(pin, f.name) for f in dataclasses.fields(PyPin)])
     tagged = dataclasses.replace(grown, build_tag="1")
@@ -208,7 +207,7 @@ def test_a_host_path_cannot_reach_a_key():
     class Leaky(OverlayFiles):
         scratch: Path | None = None
 
-    sample = Leaky(*[getattr(SAMPLES[OverlayFiles][0], f.name) for f in dataclasses.fields(OverlayFiles)])
+    sample = Leaky(*[getattr(samples()[OverlayFiles][0], f.name) for f in dataclasses.fields(OverlayFiles)])
     sample.key(1)  # at its default: left out
     with pytest.raises(keys.Unkeyable, match=r"Leaky\.scratch: a PosixPath has no key form"):
         dataclasses.replace(sample, scratch=ROOT).key(1)

@@ -53,9 +53,10 @@ NOTE_PATCH = """\
     """
 
 
-@pytest.fixture
-def upstream(tmp_path, git_available):
-    repo = Repo(tmp_path / "engine-upstream")
+@pytest.fixture(scope="module")
+def upstream_template(tmp_path_factory, git_available):
+    """The engine's upstream history, made once for this file's tests (each gets a copy)."""
+    repo = Repo(tmp_path_factory.mktemp("template") / "engine-upstream")
     commits = {
         "v1.0": repo.commit({"engine/runner.py": BUGGY, "engine/config.py": "X = 1\n"}, "1.0", tag="v1.0"),
         "v1.1": repo.commit({"engine/runner.py": "import os\n\n\n" + BUGGY}, "1.1", tag="v1.1"),
@@ -64,6 +65,12 @@ def upstream(tmp_path, git_available):
         "v1.4": repo.commit({"engine/runner.py": ("symlink", "/etc/hostname")}, "1.4", tag="v1.4"),
     }
     return repo, commits
+
+
+@pytest.fixture
+def upstream(tmp_path, upstream_template):
+    template, commits = upstream_template
+    return Repo.copy_of(template, tmp_path / "engine-upstream"), dict(commits)
 
 
 @pytest.fixture

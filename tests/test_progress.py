@@ -38,7 +38,7 @@ def slow_server():
                 time.sleep(PAUSE)
 
     server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/weights.bin", hashlib.sha256(body).hexdigest()
     server.shutdown()
 

@@ -1,6 +1,7 @@
 """Small real git repositories for tests."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,6 +14,14 @@ class Repo:
         self.path = path
         path.mkdir(parents=True)
         self.git("init", "-q", "-b", "main")
+
+    @classmethod
+    def copy_of(cls, template: Repo, path: Path) -> Repo:
+        """A copy of `template` at `path` (the same commits), to change freely."""
+        shutil.copytree(template.path, path, symlinks=True)
+        repo = cls.__new__(cls)
+        repo.path = path
+        return repo
 
     @property
     def url(self) -> str:

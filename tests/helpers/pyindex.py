@@ -73,7 +73,7 @@ class Index:
 
         handler = partial(Quiet, directory=str(folder))
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
     @property
     def url(self) -> str:

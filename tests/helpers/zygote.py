@@ -41,10 +41,27 @@ def _child(request: dict) -> None:
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
     sys.argv = ["enginebuild", *request["args"]]
-    # whatever it raises ends this process as it ends an interpreter (serve() does not catch it):
-    # SystemExit's code, a traceback and 1, atexit handlers and threads joined
-    runpy.run_module("enginebuild", run_name="__main__", alter_sys=True)
-    sys.exit(0)
+    # an exit (SystemExit, or the end of the module) ends the process as an interpreter ends it
+    # (non-daemon threads joined, atexit handlers run, streams flushed), then without tearing the
+    # interpreter's modules down one by one, which takes longer than most calls; anything else it
+    # raises ends it as it ends an interpreter (serve() does not catch it): a traceback and 1
+    try:
+        runpy.run_module("enginebuild", run_name="__main__", alter_sys=True)
+        code: object = 0
+    except SystemExit as stop:
+        code = stop.code
+    threading._shutdown()  # type: ignore[attr-defined]
+    import atexit
+
+    atexit._run_exitfuncs()
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 def serve() -> None:
@@ -52,6 +69,9 @@ def serve() -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    from enginebuild import cli
+
+    cli.build_parser()  # and every verb's module (each call parses its command line with them all)
     out = sys.stdout
     for line in sys.stdin:
         request = json.loads(line)
