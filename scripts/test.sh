@@ -24,6 +24,10 @@ else
 fi
 VENV=$(cd "${ENGINEBUILD_VENV:-.venv}" && pwd)
 export PATH="$VENV/bin:$PATH" PYTHON="$VENV/bin/python"
+# the suite's processes keep their compiled modules (__pycache__/, ignored by git and by every key
+# enginebuild makes): with PYTHONDONTWRITEBYTECODE set, as some machines set it, every worker and
+# every fresh interpreter compiled enginebuild and pytest rewrote every test file again, seconds each
+unset PYTHONDONTWRITEBYTECODE
 
 fast_tier() {
     # nothing outside the process can be reached: a test in this tier that needs it fails
