@@ -47,15 +47,25 @@ def run_limited(args, cwd):
     return done.returncode, done.stdout, done.stderr, done.peak_rss_kib
 
 
-@pytest.fixture
-def recipes(tmp_path) -> Path:
-    """The recipe repository's images and patches, among which each bad spec is put; its lockfiles
-    (1.2 MB, most of the copy) play no part in refusing a spec, so the folder is there, empty."""
-    dest = tmp_path / "repo"
+@pytest.fixture(scope="module")
+def shared_recipes(tmp_path_factory) -> Path:
+    """The recipe repository's images and patches, among which each bad spec is put in turn; its
+    lockfiles (1.2 MB, most of a copy) play no part in refusing a spec, so the folder is there, empty."""
+    dest = tmp_path_factory.mktemp("hostile") / "repo"
     for name in ("images", "patches"):
         shutil.copytree(ROOT / name, dest / name, symlinks=True)
     (dest / "lockfiles").mkdir()
     return dest
+
+
+@pytest.fixture
+def recipes(shared_recipes):
+    """That repository with no image `t`, before and after a case (a case that wrote anything
+    else fails on its own snapshot, and the next case's snapshot starts from what it left)."""
+    folder = shared_recipes / "images/t"
+    shutil.rmtree(folder, ignore_errors=True)
+    yield shared_recipes
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_corpus_has_at_least_forty_bad_specs():

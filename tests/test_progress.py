@@ -15,13 +15,13 @@ from helpers.inprocess import run_in_process
 from helpers.registry import free_port
 from helpers.specs import BUSYBOX_BUILDER, write_image
 
-CHUNKS, CHUNK, PAUSE = 12, 128 * 1024, 0.25
-PLAIN = {"CI": "true", "ENGINEBUILD_PROGRESS_EVERY": "0.2"}
+CHUNKS, CHUNK, PAUSE = 12, 128 * 1024, 0.12
+PLAIN = {"CI": "true", "ENGINEBUILD_PROGRESS_EVERY": "0.1"}
 
 
 @pytest.fixture
 def slow_server():
-    """A real HTTP server that sends a 1.5 MB file in 12 chunks, a quarter second apart."""
+    """A real HTTP server that sends a 1.5 MB file in 12 chunks, 0.12 s apart."""
     body = bytes(range(256)) * (CHUNKS * CHUNK // 256)
 
     class Handler(BaseHTTPRequestHandler):
@@ -56,7 +56,7 @@ def test_a_slow_download_prints_periodic_progress_lines_with_percent_rate_and_et
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if "downloading" in line]
     partial = [line for line in lines if "%" in line and "ETA" in line]
-    assert len(partial) >= 3, lines  # the server takes 3 s; a line every 0.2 s at most
+    assert len(partial) >= 3, lines  # the server takes 1.4 s at least; a line every 0.1 s at most
     assert all(" of 1.6 MB (" in line and "/s, ETA " in line for line in partial)
     assert lines[-1].endswith("s") and "1.6 MB in " in lines[-1]  # the closing line
     quiet = run_in_process(["--quiet", "fetch", "t"], workspace, env=PLAIN)
