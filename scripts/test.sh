@@ -29,14 +29,37 @@ export PATH="$VENV/bin:$PATH" PYTHON="$VENV/bin/python"
 # every fresh interpreter compiled enginebuild and pytest rewrote every test file again, seconds each
 unset PYTHONDONTWRITEBYTECODE
 
+# The fast tier's temporary files (its tests' folders, the enginebuild home, TMPDIR) go to memory
+# where /dev/shm is a tmpfs with 2 GiB free: they are many small files, written and deleted, which
+# a virtual disk makes the tier's largest cost (on a 2-CPU machine: 39-46 s against 54-63 s). The
+# slow tier, which writes GBs, stays on disk.
+scratch=""
+trap '[ -z "$scratch" ] || rm -rf "$scratch"' EXIT
+fast_scratch() {
+    if [ -d /dev/shm ] && [ -w /dev/shm ] && [ "$(stat -f -c %T /dev/shm)" = tmpfs ] \
+        && [ "$(df -Pk /dev/shm | awk 'NR == 2 {print $4}')" -gt 2097152 ]; then
+        scratch=$(mktemp -d /dev/shm/ebfast-XXXXXX)  # short: gpg-agent sockets live below it
+    fi
+}
+
 fast_tier() {
     # compiled once here, not by each worker as it imports them (a clean clone has none yet)
     "$VENV/bin/python" -m compileall -q -j 0 src tests/helpers > /dev/null
-    # nothing outside the process can be reached: a test in this tier that needs it fails
-    DOCKER_HOST=unix:///nonexistent/fast-tier.sock ENGINEBUILD_DOCKER=/nonexistent/docker \
-        HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY=127.0.0.1,localhost \
-        http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 no_proxy=127.0.0.1,localhost \
-        "$VENV/bin/python" -m pytest -m fast -n auto "$@"
+    fast_scratch
+    local rc=0
+    (
+        if [ -n "$scratch" ]; then
+            export TMPDIR="$scratch"
+            set -- --basetemp="$scratch/t" "$@"
+        fi
+        # nothing outside the process can be reached: a test in this tier that needs it fails
+        DOCKER_HOST=unix:///nonexistent/fast-tier.sock ENGINEBUILD_DOCKER=/nonexistent/docker \
+            HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY=127.0.0.1,localhost \
+            http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 no_proxy=127.0.0.1,localhost \
+            "$VENV/bin/python" -m pytest -m fast -n auto "$@"
+    ) || rc=$?
+    if [ -n "$scratch" ]; then rm -rf "$scratch"; scratch=""; fi
+    return "$rc"
 }
 
 if [ "$fast_only" = yes ]; then

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -122,8 +123,9 @@ def dead_pid() -> int:
                                   ["push", "demo", "--to", "127.0.0.1:9/nowhere/demo"]])
 def test_the_start_up_sweep_removes_what_killed_runs_left_and_nothing_else(workspace, eb_home, tmp_path, verb):
     dead, mine = dead_pid(), os.getpid()
+    temp = Path(tempfile.gettempdir())  # the system's temporary folder (TMPDIR), where the secrets folder goes
     places = [eb_home / "tmp", eb_home / "cas" / "sha256", eb_home / "cas" / "sha256" / "ab",
-              eb_home / "records" / "layers", Path("/tmp")]
+              eb_home / "records" / "layers", temp]
     stale, live = [], []
     for place in places:
         place.mkdir(parents=True, exist_ok=True)
@@ -131,7 +133,7 @@ def test_the_start_up_sweep_removes_what_killed_runs_left_and_nothing_else(works
             path = place / f".context.{pid}.0123abcd.part"
             path.write_bytes(b"x" * 1000)
             bucket.append(path)
-    folder = Path("/tmp") / f".enginebuild-secrets.{dead}.0123abcd.d"
+    folder = temp / f".enginebuild-secrets.{dead}.0123abcd.d"
     folder.mkdir()
     (folder / "HF_TOKEN").write_text("hf_x")
     stale.append(folder)
