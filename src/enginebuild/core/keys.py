@@ -1,7 +1,6 @@
 """Keys: digests of exactly the inputs that shape a node's bytes.
 
-A value's key form: what of it a key is the digest of, derived from its fields.
-
+A layer's key form: what of its payload a key is the digest of, derived from its fields.
 As BuildKit digests an op from the op itself, a layer's key is derived from its payload's
 dataclass fields, recursively, and not from a list someone keeps: every field is in the key
 unless the field itself says it does not shape the bytes (`unkeyed(why)` in its metadata), or
@@ -53,7 +52,6 @@ def created_of(source_date_epoch: int | None) -> str:
     epoch its files carry. Never when the lock was written: the same pins give the same image."""
     value = epoch(source_date_epoch)
     return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
 
 
 UNKEYED = "enginebuild.unkeyed"
