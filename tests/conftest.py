@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from helpers import registry as registry_helpers  # noqa: E402
+from helpers import report  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -123,11 +125,13 @@ def run_cli(args, cwd: Path, env: dict | None = None, timeout: float = 1800, inp
     full_env["PYTHONPATH"] = str(ROOT / "src")
     full_env.update(env or {})
     _count_child()
+    started = time.monotonic()
     if os.environ.get("ENGINEBUILD_TEST_ZYGOTE", "1") != "0":  # a forked child of a server that imported it
         proc = cli_server().run([str(a) for a in args], cwd, full_env, timeout, input)
     else:
         proc = subprocess.run([sys.executable, "-m", "enginebuild", *map(str, args)], cwd=cwd, env=full_env,
                               capture_output=True, text=True, timeout=timeout, input=input)
+    report.called(["enginebuild", *args], time.monotonic() - started)
     if proc.returncode in (0, 1, 2):
         assert "Traceback" not in proc.stderr, proc.stderr
     return proc

@@ -5,10 +5,17 @@ import hashlib
 import json
 import subprocess
 import tarfile
+import time
+
+from helpers import report
 
 
 def docker(*args, check=True, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=timeout)
+    started = time.monotonic()
+    try:
+        return subprocess.run(["docker", *args], capture_output=True, text=True, check=check, timeout=timeout)
+    finally:
+        report.called(["docker", *args], time.monotonic() - started)
 
 
 def inspect(ref: str) -> dict:
