@@ -105,11 +105,10 @@ except ImportError:
 from vllm.entrypoints.cli.serve import ServeSubcommand
 parser = FlexibleArgumentParser(prog="vllm")
 ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
-argv = json.loads(sys.argv[1])
-args = parser.parse_args(argv[1:])
-print(json.dumps({k: getattr(args, k, None) for k in ("model_tag", "nnodes", "node_rank", "master_addr", "master_port",
-                                                      "headless", "tensor_parallel_size", "pipeline_parallel_size",
-                                                      "distributed_executor_backend")}))
+parsed = [parser.parse_args(argv[1:]) for argv in json.loads(sys.argv[1])]
+print(json.dumps([{k: getattr(args, k, None) for k in ("model_tag", "nnodes", "node_rank", "master_addr", "master_port",
+                                                       "headless", "tensor_parallel_size", "pipeline_parallel_size",
+                                                       "distributed_executor_backend")} for args in parsed]))
 """
 
 
@@ -144,16 +143,18 @@ def check_two_nodes(tag: str, model, tmp_path, prefix: str) -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
     doc = json.loads(checked.stdout)
     assert (doc["family"], doc["tensor_parallel"], doc["pipeline_parallel"]) == ("vllm", 2, 1)
-    for rank, node in enumerate(doc["nodes"]):
+    commands = []
+    for node in doc["nodes"]:
         # the rendezvous ran over the interface the launcher derived, with the head's address and port
         assert node["env"]["GLOO_SOCKET_IFNAME"] == "eth0" and node["env"]["MASTER_ADDR"] == f"{prefix}.2"
         assert "rendezvous: world size 2, all-reduce sum 3 (Gloo over eth0)" in node["said"], node["said"]
-        command = json.loads(next(s for s in node["said"] if s.startswith("command: "))[len("command: "):])
-        assert command[:3] == ["vllm", "serve", "/models/tiny-llama"], command
-        parsed = docker("run", "--rm", "-e", "VLLM_TARGET_DEVICE=cpu", "--entrypoint", "python3", tag, "-c",
-                        PARSE, json.dumps(command), check=False)
-        assert parsed.returncode == 0, parsed.stderr[-3000:]
-        args = json.loads(parsed.stdout.strip().splitlines()[-1])
+        commands.append(json.loads(next(s for s in node["said"] if s.startswith("command: "))[len("command: "):]))
+        assert commands[-1][:3] == ["vllm", "serve", "/models/tiny-llama"], commands[-1]
+    # each node's command, parsed by vLLM's own `serve` parser (one container: vLLM imports once)
+    parsed = docker("run", "--rm", "-e", "VLLM_TARGET_DEVICE=cpu", "--entrypoint", "python3", tag, "-c",
+                    PARSE, json.dumps(commands), check=False)
+    assert parsed.returncode == 0, parsed.stderr[-3000:]
+    for rank, args in enumerate(json.loads(parsed.stdout.strip().splitlines()[-1])):
         assert (args["nnodes"], args["node_rank"], args["master_addr"], args["master_port"]) == \
             (2, rank, f"{prefix}.2", 29500), args
         assert bool(args["headless"]) == (rank == 1) and args["tensor_parallel_size"] == 2, args
