@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, need, run_cli
-from helpers.docker import docker
+from helpers.docker import docker, enginebuild_tags, remove_new_tags
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
@@ -35,10 +35,16 @@ def image(docker_engine, debian_reachable, pypi_reachable, tmp_path_factory):
     workspace = tmp_path_factory.mktemp("llamacpp-repo")
     for part in ("images", "patches", "lockfiles"):
         shutil.copytree(ROOT / part, workspace / part)
-    proc = run_cli(["image", "llamacpp-cpu", "--platform", NATIVE,
-                    "--set", "components[llama.cpp].build.args.CMAKE_BUILD_TYPE=None"], workspace, timeout=3600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout.split("-> ")[-1].split()[0].strip()
+    before = enginebuild_tags()
+    built = ""
+    try:
+        proc = run_cli(["image", "llamacpp-cpu", "--platform", NATIVE,
+                        "--set", "components[llama.cpp].build.args.CMAKE_BUILD_TYPE=None"], workspace, timeout=3600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        built = proc.stdout.split("-> ")[-1].split()[0].strip()
+        yield built
+    finally:  # the image, its chain and the compiler's component image (1 GB) go with the module
+        remove_new_tags(before, *[t for t in (built, f"{built}-{NATIVE.split('/')[1]}") if t])
 
 
 @pytest.fixture(scope="module")

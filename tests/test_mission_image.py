@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT, TURBOQUANT_BUNDLE, TURBOQUANT_MIRROR, need, need_free_disk, run_cli
 from enginebuild.io.store import Store
-from helpers.docker import assert_pip_check_clean, docker
+from helpers.docker import assert_pip_check_clean, docker, enginebuild_tags, remove_new_tags
 
 pytestmark = [pytest.mark.network]
 IMAGE = "qwen36-dflash-pypi"
@@ -138,12 +138,6 @@ def _merged(home: Path, keys: list[str]) -> dict[str, tuple]:
     return out
 
 
-def _chain_tags() -> set[str]:
-    """The chain and component images enginebuild keeps in the engine (the package component's
-    image holds the 9 GB runtime chain below it)."""
-    return {ref for repo in ("enginebuild/chain", "enginebuild/component")
-            for ref in docker("images", repo, "--format", "{{.Repository}}:{{.Tag}}").stdout.split()}
-
 
 def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp_path, docker_engine,
                                                                  pypi_reachable, debian_reachable):
@@ -154,7 +148,7 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
                    "the qwen36-dflash-pypi build's store and engine")
     env = {"ENGINEBUILD_HOME": str(home)}
     tag, unpatched = f"enginebuild/{IMAGE}:latest", f"enginebuild/{IMAGE}:unpatched"
-    chains = _chain_tags()
+    chains = enginebuild_tags()
     try:
         proc = run_cli(["image", IMAGE, "--platform", "linux/amd64"], workspace, env=env)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -224,10 +218,8 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         assert len(ours) > 1000 and sorted(set(ours) ^ set(theirs)) == []
         assert {p: (ours[p], theirs[p]) for p in ours if ours[p] != theirs[p]} == {}
     finally:
-        docker("rmi", "-f", tag, f"enginebuild/{IMAGE}:latest-amd64", unpatched, f"{unpatched}-amd64",
-               f"enginebuild/{TURBOQUANT}:latest", f"enginebuild/{TURBOQUANT}:latest-amd64", check=False)
-        for ref in _chain_tags() - chains:
-            docker("rmi", ref, check=False)
+        remove_new_tags(chains, tag, f"enginebuild/{IMAGE}:latest-amd64", unpatched, f"{unpatched}-amd64",
+                        f"enginebuild/{TURBOQUANT}:latest", f"enginebuild/{TURBOQUANT}:latest-amd64")
         shutil.rmtree(home, ignore_errors=True)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, need_free_disk, run_cli
-from helpers.docker import assert_pip_check_clean, docker
+from helpers.docker import assert_pip_check_clean, docker, enginebuild_tags, remove_new_tags
 
 pytestmark = [pytest.mark.network]
 IMAGE = "vllm-pypi"
@@ -32,9 +32,6 @@ def test_the_vllm_closure_is_over_150_distributions_in_under_100_layers_on_both_
             assert any(n.startswith(f"python {big} ") and "," not in n for n in names), (big, names)
 
 
-def _chain_tags() -> set[str]:
-    return set(docker("images", "enginebuild/chain", "--format", "{{.Repository}}:{{.Tag}}").stdout.split())
-
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, docker_engine, pypi_reachable, debian_reachable):
@@ -47,16 +44,14 @@ def built(tmp_path_factory, docker_engine, pypi_reachable, debian_reachable):
     root = docker("info", "--format", "{{.DockerRootDir}}").stdout.strip()
     need_free_disk(Path(root), 30 if Path(root).stat().st_dev == tmp_path.stat().st_dev else 18,
                    "the vllm-pypi build's store and engine")
-    chains = _chain_tags()
+    chains = enginebuild_tags()
     tag = f"enginebuild/{IMAGE}:latest"
     try:
         proc = run_cli(["image", IMAGE, "--platform", "linux/amd64"], ROOT, env={"ENGINEBUILD_HOME": str(home)})
         assert proc.returncode == 0, proc.stderr
         yield tag, home, proc.stdout + proc.stderr
     finally:
-        docker("rmi", "-f", tag, f"enginebuild/{IMAGE}:latest-amd64", check=False)
-        for ref in _chain_tags() - chains:
-            docker("rmi", ref, check=False)
+        remove_new_tags(chains, tag, f"enginebuild/{IMAGE}:latest-amd64")
         shutil.rmtree(home, ignore_errors=True)
         assert not os.path.exists(home)
 

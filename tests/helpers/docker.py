@@ -18,6 +18,20 @@ def docker(*args, check=True, timeout=600) -> subprocess.CompletedProcess:
         report.called(["docker", *args], time.monotonic() - started)
 
 
+def enginebuild_tags() -> set[str]:
+    """The chain and component images enginebuild keeps in the engine (a real-scale image's chain
+    holds GBs): a test that makes them removes those that were not there before it."""
+    return {ref for repo in ("enginebuild/chain", "enginebuild/component")
+            for ref in docker("images", repo, "--format", "{{.Repository}}:{{.Tag}}").stdout.split()}
+
+
+def remove_new_tags(before: set[str], *tags: str) -> None:
+    """`tags`, and the chain and component images made since `before`."""
+    docker("rmi", "-f", *tags, check=False)
+    for ref in enginebuild_tags() - before:
+        docker("rmi", ref, check=False)
+
+
 def inspect(ref: str) -> dict:
     return json.loads(docker("image", "inspect", ref).stdout)[0]
 
