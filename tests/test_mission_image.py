@@ -138,7 +138,6 @@ def _merged(home: Path, keys: list[str]) -> dict[str, tuple]:
     return out
 
 
-
 def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp_path, docker_engine,
                                                                  pypi_reachable, debian_reachable):
     home = tmp_path / "home"

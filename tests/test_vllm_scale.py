@@ -32,7 +32,6 @@ def test_the_vllm_closure_is_over_150_distributions_in_under_100_layers_on_both_
             assert any(n.startswith(f"python {big} ") and "," not in n for n in names), (big, names)
 
 
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, docker_engine, pypi_reachable, debian_reachable):
     """The image, built once for the tests below; everything it wrote removed after them."""

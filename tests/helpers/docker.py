@@ -26,10 +26,11 @@ def enginebuild_tags() -> set[str]:
 
 
 def remove_new_tags(before: set[str], *tags: str) -> None:
-    """`tags`, and the chain and component images made since `before`."""
-    docker("rmi", "-f", *tags, check=False)
-    for ref in enginebuild_tags() - before:
-        docker("rmi", ref, check=False)
+    """`tags`, and the chain and component images made since `before` (a `docker rmi` each: a
+    ref that is gone already is passed over, the others removed)."""
+    for forced, refs in (("-f",), tags), ((), sorted(enginebuild_tags() - before)):
+        if refs:
+            docker("rmi", *forced, *refs, check=False)
 
 
 def inspect(ref: str) -> dict:

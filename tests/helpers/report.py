@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -51,8 +52,6 @@ def write(path: Path) -> None:
 
 def called(what: list, seconds: float) -> None:
     """A child process a test ran, kept when it was slow: where a long test's time went."""
-    import os
-
     if seconds >= SLOW_CALL:
         test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
         CALLS.append((round(seconds, 1), test, " ".join(map(str, what))[:160]))
