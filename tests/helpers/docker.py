@@ -26,11 +26,13 @@ def enginebuild_tags() -> set[str]:
 
 
 def remove_new_tags(before: set[str], *tags: str) -> None:
-    """`tags`, and the chain and component images made since `before` (a `docker rmi` each: a
-    ref that is gone already is passed over, the others removed)."""
-    for forced, refs in (("-f",), tags), ((), sorted(enginebuild_tags() - before)):
-        if refs:
-            docker("rmi", *forced, *refs, check=False)
+    """`tags` (forced), then the chain and component images made since `before`, one `docker rmi`
+    each group: a ref that is gone already is reported by the engine and passed over."""
+    if tags:
+        docker("rmi", "-f", *tags, check=False)
+    made = sorted(enginebuild_tags() - before)
+    if made:
+        docker("rmi", *made, check=False)
 
 
 def inspect(ref: str) -> dict:
