@@ -78,6 +78,21 @@ def test_a_lock_through_a_bundle_is_the_lock_from_upstream_and_upstream_is_not_n
     assert mirror_tree == tree_of(url, pinned, tmp_path / "h1", None, monkeypatch)
 
 
+def test_a_relative_mirror_path_is_taken_from_the_folder_it_was_given_in_on_a_fresh_home(upstream, tmp_path, workspace):
+    """The README's form (`URL=../shared/mirrors/X.bundle`): git runs `ls-remote` in one folder and
+    `fetch` inside the store's mirror, so a path left relative named two different places."""
+    url = f"file://{upstream}"
+    write_image(workspace, "t", SPEC.format(url=url), {"build.sh": "#!/bin/sh\ntrue\n"})
+    (tmp_path / "mirrors").mkdir()
+    bundle_of(upstream, tmp_path / "mirrors" / "up.bundle")
+    upstream.rename(tmp_path / "moved-away")
+    proc, pinned = lock(workspace, {"ENGINEBUILD_HOME": str(tmp_path / "fresh-home"),
+                                    "ENGINEBUILD_GIT_MIRRORS": f"{url}=../mirrors/up.bundle"})
+    assert proc.returncode == 0, proc.stderr
+    assert f"fetched from the mirror {tmp_path / 'mirrors' / 'up.bundle'}" in proc.stderr
+    assert pinned["resolved"]["url"] == url
+
+
 def tree_of(url: str, pinned: dict, home, mirrors: str | None, monkeypatch, ref: str = "v1.0") -> str:
     """The sha256 of the tree tar a build of that pin receives (as the executor makes it)."""
     from enginebuild.settings import reset_settings

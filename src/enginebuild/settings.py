@@ -11,9 +11,9 @@ Standard library only: the no-op fast path imports this module.
 | `BUILDX_BUILDER` | the buildx builder to use, where buildx is present |
 | `ENGINEBUILD_CACHE` | the registry-backed cache repository (as `--cache`) |
 | `ENGINEBUILD_CACHE_READONLY` | `1`: pull from the cache, never push to it |
-| `ENGINEBUILD_CACHE_KEY` | the key that signs cache entries pushed here: a PEM file or the PEM (a CI secret) |
+| `ENGINEBUILD_CACHE_KEY` | the key that signs cache entries pushed here: a PEM file, the PEM (a CI secret) or its body alone; never printed |
 | `ENGINEBUILD_CACHE_TRUST` | public keys (`ed25519:BASE64`, space-separated) whose cache entries are taken |
-| `ENGINEBUILD_GIT_MIRRORS` | `UPSTREAM=WHERE` pairs (space-separated): git sources fetched from WHERE instead |
+| `ENGINEBUILD_GIT_MIRRORS` | `UPSTREAM=WHERE` pairs (space-separated): git sources fetched from WHERE instead (a relative path from the current folder) |
 | `ENGINEBUILD_INSECURE_REGISTRIES` | comma-separated registries spoken to over plain HTTP (loopback always is) |
 | `ENGINEBUILD_UPLOAD_DEADLINE` | seconds a blob upload may take in all, its fresh starts included (default 600) |
 | `ENGINEBUILD_HTTP_BACKOFF` | base of the exponential backoff between HTTP retries, in seconds (default 0.5) |
@@ -27,7 +27,7 @@ Standard library only: the no-op fast path imports this module.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
@@ -43,7 +43,7 @@ class Settings:
     buildx_builder: str | None
     cache: str | None
     cache_readonly: bool
-    cache_key: str | None
+    cache_key: str | None = field(repr=False)  # may be the key itself: never in a repr
     cache_trust: tuple[str, ...]
     git_mirrors: tuple[tuple[str, str], ...]  # (upstream URL, or a prefix ending in /; where to fetch it from)
     insecure_registries: frozenset[str]
@@ -81,6 +81,15 @@ def _seconds(text: str | None, default: float) -> float:
         return default
 
 
+def mirror_place(base: Path, at: str) -> str:
+    """A git mirror's place: a URL as given, a path made absolute from `base` (the current folder for
+    ENGINEBUILD_GIT_MIRRORS, the checkout's root for enginebuild.yaml) when it is read, so that git
+    finds it from whatever folder it runs in."""
+    if "://" in at or (":" in at.split("/", 1)[0] and "@" in at):
+        return at
+    return at if at.startswith("/") else os.path.normpath(os.path.join(os.path.abspath(base), os.path.expanduser(at)))
+
+
 def read_settings(environ: dict[str, str] | None = None) -> Settings:
     env = dict(os.environ if environ is None else environ)
     insecure = frozenset(h.strip() for h in env.get("ENGINEBUILD_INSECURE_REGISTRIES", "").split(",") if h.strip())
@@ -96,7 +105,7 @@ def read_settings(environ: dict[str, str] | None = None) -> Settings:
         cache_readonly=env.get("ENGINEBUILD_CACHE_READONLY", "").lower() in ("1", "true", "yes"),
         cache_key=env.get("ENGINEBUILD_CACHE_KEY") or None,
         cache_trust=tuple(t for t in env.get("ENGINEBUILD_CACHE_TRUST", "").replace(",", " ").split() if t),
-        git_mirrors=tuple((item.split("=", 1)[0], item.split("=", 1)[1])
+        git_mirrors=tuple((item.split("=", 1)[0], mirror_place(Path.cwd(), item.split("=", 1)[1]))
                           for item in env.get("ENGINEBUILD_GIT_MIRRORS", "").split() if "=" in item),
         insecure_registries=insecure,
         http_backoff_s=_seconds(env.get("ENGINEBUILD_HTTP_BACKOFF"), 0.5),

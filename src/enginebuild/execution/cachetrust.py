@@ -22,12 +22,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from enginebuild.errors import UserError
 from enginebuild.io.files import write_atomic
+from enginebuild.io.keymaterial import from_variable, read_key_file
 from enginebuild.settings import settings
 from enginebuild.wire import JsonDoc
 
@@ -91,10 +92,11 @@ class SigningKey:
         return self._private.sign(message)
 
 
-def _from_pem(data: bytes, origin: str) -> SigningKey:
+def _from_pem(data: bytes, origin: str, der: bytes = b"") -> SigningKey:
     try:
-        private = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError):
+        private = (serialization.load_der_private_key(der, password=None) if der
+                   else serialization.load_pem_private_key(data, password=None))
+    except (ValueError, TypeError, UnsupportedAlgorithm):
         private = None
     if not isinstance(private, Ed25519PrivateKey):
         raise UserError(f"{origin}: not an unencrypted Ed25519 private key in PEM form",
@@ -107,17 +109,11 @@ def signing_key(home: Path, *, make: bool) -> SigningKey | None:
     there is none yet)."""
     given = settings().cache_key
     if given:
-        if given.lstrip().startswith("-----BEGIN"):
-            return _from_pem(given.encode(), "ENGINEBUILD_CACHE_KEY")
-        path = Path(given).expanduser()
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise UserError(f"ENGINEBUILD_CACHE_KEY: cannot read {path}: {exc.strerror}") from None
-        return _from_pem(data, f"ENGINEBUILD_CACHE_KEY ({path})")
+        material = from_variable("ENGINEBUILD_CACHE_KEY", given)
+        return _from_pem(material.data, material.where, material.der)
     own = Path(home) / OWN_KEY
     if own.is_file():
-        return _from_pem(own.read_bytes(), str(own))
+        return _from_pem(read_key_file(own, str(own)), str(own))
     if not make:
         return None
     pem = Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -126,7 +122,7 @@ def signing_key(home: Path, *, make: bool) -> SigningKey | None:
     with contextlib.suppress(OSError):
         os.chmod(own.parent, 0o700)  # the key's folder is this user's alone before the key is written
     write_atomic(own, pem, mode=0o600)
-    return _from_pem(own.read_bytes(), str(own))
+    return _from_pem(read_key_file(own, str(own)), str(own))
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from enginebuild.errors import UserError
+from enginebuild.io.keymaterial import KeyMaterial, from_variable, read_key_file
 from enginebuild.wire import JsonDoc
 
 KEY_ENV = "ENGINEBUILD_SIGNING_KEY"
 PASSWORD_ENV = "ENGINEBUILD_SIGNING_KEY_PASSWORD"
-MAX_KEY_BYTES = 64 << 10
 _ALGORITHM = ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
 _HOW = ("make one with `openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt "
         "-out cosign.key` and its public half with `openssl ec -in cosign.key -pubout -out cosign.pub`")
@@ -115,21 +115,21 @@ def _p256(key: object, where: str) -> None:
 def load_signer(path: str | None) -> Signer:
     """The signing key of `--key PATH`, else of ENGINEBUILD_SIGNING_KEY."""
     if path:
-        where, text = path, _read(Path(path), path)
+        given = KeyMaterial(path, data=read_key_file(Path(path), path))
     else:
         value = os.environ.get(KEY_ENV, "")
         if not value.strip():
             raise UserError(f"--sign needs a key: --key FILE or {KEY_ENV} (a PEM file, or the PEM text)", hint=_HOW)
-        if "-----BEGIN" in value:
-            where, text = f"${KEY_ENV}", value.encode()
-        else:
-            where, text = f"{value} (${KEY_ENV})", _read(Path(value), f"{value} (${KEY_ENV})")
+        given = from_variable(KEY_ENV, value)
+    where, text = given.where, given.data
     if b"ENCRYPTED SIGSTORE PRIVATE KEY" in text or b"ENCRYPTED COSIGN PRIVATE KEY" in text:
         raise UserError(f"{where}: cosign's encrypted key format is not read",
                         hint="give the key as PKCS#8 PEM (with ENGINEBUILD_SIGNING_KEY_PASSWORD if encrypted)")
     password = os.environ.get(PASSWORD_ENV)
+    secret = password.encode() if password else None
     try:
-        key = serialization.load_pem_private_key(text, password.encode() if password else None)
+        key = (serialization.load_der_private_key(given.der, secret) if given.der
+               else serialization.load_pem_private_key(text, secret))
     except TypeError:
         raise UserError(f"{where}: the key is encrypted", hint=f"give its password in {PASSWORD_ENV}") from None
     except (ValueError, UnsupportedAlgorithm):
@@ -141,7 +141,7 @@ def load_signer(path: str | None) -> Signer:
 
 
 def load_public(path: str) -> PublicKey:
-    text = _read(Path(path), path)
+    text = read_key_file(Path(path), path)
     try:
         key = serialization.load_pem_public_key(text)
     except (ValueError, UnsupportedAlgorithm):
@@ -150,11 +150,3 @@ def load_public(path: str) -> PublicKey:
     assert isinstance(key, ec.EllipticCurvePublicKey)
     return PublicKey(key)
 
-
-def _read(path: Path, where: str) -> bytes:
-    try:
-        if path.stat().st_size > MAX_KEY_BYTES:
-            raise UserError(f"{where}: {path.stat().st_size} bytes is not a key file (at most {MAX_KEY_BYTES})")
-        return path.read_bytes()
-    except OSError as exc:
-        raise UserError(f"{where}: cannot be read ({exc.strerror})") from None

@@ -30,6 +30,7 @@ from pathlib import Path
 from enginebuild.core.schema import Bool, ListOf, Record, Str
 from enginebuild.core.yamlload import YMap, load_yaml_file
 from enginebuild.errors import UserError
+from enginebuild.settings import mirror_place
 from enginebuild.spec.fields import PLATFORM
 
 FILE = "enginebuild.yaml"
@@ -125,6 +126,4 @@ def load_repo_settings(root: Path) -> RepoSettings:
 
 def _where(root: Path, at: str) -> str:
     """A mirror's place: a URL as given, a path made absolute from the checkout's root."""
-    if "://" in at or (":" in at.split("/", 1)[0] and "@" in at):
-        return at
-    return str((Path(root) / at).resolve()) if not at.startswith("/") else at
+    return mirror_place(Path(root).resolve(), at)
