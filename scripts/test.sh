@@ -69,6 +69,44 @@ fi
 if [ $# -gt 0 ]; then
     exec "$VENV/bin/python" -m pytest --durations=15 "$@"
 fi
+# A user's images beside the suite: the machine's own engine (the one `docker` reaches here) keeps
+# its images and tags through the run. Names the suite's builds use (enginebuild/demo:latest, chain
+# and component tags) and one of the user's own are planted where absent (their image IDs noted
+# where present), and after the slow tier each must name the same image; what was planted goes.
+USER_TAGS="enginebuild/demo:latest enginebuild/demo:latest-amd64 enginebuild/llamacpp-cpu:latest
+enginebuild/chain:$(printf 'f%.0s' $(seq 64)) enginebuild/component:$(printf 'e%.0s' $(seq 64)) someone/own-build:kept"
+plant_user_images() {
+    user_dir=$(mktemp -d)
+    cp /bin/busybox "$user_dir/busybox"
+    local probe id
+    probe=$(tar -C "$user_dir" -c busybox | docker import -m "a user's own image (scripts/test.sh)" - 2>/dev/null)
+    : > "$user_dir/planted"
+    for tag in $USER_TAGS; do
+        id=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)
+        if [ -z "$id" ]; then
+            docker tag "$probe" "$tag" && id=$probe && echo "$tag" >> "$user_dir/planted"
+        fi
+        echo "$tag $id" >> "$user_dir/before"
+    done
+}
+count_user_images() {
+    local tag id now left=0 total=0
+    while read -r tag id; do
+        total=$((total + 1))
+        now=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)
+        if [ "$now" = "$id" ]; then left=$((left + 1)); else echo "test.sh: the suite changed $tag ($id -> ${now:-gone})" >&2; fi
+    done < "$user_dir/before"
+    # said only when one was changed: pytest's summary stays the run's last line
+    [ "$left" = "$total" ] || echo "test.sh: user images beside the suite: $left of $total left as they were" >&2
+    xargs -r docker rmi < "$user_dir/planted" > /dev/null 2>&1 || true
+    rm -rf "$user_dir"
+    [ "$left" = "$total" ]
+}
+
 fast_tier -q
-exec "$VENV/bin/python" -m pytest --durations=15 -m "not fast" -n "${ENGINEBUILD_TEST_WORKERS:-2}" \
-    --dist loadgroup --no-loadscope-reorder
+plant_user_images
+rc=0
+"$VENV/bin/python" -m pytest --durations=15 -m "not fast" -n "${ENGINEBUILD_TEST_WORKERS:-2}" \
+    --dist loadgroup --no-loadscope-reorder || rc=$?
+count_user_images || { [ "$rc" != 0 ] || rc=1; }
+exit "$rc"

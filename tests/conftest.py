@@ -139,18 +139,17 @@ def run_cli(args, cwd: Path, env: dict | None = None, timeout: float = 1800, inp
 
 @pytest.fixture(scope="session")
 def docker_engine(tmp_path_factory):
-    """The Docker engine tests build with. Under pytest-xdist each worker after the first starts
-    an engine of its own (data root, socket, bridge) and points DOCKER_HOST at it for the rest of
-    its session, so that parallel tests never see each other's images, tags or build cache."""
+    """The Docker engine tests build with. Each test process (every pytest-xdist worker, and a run
+    without xdist) starts an engine of its own (data root, socket, bridge) and points DOCKER_HOST
+    at it for the rest of its session: parallel tests never see each other's images, tags or build
+    cache, and the suite never sees, tags over or removes what a user keeps in the machine's own
+    engine (scripts/test.sh plants some there and counts them after the run)."""
     from enginebuild.oci.engine import Engine
 
     need(shutil.which("docker") is not None, "no docker client installed")
     need(Engine().ping(), "no Docker engine answers (run scripts/setup.sh)")
-    from helpers.engines import start_engine, worker_number
+    from helpers.engines import start_engine
 
-    if worker_number() == 0:
-        yield Engine()
-        return
     need(os.geteuid() == 0 and shutil.which("dockerd") is not None and shutil.which("ip") is not None,
          "a parallel test worker's own Docker engine needs root, dockerd and ip")
     own = start_engine(tmp_path_factory.mktemp("worker-engine"), index=15)

@@ -140,3 +140,26 @@ def test_render_out_writes_its_contexts_without_an_engine(workspace, tmp_path, m
     assert (out / "linux-amd64/runtime-tail/Dockerfile").is_file()
     written = [p for p in (out / "linux-amd64/runtime-tail").rglob("hello.txt")]
     assert [p.read_text() for p in written] == ["hello\n"]
+
+
+def test_render_out_into_a_folder_an_earlier_render_wrote_leaves_none_of_its_folders(workspace, tmp_path,
+                                                                                    debian_reachable):
+    """A component's folder another image's render wrote there is removed (it named a build that
+    is not this image's); what the user keeps there, unnamed by any render, stays."""
+    from helpers.specs import BUSYBOX_BUILDER, write_image
+
+    write_image(workspace, "c", BUSYBOX_BUILDER + "components:\n  e:\n    source: {path: src}\n"
+                "    build: {script: build.sh}\n    outputs: {paths: [/opt/e]}\ninstall: [e]\n",
+                {"src/a": "a\n", "build.sh": "#!/bin/sh\nmkdir -p /opt/e\n"})
+    write_image(workspace, "t", "base: scratch\nplatform: linux/amd64\nfiles:\n  /opt/t/hello.txt: hello.txt\n",
+                {"hello.txt": "hello\n"})
+    for name in ("c", "t"):
+        assert run_cli(["lock", name], workspace).returncode == 0
+    out = tmp_path / "rendered"
+    assert run_cli(["render", "c", "--out", str(out)], workspace).returncode == 0
+    assert (out / "linux-amd64/01-component-e/Dockerfile").is_file()
+    (out / "linux-amd64/notes").mkdir()
+    proc = run_cli(["render", "t", "--out", str(out)], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (out / "linux-amd64").iterdir()) == [".enginebuild-rendered", "notes", "runtime-tail"]
+    assert [p.read_text() for p in (out / "linux-amd64/runtime-tail").rglob("hello.txt")] == ["hello\n"]

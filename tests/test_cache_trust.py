@@ -125,7 +125,9 @@ def test_a_store_signs_with_its_own_key_and_another_takes_its_entries_once_it_tr
     elsewhere = run_cli(["image", "t", *AMD64, "--cache", cache, "--cache-readonly"], built["ws"],
                         env={"ENGINEBUILD_HOME": str(tmp_path / "b")})
     assert elsewhere.returncode == 0, elsewhere.stderr
-    assert f"trust {public_text(own)} under cache.trust" in elsewhere.stderr
+    # the writer's key is named by its fingerprint, and the log never advises trusting a key the writer chose
+    assert "a key not trusted here are not used" in elsewhere.stderr and public_text(own) not in elsewhere.stderr
+    assert "`doctor` prints it on the machine that wrote them" in elsewhere.stderr
     assert "pulled from" not in elsewhere.stderr
     trusting = run_cli(["image", "t", *AMD64, "--cache", cache, "--cache-readonly"], built["ws"],
                        env={"ENGINEBUILD_HOME": str(tmp_path / "c"), "ENGINEBUILD_CACHE_TRUST": public_text(own)})
@@ -215,3 +217,54 @@ def test_a_trusted_description_of_a_bomb_is_unpacked_no_further_than_its_layer(b
     left = [p for p in (tmp_path / "r").rglob("*") if p.is_file() and (p.stat().st_size > 16 << 20
                                                                         or p.name.startswith(".ingest"))]
     assert left == [], left  # nothing of the bomb kept (the largest layer here is busybox's, ~2 MB)
+
+
+def test_entries_nested_5000_deep_by_a_writer_with_no_key_only_make_the_build_slower(built, registry, tmp_path):
+    """10 KB of brackets in place of a manifest stopped every build that read it (RecursionError):
+    such an entry is refused as unreadable, and the build makes what it names."""
+    import requests
+
+    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
+    kind = {"Content-Type": "application/vnd.oci.image.manifest.v1+json"}
+    base = f"http://{registry.host}/v2/{built['repo']}/manifests"
+    honest = {tag: requests.get(f"{base}/{tag}", headers=accept, timeout=30).content
+              for tag in (built["component"], built["layer"])}
+    try:
+        for tag, body in honest.items():
+            deep = body.rstrip()[:-1] + b',"z":' + b"[" * 5000 + b"]" * 5000 + b"}"
+            requests.put(f"{base}/{tag}", data=deep, headers=kind, timeout=30).raise_for_status()
+        proc = fresh_build(built, tmp_path)
+        assert "refused (its manifest is not a JSON object that can be read)" in proc.stderr, proc.stderr
+        assert "component e: outputs pulled from" not in proc.stderr and "step stamp: pulled from" not in proc.stderr
+    finally:
+        for tag, body in honest.items():
+            requests.put(f"{base}/{tag}", data=body, headers=kind, timeout=30).raise_for_status()
+
+
+def test_a_pusher_whose_key_is_not_trusted_leaves_the_trusted_descriptions_as_they_are(built, registry, tmp_path,
+                                                                                       cache_signing_key):
+    """A fork's job (its own key, trusting the project's) pushes after the project's: the layers'
+    descriptions stay signed by the project's key, so later trusted runners still take them."""
+    import requests
+
+    cache = f"{built['cache']}-fork"  # a cache of its own: what other tests forged is not in it
+    repo = cache.split("/", 1)[1]
+
+    def signers() -> dict[str, str]:
+        tags = requests.get(f"http://{registry.host}/v2/{repo}/tags/list", timeout=30).json()["tags"]
+        return {t: get_entry(registry.host, repo, t)[0].get("annotations", {}).get(
+            "org.enginebuild.cache.signer") for t in tags if t.endswith("-sub") and not t.startswith(built["component"])}
+
+    repo_to = f"{registry.host}/enginebuild-test/trust-fork-{built['marker']}"
+    trusted = run_cli(["image", "t", *AMD64, "--no-load", "--cache", cache, "--push", "--to", repo_to,
+                       "--push-tag", "main"], built["ws"], env={"ENGINEBUILD_HOME": str(tmp_path / "main")})
+    assert trusted.returncode == 0, trusted.stderr
+    before = signers()
+    assert before and set(before.values()) == {public_text(cache_signing_key)}, before
+    fork = new_key(tmp_path / "fork.pem")
+    forked = run_cli(["image", "t", *AMD64, "--no-load", "--cache", cache, "--push", "--to", repo_to,
+                      "--push-tag", "fork"], built["ws"],
+                     env={"ENGINEBUILD_HOME": str(tmp_path / "fork"), "ENGINEBUILD_CACHE_KEY": str(fork),
+                          "ENGINEBUILD_CACHE_TRUST": public_text(cache_signing_key)})
+    assert forked.returncode == 0, forked.stderr
+    assert signers() == before

@@ -138,6 +138,13 @@ def test_output_folders_inside_one_another_are_refused_before_anything_is_built(
     assert proc.returncode == 2, proc.stderr
     assert f"--output {root}/lib/x: is inside --output {root}" in proc.stderr
     assert not root.exists()
+    # the same through a link on the host: compared where they lead, not as text
+    via = tmp_path / "via"
+    via.symlink_to(root)
+    proc = run_cli(["image", "t", "--output", str(root), "--output", f"e={via}/lib/x"], workspace,
+                   env={"ENGINEBUILD_DOCKER": "/bin/false", "DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert proc.returncode == 2 and f"--output {via}/lib/x: is inside --output {root}" in proc.stderr, proc.stderr
+    assert not root.exists()
 
 
 def test_a_component_output_named_like_a_whiteout_fails_the_build_and_deletes_nothing(workspace, docker_engine,

@@ -73,10 +73,16 @@ def test_gc_removes_what_no_image_needs_and_the_image_stays_a_no_op(tmp_path, do
     doctor = json.loads(run_in_process(["doctor", "--json"], ws, env=env).stdout)
     store = next(c for c in doctor["checks"] if c["name"] == "store")
     assert f"{after['kept_blobs']} blob(s)" in store["detail"] and "`gc` removes" in store["detail"]
-    # the registry cache, asked for: the first build's entries go, the current ones stay
+    # the registry cache, asked for: the first build's entries go, the current ones stay; a compiler
+    # cache (cc-KEY) whose cache key no component has any more goes with them
+    from helpers.cacheentry import put_entry
+
+    put_entry(registry.host, cache.split("/", 1)[1], "cc-" + "c" * 64, "compiler-cache", {"tars": []}, [], key=None)
+    first_cached.add("cc-" + "c" * 64)
     cached = set(registry_tags(registry.host, cache))
     stale_entries = json.loads(run_in_process(["gc", "--cache", cache, "--dry-run", "--json"], ws, env=env).stdout)
     assert stale_entries["cache_entries"] and set(stale_entries["cache_entries"]) <= first_cached
+    assert "cc-" + "c" * 64 in stale_entries["cache_entries"]
     assert run_in_process(["gc", "--cache", cache], ws, env=env).returncode == 0
     assert set(registry_tags(registry.host, cache)) == cached - set(stale_entries["cache_entries"])
     assert "nothing to build" in run_in_process(["image", name, "--cache", cache], ws, env=env).stdout

@@ -44,7 +44,7 @@ def image(docker_engine, debian_reachable, pypi_reachable, tmp_path_factory):
         built = proc.stdout.split("-> ")[-1].split()[0].strip()
         yield built
     finally:  # the image, its chain and the compiler's component image (1 GB) go with the module
-        remove_new_tags(before, *([built, f"{built}-{NATIVE.split('/')[1]}"] if built else []))
+        remove_new_tags(before, os.environ["ENGINEBUILD_HOME"], *([built, f"{built}-{NATIVE.split('/')[1]}"] if built else []))
 
 
 @pytest.fixture(scope="module")

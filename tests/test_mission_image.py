@@ -217,7 +217,7 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         assert len(ours) > 1000 and sorted(set(ours) ^ set(theirs)) == []
         assert {p: (ours[p], theirs[p]) for p in ours if ours[p] != theirs[p]} == {}
     finally:
-        remove_new_tags(chains, tag, f"enginebuild/{IMAGE}:latest-amd64", unpatched, f"{unpatched}-amd64",
+        remove_new_tags(chains, home, tag, f"enginebuild/{IMAGE}:latest-amd64", unpatched, f"{unpatched}-amd64",
                         f"enginebuild/{TURBOQUANT}:latest", f"enginebuild/{TURBOQUANT}:latest-amd64")
         shutil.rmtree(home, ignore_errors=True)
 

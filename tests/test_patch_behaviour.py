@@ -76,3 +76,31 @@ def test_behaviour_says_the_demo_engine_still_needs_its_patch(workspace, docker_
     assert doc["checks"][0]["behaviour"] == "still needed" and doc["checks"][0]["text"] == "applies"
     plan = json.loads(run_in_process(["plan", "demo", "--json", *AMD64], workspace).stdout)["images"][0]
     assert plan["tag"] == "enginebuild/demo:latest-amd64"
+
+
+def test_a_check_that_prints_a_gigabyte_fails_as_printing_too_much_and_is_read_no_further(workspace, docker_engine):
+    """A 100-byte check that prints 1 GiB (any PR that edits a .checks.yaml reaches this) is
+    stopped once enginebuild has read 1 MiB of it: the build fails naming the limit."""
+    path = workspace / CHECKS
+    path.write_text(path.read_text() + "  - name: floods\n    run: \"yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa | head -c 1073741824\"\n"
+                                       "    expect: a\n    timeout: 300s\n")
+    proc = run_in_process(["image", "demo", *AMD64], workspace)
+    assert proc.returncode == 1, proc.stderr
+    assert "floods: `yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa | head -c 1073741824` printed more than 1 MiB and was stopped" \
+        in proc.stderr, proc.stderr
+    assert "patch checks FAILED: 1 of 2 passed" in proc.stderr  # the other check ran as ever
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+", "(?:a|aa)+b"])
+def test_a_pattern_that_backtracks_is_bounded_in_time(workspace, docker_engine, pattern):
+    """The probe's `(a+)+` over 26 characters took 7 s in enginebuild's own process (x2-3 a
+    character); now matched with a time bound: it answers at once, or the check fails naming it."""
+    path = workspace / CHECKS
+    path.write_text(path.read_text() + f"  - name: backtracks\n    run: \"echo {'a' * 40}\"\n"
+                                       f"    expect-match: '{pattern}'\n")
+    proc = run_in_process(["image", "demo", *AMD64], workspace)
+    if pattern == "(a+)+":
+        assert proc.returncode == 0 and "patch checks ok: 2 of 2 passed" in proc.stderr, proc.stderr
+    else:
+        assert proc.returncode == 1, proc.stderr
+        assert "matching /(?:a|aa)+b/ against its 40 characters of output took over 2 s" in proc.stderr, proc.stderr

@@ -113,3 +113,27 @@ def test_a_python_file_the_build_rewrites_is_found_out_and_its_patch_goes_into_t
     assert "engine-py: 0002-settings-mounted.patch into the build: py/engine_settings.py is not installed verbatim" \
         in plan, plan
     docker("rmi", tag, check=False)
+
+
+def test_every_name_of_a_hard_linked_output_file_gets_the_patched_bytes(workspace, docker_engine, debian_reachable,
+                                                                        pypi_reachable):
+    """A build that installs the patched file under two names (a hard link: `ln`, `cp -l`, an
+    installer's dedup) gets the patch at both, as the build with the patch in it would."""
+    marker = uuid.uuid4().hex[:8]
+    script = workspace / "images/demo/engine/build_engine_py.sh"
+    script.write_text(script.read_text().replace(
+        "chmod 0755 /usr/local/bin/demo-engine-settings",
+        "chmod 0755 /usr/local/bin/demo-engine-settings\n"
+        "ln /opt/demo-engine/py/engine_settings.py /opt/demo-engine/py/engine_settings_alias.py"))
+    with_python_patch(workspace, marker)
+    tag = f"enginebuild-test/patch-files:linked-{marker}"
+    try:
+        proc = image(workspace, tag)
+        assert "into the build" not in proc.stdout + proc.stderr  # applied as files
+        plan = run_in_process(["plan", "demo", *AMD64], workspace).stdout
+        assert "engine-py: 0002-settings-mounted.patch applied as files (1 file, " in plan, plan
+        for name in ("engine_settings.py", "engine_settings_alias.py"):
+            text = docker("run", "--rm", "--entrypoint", "/bin/cat", tag, f"/opt/demo-engine/py/{name}").stdout
+            assert f"model folder (mounted) {marker}" in text, name
+    finally:
+        docker("rmi", tag, check=False)

@@ -405,10 +405,21 @@ def case_tag_moved(t: Tamper, image: str, other: str, tmp: Path) -> str:
     return f"FAILED signature: the signature is of {other[:19]}, not of this image"
 
 
+def case_deep_signature(t: Tamper, image: str, other: str, tmp: Path) -> str:
+    """A writer with push access and no key nests the signature tag's manifest 5,000 deep (10 KB):
+    the check refuses it with the reason, never a RecursionError."""
+    body, doc = t.reader.manifest(image.replace(":", "-") + ".sig")
+    deep = json.loads(body)
+    deep["annotations"] = {"x": "y"}
+    text = canonical(deep).decode()
+    t.retag(image.replace(":", "-") + ".sig", (text[:-1] + ',"z":' + "[" * 5000 + "]" * 5000 + "}").encode())
+    return "the manifest is not a JSON document that can be read (nested deeper than 64 levels)"
+
+
 CASES = {"a layer byte": case_layer, "a config byte": case_config, "a manifest byte": case_manifest,
          "the SBOM replaced": case_sbom_replaced, "the provenance's subject changed": case_provenance_subject,
          "a signature byte flipped": case_signature_byte, "a referrer moved to another subject": case_referrer_moved,
-         "a tag moved to another digest": case_tag_moved}
+         "a tag moved to another digest": case_tag_moved, "a signature nested 5,000 deep": case_deep_signature}
 
 
 @pytest.fixture(scope="module")

@@ -102,3 +102,23 @@ def test_the_signed_formats_are_the_documented_bytes_and_deterministic(tmp_path)
     with pytest.raises(signformat.Refused, match="signature does not verify"):
         signformat.open_bundle(json.dumps(document).encode(), KeyTrust(signer.public))
     assert "PRIVATE" not in repr(signer) and signer.public.keyid[:12] in repr(signer)
+
+
+@pytest.mark.parametrize("args", [
+    ["verify", "--signature", "--key", "KEY", "127.0.0.1:9/x/y@sha256:" + "0" * 64],
+    ["sign", "--key", "PRIVATE", "127.0.0.1:9/x/y@sha256:" + "0" * 64],
+])
+def test_verbs_that_read_an_image_by_digest_run_outside_a_recipe_repository(tmp_path, args):
+    """A Spark that only pulls images has no checkout: checking (or signing) a pushed image needs none."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    (tmp_path / "cosign.pub").write_bytes(key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    (tmp_path / "cosign.key").write_bytes(pem(key))
+    args = [{"KEY": tmp_path / "cosign.pub", "PRIVATE": tmp_path / "cosign.key"}.get(a, a) for a in args]
+    folder = tmp_path / "anywhere"
+    folder.mkdir()
+    proc = run_in_process(args, folder)
+    assert "no recipe repository here" not in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "127.0.0.1:9" in proc.stdout + proc.stderr, proc.stderr  # as far as the registry
+    plan = run_in_process(["plan", "demo"], folder)  # a verb that reads images/ still says where it looked
+    assert plan.returncode == 2 and "no recipe repository here" in plan.stderr

@@ -50,7 +50,7 @@ def built(tmp_path_factory, docker_engine, pypi_reachable, debian_reachable):
         assert proc.returncode == 0, proc.stderr
         yield tag, home, proc.stdout + proc.stderr
     finally:
-        remove_new_tags(chains, tag, f"enginebuild/{IMAGE}:latest-amd64")
+        remove_new_tags(chains, home, tag, f"enginebuild/{IMAGE}:latest-amd64")
         shutil.rmtree(home, ignore_errors=True)
         assert not os.path.exists(home)
 

@@ -205,7 +205,13 @@ def internal_error() -> int:
 
 
 # verbs that need no recipe repository
-ANYWHERE = {"doctor", "schema"}
+# verbs that need no recipe repository: they read an image from its registry by digest, this
+# machine, or nodes named on the command line (a Spark that only pulls images has no checkout)
+ANYWHERE = {"doctor", "schema", "sign", "serve"}
+
+
+def _anywhere(verb: str, argv: list[str]) -> bool:
+    return verb in ANYWHERE or (verb == "verify" and "--signature" in argv)
 
 
 def recipe_root(start: Path) -> Path | None:
@@ -245,7 +251,7 @@ def console(name: str | None = "enginebuild", docker: EngineApi | None = None,
     root = recipe_root(Path(os.getcwd()))
     verb = _verb(argv)
     if root is None:
-        if verb is not None and verb not in ANYWHERE and not {"-h", "--help", "--version"} & set(argv):
+        if verb is not None and not _anywhere(verb, argv) and not {"-h", "--help", "--version"} & set(argv):
             print(f"error: no recipe repository here: neither enginebuild.yaml nor an images/ folder in "
                   f"{os.getcwd()} or any folder above it\n"
                   "  hint: run enginebuild inside a recipe repository (images/NAME/image.yaml), or create "

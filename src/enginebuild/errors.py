@@ -65,6 +65,18 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def shown_line(text: str, limit: int = 300) -> str:
+    """A line another party wrote (a container's output, a node's answer) as a message shows it:
+    control characters escaped, at most `limit` characters (the rest said as a count), and a
+    workflow command (`::error`, `::add-mask`) at its start defused."""
+    flat = printable(text.strip())
+    if flat.startswith("::"):
+        flat = "> " + flat  # a CI runner reads `::` at a line's start as a command to it, blanks aside
+    if len(flat) > limit:
+        flat = f"{flat[:limit]}... ({len(flat) - limit} more characters)"
+    return flat
+
+
 class SpecError(UserError):
     """An error in a spec file, located at file:line and a key path."""
 

@@ -11,9 +11,9 @@ Standard library only: the no-op fast path imports this module.
 | `BUILDX_BUILDER` | the buildx builder to use, where buildx is present |
 | `ENGINEBUILD_CACHE` | the registry-backed cache repository (as `--cache`) |
 | `ENGINEBUILD_CACHE_READONLY` | `1`: pull from the cache, never push to it |
-| `ENGINEBUILD_CACHE_KEY` | the key that signs cache entries pushed here: a PEM file, the PEM (a CI secret) or its body alone; never printed |
+| `ENGINEBUILD_CACHE_KEY` | the key signing cache entries pushed here: a PEM file, the PEM or its body (never printed) |
 | `ENGINEBUILD_CACHE_TRUST` | public keys (`ed25519:BASE64`, space-separated) whose cache entries are taken |
-| `ENGINEBUILD_GIT_MIRRORS` | `UPSTREAM=WHERE` pairs (space-separated): git sources fetched from WHERE instead (a relative path from the current folder) |
+| `ENGINEBUILD_GIT_MIRRORS` | `UPSTREAM=WHERE` pairs (space-separated): git sources fetched from WHERE (a path: from here) |
 | `ENGINEBUILD_INSECURE_REGISTRIES` | comma-separated registries spoken to over plain HTTP (loopback always is) |
 | `ENGINEBUILD_UPLOAD_DEADLINE` | seconds a blob upload may take in all, its fresh starts included (default 600) |
 | `ENGINEBUILD_HTTP_BACKOFF` | base of the exponential backoff between HTTP retries, in seconds (default 0.5) |

@@ -25,12 +25,20 @@ def enginebuild_tags() -> set[str]:
             for ref in docker("images", repo, "--format", "{{.Repository}}:{{.Tag}}").stdout.split()}
 
 
-def remove_new_tags(before: set[str], *tags: str) -> None:
-    """`tags` (forced), then the chain and component images made since `before`, one `docker rmi`
-    each group: a ref that is gone already is reported by the engine and passed over."""
+def remove_new_tags(before: set[str], home, *tags: str) -> None:
+    """`tags` (forced: the names the test's builds gave), then the chain and component images that
+    the store at `home` made since `before` (by its records of the tags it made, never "what
+    appeared": another store's builds on the same engine keep theirs), one `docker rmi` each group:
+    a ref that is gone already is reported by the engine and passed over."""
+    from pathlib import Path
+
+    from enginebuild.execution.enginetags import ours
+    from enginebuild.io.store import Store
+
     if tags:
         docker("rmi", "-f", *tags, check=False)
-    made = sorted(enginebuild_tags() - before)
+    store = Store(Path(home))
+    made = sorted(ref for ref in enginebuild_tags() - before if ours(store, ref))
     if made:
         docker("rmi", *made, check=False)
 

@@ -119,6 +119,9 @@ def _request(args: argparse.Namespace, nodes: tuple[Node, ...]) -> Request:
         if key in SECRET_NAMES:
             raise UserError(f"--env {key}=…: a secret is never given on the command line",
                             hint="export it in this shell: serve passes it to the containers by name")
+        if any(c in value for c in "\n\r\0"):
+            raise UserError(f"--env {key}=…: the value holds a line break or a NUL (each node's environment is a "
+                            "file of one KEY=VALUE a line: it would gain a line)")
         env.append((key, value))
     if args.timeout < 1 or args.timeout > 3600:
         raise UserError(f"--timeout {args.timeout}: between 1 and 3600 seconds")

@@ -23,10 +23,11 @@ from enginebuild.errors import printable
 from enginebuild.execution.imports import site_folders
 from enginebuild.io.background import Background, settled
 from enginebuild.io.store import Store, sha256_bytes
-from enginebuild.oci.engine import EngineApi, EngineError
+from enginebuild.oci.engine import EngineApi, EngineError, PrintedTooMuch
+from enginebuild.oci.output import describe_limit
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImageSpec
-from enginebuild.spec.patchchecks import PatchCheck, normal
+from enginebuild.spec.patchchecks import PatchCheck, SlowPattern, normal
 from enginebuild.wire import JsonDoc
 
 RECORD = "patch-checks"
@@ -144,6 +145,8 @@ def observed(engine: EngineApi, tag: str, check: PatchCheck, interpreter: str, g
     try:
         status, out, err = engine.run_limited(tag, check.argv(interpreter), dict(check.env), check.timeout_s,
                                               gpus="gpu" in check.needs)
+    except PrintedTooMuch:
+        return CheckRun(check, "failed", "", f"printed more than {describe_limit()} and was stopped")
     except EngineError as exc:  # the image cannot run it (no shell for a `run:` check, no such program)
         reason = printable(exc.message.splitlines()[0])[-SHOWN:]
         return CheckRun(check, "failed", "", f"its container could not start: {reason}")
@@ -158,8 +161,11 @@ def observed(engine: EngineApi, tag: str, check: PatchCheck, interpreter: str, g
 
 def run_one(engine: EngineApi, tag: str, check: PatchCheck, interpreter: str, gpus: bool) -> CheckRun:
     run = observed(engine, tag, check, interpreter, gpus)
-    if run.status != "passed" or check.patched_by(run.output):
-        return run
+    try:
+        if run.status != "passed" or check.patched_by(run.output):
+            return run
+    except SlowPattern as exc:
+        return CheckRun(check, "failed", run.output, str(exc))
     wanted = _shown(check.expect) if check.expect is not None else check.wanted()
     return CheckRun(check, "failed", run.output, f"printed {_shown(run.output)}, expected {wanted}")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +29,11 @@ from enginebuild.io.progress import output
 from enginebuild.io.store import Store
 from enginebuild.oci.image import OCI_LAYER_TAR, canonical, manifest
 from enginebuild.oci.reference import ImageRef, parse_image_ref
-from enginebuild.oci.registry import RegistryClient, sha256_digest
+from enginebuild.oci.registry import BadManifest, RegistryClient, sha256_digest
 from enginebuild.plan.model import ComponentNode, LayerNode
 from enginebuild.settings import settings
 from enginebuild.spec.repo_settings import load_repo_settings
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads, loads_object
 
 CONFIG_TYPE = "application/vnd.enginebuild.cache.v1+json"
 WHEEL_TYPE = "application/vnd.enginebuild.wheel"
@@ -85,6 +84,17 @@ class LayerCache:
             self._known[key] = self._signed_manifest(key)
         return self._known[key] is not None
 
+    def held_by_another(self, key: str) -> bool:
+        """Whether a key trusted here, not this machine's own, signed the entry under `key`: such an
+        entry is left as it is (a pusher others may not trust never replaces what they take)."""
+        if not self.has(key):
+            return False
+        doc = self._known[key]
+        assert doc is not None
+        signer, _ = cachetrust.signer(key, doc)
+        own = cachetrust.signing_key(self.home, make=False)
+        return own is None or signer != own.public
+
     def lacks(self, key: str) -> bool:
         """True when this run may push and the cache has nothing under `key` (or nothing trusted):
         what this machine made earlier fills the cache as well as what it builds now."""
@@ -93,13 +103,11 @@ class LayerCache:
     def _signed_manifest(self, key: str) -> JsonDoc | None:
         if self.client.head_digest(self._ref(key)) is None:
             return None
-        _, _, body = self.client.manifest(self._ref(key))
         try:
-            doc = json.loads(body)
-        except ValueError:
-            doc = None
-        if not isinstance(doc, dict):
-            self._refuse(key, "its manifest is not a JSON object")
+            _, _, body = self.client.manifest(self._ref(key))
+            doc = loads_object(body)
+        except (BadManifest, ValueError):
+            self._refuse(key, "its manifest is not a JSON object that can be read")
             return None
         signer, holds = cachetrust.signer(key, doc)
         if not holds or not self.trust.trusts(signer):
@@ -116,9 +124,10 @@ class LayerCache:
         if why not in self._said:
             self._said.add(why)
             output().say(f"  warning: {self.name}: entries {why} are not used; what they describe is made here")
-            if holds and signer is not None:
-                output().say(f"    (to take them: trust {signer.text} under cache.trust in enginebuild.yaml, or in "
-                             "ENGINEBUILD_CACHE_TRUST; see docs/cache.md)")
+            if holds and signer is not None:  # the writer chose that key: its fingerprint, never advice to trust it
+                output().say("    (to take a writer's entries, list its public key - `doctor` prints it on the machine that "
+                             "wrote them - under cache.trust in enginebuild.yaml or in ENGINEBUILD_CACHE_TRUST; "
+                             "docs/cache.md)")
 
     def _refuse(self, key: str, why: str) -> None:
         output().say(f"  warning: {self.name}:{key[:12]} refused ({why}); what it describes is made here")
@@ -137,7 +146,7 @@ class LayerCache:
             if not isinstance(config_desc, dict) or not isinstance(config_desc.get("digest"), str) or \
                     not cacherecords.DIGEST.fullmatch(config_desc["digest"]):
                 raise cacherecords.BadEntry("config: not a descriptor")
-            config = json.loads(self.client.read_blob(self._ref(key), config_desc["digest"], limit=CONFIG_LIMIT))
+            config = loads(self.client.read_blob(self._ref(key), config_desc["digest"], limit=CONFIG_LIMIT))
             if not isinstance(config, dict) or config.get("key") != key or config.get("kind") != kind:
                 output().say(f"  warning: {self.name}:{key[:12]} is not the {kind} it is named after; building instead")
                 return None
@@ -202,12 +211,12 @@ class LayerCache:
         if not self.client.has_blob(ref, config_digest):
             self.client.upload_blob(ref, config_digest, len(config), lambda: _bytes(config))
         layers = [(f"sha256:{s}", n, t) for s, n, t in blobs]
-        unsigned = json.loads(manifest(config_digest, len(config), layers, artifact_type=CONFIG_TYPE,
+        unsigned = loads(manifest(config_digest, len(config), layers, artifact_type=CONFIG_TYPE,
                                        config_type=CONFIG_TYPE))
         body = manifest(config_digest, len(config), layers, artifact_type=CONFIG_TYPE, config_type=CONFIG_TYPE,
                         annotations=cachetrust.signed(key_to_sign, key, unsigned))
         self.client.put_manifest(ref, key, body, "application/vnd.oci.image.manifest.v1+json")
-        self._known[key] = json.loads(body)
+        self._known[key] = loads(body)
 
     def _signing_key(self) -> cachetrust.SigningKey:
         had = cachetrust.signing_key(self.home, make=False)

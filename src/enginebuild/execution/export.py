@@ -47,7 +47,7 @@ def parse_outputs(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
         if target.is_symlink():
             raise UserError(f"--output {target}: is a symbolic link (to {os.readlink(target)})",
                             hint="name the folder itself: enginebuild writes a new folder, never through a link")
-        if sum(os.path.abspath(t) == os.path.abspath(target) for t in targets) > 1:
+        if sum(os.path.realpath(t) == os.path.realpath(target) for t in targets) > 1:
             raise UserError(f"--output {target}: named twice (each output needs a folder of its own)")
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise UserError(f"--output {target}: exists and is not an empty folder",
@@ -56,7 +56,9 @@ def parse_outputs(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
 
 
 def _within(path: Path, folder: Path) -> bool:
-    inner, outer = os.path.abspath(path), os.path.abspath(folder)
+    """Whether `path` is inside `folder` on disk: both resolved (a link in either's parents
+    followed), never compared as text."""
+    inner, outer = os.path.realpath(path), os.path.realpath(folder)
     return inner != outer and inner.startswith(outer.rstrip("/") + "/")
 
 

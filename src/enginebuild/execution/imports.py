@@ -22,7 +22,7 @@ from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.oci.engine import EngineApi
 from enginebuild.plan.model import ImagePlan
 from enginebuild.spec.model import ImportCheck
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads
 
 SCRIPT = r"""
 import importlib, importlib.metadata as md, json, sys, traceback
@@ -137,7 +137,7 @@ def _run_imports(engine: EngineApi, tag: str, plan: ImagePlan, check: ImportChec
         started = ""
         for line in out.decode("utf-8", "replace").splitlines():
             try:
-                event = json.loads(line)
+                event = loads(line)
             except ValueError:
                 continue  # a module's own print
             if not isinstance(event, dict):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import shutil
 import tempfile
 import time
@@ -35,7 +34,7 @@ from enginebuild.oci.image import Layer
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.model import ImagePlan
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads
 
 SHARED = ("cas", "git")  # verified downloads and mirrors of pinned commits: safe to share
 
@@ -151,7 +150,7 @@ def remote_reference(ref: ImageRef, platform: str) -> Reference:
     client = RegistryClient()
     _, manifest, _ = client.platform_manifest(ref, platform)
     config_digest = manifest["config"]["digest"]
-    config = json.loads(client.read_blob(ref, config_digest))
+    config = loads(client.read_blob(ref, config_digest))
     descriptors = manifest["layers"]
     history = [h.get("created_by", "") for h in config.get("history", []) if not h.get("empty_layer")]
 

@@ -40,7 +40,7 @@ from enginebuild.oci.push import blob_homes, remember_homes
 from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.model import ComponentNode, ImagePlan, LayerNode
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads
 
 OUTPUTS = DESCRIBED  # a component's outputs record, without its bytes (the store's record kind too)
 VERDICT_VERSION = 2  # keyed by the layers the checks read (execution/inert.py)
@@ -83,7 +83,9 @@ def describe(store: Store, node: LayerNode) -> JsonDoc | None:
 
 def announce(cache: LayerCache, store: Store, plans: list[ImagePlan]) -> int:
     """After a push: every layer of the plans' runtimes described to the cache, and the outputs
-    record of every component (what the image's SBOM names); how many layers."""
+    record of every component (what the image's SBOM names); how many layers. A description
+    another trusted key signed stays as it is: this machine's key may not be trusted where it is
+    read (a fork's pull request), and replacing it would send every later runner back to the blobs."""
     if not cache.push_enabled:
         return 0
     told = 0
@@ -94,7 +96,7 @@ def announce(cache: LayerCache, store: Store, plans: list[ImagePlan]) -> int:
                 _entry(cache, store, f"{comp.key}-sub", OUTPUTS, {"record": outputs})
         for node in plan.runtime.layers:
             record = describe(store, node)
-            if record is not None:
+            if record is not None and not cache.held_by_another(f"{record_key(node)}-sub"):
                 _entry(cache, store, f"{record_key(node)}-sub", SUBSTITUTE, record)
                 told += 1
     return told
@@ -250,7 +252,7 @@ def verdict_key(settings: object, platform: str, config: bytes, store: Store) ->
     """What the checks read of the image (the diff IDs of its layers but the inert ones, its
     environment, its platform) and what they were asked (`settings`, a deterministic repr of the
     spec's check settings)."""
-    doc = json.loads(config)
+    doc = loads(config)
     diff_ids = [str(d) for d in (doc.get("rootfs") or {}).get("diff_ids") or []]
     read = [d for d in diff_ids if inert(store, d.removeprefix("sha256:")) is not True]
     doc = {"v": VERDICT_VERSION, "layers": read, "env": (doc.get("config") or {}).get("Env"),

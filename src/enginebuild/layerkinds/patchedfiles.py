@@ -93,6 +93,7 @@ class PatchedFiles(LayerPayload):
                 self.put(writer, placed, member, patched)
                 if placed.wheel:
                     replaced.setdefault(placed.wheel, {})[placed.at] = patched
+        self.drop_stale_bytecode(job, record, facts, writer)
         wheels = {filename: sha for filename, sha, _ in record.wheels}
         for filename, members in sorted(replaced.items()):
             where, data = installed_record(job.store.whole(wheels[filename], filename), filename,
@@ -126,11 +127,33 @@ class PatchedFiles(LayerPayload):
                 raise NotVerbatim(self.component, path, f"is not in its outputs at {missing[0]}")
         return found
 
+    def drop_stale_bytecode(self, job: WriteJob, record: ComponentOutput, facts: Facts, writer: TarWriter) -> None:
+        """Whiteouts for the bytecode the output holds of each patched `.py` (`__pycache__/NAME.*.pyc`
+        beside it, a wheel's or the outputs tar's): a timestamp pyc of a copy that kept its time and
+        size would run the unpatched code."""
+        placed = [p for path in self.paths for p in facts[path] if p.at.endswith(".py")]
+        if not placed:
+            return
+        members = [(m.wheel, m.at) for m in self.members(job, record) if m.at.endswith(".pyc")]
+        for each in placed:
+            folder, _, base = each.at.rpartition("/")
+            cache = f"{folder}/__pycache__" if folder else "__pycache__"
+            for wheel, name in members:
+                pyc_folder, _, pyc = name.rpartition("/")
+                if wheel == each.wheel and pyc_folder == cache and pyc.startswith(base[:-3] + "."):
+                    whiteout = f"{cache}/.wh.{pyc}"
+                    writer.add_bytes(f"{self.site_packages.strip('/')}/{whiteout}" if wheel
+                                     else self.output_path(whiteout), b"", 0o644)
+
     def image_path(self, placed: Placed) -> str:
         """Where the image holds a file placed so (no leading /)."""
         if placed.wheel:
             return f"{self.site_packages.strip('/')}/{placed.at}"
-        return f"{clean_name(self.root)}/{placed.at}" if self.root else placed.at
+        return self.output_path(placed.at)
+
+    def output_path(self, at: str) -> str:
+        """Where the image holds a member of the outputs tar."""
+        return f"{clean_name(self.root)}/{at}" if self.root else at
 
     def put(self, writer: TarWriter, placed: Placed, member: OutputMember, data: bytes) -> None:
         if placed.wheel:

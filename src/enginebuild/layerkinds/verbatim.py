@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from enginebuild.io.store import Store
 
 KIND = "verbatim"
-FORMAT = 1
+FORMAT = 2  # 2: a hard link's names are members
 _SHA = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
 
@@ -54,12 +54,13 @@ Facts = Mapping[str, tuple[Placed, ...]]
 
 
 class OutputMember:
-    """One regular file of a component's output, its bytes read on demand."""
+    """One regular file of a component's output (or another name of one), its bytes read on demand."""
 
     def __init__(self, at: str, wheel: str, size: int, mode: int, read: Callable[[], bytes],
-                 info: tarfile.TarInfo | None = None):
+                 info: tarfile.TarInfo | None = None, same_as: str = ""):
         self.at, self.wheel, self.size, self.mode, self.read = at, wheel, size, mode, read
         self.info = info  # an outputs tar's member: its owner and mode, as the layer of outputs writes them
+        self.same_as = same_as  # a hard link: the member (earlier in the tar) whose file it is another name of
 
 
 def read_facts(store: Store, recipe_key: str) -> dict[str, tuple[Placed, ...]] | None:
@@ -135,12 +136,20 @@ def wheel_mode(info: zipfile.ZipInfo) -> int:
 
 
 def tar_members(path: Path) -> Iterator[OutputMember]:
-    """The regular files of an outputs tar; each one's bytes are read while the iteration lasts."""
+    """The regular files of an outputs tar, each name of a hard-linked file among them (a link
+    is the file it names, at its own path: a patch of the file reaches every name); each one's
+    bytes are read while the iteration lasts."""
     with tarfile.open(path, "r:") as tar:
+        regular: dict[str, tarfile.TarInfo] = {}
         for member in tar:
+            target = regular.get(clean_name(member.linkname)) if member.islnk() else member if member.isreg() else None
+            if target is None:
+                continue
             if member.isreg():
-                yield OutputMember(clean_name(member.name), "", member.size, member.mode & 0o7777,
-                                   lambda member=member: _read_member(tar, member), member)  # type: ignore[misc]
+                regular[clean_name(member.name)] = member
+            yield OutputMember(clean_name(member.name), "", target.size, target.mode & 0o7777,
+                               lambda target=target: _read_member(tar, target), target,  # type: ignore[misc]
+                               clean_name(target.name) if member.islnk() else "")
 
 
 def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
@@ -165,7 +174,11 @@ def learn(sources: Mapping[str, tuple[int, str]], members: Iterable[OutputMember
     for path in sources:
         by_name.setdefault(posixpath.basename(path), []).append(path)
     found: dict[str, list[Placed]] = {}
+    links: list[OutputMember] = []
     for member in members:
+        if member.same_as:  # another name of a file: placed where that file is
+            links.append(member)
+            continue
         near = [s for s in by_name.get(posixpath.basename(member.at), ())
                 if sources[s][0] == member.size and (s == member.at or s.endswith("/" + member.at)
                                                      or member.at.endswith("/" + s))]
@@ -180,4 +193,10 @@ def learn(sources: Mapping[str, tuple[int, str]], members: Iterable[OutputMember
         if len(chosen) != 1:
             continue  # files of the same bytes and the same nearness: no way to tell which it is
         found.setdefault(chosen[0], []).append(Placed(member.at, member.wheel, digest, member.size, member.mode))
+    for link in links:
+        for placed in found.values():
+            first = next((p for p in placed if p.at == link.same_as and p.wheel == link.wheel), None)
+            if first is not None:
+                placed.append(Placed(link.at, link.wheel, first.sha256, first.size, first.mode))
+                break
     return {path: tuple(found.get(path, ())) for path in sorted(sources)}

@@ -194,7 +194,8 @@ def _compile(home: Path, folder: Path, python: Python, machine: str, reqs: list[
             cause = text.splitlines()[-1].strip().removeprefix("cause: ") if text else ""
             raise ResolveError(f"uv could not read {which}: {url}: {cause}",
                                hint="check the index's URL in the spec (python.indexes) and this machine's access to it")
-        raise ResolveError(f"uv could not resolve the Python requirements: {text.splitlines()[-1] if text else ''}",
+        reason = [printable(line.strip(" ×╰─▶│"))[:300] for line in text.splitlines() if line.strip(" ×╰─▶│")]
+        raise ResolveError("uv could not resolve the Python requirements:\n    " + "\n    ".join(reason[-20:]),
                            hint="check the requirements and access to their indexes")
     return tomllib.loads((folder / "pylock.toml").read_text())
 

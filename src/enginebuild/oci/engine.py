@@ -14,6 +14,7 @@ import contextlib
 import http.client
 import json
 import ssl
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Protocol
@@ -21,8 +22,9 @@ from urllib.parse import quote, urlencode
 
 from enginebuild.errors import EngineBuildError, UserError
 from enginebuild.oci.endpoint import Endpoint, local_endpoint
+from enginebuild.oci.output import LOG_CONFIG, Output, describe_limit, read_output
 from enginebuild.settings import ENGINE_API_VERSION
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads
 
 
 class EngineUnavailable(EngineBuildError):
@@ -122,7 +124,7 @@ class Engine:
                 raise self._unavailable(exc) from None
             if response.status == 404:
                 return None
-        return json.loads(data) if data.strip() else None
+        return loads(data) if data.strip() else None
 
     # -- images ----------------------------------------------------------------------------
     def ping(self) -> bool:
@@ -181,7 +183,7 @@ class Engine:
                        headers={"Content-Type": "application/x-tar", "Content-Length": str(size)}) as response:
             for line in response.read().decode("utf-8", "replace").splitlines():
                 try:
-                    event = json.loads(line)
+                    event = loads(line)
                 except ValueError:
                     continue
                 if "error" in event or "errorDetail" in event:
@@ -209,7 +211,7 @@ class Engine:
         with self.open("POST", "/images/create", params, headers=headers, timeout=3600) as response:
             for line in response.read().decode("utf-8", "replace").splitlines():
                 try:
-                    event = json.loads(line)
+                    event = loads(line)
                 except ValueError:
                     continue
                 if "error" in event:
@@ -243,8 +245,10 @@ class Engine:
     def run_limited(self, image: str, argv: list[str], env: dict[str, str], limit_s: float,
                     gpus: bool = False) -> tuple[int | None, bytes, bytes]:
         """As `run`, stopped after `limit_s` seconds (status None: it ran past them, the output is
-        what it printed until then); `gpus`: every GPU of the NVIDIA runtime given to it."""
-        host: JsonDoc = {"NetworkMode": "none"}
+        what it printed until then); `gpus`: every GPU of the NVIDIA runtime given to it. What it
+        prints is read as it prints it, up to OUTPUT_LIMIT bytes: past that it is stopped and
+        `PrintedTooMuch` raised."""
+        host: JsonDoc = {"NetworkMode": "none", "LogConfig": LOG_CONFIG}
         if gpus:
             host["DeviceRequests"] = [{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]
         body = json.dumps({"Image": image, "Entrypoint": argv[:1], "Cmd": argv[1:], "WorkingDir": "/",
@@ -256,27 +260,37 @@ class Engine:
         ident = str(created["Id"])
         try:
             self.call("POST", f"/containers/{ident}/start")
-            status = self._ended(ident, limit_s)
-            if status is None:
+            reader = _Follower(self, ident, limit_s)
+            reader.start()
+            status = self._ended(ident, limit_s, stop=reader.over)
+            if status is None or reader.over():
                 with contextlib.suppress(EngineBuildError):
                     self.call("POST", f"/containers/{ident}/kill")
-            with self.open("GET", f"/containers/{ident}/logs", {"stdout": "1", "stderr": "1"},
-                           timeout=600) as response:
-                out, err = _demux(response.read())
-            return status, out, err
+            printed = reader.result()
+            if printed.over:
+                raise PrintedTooMuch(f"{argv[0]} in a container of {image} printed more than "
+                                     f"{describe_limit()}; stopped")
+            return status, printed.out, printed.err
         finally:
             with contextlib.suppress(EngineBuildError):
                 self.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
 
-    def _ended(self, ident: str, limit_s: float) -> int | None:
-        """The container's exit status once it stops, None when it still runs after `limit_s`
-        (asked every tenth of a second: a wait the engine holds would outlive its caller's limit)."""
+    def logs(self, ident: str, tail: int | None = None) -> Output:
+        """What a container printed from its start, or its last `tail` lines: at most OUTPUT_LIMIT bytes."""
+        params = {"stdout": "1", "stderr": "1", **({"tail": str(tail)} if tail else {})}
+        with self.open("GET", f"/containers/{ident}/logs", params, timeout=60) as response:
+            return read_output(response)
+
+    def _ended(self, ident: str, limit_s: float, stop: Callable[[], bool] = lambda: False) -> int | None:
+        """The container's exit status once it stops, None when it still runs after `limit_s` or
+        `stop()` says so (asked every tenth of a second: a wait the engine holds would outlive its
+        caller's limit)."""
         deadline = time.monotonic() + limit_s
         while True:
             state = (self.call("GET", f"/containers/{ident}/json") or {}).get("State") or {}
             if not state.get("Running") and state.get("Status") in ("exited", "dead"):
                 return int(state.get("ExitCode", -1))
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or stop():
                 return None
             time.sleep(0.1)
 
@@ -287,20 +301,47 @@ class Engine:
             yield None if response.status == 404 else response
 
 
-def _demux(data: bytes) -> tuple[bytes, bytes]:
-    """A container's log stream without a TTY: frames of (stream, size) headers and their bytes."""
-    out, err = bytearray(), bytearray()
-    at = 0
-    while at + 8 <= len(data):
-        stream, size = data[at], int.from_bytes(data[at + 4:at + 8], "big")
-        (err if stream == 2 else out).extend(data[at + 8:at + 8 + size])
-        at += 8 + size
-    return bytes(out), bytes(err)
+class PrintedTooMuch(EngineError):
+    """A container printed more than OUTPUT_LIMIT bytes and was stopped."""
+
+
+class _Follower(threading.Thread):
+    """Reads a running container's output as it prints it (the engine's follow stream, from its
+    start), no further than OUTPUT_LIMIT bytes."""
+
+    def __init__(self, engine: Engine, ident: str, limit_s: float) -> None:
+        super().__init__(name="enginebuild-container-output", daemon=True)
+        self.engine, self.container, self.limit_s = engine, ident, limit_s
+        self._output: Output | None = None
+        self._error: EngineBuildError | None = None
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            params = {"stdout": "1", "stderr": "1", "follow": "1"}
+            with self.engine.open("GET", f"/containers/{self.container}/logs", params,
+                                  timeout=self.limit_s + 60) as response:
+                self._output = read_output(response)
+        except EngineBuildError as exc:
+            self._error = exc
+        except OSError as exc:  # the stream broke off (the container was removed under it)
+            self._error = EngineError(f"reading a container's output: {exc}")
+        finally:
+            self._done.set()
+
+    def over(self) -> bool:
+        return self._output is not None and self._output.over
+
+    def result(self) -> Output:
+        self._done.wait(60)
+        if self._output is None:
+            raise self._error or EngineError("a container's output could not be read within 60 s of its end")
+        return self._output
 
 
 def _message(response: http.client.HTTPResponse) -> str:
     body = response.read()
     try:
-        return str(json.loads(body).get("message", ""))
+        return str(loads(body).get("message", ""))
     except ValueError:
         return body[:200].decode("utf-8", "replace")

@@ -5,7 +5,6 @@ is checked to be a descriptor (a digest, a size, types as text) before it is ret
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +12,7 @@ from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX, OCI_MANIFEST, canonical
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryApi, sha256_digest
-from enginebuild.wire import JsonDoc, Parsed
+from enginebuild.wire import JsonDoc, Parsed, loads
 
 if TYPE_CHECKING:
     from enginebuild.oci.push import Pusher
@@ -86,7 +85,7 @@ def tagged_list(client: RegistryApi, target: ImageRef, tag: str, key: str, what:
     if len(body) > MAX_INDEX:
         raise RegistryError(f"{target.name}:{tag}: {len(body)} bytes is not {what}")
     try:
-        found = json.loads(body).get(key, [])
+        found = loads(body).get(key, [])
     except (ValueError, AttributeError):
         return []
     return found if isinstance(found, list) else []

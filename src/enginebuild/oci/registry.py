@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 import time
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from enginebuild.io.http import MAX_WAIT_S, RETRY_STATUS, Http, HttpFailure, ret
 from enginebuild.oci.credentials import registry_credentials
 from enginebuild.oci.reference import ImageRef, is_local_registry
 from enginebuild.settings import settings
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads, loads_object
 
 if TYPE_CHECKING:
     import requests
@@ -44,6 +43,10 @@ def scheme_of(registry: str) -> str:
 
 def sha256_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class BadManifest(RegistryError):
+    """What a registry served as a manifest cannot be read (not JSON, not an object, nested too deep)."""
 
 
 class RegistryApi(Protocol):
@@ -120,7 +123,7 @@ class RegistryClient:
                                 f"for scope {query['scope']}",
                                 hint=f"check access to {ref.repository}; log in with `docker login {ref.registry}`")
         try:
-            body = response.json()
+            body = loads(response.content)
             token = body.get("token") or body.get("access_token")
         except ValueError:
             token = None
@@ -150,15 +153,15 @@ class RegistryClient:
             raise RegistryError(f"{ref}: served manifest hashes to {actual}, not the pinned {ref.digest}")
         media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
         try:
-            media_type = json.loads(body).get("mediaType") or media_type
-        except ValueError:
-            raise RegistryError(f"{ref}: the manifest is not JSON") from None
+            media_type = str(loads_object(body).get("mediaType") or media_type)
+        except ValueError as exc:
+            raise BadManifest(f"{ref}: the manifest is not a JSON document that can be read ({exc})") from None
         return actual, media_type, body
 
     def platform_manifest(self, ref: ImageRef, platform: str) -> tuple[str, JsonDoc, str | None]:
         """(manifest digest, manifest, index digest or None) of `platform` under a tag or digest."""
         digest, media_type, body = self.manifest(ref)
-        doc = json.loads(body)
+        doc = loads(body)
         if media_type not in INDEX_TYPES and "manifests" not in doc:
             return digest, doc, None
         os_name, _, arch = platform.partition("/")
@@ -168,7 +171,7 @@ class RegistryClient:
             if p.get("os") == os_name and p.get("architecture") == arch and (not variant or p.get("variant") == variant):
                 sub = ImageRef(ref.registry, ref.repository, None, entry["digest"])
                 sub_digest, _, sub_body = self.manifest(sub)
-                return sub_digest, json.loads(sub_body), digest
+                return sub_digest, loads(sub_body), digest
         found = sorted(f"{(e.get('platform') or {}).get('os')}/{(e.get('platform') or {}).get('architecture')}"
                        for e in doc.get("manifests", []))
         raise RegistryError(f"{ref} has no image for {platform} (it has: {', '.join(found) or 'none'})")
@@ -193,7 +196,7 @@ class RegistryClient:
                 return out
             if response.status_code != 200:
                 raise RegistryError(f"tags of {ref.name}: {ref.registry} answered HTTP {response.status_code}")
-            out += list(response.json().get("tags") or [])
+            out += list(loads(response.content).get("tags") or [])
             link = response.headers.get("Link", "")
             url = self.base_url(ref.registry) + link.split(";")[0].strip("<> ") if link.startswith("<") else None
         return out
@@ -332,7 +335,7 @@ class RegistryClient:
         response = self.request(ref, "GET", self._url(ref, "referrers", digest),
                                 headers={"Accept": INDEX_TYPES[0]})
         if response.status_code == 200 and response.headers.get("Content-Type", "").startswith(INDEX_TYPES[0]):
-            return dict(response.json())
+            return dict(loads(response.content))
         return None
 
 
@@ -346,7 +349,7 @@ class _UploadAgain(Exception):
 
 def _error_text(response: requests.Response) -> str:
     try:
-        errors = response.json().get("errors") or []
+        errors = loads(response.content).get("errors") or []
         return "; ".join(f"{e.get('code')}: {e.get('message')}" for e in errors) or response.text[:200]
     except ValueError:
         return response.text[:200]

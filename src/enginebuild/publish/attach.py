@@ -5,7 +5,6 @@ tag `sha256-<digest>` listing them."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from enginebuild.io.store import Store
@@ -15,7 +14,7 @@ from enginebuild.oci.referrers import Referrer, attach, has_referrers_api, updat
 from enginebuild.publish.provenance import make_provenance
 from enginebuild.publish.sbom import make_sbom
 from enginebuild.settings import settings
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,7 +43,7 @@ def attach_documents(pusher: Pusher, root: Path, spec: ImageSpec, lock: Lock, pl
     store = Store(settings().home)
     if media_type == OCI_INDEX:
         platforms = {f"{m['platform']['os']}/{m['platform']['architecture']}": m["digest"]
-                     for m in json.loads(body)["manifests"]}
+                     for m in loads(body)["manifests"]}
     else:
         platforms = {plans[0].platform: digest}
     documents = ((make_sbom(spec, lock, target.name, outputs, store), SBOM_TYPE),

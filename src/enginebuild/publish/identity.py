@@ -11,7 +11,6 @@ import base64
 import binascii
 import datetime as dt
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from enginebuild.errors import UserError
 from enginebuild.publish.signformat import Refused, canonical
-from enginebuild.wire import JsonDoc, Parsed
+from enginebuild.wire import JsonDoc, Parsed, loads
 
 ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
@@ -57,7 +56,7 @@ def load_trusted_root(path: str) -> TrustedRoot:
     try:
         if where.stat().st_size > MAX_ROOT:
             raise UserError(f"{path}: {where.stat().st_size} bytes is not a trusted root")
-        doc = json.loads(where.read_bytes())
+        doc = loads(where.read_bytes())
     except OSError as exc:
         raise UserError(f"{path}: cannot be read ({exc.strerror})") from None
     except ValueError as exc:
@@ -139,7 +138,7 @@ class IdentityTrust:
         """A cosign keyless signature layer: its certificate, its log entry, its signature."""
         try:
             cert = x509.load_pem_x509_certificate(str(annotations.get(CERTIFICATE_ANNOTATION, "")).encode())
-            logged = json.loads(str(annotations.get(BUNDLE_ANNOTATION, "")))
+            logged = loads(str(annotations.get(BUNDLE_ANNOTATION, "")))
             body = base64.b64decode(logged["Payload"]["body"], validate=True)
             entry = (body, int(logged["Payload"]["integratedTime"]), str(logged["Payload"]["logID"]),
                      int(logged["Payload"]["logIndex"]), base64.b64decode(logged["SignedEntryTimestamp"], validate=True))
@@ -147,7 +146,7 @@ class IdentityTrust:
             return "a keyless signature layer without a certificate and a log entry (not signed keylessly?)"
         try:
             self._certificate(cert, *entry)
-            record = json.loads(body)
+            record = loads(body)
             spec = record["spec"]
             if record.get("kind") != "hashedrekord" or spec["data"]["hash"]["value"] != \
                     hashlib.sha256(payload).hexdigest() or base64.b64decode(spec["signature"]["content"]) != signature:
@@ -178,7 +177,7 @@ class IdentityTrust:
         if signature is None:
             raise Refused("the envelope's signature does not verify with its certificate")
         try:
-            content = json.loads(body)["spec"]["content"]
+            content = loads(body)["spec"]["content"]
             logged_signature = base64.b64decode(base64.b64decode(content["envelope"]["signatures"][0]["sig"]))
             logged_hash = content["payloadHash"]["value"]
         except (ValueError, KeyError, TypeError, IndexError, binascii.Error):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -27,7 +26,7 @@ from enginebuild.errors import UserError
 from enginebuild.io.http import Http, HttpFailure
 from enginebuild.publish.identity import BUNDLE_ANNOTATION, CERTIFICATE_ANNOTATION, CHAIN_ANNOTATION, identity_of
 from enginebuild.publish.signformat import canonical
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads
 
 FULCIO = "https://fulcio.sigstore.dev"
 REKOR = "https://rekor.sigstore.dev"
@@ -52,7 +51,7 @@ class LogEntry:
 
     def for_bundle(self) -> JsonDoc:
         """The entry in a Sigstore bundle (protobuf JSON)."""
-        kind = json.loads(self.body)
+        kind = loads(self.body)
         entry: JsonDoc = {
             "logIndex": str(self.log_index), "logId": {"keyId": _b64(bytes.fromhex(self.log_id))},
             "kindVersion": {"kind": kind["kind"], "version": kind["apiVersion"]},
@@ -118,7 +117,7 @@ class KeylessSigner:
             raise KeylessError(f"Rekor at {self.rekor} refused the entry (HTTP {response.status_code}): "
                                f"{response.text[:200]}")
         try:
-            (_, answer), = response.json().items()
+            (_, answer), = loads(response.content).items()
             entry = LogEntry(base64.b64decode(answer["body"], validate=True), int(answer["integratedTime"]),
                              str(answer["logID"]), int(answer["logIndex"]),
                              base64.b64decode(answer["verification"]["signedEntryTimestamp"], validate=True),
@@ -126,7 +125,7 @@ class KeylessSigner:
             bytes.fromhex(entry.log_id)
         except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
             raise KeylessError(f"Rekor at {self.rekor} answered something that is not a log entry") from None
-        if json.loads(entry.body) != proposed:
+        if loads(entry.body) != proposed:
             raise KeylessError(f"Rekor at {self.rekor} logged another entry than the one sent")
         return entry
 
@@ -152,7 +151,7 @@ def identity_token(http: Http) -> str:
     try:
         response = http.request("GET", f"{url}&audience={quote('sigstore')}",
                                 headers={"Authorization": f"bearer {bearer}"})
-        value = response.json().get("value") if response.status_code == 200 else None
+        value = loads(response.content).get("value") if response.status_code == 200 else None
     except (HttpFailure, ValueError, AttributeError):
         value = None
     if not isinstance(value, str) or not value:
@@ -163,7 +162,7 @@ def identity_token(http: Http) -> str:
 def _claims(token: str) -> JsonDoc:
     try:
         part = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+        claims = loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
     except (IndexError, ValueError, binascii.Error):
         raise UserError(f"${TOKEN_ENV}: not a JSON web token") from None
     if not isinstance(claims, dict):
@@ -191,7 +190,7 @@ def keyless_signer(fulcio: str | None = None, rekor: str | None = None) -> Keyle
         raise KeylessError(f"Fulcio at {fulcio} issued no certificate (HTTP {response.status_code}): "
                            f"{response.text[:200]}")
     try:
-        answer = response.json()
+        answer = loads(response.content)
         signed = answer.get("signedCertificateEmbeddedSct") or answer["signedCertificateDetachedSct"]
         chain = [x509.load_pem_x509_certificate(pem.encode()) for pem in signed["chain"]["certificates"]]
     except (ValueError, KeyError, TypeError, AttributeError):

@@ -8,7 +8,6 @@ The bundles' blobs are pushed once and named by each manifest's referrers."""
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,7 +20,7 @@ from enginebuild.publish import signformat as formats
 if TYPE_CHECKING:
     from enginebuild.publish.keyless import KeylessSigner
     from enginebuild.publish.signkeys import Signer
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads
 
 if TYPE_CHECKING:
     from enginebuild.oci.push import Pusher
@@ -50,7 +49,7 @@ def subjects_of(pusher: Pusher, digest: str) -> tuple[list[Subject], dict[str, s
     found = [Subject(digest, media_type, len(body))]
     platforms: dict[str, str] = {}
     if media_type == OCI_INDEX:
-        for entry in json.loads(body)["manifests"]:
+        for entry in loads(body)["manifests"]:
             found.append(Subject(entry["digest"], entry["mediaType"], entry["size"]))
             platforms[f"{entry['platform']['os']}/{entry['platform']['architecture']}"] = entry["digest"]
     return found, platforms
@@ -62,7 +61,7 @@ def sign_image(pusher: Pusher, signer: Signer | KeylessSigner, digest: str, sbom
     the attestation referrers of `digest` itself (for the referrers tag when there is no API)."""
     subjects, platforms = subjects_of(pusher, digest)
     statements = [(formats.statement(formats.subjects(pusher.target.name, digest, platforms),
-                                     formats.SBOM_PREDICATE, json.loads(sbom)), formats.SBOM_PREDICATE),
+                                     formats.SBOM_PREDICATE, loads(sbom)), formats.SBOM_PREDICATE),
                   (provenance, formats.PROVENANCE_PREDICATE)]
     bundles = [(formats.bundle(signer, payload), kind) for payload, kind in statements]
     own: list[Referrer] = []

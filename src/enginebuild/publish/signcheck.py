@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,7 @@ from enginebuild.publish.sign import signature_tag
 if TYPE_CHECKING:
     from enginebuild.publish.identity import IdentityTrust
     from enginebuild.publish.signkeys import KeyTrust
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads
 
 MAX_DOCUMENT = 16 << 20  # an SBOM, a provenance, a signature payload
 WHAT = {formats.SBOM_PREDICATE: "SBOM", formats.PROVENANCE_PREDICATE: "provenance"}
@@ -209,7 +208,7 @@ def _attestations(client: RegistryClient, ref: ImageRef, digest: str, trust: Key
 
 def _json(body: bytes, what: str) -> JsonDoc:
     try:
-        doc = json.loads(body)
+        doc = loads(body)
     except ValueError:
         raise _Bad(f"{what} is not JSON") from None
     if not isinstance(doc, dict):

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from enginebuild.wire import JsonDoc, Parsed
+from enginebuild.wire import JsonDoc, Parsed, loads
 
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ARTIFACT = "application/vnd.dev.cosign.artifact.sig.v1+json"
@@ -66,7 +66,7 @@ def simple_signing(repository: str, digest: str) -> bytes:
 def signed_digest(payload: bytes) -> tuple[str, str]:
     """(docker-reference, docker-manifest-digest) of a simple-signing payload; Refused when it is not one."""
     try:
-        doc = json.loads(payload)
+        doc = loads(payload)
         critical = doc["critical"]
         digest, reference, kind = (critical["image"]["docker-manifest-digest"],
                                    critical["identity"]["docker-reference"], critical["type"])
@@ -118,7 +118,7 @@ def open_bundle(data: bytes, trust: EnvelopeTrust) -> Statement:
     """The statement a bundle's envelope carries, once `trust` accepts its signature (and
     certificate, and log entry); Refused naming what does not hold."""
     try:
-        doc = json.loads(data)
+        doc = loads(data)
         envelope = doc["dsseEnvelope"]
         payload_type, payload = envelope["payloadType"], _unb64(envelope["payload"])
         signatures = [_unb64(s["sig"]) for s in envelope["signatures"]]
@@ -130,7 +130,7 @@ def open_bundle(data: bytes, trust: EnvelopeTrust) -> Statement:
         raise Refused(f"the envelope carries {payload_type!r}, not an in-toto statement")
     trust.check_envelope(doc, pae(payload_type, payload), payload, signatures)
     try:
-        body = json.loads(payload)
+        body = loads(payload)
         kind, predicate_type = body["_type"], body["predicateType"]
         digests = frozenset(f"sha256:{s['digest']['sha256']}" for s in body["subject"])
     except (ValueError, KeyError, TypeError):

@@ -16,17 +16,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from enginebuild.errors import EngineBuildError, UserError
+from enginebuild.errors import EngineBuildError, UserError, shown_line
 from enginebuild.oci.endpoint import Endpoint, local_endpoint, parse_endpoint
-from enginebuild.oci.engine import Engine, _demux
+from enginebuild.oci.engine import Engine
 from enginebuild.serving.layout import checked_facts
 from enginebuild.serving.nodes import Node
-from enginebuild.wire import JsonDoc
+from enginebuild.wire import JsonDoc, loads
 
 LABEL = "org.enginebuild.serve"
 PROGRAM = (Path(__file__).with_name("nodeside.py")).read_text
 MARK = "enginebuild-serve:"
-LOG_LIMIT = 1 << 20
 
 
 class ServeFailed(EngineBuildError):
@@ -175,10 +174,8 @@ def _logs(engine: Engine, ident: str, tail: int | None = None) -> str:
     """What a container printed from its start (the node program's lines come first), or its last
     `tail` lines; at most 1 MiB either way: a container of an image another party wrote may print
     without end."""
-    params = {"stdout": "1", "stderr": "1", **({"tail": str(tail)} if tail else {})}
-    with engine.open("GET", f"/containers/{ident}/logs", params, timeout=60) as response:
-        out, err = _demux(response.read(LOG_LIMIT))
-    return (out + err).decode("utf-8", "replace")
+    printed = engine.logs(ident, tail)
+    return (printed.out + printed.err).decode("utf-8", "replace")
 
 
 def _state(engine: Engine, ident: str) -> JsonDoc:
@@ -203,12 +200,13 @@ def facts(each: Reached, image: str, cluster: str, gpus: bool, limit_s: float = 
     for line in reversed(said.splitlines()):
         if line.startswith("{"):
             try:
-                return checked_facts(json.loads(line))
+                return checked_facts(loads(line))
             except (ValueError, TypeError) as exc:  # what a container of the image printed: read as hostile
-                raise ServeFailed([f"{each.node.name}: what the image said of the node is not its facts: {exc}"]) \
+                raise ServeFailed([f"{each.node.name}: what the image said of the node is not its facts: "
+                                   f"{shown_line(str(exc))}"]) \
                     from None
     raise ServeFailed([f"{each.node.name}: the image's python3 could not read the node's facts: "
-                       f"{said.strip()[-400:] or 'no output (has the image a python3?)'}"])
+                       f"{shown_line(said.strip()[-400:]) or 'no output (has the image a python3?)'}"])
 
 
 def container_name(cluster: str, node: Node) -> str:
@@ -249,11 +247,11 @@ def watch(started: list[tuple[Reached, str]], limit_s: float, until: str) -> lis
             marks = [line[len(MARK):].strip() for line in said.splitlines() if line.startswith(MARK)]
             failed = [m[5:] for m in marks if m.startswith("FAIL ")]
             if failed:
-                failures.append(f"{each.node.name} ({each.node.address}): {failed[0]}")
+                failures.append(f"{each.node.name} ({each.node.address}): {shown_line(failed[0])}")
             elif any(m.startswith(until) for m in marks) and (until != "checked" or not state.get("Running")):
                 pass
             elif not state or state.get("Status") in ("exited", "dead"):
-                tail = " | ".join(said.strip().splitlines()[-3:]) or "no output"
+                tail = " | ".join(shown_line(line, 200) for line in said.strip().splitlines()[-3:]) or "no output"
                 failures.append(f"{each.node.name} ({each.node.address}): its container ended "
                                 f"(exit {state.get('ExitCode', '?')}): {tail}")
             else:
@@ -273,7 +271,7 @@ def said(each: Reached, ident: str) -> list[str]:
         text = _logs(each.engine, ident)
     except EngineBuildError:
         return []
-    return [line[len(MARK):].strip() for line in text.splitlines() if line.startswith(MARK)]
+    return [shown_line(line[len(MARK):]) for line in text.splitlines() if line.startswith(MARK)]
 
 
 def _engines(reached: list[Reached]) -> list[Engine]:
@@ -320,7 +318,7 @@ def states(reached: list[Reached], cluster: str) -> list[NodeState]:
         lines = [line for line in _logs(each.engine, name, tail=20).splitlines() if line.strip()]
         out.append(NodeState(each.node, name, str(state.get("Status", "?")),
                              None if state.get("Running") else int(state.get("ExitCode", -1)),
-                             lines[-1][:300] if lines else ""))
+                             shown_line(lines[-1]) if lines else ""))
     return out
 
 

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from enginebuild.errors import ResolveError
 from enginebuild.io.http import Http, HttpFailure
+from enginebuild.wire import loads
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
@@ -71,7 +72,7 @@ def project_files(http: Http, index: str, name: str) -> list[IndexFile]:
     base = response.url or url
     out = []
     if response.headers.get("Content-Type", "").startswith(JSON_TYPE):
-        for entry in response.json().get("files", []):
+        for entry in loads(response.content).get("files", []):
             sha = (entry.get("hashes") or {}).get("sha256")
             if sha:
                 out.append(IndexFile(entry["filename"], urljoin(base, entry["url"]), sha, entry.get("size"),

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import regex
+
 from enginebuild.core.schema import Enum, ListOf, MapOf, OneOf, Record, Str
 from enginebuild.core.yamlload import YList, YMap, load_yaml_file
 from enginebuild.errors import SpecError, Where
@@ -36,10 +38,17 @@ DEFAULT_TIMEOUT_S = 120.0
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
+MATCH_LIMIT_S = 2.0  # what one `expect-match` may take on one output, in enginebuild's own process
+
+
+class SlowPattern(Exception):
+    """A pattern that backtracked past MATCH_LIMIT_S on an output: the check fails, naming it."""
+
+
 def _regex(value: str) -> str | None:
     try:
-        re.compile(value)
-    except re.error as exc:
+        regex.compile(value)
+    except regex.error as exc:
         return f"not a regular expression: {exc}"
     return None
 
@@ -128,7 +137,15 @@ def normal(out: str) -> str:
 def _matches(out: str, exact: str | None, pattern: str | None) -> bool:
     if exact is not None:
         return normal(out) == normal(exact)
-    return pattern is not None and re.fullmatch(pattern, normal(out), re.DOTALL) is not None
+    if pattern is None:
+        return False
+    text = normal(out)
+    try:
+        return regex.fullmatch(pattern, text, regex.DOTALL, timeout=MATCH_LIMIT_S) is not None
+    except TimeoutError:
+        raise SlowPattern(f"matching /{pattern[:80]}/ against its {len(text)} characters of output took over "
+                          f"{MATCH_LIMIT_S:.0f} s and was stopped (a pattern that backtracks: anchor or simplify it)"
+                          ) from None
 
 
 def checks_path(patch: Path) -> Path:

@@ -28,7 +28,7 @@ from enginebuild.patches.check import check_stack
 from enginebuild.plan.image import plan_image
 from enginebuild.sources.base import Context
 from enginebuild.spec.model import ImageSpec
-from enginebuild.spec.patchchecks import PatchCheck
+from enginebuild.spec.patchchecks import PatchCheck, SlowPattern
 from enginebuild.usecases.building import BuildRequest, Built, build_image
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
@@ -82,9 +82,12 @@ def verdict_of(check: PatchCheck, run: CheckRun) -> str:
         return NOT_RUN
     if run.status == "failed":
         return CHANGED  # it did not even run as it does where the patch is
-    if check.patched_by(run.output):
-        return OBSOLETE
-    return STILL_NEEDED if check.unpatched_by(run.output) else CHANGED
+    try:
+        if check.patched_by(run.output):
+            return OBSOLETE
+        return STILL_NEEDED if check.unpatched_by(run.output) else CHANGED
+    except SlowPattern:
+        return CHANGED  # no answer from its patterns: not evidence either way
 
 
 def route(ws: Workspace, name: str, wanted: set[str]) -> ImageSpec:

@@ -187,13 +187,14 @@ def stale_build_locks(ws: Workspace) -> list[Path]:
 
 
 def cache_garbage(ws: Workspace, cache_repo: str) -> list[str]:
-    """The tags of the registry cache (CACHE:KEY entries, and the KEY-sub descriptions of
-    execution/substitutes.py) whose keys no root reaches. Verdicts (KEY-ok, a few hundred bytes,
+    """The tags of the registry cache (CACHE:KEY entries, the KEY-sub descriptions of
+    execution/substitutes.py, the cc-KEY compiler caches of execution/compilercache.py, KEY a
+    component's cache key) whose keys no root reaches. Verdicts (KEY-ok, a few hundred bytes,
     keyed by an image's config) are kept."""
 
     live = closure(Store(ws.home), roots(ws)[0])
     repo = parse_cache_repo(cache_repo)
-    keys = {tag: tag.removesuffix("-sub") for tag in RegistryClient().tags(repo)}
+    keys = {tag: tag.removeprefix("cc-").removesuffix("-sub") for tag in RegistryClient().tags(repo)}
     return sorted(tag for tag, key in keys.items() if HEX64.fullmatch(key) and key not in live)
 
 

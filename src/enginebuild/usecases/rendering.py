@@ -50,11 +50,30 @@ def write_contexts(ws: Workspace, plan: ImagePlan, folder: Path) -> list[str]:
     builds += [(f"layer-{n.name}", c.dockerfile, c.context) for n in plan.runtime.layers
                if (c := n.payload.commands())]
     written = []
-    for i, (name, dockerfile, context) in enumerate(builds, 1):
-        target = fresh(folder / f"{i:02d}-{''.join(c if c.isalnum() or c in '.-' else '-' for c in name)}")
-        written.append(write_build_context(materializer, target, dockerfile, context, plan.epoch))
+    names = [f"{i:02d}-{''.join(c if c.isalnum() or c in '.-' else '-' for c in name)}"
+             for i, (name, _, _) in enumerate(builds, 1)] + ["runtime-tail"]
+    forget_earlier_render(folder, names)
+    for target_name, (_, dockerfile, context) in zip(names, builds, strict=False):
+        written.append(write_build_context(materializer, fresh(folder / target_name), dockerfile, context, plan.epoch))
     written.append(write_tail(executor, plan, fresh(folder / "runtime-tail")))
     return written
+
+
+RENDERED = ".enginebuild-rendered"  # the folders the last render wrote here, a name a line
+
+
+def forget_earlier_render(folder: Path, names: list[str]) -> None:
+    """Remove the folders an earlier render wrote into `folder` that this one does not write (another
+    image's, or a component this plan no longer has), by the list it kept; then keep this one's."""
+    listing = folder / RENDERED
+    before = listing.read_text().split("\n") if listing.is_file() else []
+    for name in before:
+        if name and name not in names and "/" not in name and name not in (".", ".."):
+            old = folder / name
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+    folder.mkdir(parents=True, exist_ok=True)
+    listing.write_text("".join(f"{n}\n" for n in names))
 
 
 def fresh(target: Path) -> Path:

@@ -6,7 +6,6 @@ as `push --sign` signs them (publish/sign.py)."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from enginebuild.errors import RegistryError
@@ -19,6 +18,7 @@ from enginebuild.publish.attach import PROVENANCE_TYPE, SBOM_TYPE
 from enginebuild.publish.sign import sign_image
 from enginebuild.settings import settings
 from enginebuild.usecases.targets import pinned_ref
+from enginebuild.wire import loads
 
 if TYPE_CHECKING:
     from enginebuild.publish.keyless import KeylessSigner
@@ -51,7 +51,7 @@ def sign_pushed(text: str, signer: Signer | KeylessSigner) -> dict[str, str]:
         raise RegistryError(f"{text}: no {' and no '.join(missing)} attached to sign",
                             hint="push it with its SBOM and provenance (without --no-attach), or push with --sign")
     try:
-        statement = json.loads(documents[PROVENANCE_TYPE])
+        statement = loads(documents[PROVENANCE_TYPE])
         named = {f"sha256:{s['digest']['sha256']}" for s in statement["subject"]}
     except (ValueError, KeyError, TypeError):
         raise RegistryError(f"{text}: the attached provenance is not an in-toto statement") from None
@@ -66,7 +66,7 @@ def sign_pushed(text: str, signer: Signer | KeylessSigner) -> dict[str, str]:
 def _document_layer(body: bytes, digest: str) -> str | None:
     """The digest of the one document a referrer manifest of `digest` carries, or None."""
     try:
-        manifest = json.loads(body)
+        manifest = loads(body)
         layer = manifest["layers"][0]["digest"]
         subject = manifest["subject"]["digest"]
     except (ValueError, KeyError, TypeError, IndexError):
