@@ -3,9 +3,11 @@
 v1. The demo, both platforms, pushed signed (`push --sign --key`) vs the same push unsigned, each
     to a fresh repository of the same registry (layers mounted, not sent: what differs is the
     signing, the signed envelopes and the signatures); median of three each, seconds and bytes.
-v2. vllm-pypi's documents: the SBOM and the provenance as they are pushed unsigned, and as signed
-    bundles (an in-toto statement in a DSSE envelope, base64 inside JSON): the bytes signing adds
-    to its push are v1's added bytes less the demo's document growth plus this growth.
+v2. vllm-pypi's documents: the SBOM and the provenance as they are pushed unsigned (a signed push
+    sends them too), and the signed bundles a signed push adds (an in-toto statement in a DSSE
+    envelope, base64 inside JSON: the provenance, and the small statement naming the full SBOM by
+    its sha256, format 2): the bytes signing adds to its push, on a first push and after an edit
+    alike, are v1's added bytes less the demo's bundles plus vllm-pypi's.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ sbom = make_sbom(spec, lock, "ghcr.io/o/i", {{}}, Store(settings().home))
 provenance = make_provenance(ws.root, spec, lock, "ghcr.io/o/i", digest, platforms, {{}})
 signer = load_signer({str(key)!r})
 statement = signformat.statement(signformat.subjects("ghcr.io/o/i", digest, platforms), signformat.SBOM_PREDICATE,
-                                 json.loads(sbom))
+                                 signformat.sbom_reference(sbom, "ghcr.io/o/i", digest))
 signed = len(signformat.bundle(signer, statement)) + len(signformat.bundle(signer, provenance))
 print(json.dumps([len(sbom) + len(provenance), signed]))
 """
@@ -78,10 +80,11 @@ def bench_signing(ws: Path, env: dict, rows: list, registry: str) -> None:
                     f"python BUILD.py push demo --to R --sign --key K (+{t_signed - t_plain:.2f} s, "
                     f"+{b_signed - b_plain:.0f} bytes pushed: {b_signed:.0f} vs {b_plain:.0f})",
                     "python BUILD.py push demo --to R (the layers mounted, the SBOM and provenance unsigned)"))
-    demo_plain, demo_signed = _document_growth(ws, env, "demo", key)
+    _, demo_signed = _document_growth(ws, env, "demo", key)
     vllm_plain, vllm_signed = _document_growth(ws, env, "vllm-pypi", key)
-    estimate = (b_signed - b_plain) - (demo_signed - demo_plain) + (vllm_signed - vllm_plain)
-    rows.append(Row("v2. vllm-pypi: bytes signing adds to a first push (estimate)", estimate, 30_000, "bytes",
-                    f"v1's added bytes - the demo's document growth ({demo_signed - demo_plain}) + vllm-pypi's "
-                    f"({vllm_plain} bytes of SBOM and provenance -> {vllm_signed} signed)",
+    estimate = (b_signed - b_plain) - demo_signed + vllm_signed
+    rows.append(Row("v2. vllm-pypi: bytes signing adds to a push, first or after an edit (estimate)", estimate,
+                    30_000, "bytes",
+                    f"v1's added bytes - the demo's bundles ({demo_signed}) + vllm-pypi's ({vllm_signed} bytes of "
+                    f"signed statements; its SBOM and provenance, {vllm_plain} bytes, go in either push)",
                     "the floor: 30 KB"))

@@ -1019,3 +1019,20 @@ def test_a_label_set_to_null_removes_the_bases_label(ws, docker_engine, debian_r
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         labels = json.loads(docker("image", "inspect", "enginebuild/child:latest").stdout)[0]["Config"]["Labels"]
         assert gone not in labels and kept in labels, (args, labels)
+
+
+def test_a_component_on_a_runtime_with_no_layer_under_it_gets_build_env_in_its_own_build(ws):
+    """The chain's variables reach a build through the chain image's config: with no layer under the
+    component (a base with nothing added) there is none, and the build set them itself or not at all."""
+    write_image(ws, "t", "base: debian:bookworm-slim\nplatform: linux/amd64\n" + dedent("""
+        build-env: {FLAVOUR: spicy}
+        components:
+          e:
+            builder: runtime
+            build: {script: build.sh}
+            outputs: {paths: [/opt/e]}
+        install: [e]
+        """), {"build.sh": "#!/bin/sh\nmkdir -p /opt/e\necho $FLAVOUR > /opt/e/flavour\n"})
+    component = rendered(ws, "t", "--unpinned").split("### component e")[1]
+    env = next(line for line in component.splitlines() if line.startswith("ENV "))
+    assert 'FLAVOUR="spicy"' in env, env

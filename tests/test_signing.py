@@ -103,6 +103,23 @@ class Reader:
         return self.manifest(digest.replace(":", "-"))[1]["manifests"]
 
 
+# cosign's `verify-attestation --type T` (options/predicate.go): the predicate type each short name stands for
+COSIGN_PREDICATE_TYPES = {"cyclonedx": "https://cyclonedx.org/bom", "slsaprovenance1": "https://slsa.dev/provenance/v1"}
+
+
+def cosign_attestation_check(bundle: bytes, short: str, digest: str) -> None:
+    """What cosign's documented `verify-attestation --type T` checks of a statement, besides the
+    signature (checked above by @sigstore/verify): an in-toto statement in the DSSE payload whose
+    predicateType is exactly T's, and whose subjects name the image's digest. It does not read the
+    predicate's content."""
+    envelope = json.loads(bundle)["dsseEnvelope"]
+    assert envelope["payloadType"] == "application/vnd.in-toto+json"
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["predicateType"] == COSIGN_PREDICATE_TYPES[short]
+    assert any(s["digest"].get("sha256") == digest.split(":")[1] for s in statement["subject"])
+
+
 def cosign_simple_signing_check(reader: Reader, repository: str, digest: str, public: Path, api: bool) -> None:
     """cosign's documented format, checked independently of enginebuild: a signature is a layer of
     media type application/vnd.dev.cosign.simplesigning.v1+json whose blob is the JSON payload
@@ -199,8 +216,16 @@ def test_a_signed_push_verifies_for_the_index_and_each_platform_here_and_in_impl
             assert digest.split(":")[1] in {s["digest"]["sha256"] for s in statement["subject"]}
             other = write_key(tmp_path / "other.key").with_suffix(".pub")
             assert not js_verify(sigstore_js, bundle, other, tmp_path)["ok"]  # the JS side can refuse too
-        sbom = json.loads(base64.b64decode(json.loads(bundles[SBOM_PREDICATE])["dsseEnvelope"]["payload"]))
-        assert sbom["predicate"]["bomFormat"] == "CycloneDX"
+        cosign_attestation_check(bundles[SBOM_PREDICATE], "cyclonedx", digest)
+        cosign_attestation_check(bundles[PROVENANCE_PREDICATE], "slsaprovenance1", digest)
+        # the signed SBOM statement is small and names the full SBOM, attached beside it as a plain referrer
+        assert len(bundles[SBOM_PREDICATE]) < 4096, len(bundles[SBOM_PREDICATE])
+        statement = json.loads(base64.b64decode(json.loads(bundles[SBOM_PREDICATE])["dsseEnvelope"]["payload"]))
+        bom = next(r for r in statement["predicate"]["externalReferences"] if r["type"] == "bom")
+        full = [reader.manifest(e["digest"])[1]["layers"][0]["digest"] for e in reader.referrers(digest)
+                if e.get("artifactType") == "application/vnd.cyclonedx+json"]
+        assert full == [f"sha256:{bom['hashes'][0]['content']}"], (full, bom)
+        assert json.loads(reader.blob(full[0]))["bomFormat"] == "CycloneDX"
     if mode == "api":  # the registry lists them: no tag of either scheme is made
         assert not reader.exists(pushed["digest"].replace(":", "-") + ".sig")
         assert not reader.exists(pushed["digest"].replace(":", "-"))
@@ -222,7 +247,8 @@ def test_a_push_signed_again_attaches_nothing_new(signed):
                    signed["workspace"])
     assert proc.returncode == 0, proc.stderr
     assert reader.manifest(pushed["digest"].replace(":", "-") + ".sig")[0] == before  # one signature, not two
-    assert len(reader.referrers(pushed["digest"])) == 2  # the SBOM and the provenance, once each
+    # the SBOM and the provenance, once each: as plain documents and as signed statements
+    assert len(reader.referrers(pushed["digest"])) == 4
 
 
 # -- what a signed image must refuse --------------------------------------------------------------
@@ -416,10 +442,38 @@ def case_deep_signature(t: Tamper, image: str, other: str, tmp: Path) -> str:
     return "the manifest is not a JSON document that can be read (nested deeper than 64 levels)"
 
 
+def case_full_sbom_replaced(t: Tamper, image: str, other: str, tmp: Path) -> str:
+    """The full SBOM's blob in the registry's storage: another document of the same size."""
+    entry = next(e for e in t.reader.referrers(image) if e.get("artifactType") == "application/vnd.cyclonedx+json")
+    _, manifest = t.reader.manifest(entry["digest"])
+    t.flip_file(manifest["layers"][0]["digest"], b'"CycloneDX"', b'"CycloneDx"')
+    return "FAILED SBOM: the full SBOM sha256:"
+
+
+def case_sbom_reference_moved(t: Tamper, image: str, other: str, tmp: Path) -> str:
+    """The image's plain SBOM referrer swapped for one carrying another document."""
+    tag = image.replace(":", "-")
+    _, index = t.reader.manifest(tag)
+    entry = next(e for e in index["manifests"] if e.get("artifactType") == "application/vnd.cyclonedx+json")
+    _, manifest = t.reader.manifest(entry["digest"])
+    document = json.loads(t.reader.blob(manifest["layers"][0]["digest"]))
+    document["components"] = []
+    forged = canonical(document)
+    manifest["layers"][0] = {**manifest["layers"][0], "digest": upload(t.host, t.repository, forged),
+                             "size": len(forged)}
+    body = canonical(manifest)
+    digest = put_manifest(t.host, t.repository, "sha256:" + hashlib.sha256(body).hexdigest(), body)
+    manifests = [e for e in index["manifests"] if e["digest"] != entry["digest"]]
+    manifests.append({**entry, "digest": digest, "size": len(body)})
+    t.retag(tag, canonical({**index, "manifests": manifests}), OCI_INDEX)
+    return "FAILED SBOM: the full SBOM its signed statement names"
+
+
 CASES = {"a layer byte": case_layer, "a config byte": case_config, "a manifest byte": case_manifest,
          "the SBOM replaced": case_sbom_replaced, "the provenance's subject changed": case_provenance_subject,
          "a signature byte flipped": case_signature_byte, "a referrer moved to another subject": case_referrer_moved,
-         "a tag moved to another digest": case_tag_moved, "a signature nested 5,000 deep": case_deep_signature}
+         "a tag moved to another digest": case_tag_moved, "a signature nested 5,000 deep": case_deep_signature,
+         "the full SBOM replaced": case_full_sbom_replaced, "the SBOM reference moved": case_sbom_reference_moved}
 
 
 @pytest.fixture(scope="module")
@@ -447,12 +501,16 @@ def test_a_tampered_signed_image_is_refused_with_the_reason(signed, second_image
         reason = CASES[case](tamper, target, other, tmp_path)
     else:
         reason = CASES[case](tamper, image, other, tmp_path)
+    layers = ["--layers"] if case == "a layer byte" else []  # by default a layer is taken as its manifest pins it
     try:
-        proc = verify(signed, f"{pushed['repository']}@{image}")
+        proc = verify(signed, f"{pushed['repository']}@{image}", None, *layers)
+        pinned = verify(signed, f"{pushed['repository']}@{image}") if layers else None
     finally:
         tamper.undo()
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert reason in proc.stdout, proc.stdout
+    if pinned is not None:  # what a pull of it would refuse, the default leaves to the pull
+        assert pinned.returncode == 0 and "not fetched (--layers fetches them)" in pinned.stdout, pinned.stdout
     assert verify(signed, f"{pushed['repository']}@{image}").returncode == 0  # undone: it holds again
 
 
@@ -477,6 +535,24 @@ def test_an_unsigned_push_is_refused_as_unsigned(signed):
     assert proc.returncode == 1
     assert "FAILED signature: no signature attached" in proc.stdout
     assert "FAILED SBOM: not attached as a signed envelope (only unsigned documents are attached)" in proc.stdout
+
+
+def test_verify_reads_the_manifests_configs_and_documents_and_with_layers_every_layer(signed):
+    """`verify --signature` reads what the signature covers and the documents, not the image: the
+    bytes the registry sent are counted at a proxy in front of it."""
+    pushed, front = signed["pushed"]["api"], signed["front"]
+    reference = f"{pushed['repository']}@{pushed['digest']}"
+    sizes = {}
+    for extra in ((), ("--layers",)):
+        before = front.served
+        proc = verify(signed, reference, None, *extra)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        sizes[extra] = front.served - before
+    print(f"verify --signature read {sizes[()]} bytes; with --layers {sizes[('--layers',)]}")
+    layers = sum(layer["size"] for digest in platforms_of(Tamper(signed), pushed["digest"]).values()
+                 for layer in Reader(pushed["host"], "signed/api").manifest(digest)[1]["layers"])
+    assert sizes[("--layers",)] - sizes[()] >= layers  # every layer of both platforms, and only with --layers
+    assert sizes[()] < 1 << 20
 
 
 def test_verify_reaches_only_the_registry(signed, tmp_path):
@@ -667,6 +743,11 @@ def test_sign_signs_an_image_already_pushed_from_what_its_registry_holds(signed,
 
     proc = run_cli(["sign", reference.replace("@", ":v1@").split("@")[0], "--key", signed["key"]], signed["workspace"])
     assert proc.returncode == 2 and "by digest, not by a tag" in proc.stderr
+    if how == "key":  # an image pushed with --sign holds its documents as they are: it is signed again from them
+        again = run_cli(["sign", f"{pushed['repository']}@{pushed['digest']}", "--key", signed["key"]],
+                        signed["workspace"])
+        assert again.returncode == 0, again.stderr
+        assert verify(signed, f"{pushed['repository']}@{pushed['digest']}").returncode == 0
     bare = run_cli(["push", "demo", "--to", f"{repository}-bare", "--tag", "v1", "--no-attach"], signed["workspace"])
     proc = run_cli(["sign", bare.stdout.strip(), "--key", signed["key"]], signed["workspace"])
     assert proc.returncode == 1 and "no SBOM and no provenance attached to sign" in proc.stderr

@@ -45,6 +45,7 @@ class FaultProxy:
         self.rules: list = []
         self.log: list = []
         self.stamps: list = []  # time.monotonic() of each request as it arrived, beside `log`
+        self.served = 0  # bytes of response bodies sent to clients
         self.bearer = False
         self.tokens: dict = {}
         self.scopes: list = []
@@ -108,6 +109,7 @@ class FaultProxy:
         h.end_headers()
         if h.command != "HEAD":
             h.wfile.write(body)
+            self.served += len(body)
 
     def _token(self, h):
         query = parse_qs(urlparse(h.path).query)

@@ -25,5 +25,6 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     assert signer is not None  # --sign is implied
     for image in args.images:
         attached = sign_pushed(image, signer)
-        print(f"{image}: signed by {attached['signed-by']}; sbom {attached['sbom']}; provenance {attached['provenance']}")
+        print(f"{image}: signed by {attached['signed-by']}; sbom statement {attached['sbom-statement']}; "
+              f"provenance statement {attached['provenance-statement']}")
     return 0

@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="check pushed images REGISTRY/REPO@sha256:... instead: every byte against its digest, "
                              "the signature, the signed SBOM and provenance; reaches the registry alone")
     parser.add_argument("--key", metavar="PUB.PEM", help="with --signature: the public key that must have signed")
+    parser.add_argument("--layers", action="store_true",
+                        help="with --signature: also fetch and hash every layer (by default the manifests and "
+                             "configs are, and each layer is taken as the signed manifest pins it)")
     parser.add_argument("--identity", metavar="ID",
                         help="with --signature, keyless: the signer's identity (its certificate's subject alternative "
                              "name, e.g. https://github.com/OWNER/REPO/.github/workflows/images.yml@refs/heads/main)")
@@ -65,7 +68,7 @@ def _archs(text: str) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    if args.signature or args.key or args.identity or args.issuer or args.trusted_root:
+    if args.signature or args.key or args.identity or args.issuer or args.trusted_root or args.layers:
         return _signatures(args)
     from enginebuild.usecases.checking import verify_images
 
@@ -105,7 +108,8 @@ def _signatures(args: argparse.Namespace) -> int:
     from enginebuild.usecases.checking import verify_signatures
 
     given = next(f for f, v in (("--key", args.key), ("--identity", args.identity), ("--issuer", args.issuer),
-                                 ("--trusted-root", args.trusted_root), ("--signature", True)) if v)
+                                 ("--trusted-root", args.trusted_root), ("--layers", args.layers),
+                                 ("--signature", True)) if v)
     if not args.signature:
         raise UserError(f"{given} only takes effect with --signature", hint="add --signature")
     keyless = [f for f, v in (("--identity", args.identity), ("--issuer", args.issuer),
@@ -122,7 +126,7 @@ def _signatures(args: argparse.Namespace) -> int:
     if args.platform or args.archs:
         raise UserError("--signature checks a pushed digest: --platform and --archs do not apply",
                         hint="verify the platform's own digest (it is signed too)")
-    verdicts = verify_signatures(args.images, args.key, args.identity, args.issuer, args.trusted_root)
+    verdicts = verify_signatures(args.images, args.key, args.identity, args.issuer, args.trusted_root, args.layers)
     if args.json:
         print(json.dumps({"ok": all(v.ok for v in verdicts), "images": [v.to_json() for v in verdicts]}, indent=2))
     else:

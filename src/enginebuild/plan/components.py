@@ -180,8 +180,11 @@ def _dockerfile(planner: EnvPlanner, comp: Component, builder: EnvNode, ctx: _Co
     if caches:  # the seeds are added when the build runs; this keeps the folder in every context
         ctx.items.append(ContextItem("compiler-cache/.keep", keys.sha(b""), FromData(b""), label="compiler cache"))
     sealed = planner.spec.secret_names
+    # the chain's variables (the runtime's build-env) reach a build through the chain image's config;
+    # a builder with no layer under the component has no such image of its own: they are set here
+    chain_env = list(builder.env) if not builder.layers else []
     return render("component.Dockerfile", name=comp.name, platform=planner.platform, parent=parent_ref(builder),
-                  epoch=planner.epoch, outputs=",".join(comp.outputs.paths), env=ctx.env,
+                  epoch=planner.epoch, outputs=",".join(comp.outputs.paths), env=[*chain_env, *ctx.env],
                   source=comp.source is not None, sources=[e.name for e in comp.sources], deps=list(comp.needs),
                   mounts=mounts(comp.build.cache, comp.build.secrets, sealed=sealed),
                   steps=steps, cache_restore=restore, cache_save=save, cache_mounts=mounts(caches, sealed=sealed),

@@ -5,6 +5,7 @@ tag `sha256-<digest>` listing them."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING
 
 from enginebuild.io.store import Store
@@ -46,18 +47,22 @@ def attach_documents(pusher: Pusher, root: Path, spec: ImageSpec, lock: Lock, pl
                      for m in loads(body)["manifests"]}
     else:
         platforms = {plans[0].platform: digest}
-    documents = ((make_sbom(spec, lock, target.name, outputs, store), SBOM_TYPE),
-                 (make_provenance(root, spec, lock, target.name, digest, platforms, parameters or {}), PROVENANCE_TYPE))
+    sbom = make_sbom(spec, lock, target.name, outputs, store)
+    provenance = make_provenance(root, spec, lock, target.name, digest, platforms, parameters or {},
+                                 sbom=hashlib.sha256(sbom).hexdigest())
     has_api = has_referrers_api(client, target, digest)
-    if signer is not None:
-        from enginebuild.publish.sign import sign_image
-
-        signed = sign_image(pusher, signer, digest, documents[0][0], documents[1][0], has_api)
-        return {"sbom": signed[0][0], "provenance": signed[1][0], "signed-by": signer.who}
+    # the documents themselves, signed or not: one SBOM blob for every digest that shares it
     referrers: list[Referrer] = []
-    for document, kind in documents:
+    for document, kind in ((sbom, SBOM_TYPE), (provenance, PROVENANCE_TYPE)):
         ref_digest, size = attach(pusher, digest, media_type, len(body), document, kind)
         referrers.append((ref_digest, size, kind, {}))
     if not has_api:
         update_fallback_index(pusher, digest, referrers)
-    return {"sbom": referrers[0][0], "provenance": referrers[1][0]}
+    attached = {"sbom": referrers[0][0], "provenance": referrers[1][0]}
+    if signer is not None:
+        from enginebuild.publish.sign import sign_image
+
+        signed = sign_image(pusher, signer, digest, sbom, provenance, has_api)
+        attached = {"sbom": referrers[0][0], "provenance": referrers[1][0], "sbom-statement": signed[0][0],
+                    "provenance-statement": signed[1][0], "signed-by": signer.who}
+    return attached

@@ -62,8 +62,9 @@ def builder_id() -> tuple[str, JsonDoc]:
 
 
 def make_provenance(root: Path, spec: ImageSpec, lock: Lock, repository: str, subject_digest: str,
-                    platforms: dict[str, str], parameters: JsonDoc | None = None) -> bytes:
-    """`parameters`: the per-build values (--set, --build-arg, --on, --stages), in externalParameters."""
+                    platforms: dict[str, str], parameters: JsonDoc | None = None, sbom: str = "") -> bytes:
+    """`parameters`: the per-build values (--set, --build-arg, --on, --stages), in externalParameters;
+    `sbom`: the sha256 of the SBOM pushed beside it, named among the run's byproducts."""
     builder, metadata = builder_id()
     files = [_file(root, f"images/{name}/image.yaml") for name in spec.chain]
     files.append(_file(root, f"lockfiles/{spec.lock_name}.lock"))
@@ -84,7 +85,9 @@ def make_provenance(root: Path, spec: ImageSpec, lock: Lock, repository: str, su
                 "resolvedDependencies": files + dependencies(lock, f"lockfiles/{spec.lock_name}.lock"),
             },
             "runDetails": {"builder": {"id": builder, "version": {"enginebuild": __version__}},
-                           "metadata": metadata},
+                           "metadata": metadata,
+                           **({"byproducts": [{"name": "sbom.cdx.json", "digest": {"sha256": sbom},
+                                               "mediaType": "application/vnd.cyclonedx+json"}]} if sbom else {})},
         },
     }
     return json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()

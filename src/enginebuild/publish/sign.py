@@ -57,16 +57,22 @@ def subjects_of(pusher: Pusher, digest: str) -> tuple[list[Subject], dict[str, s
 
 def sign_image(pusher: Pusher, signer: Signer | KeylessSigner, digest: str, sbom: bytes, provenance: bytes,
                has_api: bool) -> list[Referrer]:
-    """Sign `digest` (and its platforms) and attach the signed SBOM and provenance to each; returns
-    the attestation referrers of `digest` itself (for the referrers tag when there is no API)."""
+    """Sign `digest` (and its platforms) and attach the signed SBOM statement and provenance to each,
+    and the full SBOM to each platform (the caller attached it, and the plain provenance, to
+    `digest`); returns the attestation referrers of `digest` itself."""
     subjects, platforms = subjects_of(pusher, digest)
-    statements = [(formats.statement(formats.subjects(pusher.target.name, digest, platforms),
-                                     formats.SBOM_PREDICATE, loads(sbom)), formats.SBOM_PREDICATE),
+    named = formats.subjects(pusher.target.name, digest, platforms)
+    statements = [(formats.statement(named, formats.SBOM_PREDICATE,
+                                     formats.sbom_reference(sbom, pusher.target.name, digest)), formats.SBOM_PREDICATE),
                   (provenance, formats.PROVENANCE_PREDICATE)]
     bundles = [(formats.bundle(signer, payload), kind) for payload, kind in statements]
     own: list[Referrer] = []
     for subject in subjects:
         referrers: list[Referrer] = []
+        if subject.digest != digest:  # the full SBOM the statement names, beside it (the caller attached `digest`'s)
+            ref_digest, size = attach(pusher, subject.digest, subject.media_type, subject.size, sbom,
+                                      formats.SBOM_MEDIA_TYPE)
+            referrers.append((ref_digest, size, formats.SBOM_MEDIA_TYPE, {}))
         for document, kind in bundles:
             annotations = {formats.PREDICATE_ANNOTATION: kind}
             ref_digest, size = attach(pusher, subject.digest, subject.media_type, subject.size, document,

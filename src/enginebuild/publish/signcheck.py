@@ -1,9 +1,11 @@
 """Checking a signed image from its registry, with nothing else reached: `verify REF@DIGEST
---signature --key cosign.pub`. Every byte is checked, not only signatures: the manifest (and
-under an index each platform's) must hash to its digest and every config and layer blob to its
-own; the signature (a referrer, or cosign's `.sig` tag) must verify with the key and name this
-digest; the SBOM and the provenance must be attached in envelopes the key signed whose statement
-names this digest. Each check that fails gives its reason; nothing is taken on a registry's word."""
+--signature --key cosign.pub`. Not only signatures: the manifest (and under an index each
+platform's) must hash to its digest and every config to its own (with `--layers`, every layer
+too: by default a layer is taken as the manifest pins it, as a pull checks it); the signature (a
+referrer, or cosign's `.sig` tag) must verify with the key and name this digest; the SBOM and the
+provenance must be attached in envelopes the key signed whose statement names this digest, and
+the full SBOM the SBOM's statement names must be the one attached and hash to it. Each check that
+fails gives its reason; nothing is taken on a registry's word."""
 
 from __future__ import annotations
 
@@ -55,31 +57,39 @@ class Verdict:
                 "checks": [{"check": c.what, "ok": c.ok, "detail": c.detail} for c in self.checks]}
 
 
-def verify_signed(client: RegistryClient, ref: ImageRef, trust: KeyTrust | IdentityTrust) -> Verdict:
+def verify_signed(client: RegistryClient, ref: ImageRef, trust: KeyTrust | IdentityTrust,
+                  layers: bool = False) -> Verdict:
+    """`layers`: every layer fetched and hashed too; else the manifests and configs are (the manifest
+    pins each layer by digest, and the signature is over the manifest: a pull checks each layer)."""
     assert ref.digest is not None
     verdict = Verdict(str(ref))
-    verdict.checks.append(_content(client, ref))
+    verdict.checks.append(_content(client, ref, layers))
     verdict.checks.append(_signature(client, ref, ref.digest, trust))
     verdict.checks.extend(_attestations(client, ref, ref.digest, trust))
     return verdict
 
 
-def _content(client: RegistryClient, ref: ImageRef) -> Check:
-    """The manifest, and under an index each platform's, hash to their digests; so do their blobs."""
+def _content(client: RegistryClient, ref: ImageRef, layers: bool) -> Check:
+    """The manifest, and under an index each platform's, hash to their digests; so do their
+    configs, and with `layers` their layers."""
     try:
-        count = sum(1 for _ in _blobs_checked(client, ref))
+        checked = list(_blobs_checked(client, ref, layers))
     except _Bad as exc:
         return Check("content", False, str(exc))
     except RegistryError as exc:
         return Check("content", False, exc.message)
-    return Check("content", True, f"the manifest and {count} blob(s) hash to their digests")
+    fetched = sum(1 for _, was in checked if was)
+    pinned = len(checked) - fetched
+    return Check("content", True, f"the manifest and {fetched} blob(s) hash to their digests"
+                 + (f"; {pinned} layer(s) pinned by digest, not fetched (--layers fetches them)" if pinned else ""))
 
 
 class _Bad(Exception):
     pass
 
 
-def _blobs_checked(client: RegistryClient, ref: ImageRef, where: str = "") -> Iterator[str]:
+def _blobs_checked(client: RegistryClient, ref: ImageRef, layers: bool, where: str = "") -> Iterator[tuple[str, bool]]:
+    """(digest, whether it was fetched and hashed) of each blob under `ref`."""
     assert ref.digest is not None
     digest, media_type, body = client.manifest(ref)  # refuses bytes that do not hash to ref.digest
     doc = _json(body, f"the manifest{where}")
@@ -87,7 +97,8 @@ def _blobs_checked(client: RegistryClient, ref: ImageRef, where: str = "") -> It
         for entry in _list(doc, "manifests", f"the index{where}"):
             platform = entry.get("platform") or {}
             name = f" of {platform.get('os')}/{platform.get('architecture')}"
-            yield from _blobs_checked(client, ImageRef(ref.registry, ref.repository, None, _digest(entry, name)), name)
+            yield from _blobs_checked(client, ImageRef(ref.registry, ref.repository, None, _digest(entry, name)),
+                                      layers, name)
         return
     blobs = [("config", doc.get("config"))] + [(f"layer {n}", layer)
                                                  for n, layer in enumerate(_list(doc, "layers", f"the manifest{where}"))]
@@ -96,6 +107,9 @@ def _blobs_checked(client: RegistryClient, ref: ImageRef, where: str = "") -> It
             raise _Bad(f"the manifest{where} has no {what} descriptor")
         blob = _digest(descriptor, f"{what}{where}")
         size = descriptor.get("size")
+        if what != "config" and not layers:
+            yield blob, False
+            continue
         sha, length = hashlib.sha256(), 0
         with client.open_blob(ref, blob) as response:
             for chunk in response.iter_content(1 << 20):
@@ -106,7 +120,7 @@ def _blobs_checked(client: RegistryClient, ref: ImageRef, where: str = "") -> It
                        f"sha256:{sha.hexdigest()[:12]}, not to its digest (changed since it was signed)")
         if length != size:
             raise _Bad(f"{what}{where} ({blob[:19]}): {length} bytes, the manifest says {size}")
-        yield blob
+        yield blob, True
 
 
 def _signature(client: RegistryClient, ref: ImageRef, digest: str, trust: KeyTrust | IdentityTrust) -> Check:
@@ -166,11 +180,15 @@ def _attestations(client: RegistryClient, ref: ImageRef, digest: str, trust: Key
     reasons: dict[str, list[str]] = {kind: [] for kind in WHAT}
     held: set[str] = set()
     unsigned: list[str] = []
+    sboms: list[JsonDoc] = []  # the plain SBOM referrers: the full SBOM a signed statement names
     try:
-        for entry in listed(client, ref, digest):
+        entries = listed(client, ref, digest)
+        for entry in entries:
             if entry.get("artifactType") != formats.BUNDLE:
-                if entry.get("artifactType") in ("application/vnd.cyclonedx+json", "application/vnd.in-toto+json"):
+                if entry.get("artifactType") in (formats.SBOM_MEDIA_TYPE, "application/vnd.in-toto+json"):
                     unsigned.append(entry["artifactType"])
+                if entry.get("artifactType") == formats.SBOM_MEDIA_TYPE:
+                    sboms.append(entry)
                 continue
             _, _, body = client.manifest(ImageRef(ref.registry, ref.repository, None, entry["digest"]))
             manifest = _json(body, "an attestation manifest")
@@ -191,6 +209,11 @@ def _attestations(client: RegistryClient, ref: ImageRef, digest: str, trust: Key
                     f"its signed statement names {', '.join(sorted(d[:19] for d in statement.digests))}, not this "
                     "image (moved from another image, or its subject changed)")
                 continue
+            if statement.predicate_type == formats.SBOM_PREDICATE:
+                why = _sbom_link(client, ref, statement.predicate, sboms)
+                if why:
+                    reasons[statement.predicate_type].append(why)
+                    continue
             held.add(statement.predicate_type)
     except (RegistryError, _Bad) as exc:
         return [Check("attestations", False, getattr(exc, "message", str(exc)))]
@@ -204,6 +227,35 @@ def _attestations(client: RegistryClient, ref: ImageRef, digest: str, trust: Key
             why = ["not attached as a signed envelope" + (" (only unsigned documents are attached)" if unsigned else "")]
         checks.append(Check(name, False, "; ".join(dict.fromkeys(why))))
     return checks
+
+
+def _sbom_link(client: RegistryClient, ref: ImageRef, predicate: Any, sboms: list[JsonDoc]) -> str | None:
+    """None when the full SBOM the signed statement names is attached to this image and hashes to
+    what it names (format 2), or the statement carries the SBOM itself (format 1); else why not."""
+    if isinstance(predicate, dict) and "components" in predicate and not predicate.get("externalReferences"):
+        return None  # format 1: the SBOM signed in full
+    try:
+        named = formats.referenced_sbom(predicate)
+    except formats.Refused as exc:
+        return str(exc)
+    carried = set()
+    for entry in sboms:
+        _, _, body = client.manifest(ImageRef(ref.registry, ref.repository, None, _digest(entry, "an SBOM referrer")))
+        layers = _list(_json(body, "an SBOM referrer"), "layers", "an SBOM referrer")
+        carried |= {_digest(layer, "an SBOM referrer's layer") for layer in layers[:1] if isinstance(layer, dict)}
+    if named.sha256 not in carried:
+        shown = ", ".join(sorted(d[:19] for d in carried)) or "none"
+        return (f"the full SBOM its signed statement names ({named.sha256[:19]}) is not the one attached to this "
+                f"image ({shown}): replaced or moved since it was signed")
+    if named.size > MAX_DOCUMENT:
+        return f"the full SBOM {named.sha256[:19]}: {named.size} bytes is more than an SBOM is read to ({MAX_DOCUMENT})"
+    try:
+        data = client.read_blob(ref, named.sha256, limit=max(named.size, 1))
+    except RegistryError as exc:
+        return f"the full SBOM {named.sha256[:19]} cannot be read as signed: {exc.message}"
+    if len(data) != named.size:
+        return f"the full SBOM {named.sha256[:19]} is {len(data)} bytes, its signed statement says {named.size}"
+    return None
 
 
 def _json(body: bytes, what: str) -> JsonDoc:

@@ -1,4 +1,4 @@
-"""What enginebuild signs, byte for byte (format 1, docs/signing.md).
+"""What enginebuild signs, byte for byte (format 2, docs/signing.md).
 
 - An image's signature: cosign's simple-signing payload naming the repository and the manifest
   digest, signed as is (ECDSA P-256, sha256); the payload is the one layer of a signature
@@ -7,6 +7,11 @@
   image's index and platform manifests, in a DSSE envelope (payload type
   `application/vnd.in-toto+json`, the signature over DSSE's pre-authentication encoding), carried
   in a Sigstore bundle (v0.3) whose verification material is the key's hint.
+- The SBOM's statement carries a small CycloneDX document (`sbom_reference`), not the SBOM: the
+  image as its component, and one external reference of type `bom` naming the full SBOM by its
+  sha256 (with its media type and size as properties). The full SBOM is the plain referrer every
+  push attaches, one blob for every digest that shares it; a verifier checks that blob hashes to
+  what the signed statement names. Signing stays KBs however large the SBOM grows.
 Every document here is canonical JSON (sorted keys, no spaces), so one version of enginebuild
 writes the same bytes on every machine. Readers treat what they fetch as hostile: sizes are
 limited by the caller, every field is checked for its type before it is used."""
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -30,6 +36,10 @@ PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
 IN_TOTO = "application/vnd.in-toto+json"
 STATEMENT = "https://in-toto.io/Statement/v1"
 SBOM_PREDICATE = "https://cyclonedx.org/bom"
+SBOM_MEDIA_TYPE = "application/vnd.cyclonedx+json"
+FORMAT = 2
+_SIZE_PROPERTY = "org.enginebuild.sbom.size"
+_TYPE_PROPERTY = "org.enginebuild.sbom.mediaType"
 PROVENANCE_PREDICATE = "https://slsa.dev/provenance/v1"
 
 
@@ -148,3 +158,47 @@ def _unb64(text: Parsed) -> bytes:
     if not isinstance(text, str):
         raise TypeError("not base64 text")
     return base64.b64decode(text, validate=True)
+
+
+@dataclass(frozen=True)
+class SbomReference:
+    """The full SBOM a signed statement names."""
+
+    sha256: str  # "sha256:<hex>"
+    size: int
+    media_type: str
+
+
+def sbom_reference(sbom: bytes, repository: str, digest: str) -> JsonDoc:
+    """The signed SBOM statement's predicate (format 2): a CycloneDX document whose component is the
+    image (`repository@digest`) and whose `bom` reference is the full SBOM, by sha256 and size."""
+    sha = hashlib.sha256(sbom).hexdigest()
+    return {
+        "bomFormat": "CycloneDX", "specVersion": "1.6", "version": 1,
+        "metadata": {"component": {"type": "container", "name": repository, "version": digest,
+                                   "bom-ref": f"{repository}@{digest}"},
+                     "properties": [{"name": _TYPE_PROPERTY, "value": SBOM_MEDIA_TYPE},
+                                    {"name": _SIZE_PROPERTY, "value": str(len(sbom))}]},
+        "externalReferences": [{"type": "bom", "url": f"oci://{repository}@sha256:{sha}",
+                                "comment": f"the full SBOM ({SBOM_MEDIA_TYPE}, {len(sbom)} bytes): the blob the "
+                                           "image's SBOM referrer carries",
+                                "hashes": [{"alg": "SHA-256", "content": sha}]}],
+    }
+
+
+def referenced_sbom(predicate: Parsed) -> SbomReference:
+    """The full SBOM a format-2 statement's predicate names; Refused when it names none."""
+    try:
+        if not isinstance(predicate, dict):
+            raise TypeError("not a document")
+        refs = [r for r in predicate["externalReferences"] if isinstance(r, dict) and r.get("type") == "bom"]
+        hashes = [h["content"] for h in refs[0]["hashes"] if isinstance(h, dict) and h.get("alg") == "SHA-256"]
+        properties = {p["name"]: p["value"] for p in predicate["metadata"]["properties"] if isinstance(p, dict)}
+        sha, size, media_type = hashes[0], int(properties[_SIZE_PROPERTY]), properties[_TYPE_PROPERTY]
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise Refused("its signed statement names no full SBOM (an external reference of type `bom` with its "
+                      "sha256)") from None
+    if not isinstance(sha, str) or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha) \
+            or not isinstance(media_type, str) or not 0 <= size <= 1 << 30:
+        raise Refused("its signed statement's SBOM reference is not a sha256, a size and a media type")
+    return SbomReference(f"sha256:{sha}", size, media_type)

@@ -115,7 +115,7 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
 
 
 def verify_signatures(images: list[str], key_path: str | None, identity: str | None = None, issuer: str | None = None,
-                      trusted_root: str | None = None) -> list[SignedVerdict]:
+                      trusted_root: str | None = None, layers: bool = False) -> list[SignedVerdict]:
     """`verify --signature`: each REGISTRY/REPO@sha256:... checked from its registry (publish/signcheck.py),
     signed by the key of `key_path`, or keylessly as `identity` by `issuer` under `trusted_root`."""
     from enginebuild.oci.registry import RegistryClient
@@ -131,4 +131,4 @@ def verify_signatures(images: list[str], key_path: str | None, identity: str | N
         trust = IdentityTrust(load_trusted_root(trusted_root), identity, issuer)
     refs = [pinned_ref(text, "a signature is checked for a digest, not a tag") for text in images]
     client = RegistryClient()
-    return [verify_signed(client, ref, trust) for ref in refs]
+    return [verify_signed(client, ref, trust, layers) for ref in refs]

@@ -60,7 +60,7 @@ def sign_pushed(text: str, signer: Signer | KeylessSigner) -> dict[str, str]:
     pusher = Pusher(client, Store(settings().home), target)
     own = sign_image(pusher, signer, ref.digest, documents[SBOM_TYPE], documents[PROVENANCE_TYPE],
                      has_referrers_api(client, target, ref.digest))
-    return {"sbom": own[0][0], "provenance": own[1][0], "signed-by": signer.who}
+    return {"sbom-statement": own[0][0], "provenance-statement": own[1][0], "signed-by": signer.who}
 
 
 def _document_layer(body: bytes, digest: str) -> str | None:
