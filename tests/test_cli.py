@@ -39,6 +39,12 @@ def test_global_options_are_taken_after_the_verb_and_an_unknown_option_shows_the
     after = run_in_process(["render", "demo", "--platform", "linux/amd64", "-q", "--set", "env.PORT=9000"], ROOT)
     assert before.returncode == after.returncode == 0, after.stderr
     assert after.stdout == before.stdout and 'PORT="9000"' in after.stdout
+    # after a verb's action too, wherever they stand: each place's values are kept
+    quiet = [run_in_process(argv, ROOT) for argv in (["-q", "patches", "check", "demo"],
+                                                    ["patches", "-q", "check", "demo"],
+                                                    ["patches", "check", "demo", "-q", "--progress", "plain"])]
+    assert [p.returncode for p in quiet] == [0, 0, 0], quiet[-1].stderr
+    assert quiet[0].stdout == quiet[1].stdout == quiet[2].stdout and quiet[0].stderr == quiet[2].stderr == ""
     proc = run_in_process(["plan", "demo", "--pull"], ROOT)
     assert proc.returncode == 2 and proc.stderr.startswith("usage: BUILD.py plan ")
     assert proc.stderr.rstrip().endswith("error: unrecognized arguments: --pull")

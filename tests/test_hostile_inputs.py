@@ -128,6 +128,10 @@ def test_messages_that_point_the_right_way(ws):
     assert proc.returncode == 2, proc.stderr
     assert "'org.example.release' is one key with dots: it is written in brackets" in proc.stderr
     assert "--set 'labels[org.example.release]=…'" in proc.stderr and "quote it" not in proc.stderr
+    # a field of a component the spec lacks: the component is named, not a key the new one misses
+    proc = run_in_process(["plan", "t", "--set", "components.ee.build.args.X=1"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2 and "the spec has no component 'ee' (it has: e)" in proc.stderr, proc.stderr
+    assert "did you mean --set components.e.build.args.X=…?" in proc.stderr and "required key" not in proc.stderr
 
 
 def test_plan_unpinned_plans_from_the_spec_alone(ws):

@@ -325,7 +325,9 @@ def test_a_requirements_file_is_followed_with_named_exclusions(workspace, docker
                                                                debian_reachable):
     """What a recipe did with `sed '/flashinfer/d' requirements/cuda.txt` before building: the
     source's file is read as it is at the pinned source (so it keeps following upstream), less the
-    names `exclude` lists; the wheel's own metadata is not asked to find them in the lock."""
+    names `exclude` lists; the wheel's own metadata is not asked to find them in what the lock
+    resolved for it, but the image must still meet them: excluded and provided by nothing, the
+    build is refused naming the need; pinned on its own, it is met."""
     files = {"wheeler/pyproject.toml": '[project]\nname = "ebwheel"\nversion = "1.0"\n'
                                        'dependencies = ["six>=1.16", "tabulate==0.9.0"]\n',
              "wheeler/requirements.txt": "six>=1.16\ntabulate==0.9.0\n",
@@ -341,6 +343,11 @@ def test_a_requirements_file_is_followed_with_named_exclusions(workspace, docker
     assert "six" in names and "tabulate" not in names, names
     assert python["request"]["requirements"][0]["exclude"] == ["tabulate"]
     tag = "enginebuild/excl:latest"
+    unmet = run_in_process(["image", "excl"], workspace)
+    assert unmet.returncode == 1, unmet.stdout[-2000:] + unmet.stderr[-2000:]
+    assert "tabulate==0.9.0 (excluded from the lock, and nothing in the image provides tabulate" in unmet.stderr
+    write_image(workspace, "excl", spec.replace("    - pip==25.3\n", "    - pip==25.3\n    - tabulate==0.9.0\n"), files)
+    assert run_in_process(["lock", "excl"], workspace).returncode == 0
     try:
         built = run_in_process(["image", "excl"], workspace)
         assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]

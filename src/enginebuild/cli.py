@@ -122,14 +122,24 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"enginebuild.commands.{module}")
         p = sub.add_parser(verb, help=help_text, description=(mod.__doc__ or help_text).strip())
         mod.add_arguments(p)
-        # the global options, also after the verb (`image demo -q --set …`), as Docker takes them
-        p.add_argument("-q", "--quiet", action="store_true", dest="quiet_here", help="print results only, no progress")
-        p.add_argument("--progress", choices=PROGRESS, default=None, dest="progress_here",
-                       help="auto, plain, tty or quiet (as Docker's --progress)")
-        p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest="overrides_here",
-                       help="override a spec value for this run only (never written to a lock)")
+        _global_options(p)
         p.set_defaults(run=mod.run, parser=p)
     return parser
+
+
+def _global_options(p: argparse.ArgumentParser, where: str = "here") -> None:
+    """The global options, also after the verb (`image demo -q --set …`) and after a verb's action
+    (`patches check demo --progress plain`), as Docker takes them; each place keeps its own values
+    (`main` joins them: an action's parser would otherwise replace what was given before it)."""
+    p.add_argument("-q", "--quiet", action="store_true", dest=f"quiet_{where}", help="print results only, no progress")
+    p.add_argument("--progress", choices=PROGRESS, default=None, dest=f"progress_{where}",
+                   help="auto, plain, tty or quiet (as Docker's --progress)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", dest=f"overrides_{where}",
+                   help="override a spec value for this run only (never written to a lock)")
+    for action in p._actions:  # a verb's actions (`patches check`): argparse gives no public way to them
+        if isinstance(action, argparse._SubParsersAction):
+            for nested in dict.fromkeys(action.choices.values()):
+                _global_options(nested, "action")
 
 
 def main(argv: list[str], root: str = ".", docker: EngineApi | None = None,
@@ -145,9 +155,9 @@ def main(argv: list[str], root: str = ".", docker: EngineApi | None = None,
     args, extra = parser.parse_known_args(argv)
     if extra:  # named by the verb's own usage, not the top level's
         args.parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    mode = args.progress_here or args.progress or "auto"
-    args.quiet = args.quiet or args.quiet_here or mode == "quiet"
-    args.overrides = [*args.overrides, *args.overrides_here]
+    mode = getattr(args, "progress_action", None) or args.progress_here or args.progress or "auto"
+    args.quiet = args.quiet or args.quiet_here or getattr(args, "quiet_action", False) or mode == "quiet"
+    args.overrides = [*args.overrides, *args.overrides_here, *getattr(args, "overrides_action", [])]
     progress.configure(quiet=args.quiet, live={"plain": False, "tty": True}.get(mode))
     from enginebuild.workspace import Workspace
 

@@ -274,11 +274,13 @@ def whiteout(writer: TarWriter, path: str) -> None:
 
 
 def unmet_requirements(wheel: Path, closure: tuple[tuple[str, str], ...],
-                       target: tuple[tuple[str, str], ...], excluded: tuple[str, ...] = ()) -> list[str]:
+                       target: tuple[tuple[str, str], ...], excluded: tuple[str, ...] = (),
+                       provided: tuple[tuple[str, str], ...] = ()) -> list[str]:
     """What the wheel's own metadata (Requires-Dist, markers read for `target`) asks for that
     the locked closure (name, version) does not give: the lock resolved other needs than the
-    wheel states. A name the spec `exclude`s is not asked of the lock (provided otherwise)."""
-
+    wheel states. A name the spec `exclude`s is not asked of what the lock resolved for it, but it
+    must still be met by the image: the base's distributions and the lock's (in `closure`), or a
+    wheel another component builds (`provided`, its version where known)."""
 
     with zipfile.ZipFile(wheel) as zipped:
         name = next((n for n in zipped.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
@@ -297,15 +299,24 @@ def unmet_requirements(wheel: Path, closure: tuple[tuple[str, str], ...],
         if req.marker is not None and not req.marker.evaluate(environment):
             continue
         if canonicalize_name(req.name) in excluded:
+            found = {**{canonicalize_name(n): v for n, v in provided}, **have}.get(canonicalize_name(req.name))
+            if found is None:
+                problems.append(f"{text} (excluded from the lock, and nothing in the image provides {req.name}: not "
+                                "the base, the lock or another component's wheel)")
+            elif found and req.specifier and not _contains(req, found):
+                problems.append(f"{text} (excluded from the lock; the image has {req.name} {found})")
             continue
         found = have.get(canonicalize_name(req.name))
         if found is None:
             problems.append(f"{text} (the lock has no {req.name})")
             continue
-        try:
-            ok = not str(req.specifier) or req.specifier.contains(found, prereleases=True)
-        except InvalidVersion:
-            ok = False
-        if not ok:
+        if not _contains(req, found):
             problems.append(f"{text} (the lock has {req.name} {found})")
     return problems
+
+
+def _contains(req: Requirement, version: str) -> bool:
+    try:
+        return not str(req.specifier) or req.specifier.contains(version, prereleases=True)
+    except InvalidVersion:
+        return False

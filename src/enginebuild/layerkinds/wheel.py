@@ -29,13 +29,15 @@ class Wheel(LayerPayload):
         "into are keyed"))
     editable: str = ""  # the tree an editable wheel points at (recorded in direct_url.json, as pip does)
     excluded: tuple[str, ...] = ()  # needs the spec left out (`exclude`): not asked of the lock
+    # the wheels other components of this image build (name, version): what may meet an excluded need
+    provided: tuple[tuple[str, str], ...] = ()
 
     def write(self, job: WriteJob, writer: TarWriter) -> None:
         from enginebuild.layerkinds.installer import install_wheel, unmet_requirements
 
         for filename, sha, _ in sorted(job.outputs[self.component_key].wheels):
             wheel = job.store.whole(sha, filename)
-            unmet = unmet_requirements(wheel, self.closure, self.target, self.excluded) \
+            unmet = unmet_requirements(wheel, self.closure, self.target, self.excluded, self.provided) \
                 if self.closure is not None else []
             if unmet:
                 raise BuildFailed(f"{filename} (built by component {self.pin.component}) needs what the lock did "

@@ -237,9 +237,11 @@ def _python_layers(stack: _Stack, spec: ImageSpec, pins: Pins, platform: str,
                       {f"component {pin.component}": node.key})
         req = next(r for r in python.requirements if r.component == pin.component and r.name == pin.name)
         closure = tuple((p.name, p.version) for p in pypin.packages if p.origin != "component") if req.deps else None
+        others = tuple((p.name, p.version) for p in pypin.packages if p.origin == "component" and p is not pin) \
+            if req.excludes else ()
         stack.add("output", f"python {pin.name} (built by component {pin.component})",
                   Wheel(pin, python.site_packages, python.interpreter, node.key, closure,
-                        marker_environment(python.version, platform), editable, req.excludes),
+                        marker_environment(python.version, platform), editable, req.excludes, others),
                   {f"component {pin.component}": node.key})
         if node.file_patches:
             stack.add("patched", *patched_files(node, stack.epoch, python.site_packages, python.interpreter))

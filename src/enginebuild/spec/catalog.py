@@ -194,6 +194,12 @@ def _dotted_key(tree: Any, text: str) -> None:
                     fixed = "".join(f"[{k}]" if "." in k else f".{k}" for k in [*done, joined, *keys[j:]]).lstrip(".")
                     raise UserError(f"--set {path}: {'.'.join(done) or 'the spec'} has no key {key!r}, but has "
                                     f"{joined!r}: a key with dots is written in brackets", hint=f"--set {fixed}=…")
+            if done[-1:] in (["components"], ["overlays"]) and i < len(keys) - 1:  # a field of an entry it lacks
+                close = difflib.get_close_matches(key, [str(k) for k in node], n=1)
+                raise UserError(f"--set {path}: the spec has no {done[-1][:-1]} {key!r} (it has: "
+                                f"{', '.join(sorted(str(k) for k in node))})",
+                                hint=f"did you mean --set {'.'.join([*done, close[0], *keys[i + 1:]])}=…?" if close
+                                else f"a new {done[-1][:-1]} is given whole: --set '{'.'.join([*done, key])}={{...}}'")
             return
         node, done = node[key], [*done, key]
 
