@@ -138,3 +138,12 @@ def test_the_committed_checks_schema_is_generated_and_every_checks_file_validate
         errors = [e.message for e in check.iter_errors(yaml.safe_load(path.read_text()))]
         assert errors == [], (path, errors)
     assert list(check.iter_errors({"checks": [{"name": "x", "python": "1", "run": "true"}]}))
+
+
+def test_the_readmes_first_build_names_its_platform_and_says_what_emulation_costs():
+    """The demo names two platforms: a first `image demo` builds arm64 under emulation (minutes on
+    an x86_64 machine with qemu registered), which the line a user copies first must not hide."""
+    readme = (ROOT / "README.md").read_text()
+    first = next(line for line in readme.splitlines() if line.strip().startswith("enginebuild image demo"))
+    assert "--platform linux/amd64" in first, first
+    assert "arm64 runs\nunder emulation" in readme or "arm64 runs under emulation" in readme

@@ -278,3 +278,37 @@ def test_an_override_of_what_the_base_ships_keeps_the_bases_build_or_replaces_it
         assert found["engine"]["version"] == "1.0"
     finally:
         index.stop()
+
+
+def test_a_failure_uv_does_not_classify_is_shown_with_its_whole_reason(workspace, tmp_path):
+    """An sdist whose build backend fails while uv reads its metadata: not a conflict, not an index
+    that did not answer; the lines that say why are shown, not only uv's last one."""
+    import io
+    import tarfile
+
+    index = Index(tmp_path / "index")
+    try:
+        backend = ("def _fail(*args, **kwargs):\n"
+                   "    raise SystemExit('ebbad cannot be built here:\\n  its compiler is missing\\n  (first cause)')\n"
+                   "get_requires_for_build_wheel = prepare_metadata_for_build_wheel = build_wheel = _fail\n"
+                   "get_requires_for_build_sdist = build_sdist = _fail\n")
+        files = {"ebbad-1.0/pyproject.toml": "[build-system]\nrequires = []\nbuild-backend = \"failing\"\n"
+                                             "backend-path = [\".\"]\n",
+                 "ebbad-1.0/failing.py": backend,
+                 "ebbad-1.0/PKG-INFO": "Metadata-Version: 2.1\nName: ebbad\nVersion: 1.0\n"}
+        sdist = tmp_path / "ebbad-1.0.tar.gz"
+        with tarfile.open(sdist, "w:gz") as tar:
+            for name, text in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(text.encode())
+                tar.addfile(info, io.BytesIO(text.encode()))
+        index.add("ebbad", sdist)
+        write_image(workspace, "t", python_spec("    - {requirement: ebbad, index: ours}\n").replace(
+            "python:\n", f"python:\n  indexes: {{ours: \"{index.url}\"}}\n"))
+        proc = run_in_process(["lock", "t"], workspace, env={"PIP_INDEX_URL": index.url})
+        assert proc.returncode != 0
+        assert "uv could not resolve the Python requirements:" in proc.stderr, proc.stderr
+        assert "ebbad cannot be built here" in proc.stderr and "its compiler is missing" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    finally:
+        index.stop()

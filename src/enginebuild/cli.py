@@ -120,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for verb, (module, help_text) in VERBS.items():
         mod = importlib.import_module(f"enginebuild.commands.{module}")
-        p = sub.add_parser(verb, help=help_text, description=(mod.__doc__ or help_text).strip())
+        # each verb's description is written as it is shown (its lists and examples line by line)
+        p = sub.add_parser(verb, help=help_text, description=(mod.__doc__ or help_text).strip(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
         _global_options(p)
         p.set_defaults(run=mod.run, parser=p)

@@ -8,6 +8,7 @@ no container on any node.
     serve check IMAGE     the preflight, the nodes' meeting (and vLLM's Gloo rendezvous) and each
                           node's command line, without starting the engine
     serve status          each node's container: running or not, and the last line it printed
+    serve logs            each node's container's last lines (--tail N, 50 by default)
     serve stop            remove the cluster's containers on every node
 
 IMAGE: REGISTRY/REPO@sha256:DIGEST (pulled by each node where absent), or a local image name
@@ -56,8 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="vLLM's multi-node executor: its own (default) or Ray (the image must have it)")
         p.add_argument("--pipeline", action="store_true",
                        help="vLLM: one pipeline stage per node instead of one tensor-parallel group over all")
-        p.add_argument("--gpus", choices=("all", "none"), default="all",
-                       help="give each container the node's GPUs (all, the default: one is expected) or none")
+        p.add_argument("--gpus", choices=("auto", "all", "none"), default="auto",
+                       help="give each container the node's GPUs: auto (the default: all where every node's engine "
+                            "has the NVIDIA runtime, none where none has), all, or none")
+        p.add_argument("--restart", choices=("no", "on-failure", "unless-stopped"), default="no",
+                       help="the containers' restart policy once started (on-failure: 3 tries; `serve check` never "
+                            "restarts)")
         p.add_argument("--master-port", type=int, default=29500, help="the head's port the nodes meet at (29500)")
         p.add_argument("--rpc-port", type=int, default=50052, help="llama.cpp: the workers' rpc-server port (50052)")
         p.add_argument("--timeout", type=int, default=20, metavar="S",
@@ -67,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="each node's plan and lines, machine-readable")
     status = sub.add_parser("status", help="each node's container: running or not, its last line")
     _common(status)
+    logs = sub.add_parser("logs", help="each node's container's last lines")
+    _common(logs)
+    logs.add_argument("--tail", type=int, default=50, metavar="N", help="the last N lines of each node (50)")
     stop = sub.add_parser("stop", help="remove the cluster's containers on every node")
     _common(stop)
     stop.add_argument("--all", action="store_true", help="every cluster's containers on these nodes")
@@ -86,11 +94,26 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     nodes = serving.nodes_of(ws, args.node)
     if args.action == "status":
         return _status(nodes, args.cluster)
+    if args.action == "logs":
+        return _logs(nodes, args.cluster, args.tail)
     if args.action == "stop":
         removed, left = serving.stop(nodes, None if args.all else args.cluster)
         print(f"serve: removed {removed} container(s) on {len(nodes)} node(s); {left} left")
         return 0 if left == 0 else EXIT_FAILED
     return _up(args, _request(args, nodes))
+
+
+def _logs(nodes: tuple[Node, ...], cluster: str, tail: int) -> int:
+    from enginebuild.usecases import serving
+
+    if not 1 <= tail <= 100_000:
+        raise UserError(f"--tail {tail}: between 1 and 100000 lines")
+    found = serving.logs(nodes, cluster, tail)
+    for node, lines in found:
+        print(f"== {node.name} ({node.address})" + ("" if lines else f": no container of cluster {cluster}"))
+        for line in lines:
+            print(f"{node.name}: {line}")
+    return 0 if all(lines for _, lines in found) else EXIT_FAILED
 
 
 def _status(nodes: tuple[Node, ...], cluster: str) -> int:
@@ -126,7 +149,8 @@ def _request(args: argparse.Namespace, nodes: tuple[Node, ...]) -> Request:
     if args.timeout < 1 or args.timeout > 3600:
         raise UserError(f"--timeout {args.timeout}: between 1 and 3600 seconds")
     options = Options(master_port=_port(args.master_port, "--master-port"), rpc_port=_port(args.rpc_port, "--rpc-port"),
-                      backend=args.backend, pipeline=args.pipeline, gpus=args.gpus == "all", deadline_s=args.timeout)
+                      backend=args.backend, pipeline=args.pipeline, gpus=args.gpus == "all", deadline_s=args.timeout,
+                      gpus_asked=args.gpus, restart=args.restart)
     return Request(args.image, nodes, options, args.cluster, args.model, tuple(env), args.transfer,
                    args.action == "check")
 

@@ -210,9 +210,9 @@ def _attestations(client: RegistryClient, ref: ImageRef, digest: str, trust: Key
                     "image (moved from another image, or its subject changed)")
                 continue
             if statement.predicate_type == formats.SBOM_PREDICATE:
-                why = _sbom_link(client, ref, statement.predicate, sboms)
-                if why:
-                    reasons[statement.predicate_type].append(why)
+                broken = _sbom_link(client, ref, statement.predicate, sboms)
+                if broken:
+                    reasons[statement.predicate_type].append(broken)
                     continue
             held.add(statement.predicate_type)
     except (RegistryError, _Bad) as exc:

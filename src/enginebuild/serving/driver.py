@@ -46,6 +46,17 @@ def endpoint_of(node: Node) -> Endpoint:
     return parse_endpoint(node.engine, f"{node.where}: engine") if node.engine else local_endpoint()
 
 
+def reach_one(name: str, address: str, engine: str, network: str) -> tuple[Reached | None, str]:
+    """One node of enginebuild.yaml, reached: (it, "") or (None, why its engine does not answer)."""
+    node = Node(name, address, engine, network)
+    try:
+        each = Reached(node, Engine(endpoint_of(node), timeout=10))
+    except UserError as exc:
+        return None, exc.message
+    why = each.engine.unreachable()
+    return (None, why) if why else (each, "")
+
+
 def reach(nodes: list[Node]) -> list[Reached]:
     """Each node's engine, asked to answer; every one that does not is named."""
     reached, lines = [], []
@@ -126,9 +137,21 @@ def launcher_of(engine: Engine, ref: str) -> list[str]:
     return argv
 
 
-def _host_config(node: Node, gpus: bool, binds: list[str], devices: tuple[str, ...]) -> JsonDoc:
-    host: JsonDoc = {"NetworkMode": node.network, "Binds": binds,
-                            "IpcMode": "host" if node.network == "host" else ""}
+def _mounts(binds: list[str]) -> list[JsonDoc]:
+    """`SOURCE:TARGET[:ro]` as mounts of type bind: a source missing on the node is refused by its
+    engine (as `Binds` it would be made, an empty folder, on the node's host)."""
+    out = []
+    for bind in binds:
+        source, target, *mode = bind.split(":")
+        out.append({"Type": "bind", "Source": source, "Target": target, "ReadOnly": mode == ["ro"]})
+    return out
+
+
+def _host_config(node: Node, gpus: bool, binds: list[str], devices: tuple[str, ...], restart: str = "no") -> JsonDoc:
+    host: JsonDoc = {"NetworkMode": node.network, "Mounts": _mounts(binds),
+                     "IpcMode": "host" if node.network == "host" else ""}
+    if restart != "no":
+        host["RestartPolicy"] = {"Name": restart, **({"MaximumRetryCount": 3} if restart == "on-failure" else {})}
     if gpus:
         host["DeviceRequests"] = [{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]
     if devices:
@@ -182,11 +205,21 @@ def _state(engine: Engine, ident: str) -> JsonDoc:
     return dict((engine.call("GET", f"/containers/{ident}/json") or {}).get("State") or {})
 
 
-def facts(each: Reached, image: str, cluster: str, gpus: bool, limit_s: float = 30) -> JsonDoc:
-    """What the node says of itself, from a container of the image on its network."""
+def facts(each: Reached, image: str, cluster: str, gpus: bool, limit_s: float = 30, binds: list[str] | None = None) -> JsonDoc:
+    """What the node says of itself, from a container of the image on its network, with the mounts
+    the node's part will have (a model path missing on the node is named here, before anything runs)."""
     body = {"Image": image, "Entrypoint": ["python3"], "Cmd": ["-c", PROGRAM(), "facts", each.node.address],
-            "Labels": {LABEL: cluster}, "HostConfig": _host_config(each.node, gpus, [], ()), **_networking(each.node)}
-    ident = _create(each.engine, body)
+            "Labels": {LABEL: cluster}, "HostConfig": _host_config(each.node, gpus, binds or [], ()),
+            **_networking(each.node)}
+    try:
+        ident = _create(each.engine, body)
+    except ServeFailed as failed:
+        missing = next((b.split(":")[0] for b in binds or [] if "does not exist" in " ".join(failed.lines)
+                        and b.split(":")[0] in " ".join(failed.lines)), None)
+        if missing:
+            raise ServeFailed([f"{each.node.name}: --model {missing}: no such file or folder on this node (its engine "
+                               "refused the mount; nothing was created there)"]) from None
+        raise
     try:
         _start(each.engine, ident, each.node)
         deadline = time.monotonic() + limit_s
@@ -214,14 +247,14 @@ def container_name(cluster: str, node: Node) -> str:
 
 
 def start(each: Reached, image: str, cluster: str, env: dict[str, str], join: JsonDoc, gpus: bool,
-          binds: list[str], devices: tuple[str, ...], secrets: tuple[str, ...]) -> str:
+          binds: list[str], devices: tuple[str, ...], secrets: tuple[str, ...], restart: str = "no") -> str:
     """The node's container: nodeside.py's `join`, then the node's part. Secrets are named in the
     container's environment from this process's (never written to a file or a log here)."""
     values = [f"{k}={v}" for k, v in env.items()] + [f"{k}={os.environ[k]}" for k in secrets if k in os.environ]
     values.append("ENGINEBUILD_SERVE=" + json.dumps(join))
     body = {"Image": image, "Entrypoint": ["python3"], "Cmd": ["-c", PROGRAM(), "join"], "Env": values,
             "Labels": {LABEL: cluster, f"{LABEL}.node": each.node.name, f"{LABEL}.rank": str(join["rank"])},
-            "HostConfig": _host_config(each.node, gpus, binds, devices), "StopSignal": "SIGTERM",
+            "HostConfig": _host_config(each.node, gpus, binds, devices, restart), "StopSignal": "SIGTERM",
             **_networking(each.node)}
     name = container_name(cluster, each.node)
     if each.engine.call("GET", f"/containers/{name}/json"):
@@ -319,6 +352,28 @@ def states(reached: list[Reached], cluster: str) -> list[NodeState]:
         out.append(NodeState(each.node, name, str(state.get("Status", "?")),
                              None if state.get("Running") else int(state.get("ExitCode", -1)),
                              shown_line(lines[-1]) if lines else ""))
+    return out
+
+
+def has_nvidia(each: Reached) -> bool:
+    """Whether the node's engine can give a container GPUs (the NVIDIA runtime is registered)."""
+    try:
+        runtimes = each.engine.info().get("Runtimes") or {}
+    except EngineBuildError:
+        return False
+    return isinstance(runtimes, dict) and "nvidia" in runtimes
+
+
+def logs(reached: list[Reached], cluster: str, tail: int) -> list[tuple[Node, list[str]]]:
+    """Each node's container's last `tail` lines (at most 1 MiB read), as a message shows them."""
+    out: list[tuple[Node, list[str]]] = []
+    for each in reached:
+        name = container_name(cluster, each.node)
+        if not each.engine.call("GET", f"/containers/{name}/json"):
+            out.append((each.node, []))
+            continue
+        text = _logs(each.engine, name, tail=tail)
+        out.append((each.node, [shown_line(line, 2000) for line in text.splitlines()]))
     return out
 
 

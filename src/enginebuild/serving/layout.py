@@ -27,6 +27,8 @@ class Options:
     pipeline: bool = False  # vLLM: the nodes as pipeline stages instead of one tensor-parallel group
     gpus: bool = True  # a GPU is expected on every node
     deadline_s: int = 20  # the nodes meet within this, or the cause is named
+    gpus_asked: str = "auto"  # --gpus: all, none, or auto (all where every node's engine has the NVIDIA runtime)
+    restart: str = "no"  # the containers' restart policy: no, on-failure (3 tries), unless-stopped
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from enginebuild.oci.engine import Engine
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.publish.records import read_records
+from enginebuild.serving.driver import has_nvidia, reach_one
 from enginebuild.settings import settings
 from enginebuild.spec.repo_settings import load_repo_settings
 from enginebuild.usecases.collecting import catalogue_plans, store_size
@@ -261,6 +262,7 @@ def run_checks(ws: Workspace, extra_registries: list[str], builder_values: list[
             check = Check(check.name, "warn", f"{check.detail} (an earlier push's target, named by its record in "
                                               "lockfiles/; nothing needs it to build)", check.fix)
         checks.append(check)
+    checks += node_checks(ws)
     checks.append(_run("store", partial(store, ws)))
     checks.append(_run("cache keys", partial(cache_keys, ws)))
     largest = largest_image(ws)
@@ -273,6 +275,28 @@ def run_checks(ws: Workspace, extra_registries: list[str], builder_values: list[
     elif root:
         checks.append(Check("disk: engine", "warn", f"the engine's data root {root} is not on this machine"))
     return checks
+
+
+def node_checks(ws: Workspace) -> list[Check]:
+    """Each node of `nodes:` in enginebuild.yaml (`serve`): its engine answers, and whether it can
+    give containers GPUs (the NVIDIA runtime)."""
+    try:
+        entries = load_repo_settings(ws.root).nodes
+    except EngineBuildError as exc:
+        return [Check("nodes", "FAIL", exc.message, exc.hint or "")]
+    out = []
+    for entry in entries:
+        name = f"node {entry.name}"
+        reached, why = reach_one(entry.name, entry.address, entry.engine, entry.network)
+        if why or reached is None:
+            out.append(Check(name, "FAIL", f"{entry.address}: its Docker engine does not answer: {why}",
+                             "start its engine, or correct `engine:` under nodes in enginebuild.yaml"))
+            continue
+        gpus = "the NVIDIA runtime: GPUs can be given" if has_nvidia(reached) else \
+            "no NVIDIA runtime: `serve` gives it no GPUs (install the NVIDIA container toolkit for GPUs)"
+        out.append(Check(name, "ok" if has_nvidia(reached) else "warn",
+                         f"{entry.address}, engine {reached.engine.endpoint.describe()} answers; {gpus}"))
+    return out
 
 
 def _builder_checks(ws: Workspace, values: list[str], targets: set[str]) -> list[Check]:

@@ -7,6 +7,7 @@ started its part; any failure names its node and cause and leaves no container o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable
@@ -87,14 +88,18 @@ def up(req: Request, say: Callable[[str], None]) -> Served:
 def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Served:
     if driver.remaining(reached, req.cluster):
         raise ServeFailed([f"cluster {req.cluster}: its containers run already on these nodes: `serve stop` first"])
+    req = dataclasses.replace(req, options=dataclasses.replace(req.options, gpus=_gpus(reached, req.options.gpus_asked)))
+    if req.options.gpus_asked == "auto":
+        say(f"GPUs: {'given to every node' if req.options.gpus else 'none (no node has the NVIDIA runtime)'} "
+            "(--gpus auto)")
     image_id = driver.same_image(reached, req.image, req.transfer)
     say(f"image {req.image}: {image_id[:19]} on every node")
     launcher = driver.launcher_of(reached[0].engine, req.image)
-    found = [driver.facts(each, req.image, req.cluster, req.options.gpus) for each in reached]
+    binds, model_env = _mounts(req.model)
+    found = [driver.facts(each, req.image, req.cluster, req.options.gpus, binds=binds) for each in reached]
     plans = layout(list(req.nodes), found, req.options, launcher)
     if plans.problems:
         raise ServeFailed(list(plans.problems))
-    binds, model_env = _mounts(req.model)
     env = {**dict(req.env), **model_env}
     served = Served(plans, image_id, _env_files(req.cluster, plans, env))
     for plan, path in zip(plans.nodes, served.env_files, strict=True):
@@ -109,7 +114,7 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
     for each, plan in sorted(zip(reached, plans.nodes, strict=True), key=lambda pair: -pair[1].rank):
         join = {**plan.join, "check_only": req.check_only}
         ident = driver.start(each, req.image, req.cluster, {**env, **plan.env}, join, req.options.gpus, binds,
-                             plan.devices, secrets)
+                             plan.devices, secrets, "no" if req.check_only else req.options.restart)
         started.append((each, ident))
     started.reverse()
     limit = req.options.deadline_s + (60 if plans.family == "vllm" else 15)  # importing torch takes its time
@@ -120,6 +125,26 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
     if req.check_only:
         driver.stop(reached, req.cluster)
     return served
+
+
+def _gpus(reached: list[Reached], asked: str) -> bool:
+    """Whether the containers get GPUs: `all` where every node's engine has the NVIDIA runtime (else
+    refused naming those that lack it), `none`, or `auto`: all when every node has it, none when
+    none has, refused when only some have."""
+    if asked == "none":
+        return False
+    lacking = [each.node.name for each in reached if not driver.has_nvidia(each)]
+    if asked == "all" and lacking:
+        raise ServeFailed([f"{name}: its Docker engine has no NVIDIA runtime (docker info: Runtimes): --gpus all "
+                           "cannot be given there; --gpus none serves without GPUs" for name in lacking])
+    if asked == "auto" and lacking and len(lacking) < len(reached):
+        raise ServeFailed([f"{name}: its Docker engine has no NVIDIA runtime, as other nodes' have: give --gpus all "
+                           "(after installing the NVIDIA container toolkit there) or --gpus none" for name in lacking])
+    return not lacking
+
+
+def logs(nodes: tuple[Node, ...], cluster: str, tail: int) -> list[tuple[Node, list[str]]]:
+    return driver.logs(driver.reach(list(nodes)), cluster, tail)
 
 
 def stop(nodes: tuple[Node, ...], cluster: str | None) -> tuple[int, int]:

@@ -1,0 +1,81 @@
+"""A patch applied as files to an output whose build shipped the patched module's bytecode: the
+build copied the file keeping its time (`cp -p`, setuptools' build_py, `install -p`) and compiled
+it, so the timestamp pyc names the very time and size the image's file has; with a same-size edit
+Python took the old bytecode and ran the unpatched code. The layer of patched files removes that
+pyc: the image runs what the patch says."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from helpers.docker import docker
+from helpers.inprocess import run_in_process
+from helpers.specs import write_image
+
+pytestmark = [pytest.mark.docker, pytest.mark.network]
+
+SPEC = """base: scratch
+platform: linux/amd64
+system:
+  install: extract
+  packages: [busybox-static, python3]
+  run: [["/bin/busybox", "--install", "-s", "/bin"], "mkdir -p /tmp && chmod 1777 /tmp"]
+builder:
+  base: scratch
+  system:
+    install: extract
+    packages: [busybox-static, python3]
+    run: [["/bin/busybox", "--install", "-s", "/bin"]]
+components:
+  maker:
+    source: {path: maker}
+    patches: [maker/0001-new-value.patch]
+    build: {script: maker/build.sh}
+    outputs: {prefix: /out, to: /opt/ebmod}
+install: [maker]
+env: {PYTHONPATH: /opt/ebmod}
+entrypoint: ["/usr/bin/python3"]
+"""
+# the build: ebmod.py copied as it is with the time the image gives its files (the layer epoch, 1),
+# and the timestamp bytecode compiled from that copy, beside it at the output's top
+BUILD = """#!/bin/sh
+set -e
+mkdir -p "$ENGINEBUILD_OUTPUTS"
+cp -p src/ebmod.py "$ENGINEBUILD_OUTPUTS/ebmod.py"
+touch -d @1 "$ENGINEBUILD_OUTPUTS/ebmod.py"
+cd "$ENGINEBUILD_OUTPUTS" && python3 -c 'import py_compile as p; p.compile("ebmod.py", doraise=True, \
+    invalidation_mode=p.PycInvalidationMode.TIMESTAMP)'
+"""
+PATCH = """Subject: ebmod: the new value
+Description: a same-size edit of a module the wheel ships compiled
+Upstream: not forwarded (test)
+---
+--- a/src/ebmod.py
++++ b/src/ebmod.py
+@@ -1 +1 @@
+-VALUE = "old"
++VALUE = "new"
+"""
+
+
+def test_a_patched_module_runs_patched_though_its_build_shipped_matching_timestamp_bytecode(
+        workspace, docker_engine, debian_reachable, pypi_reachable):
+    write_image(workspace, "pyc", SPEC, {"maker/src/ebmod.py": 'VALUE = "old"\n', "maker/build.sh": BUILD})
+    patch = workspace / "patches/maker/0001-new-value.patch"
+    patch.parent.mkdir(parents=True, exist_ok=True)
+    patch.write_text(PATCH)
+    assert run_in_process(["lock", "pyc"], workspace).returncode == 0
+    tag = f"enginebuild-test/pyc:{uuid.uuid4().hex[:8]}"
+    try:
+        proc = run_in_process(["image", "pyc", "-t", tag], workspace)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        plan = run_in_process(["plan", "pyc"], workspace).stdout
+        assert "0001-new-value.patch applied as files" in plan, plan
+        # nothing written by this run (PYTHONDONTWRITEBYTECODE): what the image holds answers
+        said = docker("run", "--rm", "-e", "PYTHONDONTWRITEBYTECODE=1", tag, "-c",
+                      "import ebmod, os; print(ebmod.VALUE, os.path.exists('/opt/ebmod/__pycache__/ebmod.cpython-311.pyc'))"
+                      ).stdout.split()
+        assert said == ["new", "False"], said  # the patched code; no stale bytecode of it in the image
+    finally:
+        docker("rmi", "-f", tag, "enginebuild/pyc:latest", check=False)
