@@ -238,3 +238,10 @@ def test_plan_for_a_platform_the_lock_does_not_pin_names_the_lock(workspace):
     assert "would change the lock: runtime.system@linux/ppc64le: not in the lock" in said, said
     assert "not buildable until `lock` resolves" in said and "builder" not in said.split("\n", 1)[0], said
     assert "Traceback" not in said
+
+
+def test_a_mistyped_verb_or_action_gets_a_did_you_mean():
+    proc = run_in_process(["imgae", "demo"], ROOT)
+    assert proc.returncode == 2 and "hint: did you mean 'image'?" in proc.stderr, proc.stderr
+    proc = run_in_process(["serve", "stpo"], ROOT)
+    assert proc.returncode == 2 and "hint: did you mean 'stop'?" in proc.stderr, proc.stderr

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from conftest import ROOT
 from helpers.docker import docker
 from helpers.inprocess import run_in_process
 from helpers.specs import BUSYBOX_BUILDER, write_image
@@ -135,3 +136,35 @@ def test_gc_on_a_shared_engine_leaves_the_tags_another_store_made(tmp_path, dock
         away.stdout + away.stderr
     for who in stores.values():
         docker("image", "rm", f"enginebuild/{who[1]}:latest", check=False)
+
+
+def test_gc_dry_run_waits_for_no_build_and_gc_says_it_waits_even_quiet(tmp_path, workspace):
+    """A build holds the store (shared): `gc --dry-run` removes nothing and answers at once; `gc -q`
+    waits for the build and says so on stderr (it once waited 630 s in silence)."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "ENGINEBUILD_HOME": str(home), "DOCKER_HOST": "unix:///nonexistent/gc.sock",
+           "PYTHONPATH": str(ROOT / "src")}
+    build = os.open(home / "gc.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(build, fcntl.LOCK_SH)  # what a running build holds
+    try:
+        dry = subprocess.run([sys.executable, "-m", "enginebuild", "gc", "--dry-run"], cwd=workspace, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert dry.returncode == 0 and "store: would remove" in dry.stdout, dry.stdout + dry.stderr
+        gc = subprocess.Popen([sys.executable, "-m", "enginebuild", "-q", "gc"], cwd=workspace, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        guard = threading.Timer(300, gc.kill)  # a gc that never says it waits fails here, not the whole run
+        guard.start()
+        first = gc.stderr.readline()  # blocks until gc says something: what it waits for
+        guard.cancel()
+        assert "waiting for another enginebuild process that holds the lock on the store (a build)" in first, first
+    finally:
+        os.close(build)  # the build ends
+    out, err = gc.communicate(timeout=300)
+    assert gc.returncode == 0, out + err

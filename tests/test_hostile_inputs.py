@@ -78,6 +78,16 @@ def test_the_only_builder_unreachable_is_named(ws):
     assert "error: builder far (tcp://127.0.0.1:9) is unreachable: " in proc.stderr, proc.stderr
 
 
+def test_no_cache_with_the_engine_unreachable_says_so_first_and_nothing_else(ws, debian_reachable):
+    """`--no-cache` once went through planning, patch checks and a builder reassigned to itself
+    (27 s of "builder stopped answering") before the engine's error: now it is the first line."""
+    assert run_in_process(["lock", "t"], ws, env=NO_DOCKER).returncode == 0
+    proc = run_in_process(["image", "t", "--no-cache"], ws, env=NO_DOCKER)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("error: cannot reach the Docker engine at unix:///nonexistent.sock"), proc.stderr
+    assert "stopped answering" not in proc.stderr
+
+
 def test_a_step_file_given_through_a_link_is_mounted_under_the_name_the_spec_gives(ws):
     folder = ws / "images" / "t"
     (folder / "tools").mkdir()
@@ -189,3 +199,20 @@ def test_no_mount_option_is_made_of_a_value_that_would_add_one(value):
         mounts(cache=(value,))
     assert mounts(cache=("/root/.cache",), sealed=("HF_TOKEN",)) == \
         " --mount=type=cache,id=/root/.cache#secrets=HF_TOKEN,target=/root/.cache"
+
+
+def test_a_missing_file_or_patch_gets_a_did_you_mean(ws):
+    (ws / "images/t/launch.sh").write_text("#!/bin/sh\n")
+    spec = (ws / "images/t/image.yaml").read_text()
+    (ws / "images/t/image.yaml").write_text(spec + "files:\n  /opt/run.sh: lunch.sh\n")
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2 and "file not found: images/t/lunch.sh" in proc.stderr, proc.stderr
+    assert "hint: did you mean 'launch.sh'?" in proc.stderr
+    (ws / "patches/e").mkdir(parents=True)
+    (ws / "patches/e/0001-fix-the-thing.patch").write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    (ws / "images/t/image.yaml").write_text(spec.replace("    build: {script: build.sh}\n",
+                                                         "    patches: [e/0001-fix-teh-thing.patch]\n"
+                                                         "    build: {script: build.sh}\n"))
+    proc = run_in_process(["plan", "t"], ws, env=NO_DOCKER)
+    assert proc.returncode == 2 and "patch not found: patches/e/0001-fix-teh-thing.patch" in proc.stderr
+    assert "hint: did you mean 'e/0001-fix-the-thing.patch'?" in proc.stderr, proc.stderr

@@ -164,3 +164,33 @@ def test_a_warning_names_the_file_where_its_key_is_written_not_a_set_of_a_siblin
     assert "images/t/image.yaml:4: warning: DFlash is non-causal" in proc.stderr, proc.stderr
     proc = run_in_process(["render", "t", "--unpinned", "--set", "model.drafter=/models/other"], workspace)
     assert "--set model.drafter: warning: DFlash is non-causal" in proc.stderr, proc.stderr  # the --set's own
+
+
+BARE = "--- a/a.c\n+++ b/a.c\n@@ -1 +1 @@\n-int a;\n+int b;\n"
+PATCHED = BUSYBOX_BUILDER + """components:
+  e:
+    source: {path: src}
+    patches: [e/0001-bare.patch]
+    build: {script: build.sh}
+    outputs: {paths: [/x]}
+install: [e]
+"""
+
+
+def test_a_bare_patch_warns_until_a_header_file_beside_it_says_what_it_is(workspace):
+    """Adding a header to a bare patch changes its bytes (a recipe's own sha256 receipts of its
+    patch files break): a NAME.header file beside it is its header, and the warning goes."""
+    patch = workspace / "patches/e/0001-bare.patch"
+    patch.parent.mkdir(parents=True, exist_ok=True)
+    patch.write_text(BARE)
+    warnings = lint(workspace, "t", PATCHED, FILES)
+    assert any("patches/e/0001-bare.patch has no Subject, Description, Upstream line" in w
+               and "e/0001-bare.patch.header" in w for w in warnings), warnings
+    header = patch.with_name("0001-bare.patch.header")
+    header.write_text("Subject: e: b, not a\nDescription: the fix\nUpstream: not forwarded (tests)\n")
+    assert not [w for w in lint(workspace, "t", PATCHED, FILES) if "0001-bare.patch" in w]
+    assert patch.read_text() == BARE  # the patch's bytes as they were
+    assert Catalog(workspace).load("t").component("e").patches[0].patch.subject == "e: b, not a"
+    header.write_text("Subject: only a subject\n")
+    refused = run_in_process(["plan", "t"], workspace, env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert refused.returncode == 2 and "header lacks Description, Upstream" in refused.stderr, refused.stderr

@@ -63,6 +63,11 @@ def test_image_with_set_of_a_git_ref_builds_that_ref(workspace, tmp_path, git_av
     assert "resolved for this build into" in proc.stderr
     assert read_file("enginebuild/t:v2", "/opt/engine/VERSION") == b"2\n"
     assert (workspace / "lockfiles/t.lock").read_bytes() == committed
+    # a push without the --set the build was given is told which one it lacks
+    pushed = run_in_process(["push", "t", "--to", "127.0.0.1:9/x/t"], workspace)
+    assert pushed.returncode == 1, pushed.stderr
+    assert "its last build here was given --set components.engine.source.git.ref=v2" in pushed.stderr, pushed.stderr
+    assert "push t --set components.engine.source.git.ref=v2 --to 127.0.0.1:9/x/t" in pushed.stderr
     proc = run_in_process(["image", "t"], workspace)  # the committed lock's ref, as before
     assert proc.returncode == 0, proc.stderr
     assert read_file("enginebuild/t:latest", "/opt/engine/VERSION") == b"1\n"
@@ -101,3 +106,17 @@ def test_one_set_gives_one_resolution_that_every_command_shares_and_gc_collects(
     assert done.returncode == 0 and "1 per-build lock(s) of --set over an older committed lock" in done.stdout, \
         done.stdout + done.stderr
     assert not list((tmp_path / "home/locks").glob("t-*.lock"))
+
+
+def test_a_set_of_an_input_the_committed_lock_leaves_unresolved_is_not_said_resolved(workspace, tmp_path,
+                                                                                   git_available, debian_reachable):
+    """The committed lock could not reach the source (it stays unresolved); a --set of its ref
+    cannot either: said so, naming the input, never "resolved for this build"."""
+    write_image(workspace, "t", _spec(f"file://{tmp_path}/nowhere.git"), {"build.sh": BUILD})
+    run_in_process(["lock", "t"], workspace)  # written, with the source left unresolved
+    assert "components.engine.source" in json.loads((workspace / "lockfiles/t.lock").read_text())["inputs"]
+    proc = run_in_process(["plan", "t", "--set", "components.engine.source.git.ref=v2"], workspace)
+    assert proc.returncode != 0
+    assert "components.engine.source could not be resolved for this build (the committed lock leaves it unresolved " \
+           "too)" in proc.stderr, proc.stderr
+    assert "resolved for this build into" not in proc.stderr

@@ -1,7 +1,9 @@
 """The plan is pure: a component's key covers only its own inputs, a runtime layer only what
 shapes its bytes, so each kind of edit moves exactly the keys it should (no engine, no builder)."""
 import json
+import re
 
+from conftest import ROOT
 from enginebuild.layerkinds.commands import Run
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
@@ -190,3 +192,13 @@ def test_the_fast_paths_and_the_full_path_describe_a_default_run_alike():
     assert not run_options(Options(build_args={"X": "1"}), ()).answerable()
     assert not run_options(Options(only=frozenset({"files"})), ()).answerable()
     assert run_options(Options(), ()).key("/r", "demo") != run_options(Options(), ("linux/arm64",)).key("/r", "demo")
+
+
+def test_one_long_layer_name_does_not_pad_every_row_of_plan():
+    """vllm-pypi's groups of wheels have names of ~370 characters: each has a line of its own, and
+    the other rows keep a column of at most 72."""
+    out = run_in_process(["plan", "vllm-pypi", "--platform", "linux/amd64"], ROOT).stdout
+    rows = [line for line in out.splitlines() if re.match(r"\s+\d+\. ", line)]
+    assert any(len(row) > 200 for row in rows), "the catalogue's long names are still there"
+    short = [row for row in rows if len(row.split(". ", 1)[1].split("  ")[0]) <= 72]
+    assert short and all(len(row) < 160 for row in short), max(short, key=len)

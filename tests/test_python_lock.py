@@ -158,6 +158,14 @@ def test_what_the_base_ships_constrains_the_lock_and_is_not_installed_again(work
         assert proc.returncode == 2
         assert f"six==1.16.0: shipped by the base {registry.host}/enginebuild-test/pybase@{digest}" in proc.stderr
         assert "NAME==VERSION replaces what the base ships" in proc.stderr
+        # a conflict the base's distributions play no part in: the hint does not send the user to them
+        old = make_wheel(tmp_path / "wheels", "needsoldtab", "1.0", requires=("tabulate<0.9",))
+        sha = index.add("needsoldtab", old)
+        write_image(workspace, "w", python_spec(f"    - {{requirement: needsoldtab, url: \"{index.file_url(old.name)}\", "
+                                                f"sha256: {sha}}}\n    - tabulate==0.9.0\n", base=base))
+        proc = run_in_process(["lock", "w"], workspace)
+        assert proc.returncode == 2 and "relax a requirement" in proc.stderr, proc.stderr
+        assert "replaces what the base ships" not in proc.stderr and "shipped by the base" not in proc.stderr
     finally:
         index.stop()
 
@@ -276,6 +284,15 @@ def test_an_override_of_what_the_base_ships_keeps_the_bases_build_or_replaces_it
         assert found["basetorch"] == {"name": "basetorch", "version": "2.10.0a0+nv26.1", "origin": "base"}, found
         assert found["six"]["version"] != "1.16.0" and found["six"]["replaces"] == "1.16.0", found["six"]
         assert found["engine"]["version"] == "1.0"
+        # the same when the name is also required directly (or by a component's requires-from): the
+        # override replaces that requirement too, so the base's build is kept, not refused
+        direct = (f"    - {{requirement: engine, index: local}}\n    - basetorch==2.9.0\n"
+                  f"  indexes: {{local: \"{index.url}\"}}\n")
+        write_image(workspace, "d", python_spec(direct, base=base) + "  overrides: [\"basetorch>=2.9\", \"six>=1.17\"]\n")
+        proc = run_in_process(["lock", "d"], workspace)
+        assert proc.returncode == 0, proc.stderr
+        kept = packages(workspace, "d")["basetorch"]
+        assert kept == {"name": "basetorch", "version": "2.10.0a0+nv26.1", "origin": "base"}, kept
     finally:
         index.stop()
 
@@ -312,3 +329,12 @@ def test_a_failure_uv_does_not_classify_is_shown_with_its_whole_reason(workspace
         assert "Traceback" not in proc.stderr
     finally:
         index.stop()
+
+
+def test_a_name_no_index_has_is_said_as_such_not_as_a_conflict_to_relax(workspace, pypi_reachable):
+    write_image(workspace, "t", python_spec("    - tabulte==0.9.0\n"))
+    proc = run_in_process(["lock", "t"], workspace)
+    assert proc.returncode != 0
+    assert "no index has a distribution named 'tabulte'" in proc.stderr, proc.stderr
+    assert "required at images/t/image.yaml:" in proc.stderr
+    assert "relax a requirement" not in proc.stderr and "we can conclude" not in proc.stderr

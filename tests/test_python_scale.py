@@ -334,6 +334,12 @@ def test_a_requirements_file_is_followed_with_named_exclusions(workspace, docker
              "wheeler/make_wheel.py": MAKE_WHEEL,
              "wheeler/build.sh": "#!/bin/sh\nset -e\nmkdir -p \"$ENGINEBUILD_OUTPUTS\"\n"
                                  "python3 make_wheel.py \"$ENGINEBUILD_OUTPUTS\"\n"}
+    typo = WHEELER.format(system=DEBIAN_PYTHON, requires_from=", requires-from: [requirements.txt], exclude: [Tabulat]")
+    write_image(workspace, "excl", typo, files)
+    proc = run_in_process(["lock", "excl"], workspace)  # a typo excludes nothing: said, with what was meant
+    assert proc.returncode != 0 and "exclude: 'tabulat' is not a need the files of component wheeler" in \
+        proc.stdout + proc.stderr and "did you mean 'tabulate'?" in proc.stdout + proc.stderr, proc.stderr
+    (workspace / "lockfiles/excl.lock").unlink(missing_ok=True)
     spec = WHEELER.format(system=DEBIAN_PYTHON, requires_from=", requires-from: [requirements.txt], exclude: [Tabulate]")
     write_image(workspace, "excl", spec, files)
     proc = run_in_process(["lock", "excl"], workspace)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import errno
 import importlib
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -43,6 +45,11 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # usage errors: exit 2 with the usage line, no traceback
         self.print_usage(sys.stderr)
         print(f"error: {message}", file=sys.stderr)
+        wrong = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if wrong:  # a mistyped verb, action or choice
+            close = difflib.get_close_matches(wrong.group(1), re.findall(r"'([^']*)'", wrong.group(2)), n=1)
+            if close:
+                print(f"  hint: did you mean {close[0]!r}?", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
 
 
@@ -169,8 +176,9 @@ def main(argv: list[str], root: str = ".", docker: EngineApi | None = None,
         from enginebuild.io.store import Store
 
         with contextlib.ExitStack() as held:
-            try:  # gc waits for builds, and they for it
-                held.enter_context(Store(workspace.home).using(collecting=args.verb == "gc"))
+            try:  # gc waits for builds, and they for it; a dry run removes nothing and waits for nobody
+                collecting = args.verb == "gc" and not getattr(args, "dry_run", False)
+                held.enter_context(Store(workspace.home).using(collecting=collecting))
             except OSError:  # a home this user cannot write: nothing here writes the store either
                 if args.verb == "gc":
                     raise

@@ -13,6 +13,8 @@ from enginebuild.plan.routes import Route
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
+NAME_COLUMN = 72  # the widest layer name the table pads the others to
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("images", nargs="*", metavar="IMAGE")
@@ -69,9 +71,12 @@ def _print_doc(doc: JsonDoc) -> None:
         _print_component(c)
     for unused in doc["unused_components"]:
         print(f"  component {unused:<18} {'':12}  not built: nothing installs or needs it")
-    width = max([44, *(len(row["name"]) for row in doc["layers"])])  # names whole, keys aligned
+    # names whole, keys aligned: a name longer than the column (a group of many wheels) has a line
+    # of its own, its key and action under it, so one long name does not pad every row
+    width = min(NAME_COLUMN, max([44, *(len(row["name"]) for row in doc["layers"])]))
     for i, row in enumerate(doc["layers"], 1):
-        line = f"  {i:2}. {row['name']:<{width}} {row['key'][:12]}  {row['action']} ({row['by']})"
+        name = row["name"] if len(row["name"]) <= width else f"{row['name']}\n      {'':<{width}}"
+        line = f"  {i:2}. {name:<{width}} {row['key'][:12]}  {row['action']} ({row['by']})"
         if row.get("changed"):
             line += "  <- " + ", ".join(row["changed"])
         print(line)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from enginebuild.core.gitbinary import BinaryPatchError, Fragment, read_fragment
 from enginebuild.errors import UserError
@@ -237,6 +237,24 @@ def parse_patch(name: str, data: bytes) -> PatchFile:
     if not files:
         raise _fail(name, None, f"no diff after the {'message' if mail else 'header'}")
     return PatchFile(name=name, sha256=hashlib.sha256(data).hexdigest(), header=header, files=tuple(files))
+
+
+HEADER_SUFFIX = ".header"  # beside a bare patch: its header, where the patch's own bytes must stay as they are
+
+
+def with_header_file(patch: PatchFile, name: str, data: bytes) -> PatchFile:
+    """A bare patch with the header its `NAME.header` file gives (the same `Field: value` lines a
+    patch's own header has; a recipe's sha256 receipts of its patch files keep holding)."""
+    lines = data.decode("utf-8", "surrogateescape").split("\n")
+    header, end = _dep3_header(name, [line for line in lines if line.strip() != "---"])
+    if end < len([line for line in lines if line.strip() != "---"]) or not header:
+        raise _fail(name, None, "holds something other than `Field: value` lines (a header, no diff)")
+    if patch.header:
+        raise _fail(name, None, f"{patch.name} has a header of its own: one header, in one place")
+    missing = [f for f in REQUIRED if not header.get(f)]
+    if missing:
+        raise _fail(name, None, f"header lacks {', '.join(missing)}")
+    return replace(patch, header=header)
 
 
 def _dep3_header(name: str, lines: list[str]) -> tuple[dict[str, str], int]:

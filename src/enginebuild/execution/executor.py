@@ -446,7 +446,8 @@ class Executor:
             try:
                 self.make_chain(comp.builder, plan, site)
             except (BuilderLost, EngineUnavailable):
-                if site.alive():
+                others = [s for s in capable(self.sites or [], plan.platform) if s is not site]
+                if not others or site.alive():  # no builder to go to: the engine's own error, at once
                     raise
                 output().say(f"  builder {site.name} stopped answering while making a builder environment; "
                              "what was assigned to it goes to the others")

@@ -123,7 +123,7 @@ class Store:
         """Every run that may write the store holds this shared; `gc` holds it alone, so that it
         never removes a blob a running build has written but not recorded yet."""
         return mutex(self.home / "gc.lock", "the store (gc)" if not collecting else "the store (a build)",
-                     say=output().say, shared=not collecting)
+                     say=None if collecting else output().say, shared=not collecting)  # gc says so, even with -q
 
     # -- blobs ---------------------------------------------------------------------------
     def path(self, sha256: str) -> Path:

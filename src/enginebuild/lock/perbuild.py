@@ -49,11 +49,13 @@ def per_build_lock(home: Path, spec: ImageSpec, committed: Lock | None, settings
             return again
     lock = build_lock(Resolvers(home), spec, committed, update=False, keep_unresolved=True)
     before = committed.unresolved()
-    failed = {inp: why for inp, why in lock.unresolved().items() if inp not in before}
-    if failed:
+    changed = {inp for inp, _ in stale}
+    failed = {inp: why for inp, why in lock.unresolved().items() if inp not in before or inp in changed}
+    if failed:  # an input the --set changed is never said to be resolved while it is not
         inp, why = next(iter(failed.items()))
+        also = " (the committed lock leaves it unresolved too)" if inp in before else ""
         raise LockError(f"{input_where(spec, inp)}: --set {', '.join(settings)}: {inp} could not be resolved for "
-                        f"this build: {why}", hint="check the value, and that its source is reachable from here")
+                        f"this build{also}: {why}", hint="check the value, and that its source is reachable from here")
     write_atomic(path, lock.to_json())
     output().say(f"{spec.name}: --set changes {', '.join(inp for inp, _ in stale)}: resolved for this build into "
                  f"{path} (lockfiles/{spec.lock_name}.lock is not touched; `{command()} lock` pins it for good)")

@@ -177,6 +177,14 @@ def _compile(home: Path, folder: Path, python: Python, machine: str, reqs: list[
     result = proc.run(args, cwd=folder, env=env, check=False)
     if result.returncode != 0:
         text = result.err.strip()
+        unknown = re.search(r"Because (\S+) was not found in the (?:package registry|provided package locations)", text)
+        if unknown:  # a name no index has (a typo): no conflict to relax
+            name = unknown.group(1)
+            where = origins.explain(text)
+            raise ResolveError(f"no index has a distribution named {name!r}"
+                               + (f" (asked for by {where[0]})" if where else ""),
+                               hint="check its spelling as the index writes it (pypi.org/project/NAME), or the "
+                                    "index it is pinned to (python.indexes)")
         if "No solution found" in text or "unsatisfiable" in text:
             explanation = [line.strip(" ×╰─▶│") for line in text.splitlines() if line.strip(" ×╰─▶│")]
             involved = origins.explain(text)
@@ -184,7 +192,8 @@ def _compile(home: Path, folder: Path, python: Python, machine: str, reqs: list[
                 "the Python requirements cannot be satisfied together:\n    " + "\n    ".join(explanation[-12:])
                 + ("\n  involved:\n    " + "\n    ".join(involved) if involved else ""),
                 hint="relax a requirement" + (", or require the base's distribution at the version needed "
-                                              "(NAME==VERSION replaces what the base ships)" if origins.base else ""))
+                                              "(NAME==VERSION replaces what the base ships)"
+                                              if any("shipped by the base" in line for line in involved) else ""))
         fetched = re.search(r"Failed to fetch: `?(\S+?)`?$", text, re.M)
         if fetched:  # an index that did not answer: named, by its name in the spec where it has one
             url = fetched.group(1)
@@ -316,8 +325,11 @@ def resolve_python(home: Path, python: Python, platform: str, base: ImagePin | N
     components = [r for r in python.requirements if r.component]
     with_deps = [r for r in python.requirements if r.deps and not r.component]
     no_deps = [r for r in python.requirements if not r.deps and not r.component]
-    replacing = {n for n, v in base_dists.items() if n in by_name and replaces_base(by_name[n], v)}
     overrides, replaced = overrides_over_base(python.overrides, base_dists)
+    # an override the base's own build meets replaces every requirement on that name (uv's
+    # --override): a requirement it overrides replaces nothing of the base's
+    kept = {n for n in base_dists if n not in replaced and any(o.startswith(f"{n}==") for o in overrides)}
+    replacing = {n for n, v in base_dists.items() if n in by_name and n not in kept and replaces_base(by_name[n], v)}
     replacing |= replaced
     python = replace(python, overrides=overrides)
     constraints = [f"{n}=={v}" for n, v in sorted(base_dists.items()) if n not in replacing]

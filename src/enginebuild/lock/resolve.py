@@ -9,6 +9,7 @@ reported: a flaky archive never turns good pins into holes.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -154,6 +155,14 @@ def with_wheel_requirements(r: Resolvers, spec: ImageSpec, python: Python,
             raise ResolveError(f"{req.where}: the source of component {comp.name} is not pinned, so what its "
                                "wheel needs cannot be read")
         stated = wheel_requirements(comp, req, pinned, r.context())
+        named = {requirement_name(text) for text, _ in stated}
+        unstated = [name for name in req.excludes if name not in named]
+        if unstated:  # a typo excludes nothing, and the need it meant stays in
+            close = difflib.get_close_matches(unstated[0], sorted(n for n in named if n), n=1)
+            raise ResolveError(f"{req.where}: exclude: {unstated[0]!r} is not a need the files of component "
+                               f"{comp.name}'s source state, so it excludes nothing",
+                               hint=f"did you mean {close[0]!r}?" if close else
+                               f"the files state: {', '.join(sorted(n for n in named if n))}")
         extra += [PyRequirement(text, Where(f"{path} of component {comp.name}'s source (read for {req.where})"))
                   for text, path in stated if not req.excludes or requirement_name(text) not in req.excludes]
         if pinned is not None:

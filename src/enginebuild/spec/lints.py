@@ -88,7 +88,8 @@ def lint_spec(spec: ImageSpec) -> list[str]:
         if ref.patch.lacks:
             warnings.append(f"{ref.where}: warning: patches/{ref.name} has no {', '.join(ref.patch.lacks)} line: "
                             "taken as it is; say what it does and where it stands upstream in a header "
-                            "(docs/patches.md), so `patches check` can tell when it is no longer needed")
+                            f"(docs/patches.md), or in patches/{ref.name}.header beside it where the patch's "
+                            "bytes must stay, so `patches check` can tell when it is no longer needed")
     for field in ("entrypoint", "cmd"):
         for i, arg in enumerate(getattr(spec, field) or ()):
             if SECRET_VALUE.search(arg) or re.search(r"--(?:api-key|hf-token|token)[= ]+\S", arg):

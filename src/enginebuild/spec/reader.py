@@ -13,7 +13,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from enginebuild.core.cudacompat import DRIVER_CUDA
-from enginebuild.core.patchfile import PatchError, parse_patch
+from enginebuild.core.patchfile import HEADER_SUFFIX, PatchError, parse_patch, with_header_file
 from enginebuild.core.yamlload import YList, YMap
 from enginebuild.errors import SpecError, Where
 from enginebuild.io.files import image_mode
@@ -121,7 +121,8 @@ class Reader:
         candidate = folder / rel
         self.inside_repository(Path(os.path.normpath(candidate)), rel, path)  # by its words, before the disk
         if not candidate.exists() and not candidate.is_symlink():
-            raise SpecError(where, path, f"file not found: {self.display(candidate)}")
+            raise SpecError(where, path, f"file not found: {self.display(candidate)}",
+                            hint=_did_you_mean(rel, candidate.parent, "*"))
         real = candidate.resolve()
         self.inside_repository(real, rel, path)
         if not real.is_file():
@@ -206,12 +207,17 @@ class Reader:
             self.wheres[sub] = where
             candidate = patch_root / name
             if not candidate.exists():
-                raise SpecError(where, sub, f"patch not found: patches/{name}")
+                raise SpecError(where, sub, f"patch not found: patches/{name}",
+                                hint=_did_you_mean(name, patch_root, "**/*.patch", "**/*.diff"))
             real = candidate.resolve()
             if patch_root not in real.parents or not real.is_file():
                 raise SpecError(where, sub, f"patches/{name} must be a regular file inside patches/")
             try:
                 parsed = parse_patch(name, read_recipe_file(real, str(self.root)))
+                sidecar = real.with_name(real.name + HEADER_SUFFIX)
+                if sidecar.is_file():
+                    parsed = with_header_file(parsed, f"{name}{HEADER_SUFFIX}",
+                                              read_recipe_file(sidecar, str(self.root)))
             except PatchError as exc:
                 raise SpecError(where, sub, exc.message) from None
             checks = read_checks(real, name, self.root)  # its own file's errors name that file
@@ -718,3 +724,15 @@ def editable_problem(folder: str) -> str | None:
                "the image"
     return None
 
+
+def _did_you_mean(rel: str, folder: Path, *patterns: str) -> str | None:
+    """"did you mean X?" for a missing file: among the files of `folder` that `patterns` match (by
+    their path under it: patches/), or among its own folder's files (`*`: by the name)."""
+    if not folder.is_dir():
+        return None
+    by_path = patterns[0].startswith("**")
+    names = sorted({str(p.relative_to(folder)) for pattern in patterns for p in folder.glob(pattern) if p.is_file()})
+    close = difflib.get_close_matches(rel if by_path else posixpath.basename(rel), names, n=1)
+    if not close:
+        return None
+    return f"did you mean {close[0] if by_path else posixpath.join(posixpath.dirname(rel), close[0])!r}?"

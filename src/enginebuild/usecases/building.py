@@ -32,7 +32,7 @@ from enginebuild.kernels.runtime import check_plan
 from enginebuild.layerkinds.context import FromSource
 from enginebuild.layerkinds.patchedfiles import NotVerbatim
 from enginebuild.lock.lockfile import input_where, stale_inputs
-from enginebuild.oci.engine import EngineApi, holds
+from enginebuild.oci.engine import EngineApi, EngineUnavailable, holds
 from enginebuild.patches.check import check_stack
 from enginebuild.patches.patched import patched_tree, stack_failure
 from enginebuild.plan.image import Options, plan_image
@@ -41,6 +41,7 @@ from enginebuild.plan.render import TEMPLATES
 from enginebuild.sources.base import Context
 from enginebuild.spec.model import ImageSpec
 from enginebuild.state.decision import decide
+from enginebuild.state.lastsettings import remember_settings
 from enginebuild.state.memo import PlanMemo, RunOptions, copied_paths, other_input_paths
 from enginebuild.usecases.locking import lock_image
 from enginebuild.usecases.targets import builders_of, parse_local_tag, platforms_of
@@ -160,6 +161,10 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         decision = decide(PlanMemo(ws.home), asked.key(ws.root, name), holds(ws.engine()))
         if decision.doc is not None:
             output().say(f"{name}: {decision.describe()}")
+    if request.rebuild and not request.builder and request.load:  # nothing reused: the engine's error first,
+        why = ws.engine().unreachable()                              # before seconds of planning and checks
+        if why:
+            raise EngineUnavailable(why, hint="start dockerd (see README: set-up) or set DOCKER_HOST")
     copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES)
     inputs = PlanMemo.snapshot(copied + others)  # before the plan reads them
     only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})  # what fastedit.py may remake
@@ -187,6 +192,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             run_checks(ws, spec, lock, plan, outcome, cache, request.load)
         if request.outputs:
             write_outputs(ws, plan, tags[0], request.outputs, platform if len(platforms) > 1 else None)
+    remember_settings(Store(ws.home), name, ws.overrides)
     if asked.answerable() and not ws.overrides and request.load:
         PlanMemo(ws.home).store(asked.key(ws.root, name), inputs,
                                 {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)},

@@ -29,6 +29,7 @@ from enginebuild.publish.keyless import KeylessSigner
 from enginebuild.publish.records import add_record
 from enginebuild.publish.signkeys import Signer
 from enginebuild.spec.model import ImageSpec
+from enginebuild.state.lastsettings import last_settings
 from enginebuild.usecases.building import BuildRequest, build_platform
 from enginebuild.usecases.targets import platforms_of
 from enginebuild.wire import JsonDoc
@@ -64,6 +65,12 @@ def push_image(ws: Workspace, name: str, to: str, tags: list[str], platforms: li
     for plan in plans:
         missing = [n.name for n in plan.runtime.layers if layer_blobs(store, n) is None]
         if missing:
+            last = last_settings(store, name)
+            if last and tuple(last) != ws.overrides:  # built with other --set: a push is of the image its inputs make
+                given = " ".join(f"--set {v}" for v in last)
+                raise BuildFailed(f"{name} ({plan.platform}) is not built at these inputs: its last build here was "
+                                  f"given {given}, which changes its inputs ({missing[0]} is another layer)",
+                                  hint=f"push with the same values: `{command()} push {name} {given} --to {to}`")
             raise BuildFailed(f"{name} ({plan.platform}) is not built at its current inputs ({missing[0]} is missing)",
                               hint=f"run `{command()} image {name}` first, or `image {name} --push --to {to}`")
         damaged = [n.name for n in plan.runtime.layers if not substitutes.substituted(store, n)
