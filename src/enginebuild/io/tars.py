@@ -138,6 +138,7 @@ class TarWriter:
 
     def add_member(self, member: tarfile.TarInfo, handle: IO[bytes] | None) -> None:
         """A member of another tar, normalised (its owner kept)."""
+        stop_if_cancelled()  # a layer of a package's thousands of members stops at the next one
         self._implied(member.name)
         self.tar.addfile(renormalize(member, self.mtime), handle)
 
