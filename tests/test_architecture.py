@@ -232,7 +232,7 @@ def test_the_planner_loads_no_writer_and_at_most_40_modules():
                          env={"PYTHONPATH": str(SRC.parent), "PATH": "/usr/bin:/bin"}).stdout
     loaded = json.loads(out.replace("'", '"'))
     writers = [m for m in loaded if m.removeprefix("enginebuild.").startswith((
-        "io.tars", "io.store", "io.http", "io.unpack", "oci", "patches", "build", "layerkinds.installer",
+        "io.tars", "io.store", "io.http", "io.unpack", "oci", "patches", "execution", "layerkinds.installer",
         "layerkinds.debfile", "layerkinds.filelayer", "layerkinds.basefiles", "sources.trees", "lock.python"))]
     assert writers == []
     assert len(loaded) <= 40, loaded
