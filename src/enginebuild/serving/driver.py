@@ -26,6 +26,7 @@ from enginebuild.wire import JsonDoc, loads
 LABEL = "org.enginebuild.serve"
 PROGRAM = (Path(__file__).with_name("nodeside.py")).read_text
 MARK = "enginebuild-serve:"
+SAID_LIMIT = 16384  # characters of one line the node's program said (its engine's command line among them)
 
 
 class ServeFailed(EngineBuildError):
@@ -304,7 +305,8 @@ def said(each: Reached, ident: str) -> list[str]:
         text = _logs(each.engine, ident)
     except EngineBuildError:
         return []
-    return [shown_line(line[len(MARK):]) for line in text.splitlines() if line.startswith(MARK)]
+    # a node's command line (a long vLLM one) whole; still escaped and capped
+    return [shown_line(line[len(MARK):], SAID_LIMIT) for line in text.splitlines() if line.startswith(MARK)]
 
 
 def _engines(reached: list[Reached]) -> list[Engine]:

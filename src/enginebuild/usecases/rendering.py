@@ -73,7 +73,9 @@ def forget_earlier_render(folder: Path, names: list[str]) -> None:
             if old.is_dir() and not old.is_symlink():
                 shutil.rmtree(old)
     folder.mkdir(parents=True, exist_ok=True)
-    listing.write_text("".join(f"{n}\n" for n in names))
+    text = "".join(f"{n}\n" for n in names)
+    if before != text.split("\n"):  # the same builds: the file as it was (its time stamp too)
+        listing.write_text(text)
 
 
 def fresh(target: Path) -> Path:
