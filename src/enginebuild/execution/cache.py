@@ -66,6 +66,7 @@ class LayerCache:
     guard: Callable[[list[tuple[str, str]]], None] | None = None
     _known: dict[str, JsonDoc | None] = field(default_factory=dict)  # key -> its trusted manifest, or None
     _said: set[str] = field(default_factory=set)
+    _own: cachetrust.SigningKey | None = None  # this store's signing key, once read
 
     @property
     def name(self) -> str:
@@ -92,8 +93,9 @@ class LayerCache:
         doc = self._known[key]
         assert doc is not None
         signer, _ = cachetrust.signer(key, doc)
-        own = cachetrust.signing_key(self.home, make=False)
-        return own is None or signer != own.public
+        if self._own is None:  # read once a run, not once a layer (again while there is none yet)
+            self._own = cachetrust.signing_key(self.home, make=False)
+        return self._own is None or signer != self._own.public
 
     def lacks(self, key: str) -> bool:
         """True when this run may push and the cache has nothing under `key` (or nothing trusted):

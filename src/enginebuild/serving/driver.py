@@ -215,8 +215,9 @@ def facts(each: Reached, image: str, cluster: str, gpus: bool, limit_s: float = 
     try:
         ident = _create(each.engine, body)
     except ServeFailed as failed:
-        missing = next((b.split(":")[0] for b in binds or [] if "does not exist" in " ".join(failed.lines)
-                        and b.split(":")[0] in " ".join(failed.lines)), None)
+        said = " ".join(failed.lines)
+        sources = [b.split(":")[0] for b in binds or []]
+        missing = next((s for s in sources if s in said), None) if "does not exist" in said else None
         if missing:
             raise ServeFailed([f"{each.node.name}: --model {missing}: no such file or folder on this node (its engine "
                                "refused the mount; nothing was created there)"]) from None
