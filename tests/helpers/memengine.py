@@ -123,6 +123,9 @@ class MemoryEngine:
     def run_limited(self, image, argv, env, limit_s, gpus=False):
         raise EngineError("an engine in memory runs no container")
 
+    def run_with_files(self, image, argv, limit_s, put, take, receive):
+        raise EngineError("an engine in memory runs no container")
+
     def container(self, image):
         raise EngineError("an engine in memory runs no container")
 

@@ -44,7 +44,7 @@ SCRATCH = Base({}, ())
 
 def record_key(node: LayerNode) -> str:
     """Layers a command wrote depend on everything below them; enginebuild's only on their inputs."""
-    return node.chain if node.by_command else node.key
+    return node.stored_as
 
 
 def layer_blobs(store: Store, node: LayerNode) -> list[tuple[str, int]] | None:

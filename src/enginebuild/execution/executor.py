@@ -268,7 +268,7 @@ class Executor:
         maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs)
         blobs = maker.make(node, image)
         if node.payload.reads_chain:
-            output().say(f"  {node.name}: patched on the host ({human_bytes(sum(s for _, s in blobs))})")
+            output().say(f"  {node.name}: {node.payload.chain_work()} ({human_bytes(sum(s for _, s in blobs))})")
 
     def load_chain(self, env: EnvNode, site: Site | None = None) -> str:
         """The environment as an image in a builder's engine (to build on or read from); returns its reference."""

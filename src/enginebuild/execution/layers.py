@@ -51,8 +51,12 @@ class LayerMaker:
         """Write the layer of `node` (its kind says how: layerkinds/) and record its blob."""
         job = WriteJob(node.name, node.inputs, self.store, self.engine, self.assembler, self.image, self.outputs,
                        parent_tip_image)
-        blob = _blob(self.store, node.name, self.mtime, lambda w: node.payload.write(job, w))
-        blobs = [(blob.sha256, blob.size)]
+        several = node.payload.write_layers(job, self.mtime)
+        if several is not None:
+            blobs = several
+        else:
+            blob = _blob(self.store, node.name, self.mtime, lambda w: node.payload.write(job, w))
+            blobs = [(blob.sha256, blob.size)]
         put_layer_blobs(self.store, node, blobs, {})
         return blobs
 

@@ -5,6 +5,7 @@ that adds it where the spec asks for it; `KINDS` lists them for the docs and the
 from __future__ import annotations
 
 from enginebuild.layerkinds.base import LayerPayload
+from enginebuild.layerkinds.bytecode import Bytecode
 from enginebuild.layerkinds.commands import Run
 from enginebuild.layerkinds.data import Data
 from enginebuild.layerkinds.files import Files
@@ -16,7 +17,7 @@ from enginebuild.layerkinds.wheel import Wheel
 from enginebuild.layerkinds.wheels import Wheels
 
 KINDS: tuple[type[LayerPayload], ...] = (Sysroot, Run, Wheels, Wheel, OutputTree, PatchedFiles, OverlayFiles, Data,
-                                         Files)
+                                         Files, Bytecode)
 
-__all__ = ["KINDS", "Data", "Files", "LayerPayload", "OutputTree", "OverlayFiles", "PatchedFiles", "Run", "Sysroot",
+__all__ = ["KINDS", "Bytecode", "Data", "Files", "LayerPayload", "OutputTree", "OverlayFiles", "PatchedFiles", "Run", "Sysroot",
            "Wheel", "Wheels"]

@@ -136,6 +136,15 @@ class LayerPayload:
         """Write the layer's entries (a kind enginebuild writes on the host)."""
         raise BuildFailed(f"layer {job.name}: {type(self).__name__} layers are not written on the host")
 
+    def write_layers(self, job: WriteJob, mtime: int) -> list[tuple[str, int]] | None:
+        """The blobs (sha256, size) of a kind that writes several layers, or of none (made in the
+        store, in order); None for a kind that writes one (`write`)."""
+        return None
+
+    def chain_work(self) -> str:
+        """What writing it from the chain below did, as the build's line says it (a kind that `reads_chain`)."""
+        return "patched on the host"
+
     def engine_files(self) -> bool:
         """Whether what it holds is the engine's or the recipe's, which the kernel and closure
         checks read; not a distribution's packages nor enginebuild's own manifest."""

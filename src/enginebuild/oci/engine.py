@@ -13,10 +13,12 @@ import base64
 import contextlib
 import http.client
 import json
+import os
 import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import IO, Any, Protocol
 from urllib.parse import quote, urlencode
 
@@ -55,6 +57,8 @@ class EngineApi(Protocol):
     def run(self, image: str, argv: list[str], env: dict[str, str], timeout: float = 3600) -> tuple[int, bytes, bytes]: ...
     def run_limited(self, image: str, argv: list[str], env: dict[str, str], limit_s: float,
                     gpus: bool = False) -> tuple[int | None, bytes, bytes]: ...
+    def run_with_files(self, image: str, argv: list[str], limit_s: float, put: Path, take: str,
+                       receive: Callable[[IO[bytes]], None]) -> tuple[int | None, bytes, bytes]: ...
     def container(self, image: str) -> contextlib.AbstractContextManager[str]: ...
     def archive(self, container: str, path: str) -> contextlib.AbstractContextManager[IO[bytes] | None]: ...
 
@@ -248,32 +252,68 @@ class Engine:
         what it printed until then); `gpus`: every GPU of the NVIDIA runtime given to it. What it
         prints is read as it prints it, up to OUTPUT_LIMIT bytes: past that it is stopped and
         `PrintedTooMuch` raised."""
-        host: JsonDoc = {"NetworkMode": "none", "LogConfig": LOG_CONFIG}
-        if gpus:
-            host["DeviceRequests"] = [{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]
-        body = json.dumps({"Image": image, "Entrypoint": argv[:1], "Cmd": argv[1:], "WorkingDir": "/",
-                           "Env": [f"{k}={v}" for k, v in env.items()], "NetworkDisabled": True,
-                           "HostConfig": host}).encode()
-        created = self.call("POST", "/containers/create", body=body, headers={"Content-Type": "application/json"})
-        if not created:
-            raise EngineError(f"cannot create a container of {image}")
-        ident = str(created["Id"])
+        ident = self._created(image, argv, env, gpus=gpus)
         try:
-            self.call("POST", f"/containers/{ident}/start")
-            reader = _Follower(self, ident, limit_s)
-            reader.start()
-            status = self._ended(ident, limit_s, stop=reader.over)
-            if status is None or reader.over():
-                with contextlib.suppress(EngineBuildError):
-                    self.call("POST", f"/containers/{ident}/kill")
-            printed = reader.result()
-            if printed.over:
-                raise PrintedTooMuch(f"{argv[0]} in a container of {image} printed more than "
-                                     f"{describe_limit()}; stopped")
-            return status, printed.out, printed.err
+            return self._started(ident, image, argv, limit_s)
         finally:
             with contextlib.suppress(EngineBuildError):
                 self.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
+
+    def run_with_files(self, image: str, argv: list[str], limit_s: float, put: Path, take: str,
+                       receive: Callable[[IO[bytes]], None]) -> tuple[int | None, bytes, bytes]:
+        """As `run_limited`, as root and with the image's own variables only: the tar file `put`
+        unpacked at / before it starts; once it ended with status 0, `receive` reads a tar stream of
+        the folder `take` (its entries start at the folder's base name)."""
+        ident = self._created(image, argv, {}, user="0")
+        try:
+            with open(put, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                with self.open("PUT", f"/containers/{ident}/archive", {"path": "/"}, body=handle, timeout=3600,
+                               headers={"Content-Type": "application/x-tar",
+                                        "Content-Length": str(size)}) as response:
+                    response.read()
+                    if response.status == 404:
+                        raise EngineError(f"cannot copy files into a container of {image}")
+            status, out, err = self._started(ident, image, argv, limit_s)
+            if status == 0:
+                with self.archive(ident, take) as stream:
+                    if stream is None:
+                        raise EngineError(f"{argv[0]} in a container of {image} left no {take}")
+                    receive(stream)
+            return status, out, err
+        finally:
+            with contextlib.suppress(EngineBuildError):
+                self.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
+
+    def _created(self, image: str, argv: list[str], env: dict[str, str], gpus: bool = False, user: str = "") -> str:
+        """A container of `image` running `argv` without a network (not started yet)."""
+        host: JsonDoc = {"NetworkMode": "none", "LogConfig": LOG_CONFIG}
+        if gpus:
+            host["DeviceRequests"] = [{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]
+        body: JsonDoc = {"Image": image, "Entrypoint": argv[:1], "Cmd": argv[1:], "WorkingDir": "/",
+                         "Env": [f"{k}={v}" for k, v in env.items()], "NetworkDisabled": True, "HostConfig": host}
+        if user:
+            body["User"] = user
+        created = self.call("POST", "/containers/create", body=json.dumps(body).encode(),
+                            headers={"Content-Type": "application/json"})
+        if not created:
+            raise EngineError(f"cannot create a container of {image}")
+        return str(created["Id"])
+
+    def _started(self, ident: str, image: str, argv: list[str], limit_s: float) -> tuple[int | None, bytes, bytes]:
+        """Start a created container and read what it prints until it ends (see `run_limited`)."""
+        self.call("POST", f"/containers/{ident}/start")
+        reader = _Follower(self, ident, limit_s)
+        reader.start()
+        status = self._ended(ident, limit_s, stop=reader.over)
+        if status is None or reader.over():
+            with contextlib.suppress(EngineBuildError):
+                self.call("POST", f"/containers/{ident}/kill")
+        printed = reader.result()
+        if printed.over:
+            raise PrintedTooMuch(f"{argv[0]} in a container of {image} printed more than "
+                                 f"{describe_limit()}; stopped")
+        return status, printed.out, printed.err
 
     def logs(self, ident: str, tail: int | None = None) -> Output:
         """What a container printed from its start, or its last `tail` lines: at most OUTPUT_LIMIT bytes."""

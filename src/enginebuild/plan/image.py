@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from enginebuild.core import keys
 from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
-from enginebuild.layerkinds import Data, Files, LayerPayload, OutputTree, OverlayFiles, PatchedFiles, Wheel
+from enginebuild.layerkinds import Bytecode, Data, Files, LayerPayload, OutputTree, OverlayFiles, PatchedFiles, Wheel
 from enginebuild.lock.inputs import role_of
-from enginebuild.lock.interpreters import machine_of
+from enginebuild.lock.interpreters import interpreter_version, machine_of
 from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
 from enginebuild.lock.pins import PythonPin
 from enginebuild.plan.components import component_node, release_node
@@ -306,6 +306,11 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
             prefix = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
             made = planner.step_layer(prefix, layers, step, run_env)
             layers.append(dataclasses.replace(made, where=str(spec.where(f"steps[{i}]"))))
+    interpreter = runtime_interpreter(spec, planner, base_pin) if spec.bytecode and layers else None
+    if interpreter:
+        stack.add("bytecode", f"bytecode (Python {interpreter[0]}, checked hashes)",
+                  Bytecode(tuple(n.stored_as for n in layers), tuple(n.name for n in layers), *interpreter),
+                  {"layers below": keys.sha(keys.canonical([n.stored_as for n in layers]))})
     unused = tuple(c.name for c in spec.components if c.name not in spec.used_components())
     created = keys.created_of(options.source_date_epoch)
     manifest = manifest_of(spec, lock, platform, created, unused)
@@ -327,6 +332,20 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)  # config: image_env
     return ImagePlan(spec.name, platform, created, stack.epoch, tuple(components.values()), final,
                      config, manifest, _tags(spec, platform, options), spec.cuda_archs, options.on, unused)
+
+
+def runtime_interpreter(spec: ImageSpec, planner: EnvPlanner, base: object) -> tuple[str, str] | None:
+    """(major.minor, path) of the runtime's Python: its `python:`, else the Debian python3.N its
+    system packages install, else the base's PYTHON_VERSION (python3 on its PATH); None for none."""
+    python = spec.runtime.python
+    if python:
+        return python.version, python.interpreter
+    system = planner.pins.get(f"runtime.system@{planner.platform}") \
+        if spec.runtime.system and spec.runtime.system.packages else None
+    found = interpreter_version(system, base)
+    if found is None:
+        return None
+    return found[0], "/usr/bin/python3" if found[1].startswith("its system") else "python3"
 
 
 def patched_files(node: ComponentNode, epoch: int, site: str, interpreter: str) -> tuple[str, PatchedFiles,

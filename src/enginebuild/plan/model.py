@@ -31,6 +31,12 @@ class LayerNode:
     def by_command(self) -> bool:
         return self.payload.by_command
 
+    @property
+    def stored_as(self) -> str:
+        """The key its blobs are recorded under: a layer a command wrote depends on everything below
+        it (its chain), one enginebuild writes only on its inputs (its key)."""
+        return self.chain if self.by_command else self.key
+
 
 @dataclass(frozen=True)
 class EnvNode:

@@ -409,6 +409,9 @@ def image_schema() -> Record:
         "builder": builder_field("the default environment components build on"),
         "init": Bool(description="run Debian's tini (pinned by lock) as PID 1 before the entrypoint, so that "
                      "signals reach a launcher that does not handle them (docker run --init)"),
+        "bytecode": Bool(description="ship the Python files' bytecode: every layer that holds .py files gets a layer "
+                         "of hash-based .pyc files compiled by the image's own interpreter (default true; false: "
+                         "a smaller image whose containers compile what they import at each start)"),
         "manifest": Enum(("layer", "label"), description="where the manifest of pins goes: a layer "
                          "(/opt/enginebuild/manifest.json) or the label org.enginebuild.manifest (an image that "
                          "adds no layer of its own uses the label: its base's layers stay as they are)"),

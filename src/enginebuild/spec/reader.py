@@ -664,6 +664,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
                                  driver_branch(r, cuda_verify.get("driver"))),
         runtime_check=_runtime_check(r, runtime_check),
         manifest=r.get(tree, "manifest", "", "layer"), build_env=build_env,
+        bytecode=bool(r.get(tree, "bytecode", "", True)),
     )
 
 

@@ -1,0 +1,235 @@
+"""Bytecode for the Python files of the layers below: one layer of `.pyc` files per layer that
+holds `.py` files, compiled by the image's own interpreter (layerkinds/pycompile.py, run in a
+container of the chain below) and hash-based (PEP 552, checked), so a container imports without
+compiling and no layer time can make a `.pyc` stale.
+
+Each layer's bytecode is stored by what shapes it: that layer's bytes (its blob's sha256), the
+interpreter's version and path, and this writer's code. A patch edit compiles the one layer it
+changed; the others are taken from the store. The layers are placed in the order of their sources,
+so where a later layer replaces a file its bytecode comes later too."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import shutil
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, ClassVar
+
+from enginebuild.core import keys
+from enginebuild.core.keys import unkeyed
+from enginebuild.errors import BuildFailed
+from enginebuild.io.files import temp_path
+from enginebuild.io.store import make_blob
+from enginebuild.io.tarrules import clean_name
+from enginebuild.io.tars import TarWriter
+from enginebuild.layerkinds.base import LayerPayload, WriteJob
+from enginebuild.wire import loads
+
+if TYPE_CHECKING:
+    from enginebuild.io.store import Store
+
+ROOT = ".enginebuild-bytecode"  # where the container is given the sources and leaves the bytecode
+LIMIT_S = 3600.0
+PYC_LIMIT = 256 << 20  # a single .pyc larger than this is not bytecode of a source we sent
+HERE = Path(__file__).parent
+
+
+@functools.cache
+def _own_code() -> str:
+    digest = hashlib.sha256()
+    for name in ("bytecode.py", "pycompile.py"):
+        digest.update((HERE / name).read_bytes())
+    digest.update((HERE.parent / "io" / "tars.py").read_bytes())
+    return digest.hexdigest()
+
+
+def safe_path(name: str) -> str | None:
+    """`name` as a relative path in the image, or None for one that is not a plain file's."""
+    path = clean_name(name)
+    parts = path.split("/")
+    if not path or any(p in ("", ".", "..") for p in parts) or any(ord(c) < 32 or c == "\x7f" for c in path):
+        return None
+    return path
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What compiling one layer's sources gave: its bytecode layer (sha256 "" for none)."""
+
+    sha256: str
+    size: int
+    compiled: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class Bytecode(LayerPayload):
+    writer: ClassVar[tuple[str, ...]] = ("layerkinds/pycompile.py", "io/tars.py")
+    reads_chain: ClassVar[bool] = True
+    sources: tuple[str, ...]  # the record keys of the layers it compiles, in chain order
+    names: tuple[str, ...] = field(metadata=unkeyed("the layers' names, for messages"))
+    version: str  # the interpreter's major.minor, which its .pyc's magic number follows
+    interpreter: str
+
+    def engine_files(self) -> bool:
+        return False  # derived from the layers below, which the checks read
+
+    def stands_alone(self) -> bool:
+        return False  # the interpreter is the chain's
+
+    def chain_work(self) -> str:
+        return f"compiled by the image's {self.interpreter}"
+
+    def describe(self, name: str, folder: str) -> str:
+        return (f"RUN python{self.version} -m compileall --invalidation-mode checked-hash ...   "
+                f"# enginebuild: bytecode of {len(self.sources)} layer(s), one layer each")
+
+    def sub_key(self, blob: str) -> str:
+        return keys.key_of("bytecode", blob=blob, version=self.version, interpreter=self.interpreter,
+                           writer=_own_code())
+
+    def write_layers(self, job: WriteJob, mtime: int) -> list[tuple[str, int]]:
+        store = job.store
+        wanted: list[tuple[str, str]] = []  # (the layer's name, its blob)
+        for key, name in zip(self.sources, self.names, strict=True):
+            record = store.record("layers", key)
+            if record is None:
+                raise BuildFailed(f"layer {name} is not built (its bytecode is made from it)")
+            wanted += [(name, str(sha)) for sha, _ in record["layers"]]
+        missing = [(name, blob) for name, blob in wanted if _compiled(store, self.sub_key(blob)) is None]
+        if missing:
+            self._compile(job, mtime, missing)
+        out = []
+        for _, blob in wanted:
+            done = _compiled(store, self.sub_key(blob))
+            assert done is not None
+            if done.sha256:
+                out.append((done.sha256, done.size))
+        return out
+
+    def _compile(self, job: WriteJob, mtime: int, missing: list[tuple[str, str]]) -> None:
+        store = job.store
+        scratch = temp_path(store.home / "tmp", "bytecode", "d")
+        scratch.mkdir(parents=True)
+        try:
+            sent = scratch / "in.tar"
+            with open(sent, "wb") as handle:
+                writer = TarWriter(handle, mtime=mtime, implied_dirs=True)
+                writer.add_bytes(f"{ROOT}/pycompile.py", (HERE / "pycompile.py").read_bytes())
+                counts = [_add_sources(store, writer, f"{ROOT}/src/{i:04d}", blob, name)
+                          for i, (name, blob) in enumerate(missing)]
+                writer.close()
+            reports = _reports(self._run(job, sent, scratch)) if any(counts) else {}
+            for i, (name, blob) in enumerate(missing):
+                folder = scratch / "out" / f"{i:04d}"
+                report = reports.get(f"{i:04d}", {})
+                made = _layer_of(store, folder, mtime, f"bytecode of {name}") if folder.is_dir() else None
+                store.put_record("bytecode", self.sub_key(blob), {
+                    "sha256": made[0] if made else "", "size": made[1] if made else 0, "layer": name,
+                    "compiled": int(report.get("compiled", 0)), "failed": int(report.get("failed", 0)),
+                    "first_failed": list(report.get("first_failed", []))})
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _run(self, job: WriteJob, sent: Path, scratch: Path) -> bytes:
+        """Compile what `sent` holds in a container of the chain below; what it printed."""
+        if job.chain_image is None:
+            raise BuildFailed(f"layer {job.name}: the chain below is not loaded")
+        argv = [self.interpreter, f"/{ROOT}/pycompile.py", f"/{ROOT}", self.version]
+        status, out, err = job.engine.run_with_files(job.chain_image, argv, LIMIT_S, sent, f"/{ROOT}/out",
+                                                     lambda stream: _receive(stream, scratch))
+        if status != 0:
+            said = [r.get("error") for r in _lines(out) if r.get("error")]
+            raise BuildFailed(f"layer {job.name}: {self.interpreter} could not compile the image's Python files: "
+                              + (str(said[0]) if said else f"status {status}: "
+                                 + (err or out).decode("utf-8", "replace").strip()[-300:]),
+                              hint="set `bytecode: false` in the spec to ship no bytecode")
+        return out
+
+
+def _compiled(store: Store, key: str) -> Compiled | None:
+    record = store.record("bytecode", key)
+    if record is None:
+        return None
+    sha = str(record.get("sha256", ""))
+    if sha and not store.intact(sha, f"bytecode of {record.get('layer', '')}"):
+        return None
+    return Compiled(sha, int(record.get("size", 0)), int(record.get("compiled", 0)), int(record.get("failed", 0)))
+
+
+def _add_sources(store: Store, writer: TarWriter, into: str, blob: str, name: str) -> int:
+    """The `.py` files of a layer (its blob) added under `into`; how many."""
+    count = 0
+    with tarfile.open(store.whole(blob, name), "r:") as tar:
+        for member in tar:
+            path = safe_path(member.name)
+            if path is None or not path.endswith(".py") or path.rsplit("/", 1)[-1].startswith(".wh."):
+                continue
+            if not (member.isreg() or member.islnk()):
+                continue
+            handle = tar.extractfile(member)
+            if handle is None:
+                continue
+            size = member.size if member.isreg() else tar.getmember(member.linkname).size
+            writer.add_stream(f"{into}/{path}", handle, size)
+            count += 1
+    return count
+
+
+def _receive(stream: IO[bytes], scratch: Path) -> None:
+    """The bytecode the container left, unpacked under `scratch/out`: plain files only, each under
+    out/NNNN/, named as Python names a `.pyc`, no larger than PYC_LIMIT."""
+    with tarfile.open(fileobj=stream, mode="r|") as tar:
+        for member in tar:
+            path = safe_path(member.name)
+            if member.isdir():
+                continue
+            parts = (path or "").split("/")
+            if (path is None or not member.isreg() or len(parts) < 4 or parts[0] != "out"
+                    or not parts[1].isdigit() or parts[-2] != "__pycache__" or not parts[-1].endswith(".pyc")
+                    or member.size > PYC_LIMIT):
+                raise BuildFailed(f"the bytecode compiler left an entry that is not a .pyc of its sources: "
+                                  f"{member.name[:200]!r}")
+            target = scratch / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle = tar.extractfile(member)
+            assert handle is not None
+            with open(target, "wb") as out:
+                shutil.copyfileobj(handle, out, 1 << 20)
+
+
+def _layer_of(store: Store, folder: Path, mtime: int, what: str) -> tuple[str, int] | None:
+    """One layer of the `.pyc` files under `folder` (a copy of the image's tree), sorted; its
+    `__pycache__` folders are its own entries."""
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.pyc") if p.is_file())
+    if not files:
+        return None
+
+    def body(sink: object) -> None:
+        writer = TarWriter(sink, mtime=mtime)  # type: ignore[arg-type]
+        for path in files:
+            writer.add_dir(path.rsplit("/", 1)[0])
+            writer.add_file(path, folder / path)
+        writer.close()
+
+    blob = make_blob(store, what, body)
+    return blob.sha256, blob.size
+
+
+def _lines(out: bytes) -> list[dict[str, object]]:
+    found = []
+    for line in out.decode("utf-8", "replace").splitlines():
+        try:
+            value = loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
+def _reports(out: bytes) -> dict[str, dict[str, object]]:
+    return {str(r["folder"]): r for r in _lines(out) if "folder" in r}
