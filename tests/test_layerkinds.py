@@ -92,9 +92,9 @@ def test_a_kind_that_writes_nothing_on_the_host_says_so_by_name(workspace, tmp_p
 
 def test_every_kind_of_the_catalogue_is_listed_and_answers_for_itself():
     """KINDS lists the real kinds; each either writes on the host or says what BuildKit runs."""
-    assert len(KINDS) == len(set(KINDS)) == 9
+    assert len(KINDS) == len(set(KINDS)) == 10
     for kind in KINDS:
-        writes = kind.write is not LayerPayload.write
+        writes = kind.write is not LayerPayload.write or kind.write_layers is not LayerPayload.write_layers
         assert writes != kind.by_command, kind.__name__
         assert (kind.commands is not LayerPayload.commands) == kind.by_command, kind.__name__
         assert kind.key is LayerPayload.key, f"{kind.__name__} keys itself by hand, not from its fields"

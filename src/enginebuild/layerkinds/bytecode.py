@@ -21,15 +21,12 @@ from typing import IO, TYPE_CHECKING, ClassVar
 from enginebuild.core import keys
 from enginebuild.core.keys import unkeyed
 from enginebuild.errors import BuildFailed
-from enginebuild.io.files import temp_path
-from enginebuild.io.store import make_blob
 from enginebuild.io.tarrules import clean_name
-from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import LayerPayload, WriteJob
-from enginebuild.wire import loads
 
 if TYPE_CHECKING:
     from enginebuild.io.store import Store
+    from enginebuild.io.tars import TarWriter
 
 ROOT = ".enginebuild-bytecode"  # where the container is given the sources and leaves the bytecode
 LIMIT_S = 3600.0
@@ -84,8 +81,9 @@ class Bytecode(LayerPayload):
         return f"compiled by the image's {self.interpreter}"
 
     def describe(self, name: str, folder: str) -> str:
-        return (f"RUN python{self.version} -m compileall --invalidation-mode checked-hash ...   "
-                f"# enginebuild: bytecode of {len(self.sources)} layer(s), one layer each")
+        return (f"# enginebuild: bytecode of the {len(self.sources)} layer(s) above, one layer each, compiled by "
+                f"{self.interpreter} (Python {self.version}) with checked hashes (compileall "
+                "--invalidation-mode checked-hash)")
 
     def sub_key(self, blob: str) -> str:
         return keys.key_of("bytecode", blob=blob, version=self.version, interpreter=self.interpreter,
@@ -111,6 +109,9 @@ class Bytecode(LayerPayload):
         return out
 
     def _compile(self, job: WriteJob, mtime: int, missing: list[tuple[str, str]]) -> None:
+        from enginebuild.io.files import temp_path
+        from enginebuild.io.tars import TarWriter
+
         store = job.store
         scratch = temp_path(store.home / "tmp", "bytecode", "d")
         scratch.mkdir(parents=True)
@@ -125,12 +126,11 @@ class Bytecode(LayerPayload):
             reports = _reports(self._run(job, sent, scratch)) if any(counts) else {}
             for i, (name, blob) in enumerate(missing):
                 folder = scratch / "out" / f"{i:04d}"
-                report = reports.get(f"{i:04d}", {})
+                report = reports.get(f"{i:04d}", Report())
                 made = _layer_of(store, folder, mtime, f"bytecode of {name}") if folder.is_dir() else None
                 store.put_record("bytecode", self.sub_key(blob), {
                     "sha256": made[0] if made else "", "size": made[1] if made else 0, "layer": name,
-                    "compiled": int(report.get("compiled", 0)), "failed": int(report.get("failed", 0)),
-                    "first_failed": list(report.get("first_failed", []))})
+                    "compiled": report.compiled, "failed": report.failed, "first_failed": list(report.first_failed)})
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
@@ -142,7 +142,7 @@ class Bytecode(LayerPayload):
         status, out, err = job.engine.run_with_files(job.chain_image, argv, LIMIT_S, sent, f"/{ROOT}/out",
                                                      lambda stream: _receive(stream, scratch))
         if status != 0:
-            said = [r.get("error") for r in _lines(out) if r.get("error")]
+            said = [r.error for r in _lines(out) if r.error]
             raise BuildFailed(f"layer {job.name}: {self.interpreter} could not compile the image's Python files: "
                               + (str(said[0]) if said else f"status {status}: "
                                  + (err or out).decode("utf-8", "replace").strip()[-300:]),
@@ -204,12 +204,15 @@ def _receive(stream: IO[bytes], scratch: Path) -> None:
 def _layer_of(store: Store, folder: Path, mtime: int, what: str) -> tuple[str, int] | None:
     """One layer of the `.pyc` files under `folder` (a copy of the image's tree), sorted; its
     `__pycache__` folders are its own entries."""
+    from enginebuild.io.store import HashingWriter, make_blob
+    from enginebuild.io.tars import TarWriter
+
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.pyc") if p.is_file())
     if not files:
         return None
 
-    def body(sink: object) -> None:
-        writer = TarWriter(sink, mtime=mtime)  # type: ignore[arg-type]
+    def body(sink: HashingWriter) -> None:
+        writer = TarWriter(sink, mtime=mtime)
         for path in files:
             writer.add_dir(path.rsplit("/", 1)[0])
             writer.add_file(path, folder / path)
@@ -219,17 +222,37 @@ def _layer_of(store: Store, folder: Path, mtime: int, what: str) -> tuple[str, i
     return blob.sha256, blob.size
 
 
-def _lines(out: bytes) -> list[dict[str, object]]:
+@dataclass(frozen=True)
+class Report:
+    """One line the compiler printed: a folder compiled, or why it stopped."""
+
+    folder: str = ""
+    compiled: int = 0
+    failed: int = 0
+    first_failed: tuple[str, ...] = ()
+    error: str = ""
+
+
+def _lines(out: bytes) -> list[Report]:
+    from enginebuild.wire import loads
+
     found = []
-    for line in out.decode("utf-8", "replace").splitlines():
+    for line in out.decode("utf-8", "replace").splitlines()[:100_000]:
         try:
             value = loads(line)
         except ValueError:
             continue
-        if isinstance(value, dict):
-            found.append(value)
+        if not isinstance(value, dict):
+            continue
+        try:
+            found.append(Report(str(value.get("folder", ""))[:16], int(value.get("compiled", 0)),
+                                int(value.get("failed", 0)),
+                                tuple(str(p)[:300] for p in list(value.get("first_failed") or ())[:3]),
+                                str(value.get("error", ""))[:300]))
+        except (TypeError, ValueError):
+            continue
     return found
 
 
-def _reports(out: bytes) -> dict[str, dict[str, object]]:
-    return {str(r["folder"]): r for r in _lines(out) if "folder" in r}
+def _reports(out: bytes) -> dict[str, Report]:
+    return {r.folder: r for r in _lines(out) if r.folder}

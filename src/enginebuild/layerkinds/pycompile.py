@@ -14,6 +14,8 @@ ROOT/out/NNNN/<the path Python looks for it at>, named in tracebacks by the sour
 image. One JSON line per folder says what was compiled and what could not be (a syntax the
 interpreter does not read: left to Python, as pip leaves it)."""
 
+from __future__ import annotations
+
 import importlib.util
 import json
 import os
@@ -22,7 +24,7 @@ import subprocess
 import sys
 
 
-def compile_folder(root: str, folder: str) -> dict:
+def compile_folder(root: str, folder: str) -> dict[str, object]:
     base = os.path.join(root, "src", folder)
     out = os.path.join(root, "out", folder)
     sources = []
@@ -44,10 +46,10 @@ def compile_folder(root: str, folder: str) -> dict:
 
 def main() -> int:
     root, version = sys.argv[1], sys.argv[2]
-    found = "%d.%d" % sys.version_info[:2]
+    found = "{}.{}".format(*sys.version_info[:2])
     if found != version or sys.implementation.cache_tag is None:
-        print(json.dumps({"error": "the interpreter is Python %s (%s), the plan says %s"
-                          % (found, sys.implementation.cache_tag, version)}))
+        print(json.dumps({"error": f"the interpreter is Python {found} ({sys.implementation.cache_tag}), "
+                                   f"the plan says {version}"}))
         return 3
     # the image's variables stay (a library path its interpreter needs); none of Python's own
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
@@ -56,7 +58,7 @@ def main() -> int:
         done = subprocess.run([sys.executable, "-S", "-s", "-B", __file__, "--folder", root, folder],
                               env=env, stdout=subprocess.PIPE, check=False)
         if done.returncode != 0:
-            print(json.dumps({"error": "compiling folder %s stopped with status %d" % (folder, done.returncode)}))
+            print(json.dumps({"error": f"compiling folder {folder} stopped with status {done.returncode}"}))
             return 4
         sys.stdout.write(done.stdout.decode())
     return 0
