@@ -252,7 +252,8 @@ def main() -> int:
     parser.add_argument("--only", default="a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,q,s",
                         help="figures to measure; o (vLLM at real scale: about 15 GB of disk, 30 min), t (the CI job at "
                              "real scale: about 25 GB, 30 min) and r (a "
-                             "patch to vLLM's Python at real scale: about 30 GB, 15 min) only when named")
+                             "patch to vLLM's Python at real scale: about 30 GB, 15 min) and w (a fresh container's start at real "
+                             "scale: about 25 GB, 20 min) only when named")
     parser.add_argument("--pair-units", type=int, default=40, help="kernel units per component for (h)")
     parser.add_argument("--scale-builds-only", action="store_true",
                         help="with o: only the build rows (o0-o4, o1), not push, reproduce or verify")
@@ -325,6 +326,9 @@ def main() -> int:
         if "v" in only:
             from signing import bench_signing
             bench_signing(ws, env, rows, args.registry)
+        if "w" in only:
+            from start import bench_start
+            bench_start(ws, env, rows)
         if "u" in only:
             from behaviour import bench_behaviour
             bench_behaviour(ws, env)

@@ -1,0 +1,98 @@
+"""w. What a fresh container pays before it serves: `qwen36-dflash-pypi` (linux/amd64), built with its
+bytecode (the default) and without it (`--set bytecode=false`, what every image shipped before), and
+the hand-written Dockerfile of the r rows built twice: as it is (`pip install --no-compile`) and
+with pip's default (compiled at install, timestamp `.pyc`s).
+
+w1. a fresh container (`docker run --rm`) to `import vllm.v1.worker.gpu_model_runner` done, the
+    median of 5, each image side by side in every round: ours with bytecode vs ours without
+w2. the same, ours with bytecode vs the hand-written image compiled by pip
+w3. `vllm serve --help` in a fresh container, ours with bytecode vs ours without
+w4. the image's size, with bytecode vs without (MiB)
+w0. a bare container start (`python3 -c pass`), for scale
+"""
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from common import Row, eb, run
+from mission import IMAGE, _hand_context
+from scale import DOCKER
+
+AMD64 = ("--platform", "linux/amd64")
+OURS, BARE = "enginebuild-bench/q36-bytecode", "enginebuild-bench/q36-no-bytecode"
+HAND_NO, HAND_PIP = "enginebuild-bench/q36-hand-no-compile", "enginebuild-bench/q36-hand-pip-compiled"
+IMPORT = "import vllm.v1.worker.gpu_model_runner"
+
+
+def _started(image: str, *argv: str) -> float:
+    start = time.perf_counter()
+    done = subprocess.run([DOCKER, "run", "--rm", "--network", "none", "--entrypoint", argv[0], image, *argv[1:]],
+                          capture_output=True, text=True, check=False)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} in {image} failed: {(done.stderr or done.stdout)[-600:]}")
+    return took
+
+
+def _medians(images: list[str], argv: tuple[str, ...], rounds: int = 5) -> dict[str, float]:
+    """Every image once per round, in turn (a busy moment of the machine falls on all of them)."""
+    times: dict[str, list[float]] = {image: [] for image in images}
+    for _ in range(rounds):
+        for image in images:
+            times[image].append(_started(image, *argv))
+    return {image: statistics.median(found) for image, found in times.items()}
+
+
+def _size_mib(image: str) -> float:
+    out = run([DOCKER, "image", "inspect", "--format", "{{.Size}}", image]).stdout.strip()
+    return int(out) / 2**20
+
+
+def bench_start(ws: Path, env: dict, rows: list) -> None:
+    """About 25 GB of disk and 20 min: a store of its own, four images."""
+    home = Path(tempfile.mkdtemp(prefix="eb-bench-start-home-"))
+    env = {**env, "ENGINEBUILD_HOME": str(home)}
+    hand = Path(tempfile.mkdtemp(prefix="eb-bench-start-")) / "ctx"
+    try:
+        start = time.perf_counter()
+        run(eb(ws, "image", IMAGE, *AMD64, "-t", OURS), cwd=ws, env=env)
+        print(f"  w: built {IMAGE} with bytecode in {time.perf_counter() - start:.0f}s", flush=True)
+        start = time.perf_counter()
+        run(eb(ws, "image", IMAGE, *AMD64, "--set", "bytecode=false", "-t", BARE), cwd=ws, env=env)
+        print(f"  w: built it without bytecode in {time.perf_counter() - start:.0f}s", flush=True)
+        _hand_context(ws, env, hand)
+        run([DOCKER, "build", "-q", "-t", HAND_NO, str(hand)], env={"DOCKER_BUILDKIT": "1"})
+        dockerfile = hand / "Dockerfile"
+        dockerfile.write_text(dockerfile.read_text().replace(" --no-compile", ""))
+        run([DOCKER, "build", "-q", "-t", HAND_PIP, str(hand)], env={"DOCKER_BUILDKIT": "1"})
+        images = [OURS, BARE, HAND_PIP, HAND_NO]
+        bare = _medians(images, ("python3", "-c", "pass"))
+        imports = _medians(images, ("python3", "-c", IMPORT))
+        said = ", ".join(f"{name.rsplit('/', 1)[1]} {imports[name]:.2f} s" for name in images)
+        print(f"  w: {IMPORT}: {said}; bare start: " + ", ".join(f"{bare[n]:.2f} s" for n in images), flush=True)
+        rows.append(Row("w1. fresh container to the model runner imported", imports[OURS], imports[BARE], "s",
+                        f"docker run {IMAGE} (bytecode: one checked-hash .pyc layer per Python layer) "
+                        f"python3 -c '{IMPORT}', median of 5",
+                        "the same image built with bytecode: false (no .pyc: what every image shipped before)"))
+        rows.append(Row("w2. the same, vs the hand-written image compiled by pip", imports[OURS], imports[HAND_PIP], "s",
+                        "as w1", "bench/handwritten/vllm-patched.Dockerfile without --no-compile (pip's default: "
+                        f"timestamp .pyc written at install); as it ships (--no-compile): {imports[HAND_NO]:.2f} s"))
+        helps = _medians([OURS, BARE], ("vllm", "serve", "--help"))
+        rows.append(Row("w3. fresh container to `vllm serve --help` printed", helps[OURS], helps[BARE], "s",
+                        "docker run ... vllm serve --help, median of 5, with bytecode", "without bytecode"))
+        rows.append(Row("w4. image size", _size_mib(OURS), _size_mib(BARE), "MiB", "with bytecode",
+                        f"without; the pip-compiled hand-written image {_size_mib(HAND_PIP):.0f} MiB, "
+                        f"--no-compile {_size_mib(HAND_NO):.0f} MiB"))
+        rows.append(Row("w0. a bare container start (python3 -c pass)", bare[OURS], bare[BARE], "s",
+                        "with bytecode", "without: the floor under w1-w3"))
+    finally:
+        run([DOCKER, "rmi", "-f", OURS, BARE, HAND_NO, HAND_PIP, f"enginebuild/{IMAGE}:latest",
+             f"enginebuild/{IMAGE}:latest-amd64"], check=False)
+        run([DOCKER, "builder", "prune", "-af", "--filter", "type=regular"], check=False)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(hand.parent, ignore_errors=True)
