@@ -50,6 +50,22 @@ def _module_text(tag: str, path: str) -> str:
     return out.stdout
 
 
+BYTECODE = """import importlib.util, pathlib, sys
+source = pathlib.Path(importlib.util.find_spec('vllm').origin).parent.joinpath(sys.argv[1])
+pyc = pathlib.Path(importlib.util.cache_from_source(str(source))).read_bytes()
+print(int.from_bytes(pyc[4:8], 'little'), pyc[8:16] == importlib.util.source_hash(source.read_bytes()))
+"""
+
+
+def _bytecode_of(tag: str, path: str) -> list[str]:
+    """(the flags of the .pyc the image holds for a module of its vLLM, whether it was compiled from
+    the source the image holds), as the image's interpreter reads them."""
+    out = docker("run", "--rm", "--entrypoint", "python3", tag, "-c", BYTECODE, path.removeprefix("vllm/"),
+                 check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.split()
+
+
 def _probe(tag: str) -> dict:
     out = docker("run", "--rm", "-e", "VLLM_TARGET_DEVICE=cpu", "--entrypoint", "python3", tag, "-c", PROBE,
                  check=False)
@@ -195,12 +211,15 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         lines = {line.split()[1]: line for line in plan.stdout.splitlines() if line.strip().startswith("component")}
         assert " exists " in lines["vllm-kernels"] and " exists " in lines["vllm"], plan.stdout
         assert f"vllm: {PATCH.rsplit('/', 1)[1]} applied as files (1 file, " in plan.stdout, plan.stdout
-        assert "0 component(s) and 0 command layer(s) to build, 2 layer(s) to write" in plan.stdout, plan.stdout
+        # (and the bytecode of the layers: only the new layer of patched files is compiled)
+        assert "0 component(s) and 0 command layer(s) to build, 3 layer(s) to write" in plan.stdout, plan.stdout
         proc = run_cli(["image", IMAGE, "--platform", "linux/amd64"], workspace, env=env)
         assert proc.returncode == 0 and "component(s)" not in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
         # the edited module is in the image, and the patch's checks ran its method there again
         assert f"patches: {IMAGE} (linux/amd64): patch checks ok: 2 of 2 passed in" in proc.stderr, proc.stderr[-3000:]
         assert _module_text(tag, "vllm/v1/worker/gpu_model_runner.py").count("# (a comment)") == 1
+        # and its bytecode is the patched file's, hash-checked (flags 3): the release's is not what Python finds
+        assert _bytecode_of(tag, "vllm/v1/worker/gpu_model_runner.py") == ["3", "True"]
 
         # the same stack in the package's build: the same files, path for path, bytes and modes (the
         # store's layers compared: not loaded into the engine, whose checks the image above ran)
@@ -211,8 +230,9 @@ def test_the_mission_image_builds_and_its_vllm_behaves_as_patched(workspace, tmp
         as_files, in_build = _layers(workspace, env), _layers(workspace, env, *inside)
         vllm = "python vllm (built by component vllm)"
         patched = f"patches of vllm as files ({PATCH.rsplit('/', 1)[1]})"
-        assert {n: k for n, k in as_files.items() if n not in (vllm, patched)} == \
-            {n: k for n, k in in_build.items() if n != vllm}  # every other layer is the same layer
+        derived = next(n for n in as_files if n.startswith("bytecode "))  # of the layers above: they differ
+        assert {n: k for n, k in as_files.items() if n not in (vllm, patched, derived)} == \
+            {n: k for n, k in in_build.items() if n not in (vllm, derived)}  # every other layer is the same layer
         ours, theirs = _merged(home, [as_files[vllm], as_files[patched]]), _merged(home, [in_build[vllm]])
         assert len(ours) > 1000 and sorted(set(ours) ^ set(theirs)) == []
         assert {p: (ours[p], theirs[p]) for p in ours if ours[p] != theirs[p]} == {}

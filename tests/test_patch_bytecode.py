@@ -2,7 +2,8 @@
 build copied the file keeping its time (`cp -p`, setuptools' build_py, `install -p`) and compiled
 it, so the timestamp pyc names the very time and size the image's file has; with a same-size edit
 Python took the old bytecode and ran the unpatched code. The layer of patched files removes that
-pyc: the image runs what the patch says."""
+pyc, and the image's bytecode layers hold the patched file's own: the image runs what the patch
+says, from bytecode compiled of the patched source."""
 from __future__ import annotations
 
 import uuid
@@ -59,6 +60,15 @@ Upstream: not forwarded (test)
 """
 
 
+READ = """import importlib.util as u, sys
+import ebmod
+pyc = open('/opt/ebmod/__pycache__/ebmod.cpython-311.pyc', 'rb').read()
+source = open('/opt/ebmod/ebmod.py', 'rb').read()
+print(ebmod.VALUE, int.from_bytes(pyc[4:8], 'little'), pyc[8:16] == u.source_hash(source),
+      ebmod.__spec__.cached == '/opt/ebmod/__pycache__/ebmod.cpython-311.pyc')
+"""
+
+
 def test_a_patched_module_runs_patched_though_its_build_shipped_matching_timestamp_bytecode(
         workspace, docker_engine, debian_reachable, pypi_reachable):
     write_image(workspace, "pyc", SPEC, {"maker/src/ebmod.py": 'VALUE = "old"\n', "maker/build.sh": BUILD})
@@ -73,9 +83,9 @@ def test_a_patched_module_runs_patched_though_its_build_shipped_matching_timesta
         plan = run_in_process(["plan", "pyc"], workspace).stdout
         assert "0001-new-value.patch applied as files" in plan, plan
         # nothing written by this run (PYTHONDONTWRITEBYTECODE): what the image holds answers
-        said = docker("run", "--rm", "-e", "PYTHONDONTWRITEBYTECODE=1", tag, "-c",
-                      "import ebmod, os; print(ebmod.VALUE, os.path.exists('/opt/ebmod/__pycache__/ebmod.cpython-311.pyc'))"
-                      ).stdout.split()
-        assert said == ["new", "False"], said  # the patched code; no stale bytecode of it in the image
+        said = docker("run", "--rm", "-e", "PYTHONDONTWRITEBYTECODE=1", tag, "-c", READ).stdout.split()
+        # the patched code, from the image's bytecode: hash-based and checked (flags 3), of the patched
+        # source the image holds (the output's own pyc and the one compiled of its unpatched copy are below)
+        assert said == ["new", "3", "True", "True"], said
     finally:
         docker("rmi", "-f", tag, "enginebuild/pyc:latest", check=False)

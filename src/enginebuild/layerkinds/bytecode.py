@@ -161,22 +161,46 @@ def _compiled(store: Store, key: str) -> Compiled | None:
 
 
 def _add_sources(store: Store, writer: TarWriter, into: str, blob: str, name: str) -> int:
-    """The `.py` files of a layer (its blob) added under `into`; how many."""
+    """The `.py` files of a layer (its blob) added under `into`; how many. A link (hard or symbolic,
+    as Debian links sitecustomize.py into /etc) is its target's bytes at its own path, where
+    Python looks for its bytecode, when the target is in the same layer."""
     count = 0
     with tarfile.open(store.whole(blob, name), "r:") as tar:
-        for member in tar:
-            path = safe_path(member.name)
-            if path is None or not path.endswith(".py") or path.rsplit("/", 1)[-1].startswith(".wh."):
+        members = {clean_name(m.name): m for m in tar.getmembers()}
+        for path in sorted(members):
+            if safe_path(path) is None or not path.endswith(".py") or path.rsplit("/", 1)[-1].startswith(".wh."):
                 continue
-            if not (member.isreg() or member.islnk()):
+            target = _resolved(members, path)
+            handle = tar.extractfile(target) if target is not None else None
+            if target is None or handle is None:
                 continue
-            handle = tar.extractfile(member)
-            if handle is None:
-                continue
-            size = member.size if member.isreg() else tar.getmember(member.linkname).size
-            writer.add_stream(f"{into}/{path}", handle, size)
+            writer.add_stream(f"{into}/{path}", handle, target.size)
             count += 1
     return count
+
+
+def _resolved(members: dict[str, tarfile.TarInfo], path: str) -> tarfile.TarInfo | None:
+    """The regular file `path` is, through at most 8 links, within the layer's own members."""
+    for _ in range(8):
+        member = members.get(path)
+        if member is None or member.isreg():
+            return member
+        if member.islnk():
+            path = clean_name(member.linkname)
+        elif member.issym():
+            base = path.rsplit("/", 1)[0] if "/" in path else ""
+            joined = member.linkname if member.linkname.startswith("/") else f"{base}/{member.linkname}"
+            parts: list[str] = []
+            for part in joined.split("/"):
+                if part == "..":
+                    if parts:
+                        parts.pop()
+                elif part not in ("", "."):
+                    parts.append(part)
+            path = "/".join(parts)
+        else:
+            return None
+    return None
 
 
 def _receive(stream: IO[bytes], scratch: Path) -> None:
