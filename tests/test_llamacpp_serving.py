@@ -346,3 +346,94 @@ def test_each_serving_fault_is_named_within_30_s_and_leaves_nothing_running(imag
     other_engine.stop()  # the worker is down: its engine does not answer
     said = fails(other)
     assert f"worker: its Docker engine ({other_engine.host}) does not answer" in said, said
+
+
+# the compile cache a warm-up leaves: llama.cpp compiles nothing ahead of time, but each node's program is
+# Python, which (given a cache prefix, as torch's and vLLM's caches are given folders) writes the bytecode it
+# compiles there: what the warm-up wrote is what is captured, pushed, restored and refused
+PYCACHE = "/var/cache/enginebuild-pycache"
+
+
+def test_a_warm_up_cache_is_pushed_beside_the_image_and_restored_only_where_its_record_matches(
+        image, model, fabric, registry, tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    keys = {}
+    for name in ("ours", "other"):
+        key = ec.generate_private_key(ec.SECP256R1())
+        keys[name] = (tmp_path / f"{name}.pem", tmp_path / f"{name}.pub")
+        keys[name][0].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                    serialization.NoEncryption()))
+        keys[name][1].write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                                serialization.PublicFormat.SubjectPublicKeyInfo))
+    workspace = tmp_path / "repo"
+    for part in ("images", "patches", "lockfiles"):
+        shutil.copytree(ROOT / part, workspace / part)
+    # the module's image, with its Python's cache prefix declared as a compile-cache folder: pushed, not loaded
+    proc = run_cli(["image", "llamacpp-cpu", "--platform", NATIVE, "--no-load", "--push", "--to",
+                    f"{registry.host}/enginebuild-test/warm",
+                    "--set", "components[llama.cpp].build.args.CMAKE_BUILD_TYPE=None",
+                    "--set", f"env.PYTHONPYCACHEPREFIX={PYCACHE}", "--set", f"compile-cache.pycache={PYCACHE}"],
+                   workspace, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "component(s)" not in proc.stdout  # the module's llama.cpp, reused: only the config differs
+    ref = next(line for line in proc.stdout.splitlines() if "@sha256:" in line).strip()
+    digest = ref.split("@")[1]
+    cluster = f"warm{uuid.uuid4().hex[:6]}"
+    volume = f"enginebuild-cache-{cluster}-pycache"
+    repo = cluster_repo(tmp_path / "one", fabric, {"head": f"{fabric['prefix']}.2"})
+    settings = ["--cluster", cluster, "--gpus", "none", "--model", str(model), "-e", "N_GPU_LAYERS=2",
+                "-e", "SPEC_TYPE=off"]
+
+    def up(*extra: str) -> str:
+        started = run_cli(["serve", "up", ref, *settings, *extra], repo, timeout=300)
+        stopped = run_cli(["serve", "stop", "--cluster", cluster], repo, timeout=120)
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert stopped.returncode == 0 and "; 0 left" in stopped.stdout, stopped.stdout + stopped.stderr
+        return started.stderr
+
+    def cached() -> list[str]:
+        return docker("run", "--rm", "--entrypoint", "/bin/find", "-v", f"{volume}:/c", image, "/c", "-name", "*.pyc"
+                      ).stdout.split()
+
+    try:
+        warmed = run_cli(["serve", "warm", ref, *settings, "-e", "CTX_SIZE=512", "--sign", "--key",
+                          str(keys["ours"][0])], repo, timeout=600)
+        assert warmed.returncode == 0, warmed.stdout + warmed.stderr
+        assert serving_containers() == []  # stopped before its caches were read
+        (line,) = warmed.stdout.split("\n")[:1]
+        artifact, sent = line.split()
+        assert artifact.startswith("sha256:") and int(sent) > 0
+        files = int(warmed.stderr.split(f"compile cache {artifact[:19]}: ")[1].split(" files")[0])
+        compiled = cached()
+        # what the node's program compiled at its start (its imports: json, socket, subprocess...), all of it
+        assert files == len(compiled) > 20 and any(p.endswith("/json/__init__.cpython-311.pyc") for p in compiled)
+        # beside the image: its referrers (the registry's API, else the referrers tag) list it
+        from enginebuild.oci.reference import parse_image_ref
+        from enginebuild.oci.referrers import listed
+        from enginebuild.oci.registry import RegistryClient
+
+        assert artifact in {m["digest"] for m in listed(RegistryClient(), parse_image_ref(ref), digest)}
+        # a second warm-up that compiles the same files pushes nothing
+        again = run_cli(["serve", "warm", ref, *settings, "-e", "CTX_SIZE=512", "--sign", "--key",
+                         str(keys["ours"][0])], repo, timeout=600)
+        assert again.returncode == 0 and again.stdout.split("\n")[0] == f"{artifact} 0", again.stdout + again.stderr
+
+        # restored where the record matches (signed by the key given): the volume starts empty, then holds it all
+        said = up("-e", "CTX_SIZE=512", "--key", str(keys["ours"][1]))
+        assert f"head: compile cache {artifact[:19]} restored ({files} files into {PYCACHE})" in said, said
+        assert sorted(cached()) == sorted(compiled)
+
+        # another engine argument: refused naming the field, and nothing of it restored
+        said = up("-e", "CTX_SIZE=1024")
+        assert f"compile cache {artifact[:19]}: engine_args: the cache's" in said and "CTX_SIZE=512" in said, said
+        assert "head: no compile cache of this image was made under this node's record" in said, said
+        # a key that did not sign it: refused, the node compiles at its start
+        said = up("-e", "CTX_SIZE=512", "--key", str(keys["other"][1]))
+        assert f"compile cache {artifact[:19]}: " in said and "not restored" in said and "restored (" not in said, said
+    finally:
+        run_cli(["serve", "stop", "--cluster", cluster], repo, timeout=120)
+        docker("volume", "rm", "-f", volume, check=False)
+        docker("rmi", ref, check=False)  # pulled by `serve` from the registry
+    assert serving_containers() == []

@@ -7,6 +7,9 @@ no container on any node.
     serve up IMAGE        start the nodes (the first is the head), after the preflight
     serve check IMAGE     the preflight, the nodes' meeting (and vLLM's Gloo rendezvous) and each
                           node's command line, without starting the engine
+    serve warm IMAGE      start the nodes with empty compile caches, wait until the engine answers,
+                          stop them, push what each node compiled beside the image (`serve up`
+                          restores it on a node whose record matches)
     serve status          each node's container: running or not, and the last line it printed
     serve logs            each node's container's last lines (--tail N, 50 by default)
     serve stop            remove the cluster's containers on every node
@@ -44,7 +47,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
-    for action, text in (("up", "start the nodes"), ("check", "the preflight and the nodes' meeting, no engine")):
+    for action, text in (("up", "start the nodes"), ("check", "the preflight and the nodes' meeting, no engine"),
+                         ("warm", "start the nodes, capture and push their compile caches once the engine answers")):
         p = sub.add_parser(action, help=text)
         p.add_argument("image", metavar="IMAGE")
         _common(p)
@@ -70,6 +74,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--transfer", action="store_true",
                        help="copy this machine's image to a node that lacks it (docker save | docker load)")
         p.add_argument("--json", action="store_true", help="each node's plan and lines, machine-readable")
+        if action == "up":
+            p.add_argument("--no-cache", action="store_true",
+                           help="restore no compile cache (the image's `compile-cache:` folders start empty)")
+            p.add_argument("--key", metavar="PUBLIC.pem",
+                           help="restore only compile caches this key signed (`serve warm --sign`)")
+        if action == "warm":
+            p.add_argument("--ready-timeout", type=int, default=1800, metavar="S",
+                           help="how long the engine may take to answer /health on its PORT (1800)")
+            p.add_argument("--sign", action="store_true", help="sign each cache pushed (--key or "
+                                                               "ENGINEBUILD_SIGNING_KEY, as `push --sign`)")
+            p.add_argument("--key", metavar="PRIVATE.pem", help="the signing key for --sign")
     status = sub.add_parser("status", help="each node's container: running or not, its last line")
     _common(status)
     logs = sub.add_parser("logs", help="each node's container's last lines")
@@ -100,7 +115,32 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         removed, left = serving.stop(nodes, None if args.all else args.cluster)
         print(f"serve: removed {removed} container(s) on {len(nodes)} node(s); {left} left")
         return 0 if left == 0 else EXIT_FAILED
+    if args.action == "warm":
+        return _warm(args, _request(args, nodes))
     return _up(args, _request(args, nodes))
+
+
+def _warm(args: argparse.Namespace, request: Request) -> int:
+    from enginebuild.publish.signkeys import load_signer
+    from enginebuild.serving.driver import ServeFailed
+    from enginebuild.usecases import serving
+
+    if not 1 <= args.ready_timeout <= 86400:
+        raise UserError(f"--ready-timeout {args.ready_timeout}: between 1 and 86400 seconds")
+    if args.key and not args.sign:
+        raise UserError("--key is the signing key of --sign: give --sign too")
+    signer = load_signer(args.key) if args.sign else None
+    try:
+        pushed = serving.warm(request, lambda line: print(f"serve: {line}", file=sys.stderr), signer,
+                              args.ready_timeout)
+    except ServeFailed as failed:
+        for line in failed.lines:
+            print(f"serve: {line}", file=sys.stderr)
+        print(f"serve: nothing of cluster {request.cluster} is left running; no cache was pushed", file=sys.stderr)
+        return EXIT_FAILED
+    for done in pushed:
+        print(f"{done.digest} {done.sent}")
+    return 0
 
 
 def _logs(nodes: tuple[Node, ...], cluster: str, tail: int) -> int:
@@ -151,8 +191,13 @@ def _request(args: argparse.Namespace, nodes: tuple[Node, ...]) -> Request:
     options = Options(master_port=_port(args.master_port, "--master-port"), rpc_port=_port(args.rpc_port, "--rpc-port"),
                       backend=args.backend, pipeline=args.pipeline, gpus=args.gpus == "all", deadline_s=args.timeout,
                       gpus_asked=args.gpus, restart=args.restart)
+    trust = None
+    if getattr(args, "key", None) and args.action == "up":
+        from enginebuild.publish.signkeys import KeyTrust, load_public
+
+        trust = KeyTrust(load_public(args.key))
     return Request(args.image, nodes, options, args.cluster, args.model, tuple(env), args.transfer,
-                   args.action == "check")
+                   args.action == "check", not getattr(args, "no_cache", False), trust)
 
 
 def _up(args: argparse.Namespace, request: Request) -> int:

@@ -108,6 +108,9 @@ def adds_no_layer(spec: ImageSpec) -> bool:
                 or spec.install or spec.overlays or spec.steps or spec.files)
 
 
+CACHE_LABEL = "org.enginebuild.compile-cache"  # the folders `serve` captures and restores (NAME: FOLDER)
+
+
 def labels_of(spec: ImageSpec, lock: Lock, manifest: JsonDoc, pins: Pins, on: str | None,
               in_label: bool, created: str) -> dict[str, str]:
     revision = source_url = ""
@@ -134,6 +137,8 @@ def labels_of(spec: ImageSpec, lock: Lock, manifest: JsonDoc, pins: Pins, on: st
         labels["org.enginebuild.variant"] = spec.name.partition(":")[2] or "default"
     if on:
         labels["org.enginebuild.stand-in-base"] = on
+    if spec.compile_cache:
+        labels[CACHE_LABEL] = json.dumps(dict(spec.compile_cache), sort_keys=True, separators=(",", ":"))
     return {k: v for k, v in sorted(labels.items()) if v or k in dict(spec.labels)}
 
 

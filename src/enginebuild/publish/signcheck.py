@@ -123,6 +123,11 @@ def _blobs_checked(client: RegistryClient, ref: ImageRef, layers: bool, where: s
         yield blob, True
 
 
+def signature_check(client: RegistryClient, ref: ImageRef, digest: str, trust: KeyTrust | IdentityTrust) -> Check:
+    """Whether a signature `trust` accepts names the manifest `digest` (an artifact's, a platform's)."""
+    return _signature(client, ref, digest, trust)
+
+
 def _signature(client: RegistryClient, ref: ImageRef, digest: str, trust: KeyTrust | IdentityTrust) -> Check:
     """One signature, a referrer or under cosign's `.sig` tag, that the key made over a payload
     naming `digest`."""

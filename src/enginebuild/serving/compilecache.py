@@ -23,7 +23,11 @@ import hashlib
 import io
 import json
 import os
+import platform
+import re
 import stat
+import subprocess
+import sys
 import tarfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -34,7 +38,7 @@ FORMAT = 1
 MAX_TOTAL = 16 << 30  # what one restore writes at most
 MAX_FILES = 200_000
 # the facts compiled code depends on: a record differing in any of them is never restored
-FIELDS = ("gpu", "compute_capability", "driver", "cuda", "torch", "triton", "python", "arch_list",
+FIELDS = ("gpu", "compute_capability", "driver", "cuda", "torch", "triton", "python", "machine", "arch_list",
           "model", "model_revision", "engine_args")
 # the folders engines keep compiled code in, by the variable that names each (its default in the image
 # where unset): what `serve warm` captures and `serve up` restores
@@ -188,3 +192,86 @@ def _no_link_under(root: Path, target: Path, what: str) -> None:
         if path.is_symlink():
             raise Refused(f"{what}: {path} is a link in the cache's folder; nothing is written through it")
         path = path.parent
+
+
+# -- on the node, in a container of the image ---------------------------------------------------
+def _version(*names: str) -> str:
+    from importlib import metadata
+
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return ""
+
+
+def _gpu() -> tuple[str, str, str]:
+    """(name, compute capability, driver) of the first GPU nvidia-smi sees; empty without one."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "", "", ""
+    first = (done.stdout.strip().splitlines() or [""])[0] if done.returncode == 0 else ""
+    parts = [p.strip() for p in first.split(",")]
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else ("", "", "")
+
+
+def model_revision(model: str) -> str:
+    """A hub snapshot's 40-hex revision where the path names one, else a digest of the folder's
+    listing (every file's path and size): what the compiled code was made for."""
+    found = re.search(r"/snapshots/([0-9a-f]{40})(/|$)", model)
+    if found:
+        return found.group(1)
+    root = Path(model)
+    if not root.exists():
+        return ""
+    digest = hashlib.sha256()
+    paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    for path in paths:
+        digest.update(f"{path.relative_to(root) if path != root else path.name}\t{path.stat().st_size}\n".encode())
+    return "files:" + digest.hexdigest()[:24]
+
+
+def node_record(model: str, engine_args: str) -> dict[str, str]:
+    """This node's record: its GPU, the image's CUDA, torch, Triton and Python, the machine, the arch
+    list FlashInfer and torch compile for, the model and its revision, the engine's arguments."""
+    gpu, capability, driver = _gpu()
+    return record_of({
+        "gpu": gpu, "compute_capability": capability, "driver": driver,
+        "cuda": _version("nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime")
+        or os.environ.get("CUDA_VERSION", ""),
+        "torch": _version("torch"), "triton": _version("triton"), "python": platform.python_version(),
+        "machine": platform.machine(),
+        "arch_list": os.environ.get("FLASHINFER_CUDA_ARCH_LIST") or os.environ.get("TORCH_CUDA_ARCH_LIST", ""),
+        "model": Path(model).name if model else "", "model_revision": model_revision(model) if model else "",
+        "engine_args": engine_args})
+
+
+def main(argv: list[str]) -> int:
+    """record MODEL ARGS | capture FOLDERS MODEL ARGS OUT | restore ARCHIVE FOLDERS MODEL ARGS: one JSON line."""
+    try:
+        if argv[:1] == ["record"] and len(argv) == 3:
+            print(json.dumps({"record": node_record(argv[1], argv[2])}))
+        elif argv[:1] == ["capture"] and len(argv) == 5:
+            folders = {k: Path(v) for k, v in json.loads(argv[1]).items()}
+            done = capture(folders, node_record(argv[2], argv[3]), Path(argv[4]))
+            print(json.dumps({"sha256": done.sha256, "size": done.size, "files": done.files, "record": done.record}))
+        elif argv[:1] == ["restore"] and len(argv) == 5:
+            folders = {k: Path(v) for k, v in json.loads(argv[2]).items()}
+            print(json.dumps({"restored": restore(Path(argv[1]), folders, node_record(argv[3], argv[4]))}))
+        else:
+            print(json.dumps({"refused": "usage: record | capture | restore"}))
+            return 2
+    except Refused as exc:
+        print(json.dumps({"refused": str(exc)}))
+        return 3
+    except (OSError, tarfile.TarError, ValueError, EOFError) as exc:
+        print(json.dumps({"refused": f"{type(exc).__name__}: {exc}"}))
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

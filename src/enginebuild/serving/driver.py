@@ -9,8 +9,11 @@ Every container this makes is labelled `org.enginebuild.serve=CLUSTER`.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
+import shutil
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -19,6 +22,7 @@ from pathlib import Path
 from enginebuild.errors import EngineBuildError, UserError, shown_line
 from enginebuild.oci.endpoint import Endpoint, local_endpoint, parse_endpoint
 from enginebuild.oci.engine import Engine
+from enginebuild.oci.output import read_output
 from enginebuild.serving.layout import checked_facts
 from enginebuild.serving.nodes import Node
 from enginebuild.wire import JsonDoc, loads
@@ -148,8 +152,9 @@ def _mounts(binds: list[str]) -> list[JsonDoc]:
     return out
 
 
-def _host_config(node: Node, gpus: bool, binds: list[str], devices: tuple[str, ...], restart: str = "no") -> JsonDoc:
-    host: JsonDoc = {"NetworkMode": node.network, "Mounts": _mounts(binds),
+def _host_config(node: Node, gpus: bool, binds: list[str], devices: tuple[str, ...], restart: str = "no",
+                 volumes: tuple[JsonDoc, ...] = ()) -> JsonDoc:
+    host: JsonDoc = {"NetworkMode": node.network, "Mounts": _mounts(binds) + list(volumes),
                      "IpcMode": "host" if node.network == "host" else ""}
     if restart != "no":
         host["RestartPolicy"] = {"Name": restart, **({"MaximumRetryCount": 3} if restart == "on-failure" else {})}
@@ -244,19 +249,64 @@ def facts(each: Reached, image: str, cluster: str, gpus: bool, limit_s: float = 
                        f"{shown_line(said.strip()[-400:]) or 'no output (has the image a python3?)'}"])
 
 
+def helper(each: Reached, image: str, argv: list[str], gpus: bool, binds: list[str], volumes: tuple[JsonDoc, ...],
+           cluster: str, limit_s: float, put: tuple[str, bytes | Path] | None = None,
+           take: Path | None = None, taken: str = "") -> str:
+    """Run `python3 ARGV` in a container of the image on the node (its mounts, its GPUs, no network),
+    `put` (a folder in the container, a tar's bytes or file) unpacked there first; the container's
+    file `taken` copied to `take` once it ended with status 0. What it printed, at most 1 MiB."""
+    body = {"Image": image, "Entrypoint": ["python3"], "Cmd": argv, "Labels": {LABEL: cluster},
+            "User": "0", "NetworkDisabled": True,
+            "HostConfig": {**_host_config(each.node, gpus, binds, (), "no", volumes), "NetworkMode": "none"}}
+    ident = _create(each.engine, body)
+    try:
+        if put is not None:
+            folder, data = put
+            handle = open(data, "rb") if isinstance(data, Path) else io.BytesIO(data)
+            with handle:
+                size = data.stat().st_size if isinstance(data, Path) else len(data)
+                with each.engine.open("PUT", f"/containers/{ident}/archive", {"path": folder}, body=handle,
+                                      timeout=3600, headers={"Content-Type": "application/x-tar",
+                                                             "Content-Length": str(size)}) as response:
+                    response.read()
+        _start(each.engine, ident, each.node)
+        deadline = time.monotonic() + limit_s
+        while (state := _state(each.engine, ident)).get("Running") or state.get("Status") == "created":
+            if time.monotonic() > deadline:
+                raise ServeFailed([f"{each.node.name}: {argv[-1][:60]} in a container of the image ran past "
+                                   f"{limit_s:.0f} s"])
+            time.sleep(0.2)
+        said = _logs(each.engine, ident)
+        if take is not None and state.get("ExitCode") == 0:
+            with each.engine.archive(ident, taken) as stream:
+                if stream is None:
+                    raise ServeFailed([f"{each.node.name}: the container left no {taken}"])
+                with tarfile.open(fileobj=stream, mode="r|") as tar:
+                    member = next(iter(tar), None)
+                    source = tar.extractfile(member) if member is not None and member.isreg() else None
+                    if source is None:
+                        raise ServeFailed([f"{each.node.name}: {taken} in the container is not a file"])
+                    with open(take, "wb") as out:
+                        shutil.copyfileobj(source, out, 1 << 20)
+        return said
+    finally:
+        _remove(each.engine, ident)
+
+
 def container_name(cluster: str, node: Node) -> str:
     return f"enginebuild-serve-{cluster}-{node.name}"
 
 
 def start(each: Reached, image: str, cluster: str, env: dict[str, str], join: JsonDoc, gpus: bool,
-          binds: list[str], devices: tuple[str, ...], secrets: tuple[str, ...], restart: str = "no") -> str:
+          binds: list[str], devices: tuple[str, ...], secrets: tuple[str, ...], restart: str = "no",
+          volumes: tuple[JsonDoc, ...] = ()) -> str:
     """The node's container: nodeside.py's `join`, then the node's part. Secrets are named in the
     container's environment from this process's (never written to a file or a log here)."""
     values = [f"{k}={v}" for k, v in env.items()] + [f"{k}={os.environ[k]}" for k in secrets if k in os.environ]
     values.append("ENGINEBUILD_SERVE=" + json.dumps(join))
     body = {"Image": image, "Entrypoint": ["python3"], "Cmd": ["-c", PROGRAM(), "join"], "Env": values,
             "Labels": {LABEL: cluster, f"{LABEL}.node": each.node.name, f"{LABEL}.rank": str(join["rank"])},
-            "HostConfig": _host_config(each.node, gpus, binds, devices, restart), "StopSignal": "SIGTERM",
+            "HostConfig": _host_config(each.node, gpus, binds, devices, restart, volumes), "StopSignal": "SIGTERM",
             **_networking(each.node)}
     name = container_name(cluster, each.node)
     if each.engine.call("GET", f"/containers/{name}/json"):
@@ -298,6 +348,48 @@ def watch(started: list[tuple[Reached, str]], limit_s: float, until: str) -> lis
                      for each, _ in pending.values()]
     # a worker's own cause before the head's "did not reach", which follows from it
     return sorted(failures, key=lambda line: "did not reach the master port" in line)
+
+
+READY = ("import os, sys, urllib.request\n"
+         "port = os.environ.get('PORT', '8000')\n"
+         "try:\n"
+         "    urllib.request.urlopen(f'http://127.0.0.1:{port}/health', timeout=5).read()\n"
+         "except Exception as exc:\n"
+         "    print(exc); sys.exit(1)\n")
+
+
+def _exec(engine: Engine, ident: str, argv: list[str], limit_s: float) -> int | None:
+    """`docker exec` of argv in a running container: its exit status (None: still running after limit_s)."""
+    made = engine.call("POST", f"/containers/{ident}/exec", body=json.dumps(
+        {"Cmd": argv, "AttachStdout": True, "AttachStderr": True}).encode(), headers={"Content-Type": "application/json"})
+    if not made:
+        return None
+    run = str(made["Id"])
+    with engine.open("POST", f"/exec/{run}/start", body=json.dumps({"Detach": False}).encode(),
+                     headers={"Content-Type": "application/json"}, timeout=limit_s) as response:
+        read_output(response)
+    found = engine.call("GET", f"/exec/{run}/json") or {}
+    return None if found.get("Running") else int(found.get("ExitCode", -1))
+
+
+def wait_ready(started: list[tuple[Reached, str]], limit_s: float) -> list[str]:
+    """Wait until the head's engine answers `GET /health` on its PORT (vLLM's and llama-server's
+    readiness), asked inside its container; the failure lines (empty: ready). A node whose
+    container ended is named with its last lines."""
+    deadline = time.monotonic() + limit_s
+    head, ident = started[0]
+    while time.monotonic() < deadline:
+        for each, other in started:
+            state = _state(each.engine, other)
+            if not state or state.get("Status") in ("exited", "dead"):
+                tail = " | ".join(shown_line(line, 200) for line in _logs(each.engine, other).strip().splitlines()[-3:])
+                return [f"{each.node.name} ({each.node.address}): its container ended before the engine was ready "
+                        f"(exit {state.get('ExitCode', '?')}): {tail or 'no output'}"]
+        with contextlib.suppress(EngineBuildError):
+            if _exec(head.engine, ident, ["python3", "-c", READY], 30) == 0:
+                return []
+        time.sleep(1)
+    return [f"{head.node.name} ({head.node.address}): the engine did not answer /health within {limit_s:.0f} s"]
 
 
 def said(each: Reached, ident: str) -> list[str]:

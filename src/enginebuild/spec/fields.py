@@ -409,6 +409,12 @@ def image_schema() -> Record:
         "builder": builder_field("the default environment components build on"),
         "init": Bool(description="run Debian's tini (pinned by lock) as PID 1 before the entrypoint, so that "
                      "signals reach a launcher that does not handle them (docker run --init)"),
+        "compile-cache": MapOf(Str(test=_abs_path, what="a folder in the image"), key_pattern=NAME,
+                               key_what="a cache name", nullable=True,
+                               description="the engine's compile-cache folders (NAME: FOLDER, e.g. vllm: "
+                                           "/root/.cache/vllm): `serve warm` captures them after a warm-up and "
+                                           "pushes them beside the image, `serve up` restores them on a node whose "
+                                           "GPU, driver, CUDA, torch, model and engine arguments are the same"),
         "bytecode": Bool(description="ship the Python files' bytecode: every layer that holds .py files gets a layer "
                          "of hash-based .pyc files compiled by the image's own interpreter (default true; false: "
                          "a smaller image whose containers compile what they import at each start)"),

@@ -307,6 +307,7 @@ class ImageSpec:
     build_env: tuple[tuple[str, str], ...] = ()  # variables the runtime's commands see (and the image keeps)
     labels_removed: tuple[str, ...] = ()  # labels set to null that no parent spec gave: the base's, removed
     bytecode: bool = True  # a layer of .pyc files beside each layer that holds .py files
+    compile_cache: tuple[tuple[str, str], ...] = ()  # (name, folder in the image): `serve warm` and `serve up`
     wheres: dict[str, Where] = field(default_factory=dict, compare=False, hash=False)
 
     def where(self, key: str) -> Where:

@@ -665,6 +665,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
         runtime_check=_runtime_check(r, runtime_check),
         manifest=r.get(tree, "manifest", "", "layer"), build_env=build_env,
         bytecode=bool(r.get(tree, "bytecode", "", True)),
+        compile_cache=r.pairs(r.get(tree, "compile-cache", ""), "compile-cache"),
     )
 
 

@@ -10,18 +10,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from enginebuild.errors import UserError
+from enginebuild.errors import RegistryError, UserError
 from enginebuild.io.files import write_atomic
-from enginebuild.serving import driver
+from enginebuild.publish.signkeys import KeyTrust, Signer
+from enginebuild.serving import caches, driver
 from enginebuild.serving.driver import Reached, ServeFailed
 from enginebuild.serving.layout import Layout, Options, layout
 from enginebuild.serving.nodes import Node, check_node, check_nodes, parse_node
 from enginebuild.settings import settings
 from enginebuild.spec.repo_settings import load_repo_settings
+from enginebuild.usecases import compilecaches
 from enginebuild.workspace import Workspace
 
 SECRET_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY", "LLAMA_ARG_API_KEY")
@@ -37,6 +40,8 @@ class Request:
     env: tuple[tuple[str, str], ...] = ()  # the launcher's settings, the same on every node
     transfer: bool = False  # docker save | docker load where a node lacks the image
     check_only: bool = False  # everything up to the engine's start: meeting, rendezvous, command lines
+    restore: bool = True  # the image's compile caches from its registry, where one matches a node
+    trust: KeyTrust | None = None  # restore only caches this key signed
 
 
 @dataclass
@@ -45,6 +50,10 @@ class Served:
     image_id: str
     env_files: list[Path] = field(default_factory=list)
     said: dict[str, list[str]] = field(default_factory=dict)  # node: its enginebuild-serve lines
+    started: list[tuple[Reached, str]] = field(default_factory=list)  # each node's container
+    folders: dict[str, str] = field(default_factory=dict)  # the image's compile-cache folders
+    engine_args: str = ""  # what the compile caches' records hold of the engine's arguments
+    gpus: bool = False  # whether the containers were given the nodes' GPUs
 
 
 def nodes_of(ws: Workspace, given: list[str]) -> tuple[Node, ...]:
@@ -101,7 +110,7 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
     if plans.problems:
         raise ServeFailed(list(plans.problems))
     env = {**dict(req.env), **model_env}
-    served = Served(plans, image_id, _env_files(req.cluster, plans, env))
+    served = Served(plans, image_id, _env_files(req.cluster, plans, env), gpus=req.options.gpus)
     for plan, path in zip(plans.nodes, served.env_files, strict=True):
         role = "head" if plan.rank == 0 else "worker"
         say(f"{plan.node.name}: {role}, rank {plan.rank}, {plan.node.address} on {plan.env['NCCL_SOCKET_IFNAME']}; "
@@ -109,14 +118,23 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
     if plans.family == "vllm":
         say(f"vLLM on {len(plans.nodes)} nodes: tensor parallel {plans.tensor_parallel}, pipeline parallel "
             f"{plans.pipeline_parallel}, {'Ray' if req.options.backend == 'ray' else 'native multi-node executor'}")
+    served.folders = caches.folders_of(reached[0].engine, req.image)
+    served.engine_args = compilecaches.engine_args(dict(req.env), plans.tensor_parallel, plans.pipeline_parallel)
+    volumes = caches.mounts(req.cluster, served.folders) if served.folders and not req.check_only else ()
+    if volumes:
+        for each in reached:  # what an earlier start compiled is not kept: only a cache whose record matches is
+            caches.clear(each, req.cluster, served.folders)
+        if req.restore:
+            _restore(req, reached, served, binds, model_env.get("MODEL_PATH", ""), say)
     secrets = tuple(name for name in SECRET_NAMES if name in os.environ)
     started = []
     for each, plan in sorted(zip(reached, plans.nodes, strict=True), key=lambda pair: -pair[1].rank):
         join = {**plan.join, "check_only": req.check_only}
         ident = driver.start(each, req.image, req.cluster, {**env, **plan.env}, join, req.options.gpus, binds,
-                             plan.devices, secrets, "no" if req.check_only else req.options.restart)
+                             plan.devices, secrets, "no" if req.check_only else req.options.restart, volumes)
         started.append((each, ident))
     started.reverse()
+    served.started = started
     limit = req.options.deadline_s + (60 if plans.family == "vllm" else 15)  # importing torch takes its time
     failures = driver.watch(started, limit, "checked" if req.check_only else "started")
     served.said = {each.node.name: driver.said(each, ident) for each, ident in started}
@@ -125,6 +143,72 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
     if req.check_only:
         driver.stop(reached, req.cluster)
     return served
+
+
+def _restore(req: Request, reached: list[Reached], served: Served, binds: list[str], model: str,
+             say: Callable[[str], None]) -> None:
+    """Each node's cache volumes filled from the image's compile cache whose record is the node's."""
+    try:
+        ref = compilecaches.pinned_image(req.image)
+    except UserError:
+        say("compile caches: none restored (the image is not given as REGISTRY/REPO@sha256:DIGEST, where its "
+            "caches are kept): each node compiles at its start")
+        return
+    found = compilecaches.caches_of(ref)
+    for each in reached:
+        here = caches.record(each, req.image, req.cluster, req.options.gpus, binds, model, served.engine_args)
+        pick, refused = compilecaches.chosen(found, here)
+        for line in refused:
+            say(f"{each.node.name}: compile cache {line}: not restored")
+        if pick is None:
+            say(f"{each.node.name}: no compile cache of this image was made under this node's record: its engine "
+                "compiles at its start (`serve warm` keeps what it compiles)")
+            continue
+        try:
+            archive = compilecaches.fetched(ref, pick, req.trust)
+        except RegistryError as exc:  # unsigned, another key's, changed bytes: refused, the node compiles
+            say(f"{each.node.name}: {exc.message}: not restored")
+            continue
+        try:
+            count, why = caches.restore(each, req.image, served.folders, req.cluster, req.options.gpus, binds, model,
+                                        served.engine_args, archive)
+        finally:
+            archive.unlink(missing_ok=True)
+        say(f"{each.node.name}: compile cache {pick.digest[:19]} refused: {why}" if why else
+            f"{each.node.name}: compile cache {pick.digest[:19]} restored ({count} files into "
+            f"{', '.join(served.folders.values())})")
+
+
+def warm(req: Request, say: Callable[[str], None], signer: Signer | None, ready_s: float) -> list[compilecaches.Pushed]:
+    """Start the cluster with empty cache volumes, wait until its engine answers, stop it, then
+    capture each node's caches and push them beside the image (signed with `signer`)."""
+    ref = compilecaches.pinned_image(req.image)
+    reached = driver.reach(list(req.nodes))
+    try:
+        served = _up(dataclasses.replace(req, restore=False, check_only=False), reached, say)
+        if not served.folders:
+            raise UserError(f"{req.image} declares no compile-cache folders (`compile-cache:` in its spec): "
+                            "nothing to warm")
+        failures = driver.wait_ready(served.started, ready_s)
+        if failures:
+            raise ServeFailed(failures)
+        say(f"the engine answers: warmed in {ready_s:.0f} s or less; stopping it to capture its caches")
+    finally:
+        driver.stop(reached, req.cluster)
+    binds, model_env = _mounts(req.model)
+    pushed = []
+    with tempfile.TemporaryDirectory(prefix="enginebuild-warm-") as folder:
+        for each in reached:
+            archive = Path(folder) / f"{each.node.name}.tar.gz"
+            said = caches.capture(each, req.image, served.folders, req.cluster, served.gpus, binds,
+                                  model_env.get("MODEL_PATH", ""), served.engine_args, archive)
+            record = {str(k): str(v) for k, v in (said.get("record") or {}).items()}
+            done = compilecaches.push(ref, archive, record, signer)
+            say(f"{each.node.name}: compile cache {done.digest[:19]}: {said.get('files')} files, "
+                f"{int(said.get('size') or 0) / 2**20:.1f} MiB, {done.sent} bytes pushed"
+                + (" (the registry had it)" if done.sent == 0 else ""))
+            pushed.append(done)
+    return pushed
 
 
 def _gpus(reached: list[Reached], asked: str) -> bool:
