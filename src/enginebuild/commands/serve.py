@@ -74,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--transfer", action="store_true",
                        help="copy this machine's image to a node that lacks it (docker save | docker load)")
         p.add_argument("--json", action="store_true", help="each node's plan and lines, machine-readable")
+        p.add_argument("--memory", choices=("refuse", "lower"), default="refuse",
+                       help="vLLM on unified memory (GB10) whose free figure would fail its start-up check: refuse "
+                            "the start, naming the numbers (default), or lower GPU_MEMORY_UTILIZATION to what passes")
+        p.add_argument("--drop-caches", action="store_true",
+                       help="where that check would fail, drop the node's page cache first (a container with CAP_SYS_ADMIN "
+                            "writes /proc/sys/vm/drop_caches: the host's privileges)")
         if action == "up":
             p.add_argument("--no-cache", action="store_true",
                            help="restore no compile cache (the image's `compile-cache:` folders start empty)")
@@ -197,7 +203,8 @@ def _request(args: argparse.Namespace, nodes: tuple[Node, ...]) -> Request:
 
         trust = KeyTrust(load_public(args.key))
     return Request(args.image, nodes, options, args.cluster, args.model, tuple(env), args.transfer,
-                   args.action == "check", not getattr(args, "no_cache", False), trust)
+                   args.action == "check", restore=not getattr(args, "no_cache", False), trust=trust,
+                   memory=args.memory, drop_caches=args.drop_caches)
 
 
 def _up(args: argparse.Namespace, request: Request) -> int:

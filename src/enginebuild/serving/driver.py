@@ -251,13 +251,16 @@ def facts(each: Reached, image: str, cluster: str, gpus: bool, limit_s: float = 
 
 def helper(each: Reached, image: str, argv: list[str], gpus: bool, binds: list[str], volumes: tuple[JsonDoc, ...],
            cluster: str, limit_s: float, put: tuple[str, bytes | Path] | None = None,
-           take: Path | None = None, taken: str = "") -> str:
+           take: Path | None = None, taken: str = "", privileged: bool = False) -> str:
     """Run `python3 ARGV` in a container of the image on the node (its mounts, its GPUs, no network),
     `put` (a folder in the container, a tar's bytes or file) unpacked there first; the container's
     file `taken` copied to `take` once it ended with status 0. What it printed, at most 1 MiB."""
     body = {"Image": image, "Entrypoint": ["python3"], "Cmd": argv, "Labels": {LABEL: cluster},
             "User": "0", "NetworkDisabled": True,
-            "HostConfig": {**_host_config(each.node, gpus, binds, (), "no", volumes), "NetworkMode": "none"}}
+            "HostConfig": {**_host_config(each.node, gpus, binds, (), "no", volumes), "NetworkMode": "none",
+                           # the one capability /proc/sys/vm/drop_caches asks, and /proc/sys writable:
+                           # `--cap-add SYS_ADMIN --security-opt systempaths=unconfined`, not --privileged
+                           **({"CapAdd": ["SYS_ADMIN"], "MaskedPaths": [], "ReadonlyPaths": []} if privileged else {})}}
     ident = _create(each.engine, body)
     try:
         if put is not None:
@@ -291,6 +294,23 @@ def helper(each: Reached, image: str, argv: list[str], gpus: bool, binds: list[s
         return said
     finally:
         _remove(each.engine, ident)
+
+
+MEMINFO = "import sys; sys.stdout.write(open('/proc/meminfo').read())"
+DROP = ("import os\nos.sync()\nwith open('/proc/sys/vm/drop_caches', 'w') as f:\n    f.write('3')\n"
+        "print(open('/proc/meminfo').read())")
+
+
+def meminfo(each: Reached, image: str, cluster: str, drop: bool = False) -> str:
+    """The node's /proc/meminfo, read in a container of the image; with `drop`, after the kernel
+    dropped its page cache (a container with CAP_SYS_ADMIN and /proc/sys writable writes
+    /proc/sys/vm/drop_caches: the host's privileges, which the node's engine grants or refuses)."""
+    said = helper(each, image, ["-c", DROP if drop else MEMINFO], False, [], (), cluster, 120, privileged=drop)
+    if "MemTotal:" not in said:
+        what = ("dropping the page cache failed (a container with CAP_SYS_ADMIN and /proc/sys writable: the engine "
+                "must allow it)") if drop else "no /proc/meminfo"
+        raise ServeFailed([f"{each.node.name}: {what}: {shown_line(said.strip()[-300:])}"])
+    return said
 
 
 def container_name(cluster: str, node: Node) -> str:

@@ -84,8 +84,12 @@ def checked_facts(doc: object) -> JsonDoc:
         found = doc.get(key)
         if not isinstance(found, dict) or not all(isinstance(v, bool) for v in found.values()):
             raise ValueError(f"{key}: not a map of yes and no")
+    memory = doc.get("memory")
+    if memory is not None and not (isinstance(memory, dict) and set(memory) == {"total", "free", "available"}
+                                   and all(_int(v, 0, 1 << 50) for v in memory.values()) and memory["total"] > 0):
+        raise ValueError("memory: not the node's total, free and available bytes")
     return {"interfaces": nets, "interface": iface, "up": doc.get("up") is True, "roce": rdma, "gpus": doc["gpus"],
-            "modules": doc["modules"], "tools": doc["tools"]}
+            "modules": doc["modules"], "tools": doc["tools"], "memory": memory, "unified": doc.get("unified") is True}
 
 
 def _int(value: object, low: int, high: int) -> bool:

@@ -112,6 +112,35 @@ def _rpc_server() -> str | None:
     return next((name for name in ("rpc-server", "ggml-rpc-server") if shutil.which(name)), None)
 
 
+def memory(path: str = "/proc/meminfo") -> Doc | None:
+    """MemTotal, MemFree, MemAvailable in bytes (the host's: a container reads the host's meminfo)."""
+    found = {}
+    try:
+        lines = Path(path).read_text().splitlines()[:200]
+    except OSError:
+        return None
+    for line in lines:
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if name in ("MemTotal", "MemFree", "MemAvailable") and parts and parts[0].isdigit():
+            found[{"MemTotal": "total", "MemFree": "free", "MemAvailable": "available"}[name]] = int(parts[0]) * 1024
+    return found if len(found) == 3 else None
+
+
+def unified() -> bool:
+    """Whether a GPU here shares the system's memory: GB10 (DGX Spark) reports no memory of its own."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    for line in done.stdout.splitlines() if done.returncode == 0 else []:
+        name, _, total = line.rpartition(",")
+        if "GB10" in name or not total.strip().isdigit():
+            return True
+    return False
+
+
 def facts(address: str) -> Doc:
     nets = interfaces()
     holder = next((name for name, net in nets.items() if address in net["addresses"]), None)
@@ -120,7 +149,7 @@ def facts(address: str) -> Doc:
     tools["rpc-server"] = bool(_rpc_server())
     return {"interfaces": nets, "interface": holder, "up": bool(holder and nets[holder]["up"]),
             "roce": roce(holder, address) if holder else None, "gpus": gpus(), "modules": has, "tools": tools,
-            "hostname": socket.gethostname()}
+            "hostname": socket.gethostname(), "memory": memory(), "unified": gpus() > 0 and unified()}
 
 
 # -- join -------------------------------------------------------------------------------------

@@ -17,14 +17,16 @@ from pathlib import Path
 
 from enginebuild.errors import RegistryError, UserError
 from enginebuild.io.files import write_atomic
+from enginebuild.oci.engine import Engine
 from enginebuild.publish.signkeys import KeyTrust, Signer
-from enginebuild.serving import caches, driver
+from enginebuild.serving import caches, driver, memory
 from enginebuild.serving.driver import Reached, ServeFailed
 from enginebuild.serving.layout import Layout, Options, layout
 from enginebuild.serving.nodes import Node, check_node, check_nodes, parse_node
 from enginebuild.settings import settings
 from enginebuild.spec.repo_settings import load_repo_settings
 from enginebuild.usecases import compilecaches
+from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
 SECRET_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "VLLM_API_KEY", "LLAMA_ARG_API_KEY")
@@ -41,6 +43,8 @@ class Request:
     transfer: bool = False  # docker save | docker load where a node lacks the image
     check_only: bool = False  # everything up to the engine's start: meeting, rendezvous, command lines
     restore: bool = True  # the image's compile caches from its registry, where one matches a node
+    memory: str = "refuse"  # unified memory whose free figure fails vLLM's check: refuse, or lower the utilization
+    drop_caches: bool = False  # drop a unified-memory node's page cache when the check would fail (privileged)
     trust: KeyTrust | None = None  # restore only caches this key signed
 
 
@@ -110,6 +114,10 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
     if plans.problems:
         raise ServeFailed(list(plans.problems))
     env = {**dict(req.env), **model_env}
+    if plans.family == "vllm" and req.options.gpus:
+        lowered = _memory(req, reached, found, _utilization(env, reached[0].engine, req.image), say)
+        if lowered is not None:
+            env["GPU_MEMORY_UTILIZATION"] = f"{lowered:.2f}"
     served = Served(plans, image_id, _env_files(req.cluster, plans, env), gpus=req.options.gpus)
     for plan, path in zip(plans.nodes, served.env_files, strict=True):
         role = "head" if plan.rank == 0 else "worker"
@@ -143,6 +151,48 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
     if req.check_only:
         driver.stop(reached, req.cluster)
     return served
+
+
+def _utilization(env: dict[str, str], engine: Engine, image: str) -> float:
+    """The GPU_MEMORY_UTILIZATION the launcher will give vLLM: --env's, else the image's, else vLLM's default."""
+    found = env.get("GPU_MEMORY_UTILIZATION")
+    if found is None:
+        listed = ((engine.inspect(image) or {}).get("Config") or {}).get("Env") or []
+        found = next((v.split("=", 1)[1] for v in listed if v.startswith("GPU_MEMORY_UTILIZATION=")), None)
+    try:
+        asked = float(found) if found is not None else memory.DEFAULT_UTILIZATION
+    except ValueError:
+        raise UserError(f"GPU_MEMORY_UTILIZATION={found!r}: not a number such as 0.85") from None
+    if not 0 < asked <= 1:
+        raise UserError(f"GPU_MEMORY_UTILIZATION={found}: between 0 and 1")
+    return asked
+
+
+def _memory(req: Request, reached: list[Reached], found: list[JsonDoc], asked: float,
+            say: Callable[[str], None]) -> float | None:
+    """vLLM's start-up check, computed before loading on every node whose GPU shares the system's
+    memory: the page cache dropped where asked, the utilization lowered where asked (returned),
+    else the start refused with the numbers."""
+    lowered: float | None = None
+    problems = []
+    for each, facts in zip(reached, found, strict=True):
+        if not facts.get("unified") or not facts.get("memory"):
+            continue
+        verdict = memory.check(memory.Memory(**facts["memory"]), asked)
+        if not verdict.passes and req.drop_caches:
+            say(f"{each.node.name}: {verdict.line}; dropping its page cache (--drop-caches)")
+            verdict = memory.check(memory.parse_meminfo(driver.meminfo(each, req.image, req.cluster, drop=True)), asked)
+        if verdict.passes:
+            say(f"{each.node.name}: {verdict.line}")
+        elif req.memory == "lower" and verdict.utilization > 0:
+            lowered = min(lowered or 1.0, verdict.utilization)
+            say(f"{each.node.name}: {verdict.line}; GPU_MEMORY_UTILIZATION lowered to {lowered:.2f} (--memory lower)")
+        else:
+            problems.append(f"{each.node.name}: {verdict.line}: --drop-caches frees the page cache (CAP_SYS_ADMIN in a "
+                            "container: the host's privileges), --memory lower starts with what passes")
+    if problems:
+        raise ServeFailed(problems)
+    return lowered
 
 
 def _restore(req: Request, reached: list[Reached], served: Served, binds: list[str], model: str,
