@@ -12,6 +12,8 @@ w0. a bare container start (`python3 -c pass`), for scale
 """
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -29,13 +31,17 @@ HAND_NO, HAND_PIP = "enginebuild-bench/q36-hand-no-compile", "enginebuild-bench/
 IMPORT = "import vllm.v1.worker.gpu_model_runner"
 
 
+class Failed(Exception):
+    pass
+
+
 def _started(image: str, *argv: str) -> float:
     start = time.perf_counter()
     done = subprocess.run([DOCKER, "run", "--rm", "--network", "none", "--entrypoint", argv[0], image, *argv[1:]],
                           capture_output=True, text=True, check=False)
     took = time.perf_counter() - start
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} in {image} failed: {(done.stderr or done.stdout)[-600:]}")
+        raise Failed(f"{' '.join(argv)} in {image} failed: {(done.stderr or done.stdout)[-300:]}")
     return took
 
 
@@ -82,17 +88,26 @@ def bench_start(ws: Path, env: dict, rows: list) -> None:
         rows.append(Row("w2. the same, vs the hand-written image compiled by pip", imports[OURS], imports[HAND_PIP], "s",
                         "as w1", "bench/handwritten/vllm-patched.Dockerfile without --no-compile (pip's default: "
                         f"timestamp .pyc written at install); as it ships (--no-compile): {imports[HAND_NO]:.2f} s"))
-        helps = _medians([OURS, BARE], ("vllm", "serve", "--help"))
-        rows.append(Row("w3. fresh container to `vllm serve --help` printed", helps[OURS], helps[BARE], "s",
-                        "docker run ... vllm serve --help, median of 5, with bytecode", "without bytecode"))
+        try:  # vLLM's CLI infers the device before it parses --help: without a GPU it stops
+            helps = _medians([OURS, BARE], ("vllm", "serve", "--help"))
+            rows.append(Row("w3. fresh container to `vllm serve --help` printed", helps[OURS], helps[BARE], "s",
+                            "docker run ... vllm serve --help, median of 5, with bytecode", "without bytecode"))
+        except Failed as failed:
+            print(f"  w3: not measured here: {failed}", flush=True)
         rows.append(Row("w4. image size", _size_mib(OURS), _size_mib(BARE), "MiB", "with bytecode",
                         f"without; the pip-compiled hand-written image {_size_mib(HAND_PIP):.0f} MiB, "
                         f"--no-compile {_size_mib(HAND_NO):.0f} MiB"))
         rows.append(Row("w0. a bare container start (python3 -c pass)", bare[OURS], bare[BARE], "s",
                         "with bytecode", "without: the floor under w1-w3"))
+        layers = {name: len(json.loads(run([DOCKER, "image", "inspect", "--format", "{{json .RootFS.Layers}}",
+                                                name]).stdout)) for name in images}
+        print("  w: layers: " + ", ".join(f"{n.rsplit('/', 1)[1]} {c}" for n, c in layers.items()), flush=True)
     finally:
-        run([DOCKER, "rmi", "-f", OURS, BARE, HAND_NO, HAND_PIP, f"enginebuild/{IMAGE}:latest",
-             f"enginebuild/{IMAGE}:latest-amd64"], check=False)
+        if os.environ.get("ENGINEBUILD_BENCH_KEEP"):
+            print("  w: images kept (ENGINEBUILD_BENCH_KEEP): " + " ".join((OURS, BARE, HAND_NO, HAND_PIP)), flush=True)
+        else:
+            run([DOCKER, "rmi", "-f", OURS, BARE, HAND_NO, HAND_PIP, f"enginebuild/{IMAGE}:latest",
+                 f"enginebuild/{IMAGE}:latest-amd64"], check=False)
         run([DOCKER, "builder", "prune", "-af", "--filter", "type=regular"], check=False)
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(hand.parent, ignore_errors=True)

@@ -80,6 +80,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                                      "patched_files": []}
     undeclared: list[str] = []
     serving: list[str] = []
+    bytecode: list[str] = []
     for found in verify_images(ws, args.images, args.platform, args.archs):
         for key, report in (("runtime", found.closure), ("imports", found.imports), ("patch_checks", found.behaviour),
                             ("patched_files", found.patched)):
@@ -89,6 +90,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         if found.serving:
             serving.append(found.serving)
             say([found.serving])
+        if found.bytecode:
+            bytecode.append(found.bytecode)
+            say([found.bytecode])
         if found.verdict is not None:
             reports["images"].append(found.verdict)
             say(found.verdict.lines())
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     ok = all(report.ok for found in reports.values() for report in found)
     if args.json:
         print(json.dumps({"ok": ok, **{key: [r.to_json() for r in found] for key, found in reports.items()},
-                          "not_declared": undeclared, "serving": serving}, indent=2))
+                          "not_declared": undeclared, "serving": serving, "bytecode": bytecode}, indent=2))
     return 0 if ok else 1
 
 

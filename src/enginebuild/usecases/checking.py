@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from enginebuild.kernels.image import Verdict
     from enginebuild.lock.lockfile import Lock
     from enginebuild.oci.reference import ImageRef
+    from enginebuild.plan.model import ImagePlan
     from enginebuild.publish.signcheck import Verdict as SignedVerdict
     from enginebuild.spec.model import ImageSpec
 
@@ -63,6 +64,7 @@ class Verified:
     behaviour: Behaviour | None
     patched: PatchedCheck | None = None  # the files of patches applied as files (None: it has none)
     serving: str | None = None  # how `serve` spreads it over nodes (vLLM images: whether Ray is in the closure)
+    bytecode: str | None = None  # what its bytecode layers add (None: no Python to compile)
 
 
 def serving_line(spec: ImageSpec, lock: Lock | None, platform: str) -> str | None:
@@ -111,7 +113,27 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
             elif checks:
                 behaviour = Behaviour(spec.name, plan.platform, [CheckRun(c, "not-run", why=load_it) for c in checks])
             patched = check_patched(plan, Store(ws.home), Context(ws.home, mtime=plan.epoch))
-            yield Verified(closure, verdict, imports, behaviour, patched, serving_line(spec, lock, plan.platform))
+            yield Verified(closure, verdict, imports, behaviour, patched, serving_line(spec, lock, plan.platform),
+                           bytecode_line(spec, plan, Store(ws.home)))
+
+
+def bytecode_line(spec: ImageSpec, plan: ImagePlan, store: Store) -> str | None:
+    """What the image's bytecode layers add to its own layers, as built here."""
+    from enginebuild.execution.assemble import layer_blobs
+    from enginebuild.layerkinds import Bytecode
+
+    node = next((n for n in plan.runtime.layers if isinstance(n.payload, Bytecode)), None)
+    if node is None:
+        return f"{spec.name} ({plan.platform}): bytecode: none shipped (`bytecode: false`)" if not spec.bytecode \
+            else None
+    sizes = {n.name: sum(size for _, size in layer_blobs(store, n) or []) for n in plan.runtime.layers}
+    blobs = layer_blobs(store, node) or []
+    added, total = sizes[node.name], sum(sizes.values())
+    payload = node.payload
+    assert isinstance(payload, Bytecode)
+    return (f"{spec.name} ({plan.platform}): bytecode: {len(blobs)} layer(s), {added / 1e6:.1f} MB of the image's own "
+            f"{total / 1e6:.1f} MB ({100 * added / max(total, 1):.1f} %), compiled by {payload.interpreter} "
+            f"(Python {payload.version}, checked hashes)")
 
 
 def verify_signatures(images: list[str], key_path: str | None, identity: str | None = None, issuer: str | None = None,
