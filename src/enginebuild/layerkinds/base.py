@@ -141,6 +141,10 @@ class LayerPayload:
         store, in order); None for a kind that writes one (`write`)."""
         return None
 
+    def compiler(self) -> str:
+        """For a layer of bytecode: the interpreter that compiled it ("" for any other kind)."""
+        return ""
+
     def chain_work(self) -> str:
         """What writing it from the chain below did, as the build's line says it (a kind that `reads_chain`)."""
         return "patched on the host"

@@ -37,7 +37,7 @@ HERE = Path(__file__).parent
 @functools.cache
 def _own_code() -> str:
     digest = hashlib.sha256()
-    for name in ("bytecode.py", "pycompile.py"):
+    for name in ("bytecode.py", "pycompile.py", "pycgroups.py"):
         digest.update((HERE / name).read_bytes())
     digest.update((HERE.parent / "io" / "tars.py").read_bytes())
     return digest.hexdigest()
@@ -64,12 +64,13 @@ class Compiled:
 
 @dataclass(frozen=True)
 class Bytecode(LayerPayload):
-    writer: ClassVar[tuple[str, ...]] = ("layerkinds/pycompile.py", "io/tars.py")
+    writer: ClassVar[tuple[str, ...]] = ("layerkinds/pycompile.py", "layerkinds/pycgroups.py", "io/tars.py")
     reads_chain: ClassVar[bool] = True
     sources: tuple[str, ...]  # the record keys of the layers it compiles, in chain order
     names: tuple[str, ...] = field(metadata=unkeyed("the layers' names, for messages"))
     version: str  # the interpreter's major.minor, which its .pyc's magic number follows
     interpreter: str
+    volatile: tuple[bool, ...] = ()  # per source: an edit touches it (patches as files, overlays): a layer alone
 
     def engine_files(self) -> bool:
         return False  # derived from the layers below, which the checks read
@@ -80,8 +81,11 @@ class Bytecode(LayerPayload):
     def chain_work(self) -> str:
         return f"compiled by the image's {self.interpreter}"
 
+    def compiler(self) -> str:
+        return f"{self.interpreter} (Python {self.version}, checked hashes)"
+
     def describe(self, name: str, folder: str) -> str:
-        return (f"# enginebuild: bytecode of the {len(self.sources)} layer(s) above, one layer each, compiled by "
+        return (f"# enginebuild: bytecode of the {len(self.sources)} layer(s) above, in few layers, compiled by "
                 f"{self.interpreter} (Python {self.version}) with checked hashes (compileall "
                 "--invalidation-mode checked-hash)")
 
@@ -90,23 +94,26 @@ class Bytecode(LayerPayload):
                            writer=_own_code())
 
     def write_layers(self, job: WriteJob, mtime: int) -> list[tuple[str, int]]:
+        from enginebuild.layerkinds.pycgroups import Part, packed
+
         store = job.store
-        wanted: list[tuple[str, str]] = []  # (the layer's name, its blob)
-        for key, name in zip(self.sources, self.names, strict=True):
+        wanted: list[tuple[str, str, bool]] = []  # (the layer's name, its blob, volatile)
+        volatile = self.volatile or (False,) * len(self.sources)
+        for key, name, edited in zip(self.sources, self.names, volatile, strict=True):
             record = store.record("layers", key)
             if record is None:
                 raise BuildFailed(f"layer {name} is not built (its bytecode is made from it)")
-            wanted += [(name, str(sha)) for sha, _ in record["layers"]]
-        missing = [(name, blob) for name, blob in wanted if _compiled(store, self.sub_key(blob)) is None]
+            wanted += [(name, str(sha), edited) for sha, _ in record["layers"]]
+        missing = [(name, blob) for name, blob, _ in wanted if _compiled(store, self.sub_key(blob)) is None]
         if missing:
             self._compile(job, mtime, missing)
-        out = []
-        for _, blob in wanted:
+        parts = []
+        for _, blob, edited in wanted:
             done = _compiled(store, self.sub_key(blob))
             assert done is not None
             if done.sha256:
-                out.append((done.sha256, done.size))
-        return out
+                parts.append(Part(done.sha256, done.size, edited))
+        return packed(store, parts, mtime, _own_code(), "bytecode")
 
     def _compile(self, job: WriteJob, mtime: int, missing: list[tuple[str, str]]) -> None:
         from enginebuild.io.files import temp_path

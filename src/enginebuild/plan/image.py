@@ -314,7 +314,8 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     interpreter = runtime_interpreter(spec, planner, base_pin) if spec.bytecode and layers else None
     if interpreter:
         stack.add("bytecode", f"bytecode (Python {interpreter[0]}, checked hashes)",
-                  Bytecode(tuple(n.stored_as for n in layers), tuple(n.name for n in layers), *interpreter),
+                  Bytecode(tuple(n.stored_as for n in layers), tuple(n.name for n in layers), *interpreter,
+                           tuple(n.kind in ("patched", "overlay") for n in layers)),
                   {"layers below": keys.sha(keys.canonical([n.stored_as for n in layers]))})
     unused = tuple(c.name for c in spec.components if c.name not in spec.used_components())
     created = keys.created_of(options.source_date_epoch)

@@ -120,20 +120,16 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
 def bytecode_line(spec: ImageSpec, plan: ImagePlan, store: Store) -> str | None:
     """What the image's bytecode layers add to its own layers, as built here."""
     from enginebuild.execution.assemble import layer_blobs
-    from enginebuild.layerkinds import Bytecode
 
-    node = next((n for n in plan.runtime.layers if isinstance(n.payload, Bytecode)), None)
+    node = next((n for n in plan.runtime.layers if n.payload.compiler()), None)
     if node is None:
         return f"{spec.name} ({plan.platform}): bytecode: none shipped (`bytecode: false`)" if not spec.bytecode \
             else None
     sizes = {n.name: sum(size for _, size in layer_blobs(store, n) or []) for n in plan.runtime.layers}
     blobs = layer_blobs(store, node) or []
     added, total = sizes[node.name], sum(sizes.values())
-    payload = node.payload
-    assert isinstance(payload, Bytecode)
     return (f"{spec.name} ({plan.platform}): bytecode: {len(blobs)} layer(s), {added / 1e6:.1f} MB of the image's own "
-            f"{total / 1e6:.1f} MB ({100 * added / max(total, 1):.1f} %), compiled by {payload.interpreter} "
-            f"(Python {payload.version}, checked hashes)")
+            f"{total / 1e6:.1f} MB ({100 * added / max(total, 1):.1f} %), compiled by {node.payload.compiler()}")
 
 
 def verify_signatures(images: list[str], key_path: str | None, identity: str | None = None, issuer: str | None = None,
