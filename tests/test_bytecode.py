@@ -14,22 +14,14 @@ import pytest
 from enginebuild.io.store import Store
 from helpers.docker import docker
 from helpers.inprocess import run_in_process
-from helpers.specs import write_image
+from helpers.specs import BUSYBOX_BUILDER, write_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.network]
 
-SPEC = """base: scratch
-platform: linux/amd64
-system:
+SPEC = BUSYBOX_BUILDER + """system:
   install: extract
   packages: [busybox-static, python3]
   run: [["/bin/busybox", "--install", "-s", "/bin"], "mkdir -p /tmp && chmod 1777 /tmp"]
-builder:
-  base: scratch
-  system:
-    install: extract
-    packages: [busybox-static]
-    run: [["/bin/busybox", "--install", "-s", "/bin"]]
 components:
   maker:
     source: {path: maker}
