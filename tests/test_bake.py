@@ -91,7 +91,7 @@ def test_the_bake_file_and_its_dockerfiles_match_the_plan(baked, plans):
             for path in re.findall(r"source=([^,\s]+)", line) + re.findall(r"^(?:ADD|COPY) (?!--)(\S+) ", line):
                 assert (folder / path).exists(), (line, path)
         assert len(re.findall(r"^ADD layers/", "\n".join(runtime), re.M)) == \
-            sum(1 for layer in plan["layers"] if layer["kind"] in ("system", "wheel", "manifest", "files")) - 1
+            sum(1 for layer in plan["layers"] if layer["kind"] in ("system", "wheel", "bytecode", "manifest", "files")) - 1
 
 
 def listing(image: str) -> dict[str, tuple]:

@@ -103,9 +103,11 @@ def test_a_closure_of_160_distributions_is_few_layers_loads_and_a_bump_rewrites_
         assert proc.returncode == 0, proc.stderr
         after = plan_doc(workspace, "scale")
         assert after["layers_to_build"] == []
-        # the group holding it, and the manifest (which records every input)
-        python, other = after["layers_to_write"][:-1], after["layers_to_write"][-1:]
-        assert len(python) == 1 and "eb-scale-042 1.1" in python[0] and other == ["manifest"]
+        # the group holding it, its bytecode (made from the layers above it) and the manifest (which records
+        # every input)
+        python, other = after["layers_to_write"][:-2], after["layers_to_write"][-2:]
+        assert len(python) == 1 and "eb-scale-042 1.1" in python[0], after["layers_to_write"]
+        assert other == ["bytecode (Python 3.11, checked hashes)", "manifest"], other
         old_names = [row["name"] for row in plan["layers"]]
         assert [row["name"] for row in after["layers"] if row["name"] not in old_names] == python
     finally:

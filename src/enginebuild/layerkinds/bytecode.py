@@ -105,17 +105,20 @@ class Bytecode(LayerPayload):
                 raise BuildFailed(f"layer {name} is not built (its bytecode is made from it)")
             wanted += [(name, str(sha), edited) for sha, _ in record["layers"]]
         missing = [(name, blob) for name, blob, _ in wanted if _compiled(store, self.sub_key(blob)) is None]
-        if missing:
-            self._compile(job, mtime, missing)
+        if missing and not self._compile(job, mtime, missing):
+            from enginebuild.io.progress import output
+
+            output().say(f"  {job.name}: the image has no {self.interpreter} to compile its Python files with: "
+                         "none shipped for the layers not compiled before")
         parts = []
         for _, blob, edited in wanted:
             done = _compiled(store, self.sub_key(blob))
-            assert done is not None
-            if done.sha256:
+            if done is not None and done.sha256:  # None: not compiled (no interpreter in the image)
                 parts.append(Part(done.sha256, done.size, edited))
         return packed(store, parts, mtime, _own_code(), "bytecode")
 
-    def _compile(self, job: WriteJob, mtime: int, missing: list[tuple[str, str]]) -> None:
+    def _compile(self, job: WriteJob, mtime: int, missing: list[tuple[str, str]]) -> bool:
+        """Compile what `missing` holds and record each part; False when the image has no interpreter."""
         from enginebuild.io.files import temp_path
         from enginebuild.io.tars import TarWriter
 
@@ -130,7 +133,10 @@ class Bytecode(LayerPayload):
                 counts = [_add_sources(store, writer, f"{ROOT}/src/{i:04d}", blob, name)
                           for i, (name, blob) in enumerate(missing)]
                 writer.close()
-            reports = _reports(self._run(job, sent, scratch)) if any(counts) else {}
+            printed = self._run(job, sent, scratch) if any(counts) else b""
+            if printed is None:
+                return False
+            reports = _reports(printed)
             for i, (name, blob) in enumerate(missing):
                 folder = scratch / "out" / f"{i:04d}"
                 report = reports.get(f"{i:04d}", Report())
@@ -140,14 +146,23 @@ class Bytecode(LayerPayload):
                     "compiled": report.compiled, "failed": report.failed, "first_failed": list(report.first_failed)})
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        return True
 
-    def _run(self, job: WriteJob, sent: Path, scratch: Path) -> bytes:
-        """Compile what `sent` holds in a container of the chain below; what it printed."""
+    def _run(self, job: WriteJob, sent: Path, scratch: Path) -> bytes | None:
+        """Compile what `sent` holds in a container of the chain below; what it printed (None: the
+        image has no such interpreter, which the engine said when it could not start it)."""
+        from enginebuild.errors import EngineBuildError
+
         if job.chain_image is None:
             raise BuildFailed(f"layer {job.name}: the chain below is not loaded")
         argv = [self.interpreter, f"/{ROOT}/pycompile.py", f"/{ROOT}", self.version]
-        status, out, err = job.engine.run_with_files(job.chain_image, argv, LIMIT_S, sent, f"/{ROOT}/out",
-                                                     lambda stream: _receive(stream, scratch))
+        try:
+            status, out, err = job.engine.run_with_files(job.chain_image, argv, LIMIT_S, sent, f"/{ROOT}/out",
+                                                         lambda stream: _receive(stream, scratch))
+        except EngineBuildError as exc:
+            if self.interpreter in exc.message and "no such file" in exc.message:
+                return None
+            raise
         if status != 0:
             said = [r.error for r in _lines(out) if r.error]
             raise BuildFailed(f"layer {job.name}: {self.interpreter} could not compile the image's Python files: "
