@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 ROOT = ".enginebuild-bytecode"  # where the container is given the sources and leaves the bytecode
 LIMIT_S = 3600.0
 PYC_LIMIT = 256 << 20  # a single .pyc larger than this is not bytecode of a source we sent
+TOTAL_LIMIT = 32 << 30  # nor all of them together, past this
 HERE = Path(__file__).parent
 
 
@@ -228,8 +229,13 @@ def _resolved(members: dict[str, tarfile.TarInfo], path: str) -> tarfile.TarInfo
 def _receive(stream: IO[bytes], scratch: Path) -> None:
     """The bytecode the container left, unpacked under `scratch/out`: plain files only, each under
     out/NNNN/, named as Python names a `.pyc`, no larger than PYC_LIMIT."""
+    total = 0
     with tarfile.open(fileobj=stream, mode="r|") as tar:
         for member in tar:
+            total += member.size
+            if total > TOTAL_LIMIT:
+                raise BuildFailed(f"the bytecode compiler left more than {TOTAL_LIMIT >> 30} GiB: not bytecode of "
+                                  "its sources")
             path = safe_path(member.name)
             if member.isdir():
                 continue

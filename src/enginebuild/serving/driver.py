@@ -30,6 +30,7 @@ from enginebuild.wire import JsonDoc, loads
 LABEL = "org.enginebuild.serve"
 PROGRAM = (Path(__file__).with_name("nodeside.py")).read_text
 MARK = "enginebuild-serve:"
+TAKE_LIMIT = 64 << 30  # the most a file copied out of a node's helper container may hold (a compile cache)
 SAID_LIMIT = 16384  # characters of one line the node's program said (its engine's command line among them)
 
 
@@ -287,8 +288,9 @@ def helper(each: Reached, image: str, argv: list[str], gpus: bool, binds: list[s
                 with tarfile.open(fileobj=stream, mode="r|") as tar:
                     member = next(iter(tar), None)
                     source = tar.extractfile(member) if member is not None and member.isreg() else None
-                    if source is None:
-                        raise ServeFailed([f"{each.node.name}: {taken} in the container is not a file"])
+                    if source is None or member is None or member.size > TAKE_LIMIT:
+                        raise ServeFailed([f"{each.node.name}: {taken} in the container is not a file of at most "
+                                           f"{TAKE_LIMIT >> 30} GiB"])
                     with open(take, "wb") as out:
                         shutil.copyfileobj(source, out, 1 << 20)
         return said
