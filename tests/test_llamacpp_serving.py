@@ -6,6 +6,7 @@ A flag the engine refuses or a library it cannot load fails with the engine's ow
 container's log is the assertion message)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -436,4 +437,105 @@ def test_a_warm_up_cache_is_pushed_beside_the_image_and_restored_only_where_its_
         run_cli(["serve", "stop", "--cluster", cluster], repo, timeout=120)
         docker("volume", "rm", "-f", volume, check=False)
         docker("rmi", ref, check=False)  # pulled by `serve` from the registry
+    assert serving_containers() == []
+
+
+def test_a_locked_deployment_moves_only_the_weights_a_node_lacks_and_is_ready_only_with_its_answers(
+        image, model, fabric, registry, tmp_path):
+    from helpers.engines import start_engine
+
+    prefix = fabric["prefix"]
+    pushed = f"{registry.host}/enginebuild-test/deploy-llama:1"
+    docker("tag", image, pushed)
+    ref = f"{registry.host}/enginebuild-test/deploy-llama@{docker('push', pushed).stdout.split('digest: ')[1].split()[0]}"
+    # the model at one path on both nodes: the head's copy is the model, the worker's machine (an engine
+    # in a mount namespace of its own) sees another folder there, empty at first
+    here, far_copy = tmp_path / "models" / "tiny", tmp_path / "far" / "tiny"
+    shutil.copytree(model, here)
+    far_copy.mkdir(parents=True)
+    far = start_engine(tmp_path / "far-engine", index=8, binds=((far_copy, here),))
+    repo = cluster_repo(tmp_path / "deploy", fabric, {"head": f"{prefix}.2", "worker": f"{prefix}.1"},
+                        engines={"worker": far.host})
+    lock = tmp_path / "deploy.lock.json"
+    settings = ["--cluster", "deploy", "--gpus", "none", "-e", "N_GPU_LAYERS=2", "-e", "SPEC_TYPE=off"]
+    sizes = {p.name: p.stat().st_size for p in here.iterdir()}
+
+    def serve(*argv: str) -> subprocess.CompletedProcess:
+        return run_cli(["serve", *argv], repo, timeout=600)
+
+    def stop() -> None:
+        stopped = serve("stop", "--cluster", "deploy")
+        assert stopped.returncode == 0 and "; 0 left" in stopped.stdout, stopped.stdout + stopped.stderr
+
+    try:
+        started = serve("up", ref, "--model", str(here), *settings)
+        assert started.returncode == 0 and ", ready (it answers)" in started.stdout, started.stdout + started.stderr
+        # the lock: the image by digest, the model hashed on the head, the running cluster's greedy answers
+        locked = serve("lock", ref, "--model", str(here), *settings, "--out", str(lock), "--max-tokens", "3",
+                       "--prompt", PROMPTS[0], "--prompt", PROMPTS[1])
+        stop()
+        assert locked.returncode == 0, locked.stdout + locked.stderr
+        doc = json.loads(lock.read_text())
+        assert doc["image"] == ref and [n["role"] for n in doc["nodes"]] == ["head", "worker"]
+        assert doc["model"]["files"] == {p.name: {"size": p.stat().st_size, "sha256": hashlib.sha256(p.read_bytes())
+                                                  .hexdigest()} for p in here.iterdir()}
+        assert doc["env"] == {"N_GPU_LAYERS": "2", "SPEC_TYPE": "off"} and len(doc["answers"]) == 2
+
+        # the worker's copy is not the lock's: refused, naming the files, and nothing started
+        refused = serve("up", "--locked", str(lock), "--cluster", "deploy", "--gpus", "none")
+        assert refused.returncode == 1 and serving_containers() == [], refused.stderr
+        assert "worker: model tiny.gguf: missing (--move-weights copies" in refused.stderr, refused.stderr
+        # moved once: the worker receives every file, the head nothing, then both are checked and it answers
+        moved = serve("up", "--locked", str(lock), "--cluster", "deploy", "--gpus", "none", "--move-weights")
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        assert f"worker: model: {len(sizes)} file(s) as the lock has them; {len(sizes)} received " \
+               f"({sum(sizes.values())} bytes)" in moved.stderr, moved.stderr
+        assert f"head: model: {len(sizes)} file(s) as the lock has them; 0 bytes moved" in moved.stderr
+        assert "answers: 2 of 2 as the lock has them" in moved.stderr and ", ready (it answers; 2 answer(s)" \
+            in moved.stdout, moved.stdout + moved.stderr
+        assert {p.name: p.read_bytes() for p in far_copy.iterdir()} == {p.name: p.read_bytes() for p in here.iterdir()}
+        stop()
+        # a second start moves nothing; a file damaged on one node is named and only it is sent again
+        again = serve("up", "--locked", str(lock), "--cluster", "deploy", "--gpus", "none", "--move-weights")
+        stop()
+        assert again.returncode == 0 and again.stderr.count("; 0 bytes moved") == 2, again.stderr
+        damaged = far_copy / "tiny.gguf"
+        data = bytearray(damaged.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        damaged.write_bytes(bytes(data))
+        mended = serve("up", "--locked", str(lock), "--cluster", "deploy", "--gpus", "none", "--move-weights")
+        stop()
+        assert mended.returncode == 0, mended.stderr
+        assert "worker: model tiny.gguf: sha256 " in mended.stderr and "received from a node that holds" in mended.stderr
+        assert f"worker: model: {len(sizes)} file(s) as the lock has them; 1 received ({sizes['tiny.gguf']} bytes)" \
+            in mended.stderr, mended.stderr
+        assert damaged.read_bytes() == (here / "tiny.gguf").read_bytes()
+
+        # another answer than the lock's: named, and the cluster stopped (kept only when asked)
+        doc["answers"][0]["expected"] += " (not what it says)"
+        lock.write_text(json.dumps(doc, indent=2))
+        wrong = serve("up", "--locked", str(lock), "--cluster", "deploy", "--gpus", "none")
+        assert wrong.returncode == 1 and serving_containers() == [], wrong.stderr
+        assert f"answer 1 differs: prompt {PROMPTS[0]!r}: expected " in wrong.stderr and "(not what it says)" \
+            in wrong.stderr and "answer 2" not in wrong.stderr, wrong.stderr
+        kept = serve("up", "--locked", str(lock), "--cluster", "deploy", "--gpus", "none", "--keep-failed")
+        assert kept.returncode == 1 and "is left running (--keep-failed)" in kept.stderr, kept.stderr
+        assert serving_containers() == ["enginebuild-serve-deploy-head"]  # the worker's is on its own engine
+        stop()
+        # a start with other settings than the lock's: refused before anything runs
+        other = serve("up", "--locked", str(lock), "--cluster", "deploy", "--gpus", "none", "-e", "CTX_SIZE=1024",
+                      "-e", "N_GPU_LAYERS=2", "-e", "SPEC_TYPE=off")
+        assert other.returncode == 2 and "env: the lock has no CTX_SIZE, this start CTX_SIZE=1024" in other.stderr
+
+        # an engine that cannot load its model: the start says so, with the engine's last lines, and stops
+        broken = tmp_path / "broken"
+        broken.mkdir()
+        (broken / "tiny.gguf").write_bytes(b"GGUF" + bytes(64))
+        failed = serve("up", ref, "--model", str(broken), *settings, "--ready-timeout", "120")
+        assert failed.returncode == 1 and serving_containers() == [], failed.stdout + failed.stderr
+        assert "its container ended" in failed.stderr, failed.stderr
+    finally:
+        serve("stop", "--cluster", "deploy")
+        far.stop()
+        docker("rmi", pushed, check=False)
     assert serving_containers() == []

@@ -60,9 +60,11 @@ def worker_number() -> int:
     return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
 
 
-def start_engine(folder: Path, index: int = 2, cpus: str | None = None, extra: tuple = ()) -> Engine:
+def start_engine(folder: Path, index: int = 2, cpus: str | None = None, extra: tuple = (),
+                 binds: tuple[tuple[Path, Path], ...] = ()) -> Engine:
     """`cpus` (taskset's list, "0" or "1"): the engine, and every build it runs, on those CPUs only;
-    `extra`: more dockerd arguments (another -H, TLS)."""
+    `extra`: more dockerd arguments (another -H, TLS); `binds`: (SOURCE, TARGET) folders this engine
+    sees at TARGET in a mount namespace of its own (another machine's disk: the same path, other files)."""
     folder.mkdir(parents=True, exist_ok=True)
     worker = worker_number()  # engines of parallel test workers: their own bridges and subnets
     bridge = f"ebt{worker}x{index}x{os.getpid() % 10000}"[:15]
@@ -75,6 +77,9 @@ def start_engine(folder: Path, index: int = 2, cpus: str | None = None, extra: t
     sock = run_dir / "docker.sock"
     log = open(folder / "dockerd.log", "w")
     pin = ["taskset", "-c", cpus] if cpus else []
+    if binds:
+        mounts = " && ".join(f"mount --bind '{source}' '{target}'" for source, target in binds)
+        pin = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{mounts} && exec "$@"', "sh", *pin]
     process = subprocess.Popen(
         [*pin, "dockerd", "-H", f"unix://{sock}", "--data-root", str(folder / "data"), "--exec-root", str(run_dir / "exec"),
          "--pidfile", str(run_dir / "docker.pid"), f"--bridge={bridge}", "--iptables=false", "--ip-masq=false", *extra],

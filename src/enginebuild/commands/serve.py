@@ -10,6 +10,9 @@ no container on any node.
     serve warm IMAGE      start the nodes with empty compile caches, wait until the engine answers,
                           stop them, push what each node compiled beside the image (`serve up`
                           restores it on a node whose record matches)
+    serve lock IMAGE      write a deployment lock (--out FILE): the image by digest, the model's files
+                          hashed on the head, the settings, the nodes; with --prompt, the running
+                          cluster's greedy answers (`serve up --locked FILE` checks all of it)
     serve status          each node's container: running or not, and the last line it printed
     serve logs            each node's container's last lines (--tail N, 50 by default)
     serve stop            remove the cluster's containers on every node
@@ -23,8 +26,10 @@ ssh:// or a Docker context; default this machine's). Exit 1 when a node fails, 2
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from enginebuild.errors import EXIT_FAILED, UserError
@@ -48,9 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
     for action, text in (("up", "start the nodes"), ("check", "the preflight and the nodes' meeting, no engine"),
-                         ("warm", "start the nodes, capture and push their compile caches once the engine answers")):
+                         ("warm", "start the nodes, capture and push their compile caches once the engine answers"),
+                         ("lock", "write a deployment lock: image, model files, settings, nodes, answers")):
         p = sub.add_parser(action, help=text)
-        p.add_argument("image", metavar="IMAGE")
+        p.add_argument("image", metavar="IMAGE", nargs="?" if action in ("up", "lock") else None,
+                       help="the image (serve up --locked: the lock's)")
         _common(p)
         p.add_argument("--model", metavar="PATH", help="the model's folder (or GGUF file) on every node, mounted "
                                                        "read-only at /models/NAME (MODEL_PATH)")
@@ -80,7 +87,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--drop-caches", action="store_true",
                        help="where that check would fail, drop the node's page cache first (a container with CAP_SYS_ADMIN "
                             "writes /proc/sys/vm/drop_caches: the host's privileges)")
+        if action == "lock":
+            p.add_argument("--out", required=True, metavar="FILE", help="the deployment lock to write (JSON)")
+            p.add_argument("--prompt", action="append", default=[], metavar="TEXT",
+                           help="a prompt whose greedy answer the running cluster (--cluster) gives is recorded "
+                                "(repeat); without, the answers of FILE are kept where image and model are the same")
+            p.add_argument("--max-tokens", type=int, default=16, metavar="N", help="tokens of each answer (16)")
         if action == "up":
+            p.add_argument("--locked", metavar="FILE",
+                           help="start the deployment lock's image, model, settings and nodes, refusing what differs; "
+                                "every node's model files checked; ready when the engine gives the lock's answers")
+            p.add_argument("--move-weights", action="store_true",
+                           help="with --locked: a node whose model files differ from the lock's receives them from a "
+                                "node that holds them (only those files)")
+            p.add_argument("--ready-timeout", type=int, default=1800, metavar="S",
+                           help="wait this long for the engine to answer /health (and the lock's prompts) (1800)")
+            p.add_argument("--no-wait", action="store_true", help="return once every node has started its part")
+            p.add_argument("--keep-failed", action="store_true",
+                           help="leave the cluster running when its answers are not the lock's (to debug it)")
             p.add_argument("--no-cache", action="store_true",
                            help="restore no compile cache (the image's `compile-cache:` folders start empty)")
             p.add_argument("--key", metavar="PUBLIC.pem",
@@ -123,7 +147,59 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         return 0 if left == 0 else EXIT_FAILED
     if args.action == "warm":
         return _warm(args, _request(args, nodes))
-    return _up(args, _request(args, nodes))
+    if args.action == "lock":
+        return _lock(args, _request(args, nodes))
+    locked = None
+    if getattr(args, "locked", None):
+        from enginebuild.serving.deployment import read
+
+        locked = read(Path(args.locked))
+        args.image = args.image or locked.image
+        args.model = args.model or (locked.model.path if locked.model else None)
+        args.env = args.env or [f"{k}={v}" for k, v in locked.env.items()]
+    elif getattr(args, "move_weights", False):
+        raise UserError("--move-weights moves the files a deployment lock pins: give --locked FILE")
+    if not args.image:
+        raise UserError(f"serve {args.action}: give the IMAGE (or --locked FILE)")
+    request = _request(args, nodes)
+    if locked is not None:
+        from enginebuild.usecases.deploying import against_lock
+
+        against_lock(request, locked)
+    if args.action == "up":
+        request = dataclasses.replace(request, locked=locked, move_weights=args.move_weights,
+                                      ready_s=0 if args.no_wait else _ready_timeout(args.ready_timeout),
+                                      keep_failed=args.keep_failed)
+    return _up(args, request)
+
+
+def _ready_timeout(value: int) -> int:
+    if not 1 <= value <= 86400:
+        raise UserError(f"--ready-timeout {value}: between 1 and 86400 seconds")
+    return value
+
+
+def _lock(args: argparse.Namespace, request: Request) -> int:
+    from enginebuild.serving.deployment import write
+    from enginebuild.serving.driver import ServeFailed
+    from enginebuild.usecases.deploying import lock, read_previous
+
+    if not request.image:
+        raise UserError("serve lock: give the IMAGE (REGISTRY/REPO@sha256:DIGEST)")
+    if not 1 <= args.max_tokens <= 4096:
+        raise UserError(f"--max-tokens {args.max_tokens}: between 1 and 4096")
+    out = Path(args.out)
+    try:
+        found = lock(request, args.prompt, args.max_tokens, read_previous(out),
+                     lambda line: print(f"serve: {line}", file=sys.stderr))
+    except ServeFailed as failed:
+        for line in failed.lines:
+            print(f"serve: {line}", file=sys.stderr)
+        return EXIT_FAILED
+    write(out, found)
+    print(f"serve: wrote {out}: {found.image}, {len(found.nodes)} node(s), "
+          f"{len(found.model.files) if found.model else 0} model file(s), {len(found.answers)} answer(s)")
+    return 0
 
 
 def _warm(args: argparse.Namespace, request: Request) -> int:
@@ -216,8 +292,12 @@ def _up(args: argparse.Namespace, request: Request) -> int:
     except ServeFailed as failed:
         for line in failed.lines:
             print(f"serve: {line}", file=sys.stderr)
-        print(f"serve: nothing of cluster {request.cluster} is left running on the {len(request.nodes)} node(s)",
-              file=sys.stderr)
+        if isinstance(failed, serving.NotAsLocked) and request.keep_failed:
+            print(f"serve: cluster {request.cluster} is left running (--keep-failed): `serve stop --cluster "
+                  f"{request.cluster}` removes it", file=sys.stderr)
+        else:
+            print(f"serve: nothing of cluster {request.cluster} is left running on the {len(request.nodes)} node(s)",
+                  file=sys.stderr)
         return EXIT_FAILED
     if args.json:
         print(serving.describe(served))
@@ -229,6 +309,8 @@ def _up(args: argparse.Namespace, request: Request) -> int:
     if request.check_only:
         print(f"serve: checked {len(request.nodes)} node(s); `serve up` starts them")
     else:
-        print(f"serve: {request.image} on {len(request.nodes)} node(s), head {head.name} at {head.address}; "
+        state = "ready (it answers" + (f"; {len(served.answers)} answer(s) as locked" if served.answers else "") + ")" \
+            if served.ready else "started"
+        print(f"serve: {request.image} on {len(request.nodes)} node(s), head {head.name} at {head.address}, {state}; "
               f"`serve stop --cluster {request.cluster}` removes it")
     return 0

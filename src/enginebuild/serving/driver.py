@@ -143,7 +143,7 @@ def launcher_of(engine: Engine, ref: str) -> list[str]:
     return argv
 
 
-def _mounts(binds: list[str]) -> list[JsonDoc]:
+def bind_mounts(binds: list[str]) -> list[JsonDoc]:
     """`SOURCE:TARGET[:ro]` as mounts of type bind: a source missing on the node is refused by its
     engine (as `Binds` it would be made, an empty folder, on the node's host)."""
     out = []
@@ -155,7 +155,7 @@ def _mounts(binds: list[str]) -> list[JsonDoc]:
 
 def _host_config(node: Node, gpus: bool, binds: list[str], devices: tuple[str, ...], restart: str = "no",
                  volumes: tuple[JsonDoc, ...] = ()) -> JsonDoc:
-    host: JsonDoc = {"NetworkMode": node.network, "Mounts": _mounts(binds) + list(volumes),
+    host: JsonDoc = {"NetworkMode": node.network, "Mounts": bind_mounts(binds) + list(volumes),
                      "IpcMode": "host" if node.network == "host" else ""}
     if restart != "no":
         host["RestartPolicy"] = {"Name": restart, **({"MaximumRetryCount": 3} if restart == "on-failure" else {})}
@@ -380,18 +380,20 @@ READY = ("import os, sys, urllib.request\n"
          "    print(exc); sys.exit(1)\n")
 
 
-def _exec(engine: Engine, ident: str, argv: list[str], limit_s: float) -> int | None:
-    """`docker exec` of argv in a running container: its exit status (None: still running after limit_s)."""
+def exec_in(engine: Engine, ident: str, argv: list[str], limit_s: float) -> tuple[int | None, str]:
+    """`docker exec` of argv in a running container: its exit status (None: still running after
+    limit_s) and what it printed (at most 1 MiB)."""
     made = engine.call("POST", f"/containers/{ident}/exec", body=json.dumps(
         {"Cmd": argv, "AttachStdout": True, "AttachStderr": True}).encode(), headers={"Content-Type": "application/json"})
     if not made:
-        return None
+        return None, ""
     run = str(made["Id"])
     with engine.open("POST", f"/exec/{run}/start", body=json.dumps({"Detach": False}).encode(),
                      headers={"Content-Type": "application/json"}, timeout=limit_s) as response:
-        read_output(response)
+        printed = read_output(response)
     found = engine.call("GET", f"/exec/{run}/json") or {}
-    return None if found.get("Running") else int(found.get("ExitCode", -1))
+    text = (printed.out + printed.err).decode("utf-8", "replace")
+    return (None if found.get("Running") else int(found.get("ExitCode", -1))), text
 
 
 def wait_ready(started: list[tuple[Reached, str]], limit_s: float) -> list[str]:
@@ -408,7 +410,7 @@ def wait_ready(started: list[tuple[Reached, str]], limit_s: float) -> list[str]:
                 return [f"{each.node.name} ({each.node.address}): its container ended before the engine was ready "
                         f"(exit {state.get('ExitCode', '?')}): {tail or 'no output'}"]
         with contextlib.suppress(EngineBuildError):
-            if _exec(head.engine, ident, ["python3", "-c", READY], 30) == 0:
+            if exec_in(head.engine, ident, ["python3", "-c", READY], 30)[0] == 0:
                 return []
         time.sleep(1)
     return [f"{head.node.name} ({head.node.address}): the engine did not answer /health within {limit_s:.0f} s"]

@@ -19,10 +19,13 @@ from enginebuild.errors import RegistryError, UserError
 from enginebuild.io.files import write_atomic
 from enginebuild.oci.engine import Engine
 from enginebuild.publish.signkeys import KeyTrust, Signer
-from enginebuild.serving import caches, driver, memory
+from enginebuild.serving import answers, caches, driver, memory, weights
+from enginebuild.serving.answers import Asked
+from enginebuild.serving.deployment import Deployment
 from enginebuild.serving.driver import Reached, ServeFailed
 from enginebuild.serving.layout import Layout, Options, layout
 from enginebuild.serving.nodes import Node, check_node, check_nodes, parse_node
+from enginebuild.serving.weights import Checked
 from enginebuild.settings import settings
 from enginebuild.spec.repo_settings import load_repo_settings
 from enginebuild.usecases import compilecaches
@@ -46,6 +49,10 @@ class Request:
     memory: str = "refuse"  # unified memory whose free figure fails vLLM's check: refuse, or lower the utilization
     drop_caches: bool = False  # drop a unified-memory node's page cache when the check would fail (privileged)
     trust: KeyTrust | None = None  # restore only caches this key signed
+    locked: Deployment | None = None  # the deployment lock the start must be: its weights checked, its answers asked
+    move_weights: bool = False  # a node whose model files differ from the lock's receives them from one that holds them
+    ready_s: float = 0  # wait until the engine answers (and the lock's answers match) for this long; 0: return at start
+    keep_failed: bool = False  # a start whose answers differ is left running (for debugging)
 
 
 @dataclass
@@ -58,6 +65,9 @@ class Served:
     folders: dict[str, str] = field(default_factory=dict)  # the image's compile-cache folders
     engine_args: str = ""  # what the compile caches' records hold of the engine's arguments
     gpus: bool = False  # whether the containers were given the nodes' GPUs
+    weights: list[Checked] = field(default_factory=list)  # each node's model files, checked against the lock
+    answers: list[Asked] = field(default_factory=list)  # the lock's prompts and the engine's answers
+    ready: bool = False  # the engine answered (and every answer was the lock's)
 
 
 def nodes_of(ws: Workspace, given: list[str]) -> tuple[Node, ...]:
@@ -67,7 +77,7 @@ def nodes_of(ws: Workspace, given: list[str]) -> tuple[Node, ...]:
     return tuple(check_nodes([check_node(Node(e.name, e.address, e.engine, e.network, e.where)) for e in entries]))
 
 
-def _mounts(model: str | None) -> tuple[list[str], dict[str, str]]:
+def model_mounts(model: str | None) -> tuple[list[str], dict[str, str]]:
     if not model:
         return [], {}
     if not model.startswith("/"):
@@ -93,6 +103,10 @@ def up(req: Request, say: Callable[[str], None]) -> Served:
     reached = driver.reach(list(req.nodes))
     try:
         return _up(req, reached, say)
+    except NotAsLocked:
+        if not req.keep_failed:
+            driver.stop(reached, req.cluster)
+        raise
     except BaseException:  # a failure, or an interrupt: nothing of the cluster is left on any node
         driver.stop(reached, req.cluster)
         raise
@@ -108,7 +122,7 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
     image_id = driver.same_image(reached, req.image, req.transfer)
     say(f"image {req.image}: {image_id[:19]} on every node")
     launcher = driver.launcher_of(reached[0].engine, req.image)
-    binds, model_env = _mounts(req.model)
+    binds, model_env = model_mounts(req.model)
     found = [driver.facts(each, req.image, req.cluster, req.options.gpus, binds=binds) for each in reached]
     plans = layout(list(req.nodes), found, req.options, launcher)
     if plans.problems:
@@ -119,6 +133,13 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
         if lowered is not None:
             env["GPU_MEMORY_UTILIZATION"] = f"{lowered:.2f}"
     served = Served(plans, image_id, _env_files(req.cluster, plans, env), gpus=req.options.gpus)
+    if req.locked is not None and req.locked.model is not None and not req.check_only:
+        served.weights = weights.check(reached, req.image, req.cluster, req.locked.model, req.move_weights)
+        for done in served.weights:
+            for line in done.replaced[:20]:
+                say(f"{done.node}: model {line}: received from a node that holds the lock's")
+            say(f"{done.node}: model: {done.files} file(s) as the lock has them" +
+                (f"; {done.moved} received ({done.sent} bytes)" if done.moved else "; 0 bytes moved"))
     for plan, path in zip(plans.nodes, served.env_files, strict=True):
         role = "head" if plan.rank == 0 else "worker"
         say(f"{plan.node.name}: {role}, rank {plan.rank}, {plan.node.address} on {plan.env['NCCL_SOCKET_IFNAME']}; "
@@ -150,7 +171,30 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
         raise ServeFailed(failures)
     if req.check_only:
         driver.stop(reached, req.cluster)
+    elif req.ready_s:
+        _ready(req, served, say)
     return served
+
+
+class NotAsLocked(ServeFailed):
+    """The engine answered, not as the lock says; the cluster is left running where asked."""
+
+
+def _ready(req: Request, served: Served, say: Callable[[str], None]) -> None:
+    """Wait until the head's engine answers (a node whose container ended is named with its last
+    lines), then ask the lock's prompts: ready only when every answer is the lock's."""
+    failures = driver.wait_ready(served.started, req.ready_s)
+    if failures:
+        raise ServeFailed(failures)
+    locked = req.locked.answers if req.locked is not None else ()
+    if locked:
+        head, ident = served.started[0]
+        served.answers = answers.asked(head, ident, locked)
+        wrong = answers.mismatches(served.answers)
+        if wrong:
+            raise NotAsLocked(wrong)
+        say(f"answers: {len(locked)} of {len(locked)} as the lock has them")
+    served.ready = True
 
 
 def _utilization(env: dict[str, str], engine: Engine, image: str) -> float:
@@ -245,7 +289,7 @@ def warm(req: Request, say: Callable[[str], None], signer: Signer | None, ready_
         say(f"the engine answers: warmed in {ready_s:.0f} s or less; stopping it to capture its caches")
     finally:
         driver.stop(reached, req.cluster)
-    binds, model_env = _mounts(req.model)
+    binds, model_env = model_mounts(req.model)
     pushed = []
     with tempfile.TemporaryDirectory(prefix="enginebuild-warm-") as folder:
         for each in reached:
