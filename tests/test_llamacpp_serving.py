@@ -440,6 +440,22 @@ def test_a_warm_up_cache_is_pushed_beside_the_image_and_restored_only_where_its_
     assert serving_containers() == []
 
 
+def rpc_listeners(port: int) -> list[str]:
+    """The addresses TCP sockets listen on at `port` in this network namespace (/proc/net/tcp{,6})."""
+    import ipaddress
+
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            local, state = row.split()[1], row.split()[3]
+            address, hexport = local.split(":")
+            if state == "0A" and int(hexport, 16) == port:
+                raw = bytes.fromhex(address)
+                packed = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                found.append(str(ipaddress.ip_address(packed)))
+    return sorted(found)
+
+
 def test_a_locked_deployment_moves_only_the_weights_a_node_lacks_and_is_ready_only_with_its_answers(
         image, model, fabric, registry, tmp_path):
     from helpers.engines import start_engine
@@ -472,14 +488,15 @@ def test_a_locked_deployment_moves_only_the_weights_a_node_lacks_and_is_ready_on
         assert started.returncode == 0 and ", ready (it answers)" in started.stdout, started.stdout + started.stderr
         # the lock: the image by digest, the model hashed on the head, the running cluster's greedy answers
         locked = serve("lock", ref, "--model", str(here), *settings, "--out", str(lock), "--max-tokens", "3",
-                       "--prompt", PROMPTS[0], "--prompt", PROMPTS[1])
+                       *[arg for prompt in PROMPTS for arg in ("--prompt", prompt)])
         stop()
         assert locked.returncode == 0, locked.stdout + locked.stderr
         doc = json.loads(lock.read_text())
         assert doc["image"] == ref and [n["role"] for n in doc["nodes"]] == ["head", "worker"]
         assert doc["model"]["files"] == {p.name: {"size": p.stat().st_size, "sha256": hashlib.sha256(p.read_bytes())
                                                   .hexdigest()} for p in here.iterdir()}
-        assert doc["env"] == {"N_GPU_LAYERS": "2", "SPEC_TYPE": "off"} and len(doc["answers"]) == 2
+        assert doc["env"] == {"N_GPU_LAYERS": "2", "SPEC_TYPE": "off"} and len(doc["answers"]) == len(PROMPTS) == 20
+        assert len({a["expected"] for a in doc["answers"]}) > 1  # greedy answers of the prompts, not one text
 
         # the worker's copy is not the lock's: refused, naming the files, and nothing started
         refused = serve("up", "--locked", str(lock), "--cluster", "deploy", "--gpus", "none")
@@ -491,8 +508,10 @@ def test_a_locked_deployment_moves_only_the_weights_a_node_lacks_and_is_ready_on
         assert f"worker: model: {len(sizes)} file(s) as the lock has them; {len(sizes)} received " \
                f"({sum(sizes.values())} bytes)" in moved.stderr, moved.stderr
         assert f"head: model: {len(sizes)} file(s) as the lock has them; 0 bytes moved" in moved.stderr
-        assert "answers: 2 of 2 as the lock has them" in moved.stderr and ", ready (it answers; 2 answer(s)" \
+        assert "answers: 20 of 20 as the lock has them" in moved.stderr and ", ready (it answers; 20 answer(s)" \
             in moved.stdout, moved.stdout + moved.stderr
+        # the worker's rpc-server listens on the link's address only (the node's sockets: its host's network)
+        assert rpc_listeners(50052) == [f"{prefix}.1"], rpc_listeners(50052)
         assert {p.name: p.read_bytes() for p in far_copy.iterdir()} == {p.name: p.read_bytes() for p in here.iterdir()}
         stop()
         # a second start moves nothing; a file damaged on one node is named and only it is sent again
