@@ -116,3 +116,19 @@ def test_a_lock_of_a_floating_image_is_refused():
 
     with pytest.raises(UserError, match="pins the image by digest"):
         described(Request("enginebuild/llamacpp-cpu:latest", (Node("head", "10.0.0.2"),), Options()))
+
+
+def test_a_bench_result_is_read_as_another_partys_and_recorded_with_the_lock():
+    from enginebuild.serving.benchrecord import record, runs_of
+
+    good = {"benchmarks": [{"prompt_size": 64, "response_size": 8, "concurrency": 1,
+                            "pp_throughput": {"mean": 812.5}, "tg_throughput": {"mean": 55.25}}]}
+    runs = runs_of(good)
+    doc = record(_lock(), {"BENCH_PP": "64"}, runs)
+    assert doc["image"] == IMAGE and doc["runs"] == [{"prompt_size": 64, "response_size": 8, "concurrency": 1,
+                                                       "pp_tokens_s": 812.5, "tg_tokens_s": 55.25}]
+    assert len(doc["model"]["files_sha256"]) == 64 and doc["env"] == {"CTX_SIZE": "512"}
+    for bad in ({}, {"benchmarks": []}, {"benchmarks": [{"prompt_size": "64"}]},
+                {"benchmarks": [{**good["benchmarks"][0], "tg_throughput": {"mean": float("inf")}}]}):
+        with pytest.raises(ValueError):
+            runs_of(bad)

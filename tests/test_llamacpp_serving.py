@@ -473,7 +473,9 @@ def test_a_locked_deployment_moves_only_the_weights_a_node_lacks_and_is_ready_on
     repo = cluster_repo(tmp_path / "deploy", fabric, {"head": f"{prefix}.2", "worker": f"{prefix}.1"},
                         engines={"worker": far.host})
     lock = tmp_path / "deploy.lock.json"
-    settings = ["--cluster", "deploy", "--gpus", "none", "-e", "N_GPU_LAYERS=2", "-e", "SPEC_TYPE=off"]
+    # (EOS ignored: the tiny model may end a reply at its first token, which leaves bench.sh no speed to measure)
+    settings = ["--cluster", "deploy", "--gpus", "none", "-e", "N_GPU_LAYERS=2", "-e", "SPEC_TYPE=off",
+                "-e", "EXTRA_ARGS=--ignore-eos"]
     sizes = {p.name: p.stat().st_size for p in here.iterdir()}
 
     def serve(*argv: str) -> subprocess.CompletedProcess:
@@ -495,7 +497,8 @@ def test_a_locked_deployment_moves_only_the_weights_a_node_lacks_and_is_ready_on
         assert doc["image"] == ref and [n["role"] for n in doc["nodes"]] == ["head", "worker"]
         assert doc["model"]["files"] == {p.name: {"size": p.stat().st_size, "sha256": hashlib.sha256(p.read_bytes())
                                                   .hexdigest()} for p in here.iterdir()}
-        assert doc["env"] == {"N_GPU_LAYERS": "2", "SPEC_TYPE": "off"} and len(doc["answers"]) == len(PROMPTS) == 20
+        assert doc["env"] == {"N_GPU_LAYERS": "2", "SPEC_TYPE": "off", "EXTRA_ARGS": "--ignore-eos"}
+        assert len(doc["answers"]) == len(PROMPTS) == 20
         assert len({a["expected"] for a in doc["answers"]}) > 1  # greedy answers of the prompts, not one text
 
         # the worker's copy is not the lock's: refused, naming the files, and nothing started
@@ -512,6 +515,14 @@ def test_a_locked_deployment_moves_only_the_weights_a_node_lacks_and_is_ready_on
             in moved.stdout, moved.stdout + moved.stderr
         # the worker's rpc-server listens on the link's address only (the node's sockets: its host's network)
         assert rpc_listeners(50052) == [f"{prefix}.1"], rpc_listeners(50052)
+        # the deployment record: the image's bench.sh run in the head's container, its speeds beside the lock
+        measured = serve("bench", "--locked", str(lock), "--cluster", "deploy", "-e", "BENCH_PP=64", "-e", "BENCH_TG=8",
+                         "-e", "BENCH_RUNS=1", "-e", "BENCH_BOOK=/models/tiny/book.txt")
+        assert measured.returncode == 0, measured.stdout + measured.stderr
+        record = json.loads((tmp_path / "deploy.lock.bench.json").read_text())
+        assert record["image"] == ref and record["env"] == doc["env"] and record["bench"]["BENCH_PP"] == "64"
+        (run,) = record["runs"]
+        assert (run["prompt_size"], run["response_size"]) == (64, 8) and run["pp_tokens_s"] > 0 < run["tg_tokens_s"]
         assert {p.name: p.read_bytes() for p in far_copy.iterdir()} == {p.name: p.read_bytes() for p in here.iterdir()}
         stop()
         # a second start moves nothing; a file damaged on one node is named and only it is sent again

@@ -13,6 +13,8 @@ no container on any node.
     serve lock IMAGE      write a deployment lock (--out FILE): the image by digest, the model's files
                           hashed on the head, the settings, the nodes; with --prompt, the running
                           cluster's greedy answers (`serve up --locked FILE` checks all of it)
+    serve bench           measure the running cluster started from --locked FILE with the image's
+                          bench.sh; the speeds written beside the lock (FILE.bench.json)
     serve status          each node's container: running or not, and the last line it printed
     serve logs            each node's container's last lines (--tail N, 50 by default)
     serve stop            remove the cluster's containers on every node
@@ -115,6 +117,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             p.add_argument("--sign", action="store_true", help="sign each cache pushed (--key or "
                                                                "ENGINEBUILD_SIGNING_KEY, as `push --sign`)")
             p.add_argument("--key", metavar="PRIVATE.pem", help="the signing key for --sign")
+    bench = sub.add_parser("bench", help="measure the running locked cluster (bench.sh), recorded beside the lock")
+    _common(bench)
+    bench.add_argument("--locked", required=True, metavar="FILE", help="the deployment lock it was started from")
+    bench.add_argument("-e", "--env", action="append", default=[], metavar="BENCH_KEY=VALUE",
+                       help="a bench.sh setting (BENCH_PP, BENCH_TG, BENCH_RUNS, BENCH_CONCURRENCY, BENCH_DEPTH, "
+                            "BENCH_BOOK)")
     status = sub.add_parser("status", help="each node's container: running or not, its last line")
     _common(status)
     logs = sub.add_parser("logs", help="each node's container's last lines")
@@ -145,6 +153,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         removed, left = serving.stop(nodes, None if args.all else args.cluster)
         print(f"serve: removed {removed} container(s) on {len(nodes)} node(s); {left} left")
         return 0 if left == 0 else EXIT_FAILED
+    if args.action == "bench":
+        return _bench(args, nodes)
     if args.action == "warm":
         return _warm(args, _request(args, nodes))
     if args.action == "lock":
@@ -171,6 +181,33 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                                       ready_s=0 if args.no_wait else _ready_timeout(args.ready_timeout),
                                       keep_failed=args.keep_failed)
     return _up(args, request)
+
+
+BENCH_KEYS = ("BENCH_PP", "BENCH_TG", "BENCH_RUNS", "BENCH_CONCURRENCY", "BENCH_DEPTH", "BENCH_BOOK")
+
+
+def _bench(args: argparse.Namespace, nodes: tuple[Node, ...]) -> int:
+    from enginebuild.serving.driver import ServeFailed
+    from enginebuild.usecases.deploying import bench
+
+    settings = {}
+    for pair in args.env:
+        key, _, value = pair.partition("=")
+        if key not in BENCH_KEYS or not re.fullmatch(r"[A-Za-z0-9_./ -]{1,512}", value):
+            raise UserError(f"--env {pair!r}: one of {', '.join(BENCH_KEYS)}=VALUE (letters, digits, _ . / - space)")
+        settings[key] = value
+    try:
+        written, runs = bench(nodes, args.cluster, Path(args.locked), settings,
+                              lambda line: print(f"serve: {line}", file=sys.stderr))
+    except ServeFailed as failed:
+        for line in failed.lines:
+            print(f"serve: {line}", file=sys.stderr)
+        return EXIT_FAILED
+    for run in runs:
+        print(f"pp {run.prompt_size} tg {run.response_size} x{run.concurrency}: {run.pp_tokens_s:.1f} tokens/s "
+              f"prompt, {run.tg_tokens_s:.1f} tokens/s generated")
+    print(f"serve: wrote {written}")
+    return 0
 
 
 def _ready_timeout(value: int) -> int:

@@ -380,11 +380,11 @@ READY = ("import os, sys, urllib.request\n"
          "    print(exc); sys.exit(1)\n")
 
 
-def exec_in(engine: Engine, ident: str, argv: list[str], limit_s: float) -> tuple[int | None, str]:
-    """`docker exec` of argv in a running container: its exit status (None: still running after
-    limit_s) and what it printed (at most 1 MiB)."""
-    made = engine.call("POST", f"/containers/{ident}/exec", body=json.dumps(
-        {"Cmd": argv, "AttachStdout": True, "AttachStderr": True}).encode(), headers={"Content-Type": "application/json"})
+def exec_in(engine: Engine, ident: str, argv: list[str], limit_s: float, env: tuple[str, ...] = ()) -> tuple[int | None, str]:
+    """`docker exec` of argv (with `env`, KEY=VALUE) in a running container: its exit status (None:
+    still running after limit_s) and what it printed (at most 1 MiB)."""
+    made = engine.call("POST", f"/containers/{ident}/exec", body=json.dumps({"Cmd": argv, "Env": list(env),
+        "AttachStdout": True, "AttachStderr": True}).encode(), headers={"Content-Type": "application/json"})
     if not made:
         return None, ""
     run = str(made["Id"])

@@ -1,5 +1,6 @@
-"""`serve lock`: a deployment pinned (serving/deployment.py) from what a start would use; and the
-check a `serve up --locked` start makes of its request against the lock, before anything runs."""
+"""`serve lock`: a deployment pinned (serving/deployment.py) from what a start would use; the
+check a `serve up --locked` start makes of its request against the lock, before anything runs;
+and `serve bench`: the speeds of a locked deployment, recorded beside its lock."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from enginebuild.errors import UserError
-from enginebuild.serving import answers, driver, weights
+from enginebuild.serving import answers, benchrecord, driver, weights
 from enginebuild.serving.deployment import Answer, Deployment, ModelPin, differences, hub_names
 from enginebuild.serving.driver import ServeFailed
+from enginebuild.serving.nodes import Node
 from enginebuild.usecases.serving import SECRET_NAMES, Request, model_mounts
 
 
@@ -77,3 +79,23 @@ def read_previous(path: Path) -> Deployment | None:
     from enginebuild.serving.deployment import read
 
     return read(path) if path.is_file() else None
+
+
+def bench(nodes: tuple[Node, ...], cluster: str, lock_path: Path, settings: dict[str, str],
+          say: Callable[[str], None]) -> tuple[Path, list[benchrecord.Run]]:
+    """The running cluster, started from the lock, measured by the image's bench.sh; the record
+    written beside the lock."""
+    from enginebuild.serving.deployment import read
+
+    locked = read(lock_path)
+    asked = tuple((n.name, n.address, "head" if i == 0 else "worker") for i, n in enumerate(nodes))
+    if asked != locked.nodes:
+        raise UserError(f"serve bench: these nodes are not the lock's ({lock_path})",
+                        hint="the nodes of enginebuild.yaml or --node, as `serve up --locked` started them")
+    head = driver.reach([nodes[0]])[0]
+    (state,) = driver.states([head], cluster)
+    if state.container is None or state.status != "running":
+        raise UserError(f"cluster {cluster}: not running on {head.node.name}: `serve up --locked {lock_path}` first")
+    say(f"bench: {benchrecord.BENCH} in {state.container} ({', '.join(f'{k}={v}' for k, v in settings.items())})")
+    runs = benchrecord.measured(head, state.container, settings)
+    return benchrecord.write(lock_path, benchrecord.record(locked, settings, runs)), runs
