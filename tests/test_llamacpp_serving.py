@@ -504,7 +504,8 @@ def test_a_locked_deployment_moves_only_the_weights_a_node_lacks_and_is_ready_on
         # the worker's copy is not the lock's: refused, naming the files, and nothing started
         refused = serve("up", "--locked", str(lock), "--cluster", "deploy", "--gpus", "none")
         assert refused.returncode == 1 and serving_containers() == [], refused.stderr
-        assert "worker: model tiny.gguf: missing (--move-weights copies" in refused.stderr, refused.stderr
+        assert "worker: model book.txt: missing (--move-weights copies" in refused.stderr, refused.stderr
+        assert "worker: model tiny.gguf: missing\n" in refused.stderr and "head: model" not in refused.stderr
         # moved once: the worker receives every file, the head nothing, then both are checked and it answers
         moved = serve("up", "--locked", str(lock), "--cluster", "deploy", "--gpus", "none", "--move-weights")
         assert moved.returncode == 0, moved.stdout + moved.stderr
