@@ -157,10 +157,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         return _bench(args, nodes)
     if args.action == "warm":
         return _warm(args, _request(args, nodes))
-    if args.action == "lock":
-        return _lock(args, _request(args, nodes))
     locked = None
-    if getattr(args, "locked", None):
+    if args.action == "up" and args.locked:
         from enginebuild.serving.deployment import read
 
         locked = read(Path(args.locked))
@@ -172,6 +170,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     if not args.image:
         raise UserError(f"serve {args.action}: give the IMAGE (or --locked FILE)")
     request = _request(args, nodes)
+    if args.action == "lock":
+        return _lock(args, request)
     if locked is not None:
         from enginebuild.usecases.deploying import against_lock
 
@@ -200,14 +200,18 @@ def _bench(args: argparse.Namespace, nodes: tuple[Node, ...]) -> int:
         written, runs = bench(nodes, args.cluster, Path(args.locked), settings,
                               lambda line: print(f"serve: {line}", file=sys.stderr))
     except ServeFailed as failed:
-        for line in failed.lines:
-            print(f"serve: {line}", file=sys.stderr)
+        _said(failed.lines)
         return EXIT_FAILED
     for run in runs:
         print(f"pp {run.prompt_size} tg {run.response_size} x{run.concurrency}: {run.pp_tokens_s:.1f} tokens/s "
               f"prompt, {run.tg_tokens_s:.1f} tokens/s generated")
     print(f"serve: wrote {written}")
     return 0
+
+
+def _said(lines: list[str]) -> None:
+    for line in lines:
+        print(f"serve: {line}", file=sys.stderr)
 
 
 def _ready_timeout(value: int) -> int:
@@ -221,8 +225,6 @@ def _lock(args: argparse.Namespace, request: Request) -> int:
     from enginebuild.serving.driver import ServeFailed
     from enginebuild.usecases.deploying import lock, read_previous
 
-    if not request.image:
-        raise UserError("serve lock: give the IMAGE (REGISTRY/REPO@sha256:DIGEST)")
     if not 1 <= args.max_tokens <= 4096:
         raise UserError(f"--max-tokens {args.max_tokens}: between 1 and 4096")
     out = Path(args.out)
@@ -230,8 +232,7 @@ def _lock(args: argparse.Namespace, request: Request) -> int:
         found = lock(request, args.prompt, args.max_tokens, read_previous(out),
                      lambda line: print(f"serve: {line}", file=sys.stderr))
     except ServeFailed as failed:
-        for line in failed.lines:
-            print(f"serve: {line}", file=sys.stderr)
+        _said(failed.lines)
         return EXIT_FAILED
     write(out, found)
     print(f"serve: wrote {out}: {found.image}, {len(found.nodes)} node(s), "
@@ -244,8 +245,7 @@ def _warm(args: argparse.Namespace, request: Request) -> int:
     from enginebuild.serving.driver import ServeFailed
     from enginebuild.usecases import serving
 
-    if not 1 <= args.ready_timeout <= 86400:
-        raise UserError(f"--ready-timeout {args.ready_timeout}: between 1 and 86400 seconds")
+    _ready_timeout(args.ready_timeout)
     if args.key and not args.sign:
         raise UserError("--key is the signing key of --sign: give --sign too")
     signer = load_signer(args.key) if args.sign else None
@@ -253,8 +253,7 @@ def _warm(args: argparse.Namespace, request: Request) -> int:
         pushed = serving.warm(request, lambda line: print(f"serve: {line}", file=sys.stderr), signer,
                               args.ready_timeout)
     except ServeFailed as failed:
-        for line in failed.lines:
-            print(f"serve: {line}", file=sys.stderr)
+        _said(failed.lines)
         print(f"serve: nothing of cluster {request.cluster} is left running; no cache was pushed", file=sys.stderr)
         return EXIT_FAILED
     for done in pushed:
@@ -327,8 +326,7 @@ def _up(args: argparse.Namespace, request: Request) -> int:
     try:
         served = serving.up(request, lambda line: print(f"serve: {line}", file=sys.stderr))
     except ServeFailed as failed:
-        for line in failed.lines:
-            print(f"serve: {line}", file=sys.stderr)
+        _said(failed.lines)
         if isinstance(failed, serving.NotAsLocked) and request.keep_failed:
             print(f"serve: cluster {request.cluster} is left running (--keep-failed): `serve stop --cluster "
                   f"{request.cluster}` removes it", file=sys.stderr)

@@ -175,7 +175,7 @@ def _networking(node: Node) -> JsonDoc:
     return {"NetworkingConfig": {"EndpointsConfig": {node.network: {"IPAMConfig": {key: node.address}}}}}
 
 
-def _create(engine: Engine, body: JsonDoc, name: str | None = None) -> str:
+def create(engine: Engine, body: JsonDoc, name: str | None = None) -> str:
     params = {"name": name} if name else None
     try:
         created = engine.call("POST", "/containers/create", params, body=json.dumps(body).encode(),
@@ -191,11 +191,11 @@ def _start(engine: Engine, ident: str, node: Node) -> None:
     try:
         engine.call("POST", f"/containers/{ident}/start")
     except EngineBuildError as exc:
-        _remove(engine, ident)
+        remove(engine, ident)
         raise ServeFailed([f"{node.name}: the engine cannot start its container: {exc.message}"]) from None
 
 
-def _remove(engine: Engine, ident: str) -> None:
+def remove(engine: Engine, ident: str) -> None:
     with contextlib.suppress(EngineBuildError):
         engine.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
 
@@ -219,7 +219,7 @@ def facts(each: Reached, image: str, cluster: str, gpus: bool, limit_s: float = 
             "Labels": {LABEL: cluster}, "HostConfig": _host_config(each.node, gpus, binds or [], ()),
             **_networking(each.node)}
     try:
-        ident = _create(each.engine, body)
+        ident = create(each.engine, body)
     except ServeFailed as failed:
         said = " ".join(failed.lines)
         sources = [b.split(":")[0] for b in binds or []]
@@ -237,7 +237,7 @@ def facts(each: Reached, image: str, cluster: str, gpus: bool, limit_s: float = 
             time.sleep(0.1)
         said = _logs(each.engine, ident)
     finally:
-        _remove(each.engine, ident)
+        remove(each.engine, ident)
     for line in reversed(said.splitlines()):
         if line.startswith("{"):
             try:
@@ -262,7 +262,7 @@ def helper(each: Reached, image: str, argv: list[str], gpus: bool, binds: list[s
                            # the one capability /proc/sys/vm/drop_caches asks, and /proc/sys writable:
                            # `--cap-add SYS_ADMIN --security-opt systempaths=unconfined`, not --privileged
                            **({"CapAdd": ["SYS_ADMIN"], "MaskedPaths": [], "ReadonlyPaths": []} if privileged else {})}}
-    ident = _create(each.engine, body)
+    ident = create(each.engine, body)
     try:
         if put is not None:
             folder, data = put
@@ -295,7 +295,7 @@ def helper(each: Reached, image: str, argv: list[str], gpus: bool, binds: list[s
                         shutil.copyfileobj(source, out, 1 << 20)
         return said
     finally:
-        _remove(each.engine, ident)
+        remove(each.engine, ident)
 
 
 MEMINFO = "import sys; sys.stdout.write(open('/proc/meminfo').read())"
@@ -333,7 +333,7 @@ def start(each: Reached, image: str, cluster: str, env: dict[str, str], join: Js
     name = container_name(cluster, each.node)
     if each.engine.call("GET", f"/containers/{name}/json"):
         raise ServeFailed([f"{each.node.name}: a container {name} exists already: `serve stop` first"])
-    ident = _create(each.engine, body, name)
+    ident = create(each.engine, body, name)
     _start(each.engine, ident, each.node)
     return ident
 
@@ -443,7 +443,7 @@ def stop(reached: list[Reached], cluster: str | None) -> int:
     removed = 0
     for engine in _engines(reached):
         for ident in _cluster(engine, cluster):
-            _remove(engine, ident)
+            remove(engine, ident)
             removed += 1
     return removed
 

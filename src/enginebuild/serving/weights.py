@@ -11,7 +11,6 @@ lock's on every node and moves nothing. A file the lock does not list is named, 
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import tarfile
 from collections.abc import Iterator
@@ -165,18 +164,10 @@ def _renamed(stream: IO[bytes], name: str, counted: _Counted) -> Iterator[bytes]
 @contextlib.contextmanager
 def _holder(each: Reached, image: str, cluster: str, binds: list[str]) -> Iterator[str]:
     """A container of the image with `binds`, created and never started (its archive is the folder's)."""
-    body = {"Image": image, "Entrypoint": ["true"], "Labels": {driver.LABEL: cluster}, "NetworkDisabled": True,
-            "HostConfig": {"NetworkMode": "none", "Mounts": driver.bind_mounts(binds)}}
-    try:
-        made = each.engine.call("POST", "/containers/create", body=json.dumps(body).encode(),
-                                headers={"Content-Type": "application/json"})
-    except EngineBuildError as exc:
-        raise ServeFailed([f"{each.node.name}: cannot hold the model's folder: {exc.message}"]) from None
-    ident = str((made or {}).get("Id") or "")
-    if not ident:
-        raise ServeFailed([f"{each.node.name}: cannot hold the model's folder"])
+    ident = driver.create(each.engine, {"Image": image, "Entrypoint": ["true"], "Labels": {driver.LABEL: cluster},
+                                        "NetworkDisabled": True,
+                                        "HostConfig": {"NetworkMode": "none", "Mounts": driver.bind_mounts(binds)}})
     try:
         yield ident
     finally:
-        with contextlib.suppress(EngineBuildError):
-            each.engine.call("DELETE", f"/containers/{ident}", {"force": "1", "v": "1"})
+        driver.remove(each.engine, ident)

@@ -11,15 +11,15 @@ from pathlib import Path
 from enginebuild.errors import UserError
 from enginebuild.serving import answers, benchrecord, driver, weights
 from enginebuild.serving.deployment import Answer, Deployment, ModelPin, differences, hub_names
-from enginebuild.serving.driver import ServeFailed
+from enginebuild.serving.driver import Reached, ServeFailed
 from enginebuild.serving.nodes import Node
 from enginebuild.usecases.serving import SECRET_NAMES, Request, model_mounts
 
 
-def described(req: Request, hash_model: bool = True) -> Deployment:
+def described(req: Request, head: Reached | None = None) -> Deployment:
     """The deployment a start of `req` is: the image by digest, the nodes and their roles, the
-    model's files as the head holds them (hashed there), the launcher's settings, the secrets this
-    shell would pass (by name)."""
+    model's files as the `head` holds them (hashed there; without a head, no file listed), the
+    launcher's settings, the secrets this shell would pass (by name)."""
     if "@sha256:" not in req.image:
         raise UserError(f"{req.image}: a deployment lock pins the image by digest",
                         hint="give REGISTRY/REPO@sha256:DIGEST (`push` prints it)")
@@ -27,8 +27,7 @@ def described(req: Request, hash_model: bool = True) -> Deployment:
     if req.model:
         model_mounts(req.model)  # an absolute path, or refused
         files: dict[str, tuple[int, str]] = {}
-        if hash_model:
-            head = driver.reach([req.nodes[0]])[0]
+        if head is not None:
             found = weights.listing(head, req.image, req.cluster, req.model)
             if found is None:
                 raise ServeFailed([f"{head.node.name}: --model {req.model}: no such folder on this node"])
@@ -44,18 +43,18 @@ def lock(req: Request, prompts: list[str], max_tokens: int, previous: Deployment
          say: Callable[[str], None]) -> Deployment:
     """The lock of `req`; with prompts, each answered by the running cluster (`serve up` first);
     without, the answers of the `previous` lock kept where it pinned the same image and model."""
-    found = described(req)
+    head = driver.reach([req.nodes[0]])[0]
+    found = described(req, head)
     if found.model is not None:
         size = sum(s for s, _ in found.model.files.values())
         say(f"model: {len(found.model.files)} file(s), {size} bytes, hashed on {req.nodes[0].name}")
     if prompts:
-        reached = driver.reach([req.nodes[0]])[0]
-        (state,) = driver.states([reached], req.cluster)
+        (state,) = driver.states([head], req.cluster)
         ident = state.container
         if ident is None or state.status != "running":
             raise UserError(f"cluster {req.cluster}: not running on {req.nodes[0].name}: the answers are recorded "
                             "from a running start (`serve up` with the same settings first)")
-        got = [Answer(p, max_tokens, answers.ask(reached, ident, p, max_tokens)) for p in prompts]
+        got = [Answer(p, max_tokens, answers.ask(head, ident, p, max_tokens)) for p in prompts]
         say(f"answers: {len(got)} recorded from cluster {req.cluster} (greedy, {max_tokens} token(s) each)")
         return Deployment(found.image, found.nodes, found.model, found.env, found.secrets, tuple(got))
     if previous is not None and previous.answers:
@@ -69,7 +68,7 @@ def lock(req: Request, prompts: list[str], max_tokens: int, previous: Deployment
 
 def against_lock(req: Request, locked: Deployment) -> None:
     """A start that is not the lock's is refused, every difference named."""
-    wrong = differences(locked, described(req, hash_model=False))
+    wrong = differences(locked, described(req))
     if wrong:
         raise UserError("serve up --locked: this start is not the lock's:\n  " + "\n  ".join(wrong),
                         hint="start it as the lock says, or write the lock again (`serve lock`)")
