@@ -45,6 +45,7 @@ def test_a_lock_is_written_sorted_and_read_back_the_same(tmp_path):
     (lambda d: d["answers"][0].pop("expected"), "answers[0].expected: required key is missing"),
     (lambda d: d["nodes"][1].update(role="boss"), "nodes[1].role: expected head or worker"),
     (lambda d: d.update(envs={}), "envs: unknown key"),
+    (lambda d: d["model"].update(path="/srv/models/../../etc"), "model.path: expected an absolute path without"),
 ])
 def test_a_wrong_key_is_named_with_its_file_and_line(tmp_path, edit, where):
     path = tmp_path / "deploy.lock.json"

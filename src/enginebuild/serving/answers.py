@@ -3,7 +3,9 @@
 Each prompt goes to the head's OpenAI-style `/v1/completions` on its PORT (vLLM's and
 llama-server's), asked inside the head's container (the engine may listen on the container's
 loopback only), greedy (temperature 0) for its `max_tokens`; the text the engine returns is the
-answer. A start is ready only when every answer is the lock's.
+answer. A start is ready only when every answer is the lock's. An engine started with an API
+key (VLLM_API_KEY, LLAMA_ARG_API_KEY, passed to the container by name) is asked with it, read
+from the container's own environment: the key never leaves the node.
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ from enginebuild.wire import loads
 ASK = ("import json, os, sys, urllib.request\n"
        "base = 'http://127.0.0.1:' + os.environ.get('PORT', '8000')\n"
        "body = {'prompt': sys.argv[1], 'max_tokens': int(sys.argv[2]), 'temperature': 0, 'seed': 0}\n"
+       "key = os.environ.get('VLLM_API_KEY') or os.environ.get('LLAMA_ARG_API_KEY')\n"
+       "auth = {'Authorization': 'Bearer ' + key} if key else {}\n"
        "try:\n"
-       "    listed = json.load(urllib.request.urlopen(base + '/v1/models', timeout=60))\n"
+       "    listed = json.load(urllib.request.urlopen(urllib.request.Request(base + '/v1/models', headers=auth),\n"
+       "                                              timeout=60))\n"
        "    body['model'] = listed['data'][0]['id']\n"
        "except Exception:\n"
        "    pass\n"
        "request = urllib.request.Request(base + '/v1/completions', data=json.dumps(body).encode(),\n"
-       "                                 headers={'Content-Type': 'application/json'})\n"
+       "                                 headers={'Content-Type': 'application/json', **auth})\n"
        "try:\n"
        "    answer = json.load(urllib.request.urlopen(request, timeout=float(sys.argv[3])))\n"
        "    print(json.dumps({'text': answer['choices'][0]['text']}))\n"

@@ -40,7 +40,8 @@ _PATH = r"(?!/)(?!.*(?:^|/)\.\.?(?:/|$))[^\x00\n]{1,1024}"  # relative, no `.` o
 SCHEMA = Record({
     "format": Int(minimum=FORMAT, maximum=FORMAT),
     "image": Str(pattern=DIGEST_REF, what="an image by digest: REGISTRY/REPO@sha256:DIGEST"),
-    "model": Record({"path": Str(pattern=r"/[^\x00\n:]{0,4095}", what="an absolute path (the same on every node)"),
+    "model": Record({"path": Str(pattern=r"/(?!.*(?:^|/)\.\.?(?:/|$))[^\x00\n:]{0,4095}",
+                                 what="an absolute path without . or .. parts (the same on every node)"),
                      "repository": Str(pattern=r"[A-Za-z0-9._-]+/[A-Za-z0-9._-]+", what="a hub repository ORG/NAME"),
                      "revision": Str(pattern=r"[0-9a-f]{40}", what="a 40-hex revision"),
                      "files": MapOf(_FILE, key_pattern=_PATH, key_what="a path relative to the model's folder",
