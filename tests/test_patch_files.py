@@ -2,7 +2,9 @@
 files holds, path for path, the bytes and modes of the image made with the patch in the
 component's build (`patches-as-files: false`); an edit of that patch writes one layer and builds
 nothing; a patch of a file the build rewrites is found out from the bytes and goes into the
-build, and `plan` names the file from then on."""
+build, and `plan` names the file from then on. What a build learns is written beside the lock
+(lockfiles/demo.routes.json), so a fresh machine with the same checkout plans the same keys."""
+import json
 import uuid
 
 import pytest
@@ -37,8 +39,24 @@ def settings(tag: str) -> str:
     return docker("run", "--rm", "--entrypoint", "demo-engine-settings", "-e", "MODEL_PATH=/m", tag).stdout
 
 
+def planned(workspace, home=None) -> list:
+    """What a plan decides (each component's key and routes, each layer's key), not what this
+    machine holds of it."""
+    proc = run_in_process(["plan", "demo", *AMD64, "--json"], workspace,
+                          env={"ENGINEBUILD_HOME": str(home)} if home else None)
+    assert proc.returncode == 0, proc.stderr
+    (doc,) = json.loads(proc.stdout)["images"]
+    return [(c["name"], c["key"], c.get("patch_routes")) for c in doc["components"]] + \
+        [(layer["name"], layer["key"]) for layer in doc["layers"]]
+
+
+def routes_file(workspace) -> list:
+    doc = json.loads((workspace / "lockfiles/demo.routes.json").read_text())
+    return [(c["component"], c["platform"], c["verbatim"]) for c in doc["components"]]
+
+
 def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspace, docker_engine, debian_reachable,
-                                                                       pypi_reachable):
+                                                                       pypi_reachable, tmp_path):
     marker = uuid.uuid4().hex[:8]
     with_python_patch(workspace, marker)
     plan = run_in_process(["plan", "demo", *AMD64], workspace).stdout
@@ -46,9 +64,12 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
     files_tag, build_tag = (f"enginebuild-test/patch-files:{n}-{marker}" for n in ("files", "build"))
     image(workspace, files_tag)
     assert f"model folder (mounted) {marker}" in settings(files_tag)  # run, through the command's link
-    # from the bytes now: the facts are known, the plan says so without "checked ... once built"
+    # learned from the bytes before the image was built, and written beside the lock: the plan says
+    # so without "not yet in the routes file", and a fresh machine (an empty home) plans the same keys
+    assert routes_file(workspace) == [("engine-py", "linux/amd64", {"py/engine_settings.py": True})]
     plan = run_in_process(["plan", "demo", *AMD64], workspace).stdout
-    assert "0002-settings-mounted.patch applied as files (1 file, " in plan and "once its build is made" not in plan
+    assert "0002-settings-mounted.patch applied as files (1 file, " in plan and "not yet in the routes file" not in plan
+    assert planned(workspace) == planned(workspace, tmp_path / "fresh-home")
     assert ". patches of engine-py as files (0002-settings-mounted.patch) " in plan  # the layer's name whole
 
     # an edit of the patch: no component built, the layer of patched files written again
@@ -96,7 +117,8 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
 
 
 def test_a_python_file_the_build_rewrites_is_found_out_and_its_patch_goes_into_the_build(workspace, docker_engine,
-                                                                                          debian_reachable, pypi_reachable):
+                                                                                          debian_reachable, pypi_reachable,
+                                                                                          tmp_path):
     marker = uuid.uuid4().hex[:8]
     script = workspace / "images/demo/engine/build_engine_py.sh"
     script.write_text(script.read_text().replace(
@@ -106,12 +128,19 @@ def test_a_python_file_the_build_rewrites_is_found_out_and_its_patch_goes_into_t
     tag = f"enginebuild-test/patch-files:rewritten-{marker}"
     proc = image(workspace, tag)
     said = proc.stdout + proc.stderr
-    assert "component engine-py: py/engine_settings.py is not installed verbatim by its build" in said, said
-    assert "its patch goes into the component's build; planned again" in said, said
+    assert "engine-py: py/engine_settings.py is not installed verbatim by its build: written to " \
+        "lockfiles/demo.routes.json; its patch goes into the component's build" in said, said
     assert f"model folder (mounted) {marker}" in settings(tag)
+    assert routes_file(workspace) == [("engine-py", "linux/amd64", {"py/engine_settings.py": False})]
     plan = run_in_process(["plan", "demo", *AMD64], workspace).stdout
     assert "engine-py: 0002-settings-mounted.patch into the build: py/engine_settings.py is not installed verbatim" \
         in plan, plan
+    # the checkout decides, not what this machine learned: a fresh home plans the same, and
+    # without the routes file this machine plans as a fresh checkout does (the patch as files)
+    assert planned(workspace) == planned(workspace, tmp_path / "fresh-home")
+    (workspace / "lockfiles/demo.routes.json").unlink()
+    plan = run_in_process(["plan", "demo", *AMD64], workspace).stdout
+    assert "0002-settings-mounted.patch applied as files (1 file, " in plan and "not yet in the routes file" in plan
     docker("rmi", tag, check=False)
 
 

@@ -5,10 +5,13 @@ replayed without unpacking the wheel)."""
 import base64
 import hashlib
 import io
+import json
 import tarfile
 import textwrap
 import zipfile
 from pathlib import Path
+
+import pytest
 
 from enginebuild.core.patchfile import parse_patch
 from enginebuild.errors import Where
@@ -43,7 +46,7 @@ def ref(tmp_path: Path, name: str, diff: str) -> PatchRef:
 
 
 def fact(path: str) -> dict:
-    return {path: (Placed(path, "", "0" * 64, 1, 0o644),)}
+    return {path: True}
 
 
 def routes(patches, facts=None, **kw):
@@ -55,12 +58,12 @@ def test_a_python_fix_is_applied_as_files_checked_once_built_and_by_the_facts_af
     fix = ref(tmp_path, "e/0001-fix.patch", modify("pkg/runner.py"))
     build, files, why = routes([fix])
     assert (build, files) == ([], ["e/0001-fix.patch"])
-    assert why["e/0001-fix.patch"][1].endswith("checked from the bytes once its build is made")
+    assert why["e/0001-fix.patch"][1].endswith("not yet in the routes file: `image` learns it from its build first")
     build, files, why = routes([fix], fact("pkg/runner.py"))
     assert files == ["e/0001-fix.patch"] and why["e/0001-fix.patch"][1].startswith("1 file, ")
     build, files, why = routes([fix], fact("pkg/other.py"))  # another file learned: this one is not known yet
-    assert files == ["e/0001-fix.patch"] and why["e/0001-fix.patch"][1].endswith("once its build is made")
-    build, files, why = routes([fix], {**fact("pkg/other.py"), "pkg/runner.py": ()})  # learned: not verbatim
+    assert files == ["e/0001-fix.patch"] and why["e/0001-fix.patch"][1].endswith("`image` learns it from its build first")
+    build, files, why = routes([fix], {**fact("pkg/other.py"), "pkg/runner.py": False})  # learned: not verbatim
     assert build == ["e/0001-fix.patch"] and why["e/0001-fix.patch"] == ("build", "pkg/runner.py is not installed "
                                                                           "verbatim")
 
@@ -233,3 +236,71 @@ def test_learning_one_file_and_those_named_alike_gives_what_learning_every_file_
         assert some[path] == every[path], path
     assert every["vllm/worker/runner.py"][0].at == "site/vllm/worker/runner.py"
     assert every["runner.py"] == () and every["vllm/gen.py"] == ()
+
+
+def _recipe(key: str = "a" * 64, verbatim: dict | None = None):
+    from enginebuild.lock.routesfile import Recipe
+
+    return Recipe("vllm", "linux/amd64", key, verbatim or {"vllm/runner.py": True})
+
+
+def test_what_a_build_learns_is_written_beside_the_lock_and_read_back_by_recipe(tmp_path):
+    from enginebuild.lock.routesfile import committed, record, routes_path
+
+    (tmp_path / "lockfiles").mkdir()
+    assert committed(tmp_path)("img")("a" * 64) is None  # no routes file: nothing known
+    assert record(tmp_path, "img", _recipe(verbatim={"vllm/runner.py": True}))
+    assert not record(tmp_path, "img", _recipe(verbatim={"vllm/runner.py": True}))  # already said: the file is not written again
+    assert record(tmp_path, "img", _recipe(verbatim={"vllm/other.py": False}))  # the same recipe: what it knew is kept
+    assert committed(tmp_path)("img")("a" * 64) == {"vllm/runner.py": True, "vllm/other.py": False}
+    text = routes_path(tmp_path, "img").read_text()
+    assert text.endswith("\n") and json.loads(text)["components"][0]["verbatim"] == \
+        {"vllm/other.py": False, "vllm/runner.py": True}
+    # another recipe of the same component and platform (a new pin, another build): the old one is no fact
+    assert record(tmp_path, "img", _recipe("b" * 64, {"vllm/runner.py": False}))
+    assert committed(tmp_path)("img")("a" * 64) is None
+    assert committed(tmp_path)("img")("b" * 64) == {"vllm/runner.py": False}
+    assert committed(tmp_path)("other")("b" * 64) is None  # an image's plan reads its own file, as its own lock
+
+
+@pytest.mark.parametrize("edit, where", [
+    (lambda d: d.update(format=9), "lockfiles/img.routes.json: not an enginebuild routes file"),
+    (lambda d: d["components"][0].update(recipe="../x"), "lockfiles/img.routes.json: components[0].recipe: '../x' is "
+                                                          "not a recipe"),
+    (lambda d: d["components"][0].update(platform="linux"), "components[0].platform: 'linux' is not a platform"),
+    (lambda d: d["components"][0]["verbatim"].update({"../etc/passwd": True}), "components[0].verbatim.../etc/passwd: "
+                                                                                 "expected a relative source path"),
+    (lambda d: d["components"][0]["verbatim"].update({"a.py": "yes"}), "components[0].verbatim.a.py: expected"),
+    (lambda d: d["components"][0].pop("recipe"), "components[0]: expected the keys component, platform, recipe"),
+])
+def test_a_routes_file_edited_wrong_is_an_error_naming_its_key_never_a_fact(tmp_path, edit, where):
+    from enginebuild.errors import LockError
+    from enginebuild.lock.routesfile import committed, record, routes_path
+
+    (tmp_path / "lockfiles").mkdir()
+    record(tmp_path, "img", _recipe())
+    path = routes_path(tmp_path, "img")
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(LockError) as caught:
+        committed(tmp_path)("img")
+    assert where in caught.value.message and "git checkout" in (caught.value.hint or "")
+    before = path.read_bytes()
+    with pytest.raises(LockError):  # nothing written over a file it cannot read
+        record(tmp_path, "img", _recipe(verbatim={"vllm/x.py": True}))
+    assert path.read_bytes() == before
+
+
+def test_a_routes_file_too_large_or_not_json_is_refused(tmp_path):
+    from enginebuild.errors import LockError
+    from enginebuild.lock.routesfile import LIMIT, committed, routes_path
+
+    (tmp_path / "lockfiles").mkdir()
+    path = routes_path(tmp_path, "img")
+    path.write_bytes(b"{" * 10)
+    with pytest.raises(LockError, match="not valid JSON"):
+        committed(tmp_path)("img")
+    path.write_bytes(b" " * (LIMIT + 1))
+    with pytest.raises(LockError, match="not a routes file"):
+        committed(tmp_path)("img")

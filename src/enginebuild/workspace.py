@@ -103,14 +103,13 @@ class Workspace:
 
     def plan_options(self, *, build_args: dict[str, str] | None = None, on: str | None = None,
                      only: frozenset[str] | None = None, strict: bool = True) -> Options:
-        """Options for planning here: what is given, and the environment's SOURCE_DATE_EPOCH
-        (the plan itself reads no environment)."""
-        from enginebuild.io.store import Store
+        """Options for planning here: what is given, the environment's SOURCE_DATE_EPOCH (the
+        plan itself reads no environment) and the checkout's routes files (lock/routesfile.py)."""
+        from enginebuild.lock.routesfile import committed
         from enginebuild.plan.image import LAYER_KINDS, Options
-        from enginebuild.plan.routes import stored_facts
 
         return Options(build_args=build_args or {}, on=on, only=only or frozenset(LAYER_KINDS), strict=strict,
-                       source_date_epoch=settings().source_date_epoch, facts=stored_facts(Store(self.home)))
+                       source_date_epoch=settings().source_date_epoch, facts=committed(self.root))
 
     def broken(self) -> dict[str, UserError]:
         """The catalogue's specs that do not load, each with its error (one bad spec does not stop

@@ -89,6 +89,12 @@ class FilesOfPatches(Protocol):
 
     def image_path(self, placed: Any) -> str: ...
 
+    def learn(self, store: Store, image: str, record: ComponentOutput, known: Mapping[str, tuple[Any, ...]],
+              paths: list[str]) -> Mapping[str, tuple[Any, ...]]:
+        """Whether the component's build installs `paths` verbatim, and where, from its bytes (kept
+        in the store with what was `known`)."""
+        ...
+
 
 class BasePuller(Protocol):
     def ensure_pulled(self, ref: str) -> None: ...

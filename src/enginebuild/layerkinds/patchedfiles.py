@@ -29,15 +29,18 @@ if TYPE_CHECKING:
     from enginebuild.layerkinds.verbatim import Facts, OutputMember, Placed
 
 if TYPE_CHECKING:
+    from enginebuild.io.store import Store
     from enginebuild.io.tars import TarWriter
 
 
 class NotVerbatim(BuildFailed):
-    """A file a patch was routed for is not installed verbatim by the component's build: the
-    image is planned again with that patch in the build (the fact is kept)."""
+    """A file a patch was routed for is not installed verbatim by the component's build (the fact
+    is kept in the store): the plan stood on a routes file that did not know it, or said
+    otherwise. `image` learns the routes before it builds (usecases/learning.py)."""
 
     def __init__(self, component: str, path: str, why: str):
-        super().__init__(f"component {component}: {path} {why}")
+        super().__init__(f"component {component}: {path} {why}",
+                         hint="the routes file beside the lock does not say so: `image` learns it and plans again")
         self.component, self.path = component, path
 
 
@@ -74,7 +77,7 @@ class PatchedFiles(LayerPayload):
         facts = read_facts(job.store, self.component_key) or {}
         unknown = [path for path in self.paths if path not in facts]
         if unknown:
-            facts = self.learn(job, record, facts, unknown)
+            facts = self.learn(job.store, job.image, record, facts, unknown)
         found = self.originals(job, record, facts)
         originals = {path: found[facts[path][0].at] for path in self.paths}
         tree = FileMap({path: (data, placed.mode) for path, (placed, _, data) in originals.items()},
@@ -112,7 +115,7 @@ class PatchedFiles(LayerPayload):
                 raise NotVerbatim(self.component, path, "is not installed verbatim by its build (its bytes are in "
                                                         "no file of its outputs)")
         found: dict[str, tuple[Placed, OutputMember, bytes]] = {}
-        for member in self.members(job, record, set(wanted)):
+        for member in self.members(job.store, record, set(wanted)):
             path = wanted[member.at]
             placed = next(p for p in facts[path] if p.at == member.at and p.wheel == member.wheel)
             data = member.read()
@@ -134,7 +137,7 @@ class PatchedFiles(LayerPayload):
         placed = [p for path in self.paths for p in facts[path] if p.at.endswith(".py")]
         if not placed:
             return
-        members = [(m.wheel, m.at) for m in self.members(job, record) if m.at.endswith(".pyc")]
+        members = [(m.wheel, m.at) for m in self.members(job.store, record) if m.at.endswith(".pyc")]
         for each in placed:
             folder, _, base = each.at.rpartition("/")
             cache = f"{folder}/__pycache__" if folder else "__pycache__"
@@ -164,20 +167,20 @@ class PatchedFiles(LayerPayload):
         info.size = len(data)
         writer.add_member(info, io.BytesIO(data))
 
-    def members(self, job: WriteJob, record: ComponentOutput, wanted: set[str] | None = None) -> Iterable[OutputMember]:
+    def members(self, store: Store, record: ComponentOutput, wanted: set[str] | None = None) -> Iterable[OutputMember]:
         from enginebuild.layerkinds.verbatim import tar_members, wheel_members
 
         if self.outputs_kind == "wheels":
             for filename, sha, _ in sorted(record.wheels):
-                for member in wheel_members(job.store.whole(sha, filename), filename):
+                for member in wheel_members(store.whole(sha, filename), filename):
                     if wanted is None or member.at in wanted:
                         yield member
             return
-        for member in tar_members(job.store.whole(record.sha256, f"outputs of {self.component}")):
+        for member in tar_members(store.whole(record.sha256, f"outputs of {self.component}")):
             if wanted is None or member.at in wanted:
                 yield member
 
-    def learn(self, job: WriteJob, record: ComponentOutput, known: Facts,
+    def learn(self, store: Store, image: str, record: ComponentOutput, known: Facts,
               paths: list[str]) -> dict[str, tuple[Placed, ...]]:
         """Whether the build installs `paths` verbatim (and where), from the tree it was given and
         what it made, added to what is `known` and kept."""
@@ -187,21 +190,21 @@ class PatchedFiles(LayerPayload):
 
         origin = self.tree.origin
         assert isinstance(origin, FromSource)
-        ctx = Context(job.store.home, mtime=self.epoch)
+        ctx = Context(store.home, mtime=self.epoch)
         pristine = origin.source.tree(ctx)
         listing = pristine.listing()
         if listing is None:  # a tree that cannot list its files: every file of the tree, from its tar
             tree = patched_tree(ctx, self.tree.label or self.component, origin.source, origin.patches,
-                                self.tree.digest, job.image, origin.only)
-            names = {m.at.rsplit("/", 1)[-1] for m in self.members(job, record)}
-            sources = source_files(job.store.whole(tree.sha256, f"source tree of component {self.component}"),
+                                self.tree.digest, image, origin.only)
+            names = {m.at.rsplit("/", 1)[-1] for m in self.members(store, record)}
+            sources = source_files(store.whole(tree.sha256, f"source tree of component {self.component}"),
                                    lambda p: p.rsplit("/", 1)[-1] in names)
         else:  # the files named as `paths` are, as the build received them (its patches applied, its inputs)
             changed: dict[str, bytes | None] = {}
             if origin.patches:
                 outcome = check_stack([p.patch for p in origin.patches], pristine)
                 if outcome.first_failure is not None:
-                    raise stack_failure(self.component, pristine.description, outcome.first_failure, job.image)
+                    raise stack_failure(self.component, pristine.description, outcome.first_failure, image)
                 changed = outcome.files
             declared = declared_matcher(origin.only)
             present = (set(listing) - {p for p, data in changed.items() if data is None}) | \
@@ -213,8 +216,8 @@ class PatchedFiles(LayerPayload):
                 data = changed[path] if path in changed else read[path]
                 if data is not None:
                     sources[path] = (len(data), keys.sha(data))
-        facts = {**known, **{path: () for path in paths}, **learn(sources, self.members(job, record))}
-        keep_facts(job.store, self.component_key, facts)
+        facts = {**known, **{path: () for path in paths}, **learn(sources, self.members(store, record))}
+        keep_facts(store, self.component_key, facts)
         return facts
 
     def patched_files(self) -> PatchedFiles:

@@ -8,7 +8,6 @@ components it needs: nothing of the runtime image or of other components.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from enginebuild.core import keys
 from enginebuild.errors import SpecError
@@ -18,15 +17,12 @@ from enginebuild.lock.inputs import release_input
 from enginebuild.plan.envs import SCRIPT, STEP_FILES, EnvPlanner, mounts, parent_ref, script_run
 from enginebuild.plan.model import ComponentNode, EnvNode
 from enginebuild.plan.render import TEMPLATES, render
-from enginebuild.plan.routes import FactsReader, Route, no_facts, route_patches
+from enginebuild.plan.routes import Facts, FactsReader, Route, no_facts, route_patches
 from enginebuild.plan.writers import COMPONENT_WRITER, SOURCE_TREE_WRITER, code_digest
 from enginebuild.sources import Pinned
 from enginebuild.sources.globs import declared_matcher
 from enginebuild.spec.model import Component, PatchRef
 from enginebuild.wire import JsonDoc
-
-if TYPE_CHECKING:
-    from enginebuild.layerkinds.verbatim import Facts
 
 ROUTED_OUTPUTS = ("wheels", "paths", "prefix")  # outputs a patch can be applied to as files (plan/routes.py)
 SOURCES = "/opt/enginebuild/sources"
@@ -195,8 +191,9 @@ def _dockerfile(planner: EnvPlanner, comp: Component, builder: EnvNode, ctx: _Co
 def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, needed: dict[str, ComponentNode],
                    build_args: dict[str, str], cuda_archs: tuple[str, ...] = (),
                    facts: FactsReader = no_facts, refused: str = "") -> ComponentNode:
-    """`facts`: what earlier builds learned, per recipe key (the key without patches): the files
-    each build installs verbatim (plan/routes.py routes the patch stack by them); `refused`: why
+    """`facts`: what the checkout's routes files say, per recipe key (the key without the patches
+    applied as files): the files each build installs verbatim (plan/routes.py routes the patch
+    stack by them); `refused`: why
     none of its patches may be applied as files."""
     _check_builder(comp, builder)
     source: ContextItem | None = None
@@ -223,8 +220,8 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     if source is not None and pinned_source is not None and comp.patches:
         why = refused or ("" if comp.patches_as_files else "patches-as-files: false") or \
             ("" if comp.outputs.kind in ROUTED_OUTPUTS else f"its outputs are {comp.outputs.kind}")
-        # routed by what the build of the patches that go into it installs verbatim (learned once it is
-        # made): a patch found to touch another file goes into the build, whose own facts are read next
+        # routed by what the build of the patches that go into it installs verbatim (as the routes
+        # files say): a patch found to touch another file goes into the build, whose own facts are read next
         known: Facts | None = None
         while True:
             build_patches, file_patches, routes = route_patches(comp.patches, known, inputs=comp.inputs, refused=why)

@@ -28,7 +28,7 @@ from enginebuild.plan.model import (
     ImageSettings,
     LayerNode,
 )
-from enginebuild.plan.routes import FactsReader, no_facts
+from enginebuild.plan.routes import RoutesReader, no_routes
 from enginebuild.plan.writers import layer_key
 from enginebuild.spec.model import ENV_REF, FileGroup, ImageSpec
 from enginebuild.wire import JsonDoc
@@ -47,7 +47,8 @@ class Options:
     source_date_epoch: int | None = None  # SOURCE_DATE_EPOCH, as the caller read it (the plan reads no environment)
     flavour: str | None = None  # local tags of their own (`enginebuild/IMAGE:FLAVOUR`) for a build that is not the
     #                             catalogue's image (a behaviour check's build without a patch): its tags stay the user's
-    facts: FactsReader = no_facts  # which files each recipe's build installs verbatim (plan/routes.py), as learned
+    # which files each recipe's build installs verbatim: the image's routes file (lock/routesfile.py)
+    facts: RoutesReader = no_routes
 
 
 
@@ -220,7 +221,7 @@ def _components(spec: ImageSpec, planner: EnvPlanner, options: Options,
         users = [c.name for c in spec.components if comp.name in c.needs and c.name in used]
         refused = f"component {users[0]} builds on its outputs" if users else ""
         components[comp.name] = component_node(planner, comp, builders[role], components, options.build_args,
-                                               comp.cuda_archs or spec.cuda_archs, options.facts, refused)
+                                               comp.cuda_archs or spec.cuda_archs, options.facts(spec.lock_name), refused)
     return components
 
 

@@ -8,27 +8,21 @@ A patch that adds, deletes, renames or changes the mode of a file, a binary patc
 touches a file the build does not install verbatim goes into the build; so does a patch that
 shares a file with a patch that goes into the build (its change applies on top of the other's).
 
-Until a file's patch was first applied as files here, whether the build installs it verbatim is
-not known: a patch that only changes files is routed as files, and the layer that applies it
-learns and checks the bytes when it is written (a file found not verbatim is remembered, and the
-image is planned again with that patch in the build). Either way the same recipe ends on the
-same routes, on every machine.
+Whether a build installs a file verbatim is a fact committed beside the lock
+(lock/routesfile.py: `lockfiles/<lock>.routes.json`), so the routes, and every key, are a
+function of the checkout. A file the routes file does not know yet is routed as files (the rule
+`plan` prints: "not yet in the routes file"); `image` learns it from the build of the component
+without that patch before it builds the image (usecases/learning.py), writes it there, and
+plans again from the files: a file found not verbatim puts its patch into the build.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from enginebuild.sources.globs import declared_matcher
 from enginebuild.spec.model import PatchRef
-
-if TYPE_CHECKING:
-    from enginebuild.layerkinds.verbatim import Facts
-
-if TYPE_CHECKING:
-    from enginebuild.io.store import Store
 
 
 @dataclass(frozen=True)
@@ -51,18 +45,18 @@ class Route:
         return {"patch": self.patch, "route": self.route, "why": self.why}
 
 
-FactsReader = Callable[[str], "Facts | None"]
+Facts = Mapping[str, bool]  # source path -> installed verbatim by the build (absent: not known)
+FactsReader = Callable[[str], "Facts | None"]  # a recipe key (the build without the patches as files) -> its facts
+RoutesReader = Callable[[str], FactsReader]  # a lock's name -> what its routes file says
+UNKNOWN = "; not yet in the routes file: `image` learns it from its build first"
 
 
 def no_facts(recipe_key: str) -> Facts | None:
     return None
 
 
-def stored_facts(store: Store) -> FactsReader:
-    """What the store learned, per recipe key (the key of a component's build without patches)."""
-    from enginebuild.layerkinds.verbatim import read_facts
-
-    return lambda recipe_key: read_facts(store, recipe_key)
+def no_routes(lock_name: str) -> FactsReader:
+    return no_facts
 
 
 def _why_not(patch: PatchRef, facts: Facts | None) -> str | None:
@@ -146,7 +140,7 @@ def route_patches(patches: tuple[PatchRef, ...], facts: Facts | None, *, inputs:
             count = len({f.path for f in patch.patch.files})
             size = patch.path.stat().st_size if patch.path.is_file() else 0
             known = facts is not None and all(f.path in facts for f in patch.patch.files)
-            checked = "" if known else "; checked from the bytes once its build is made"
+            checked = "" if known else UNKNOWN
             routes.append(Route(patch.name, "files", f"{count} file{'s' if count != 1 else ''}, {_kb(size)}{checked}"))
         elif patch.name in outside:
             routes.append(Route(patch.name, "outside", "it touches none of the declared inputs"))

@@ -151,7 +151,8 @@ def copied_paths(root: Path, spec: Any) -> list[Path]:  # an ImageSpec (state/ i
 def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:  # an ImageSpec
     """Every other file and folder whose change could change the plan of this spec."""
     paths = [root / "images" / name / "image.yaml" for name in spec.chain]
-    paths += [root / "lockfiles" / f"{spec.lock_name}.lock", root / "enginebuild.yaml"]
+    paths += [root / "lockfiles" / f"{spec.lock_name}.lock", root / "lockfiles" / f"{spec.lock_name}.routes.json",
+              root / "enginebuild.yaml"]
     paths += [p.path for _, p in spec.all_patches]
     paths += [p.checks_file for _, p in spec.all_patches]  # what `image` runs in the image it built
     sources = []

@@ -30,7 +30,6 @@ from enginebuild.io.store import BadBlob, Store
 from enginebuild.kernels.image import declared_of, verify_plan
 from enginebuild.kernels.runtime import check_plan
 from enginebuild.layerkinds.context import FromSource
-from enginebuild.layerkinds.patchedfiles import NotVerbatim
 from enginebuild.lock.lockfile import input_where, stale_inputs
 from enginebuild.oci.engine import EngineApi, EngineUnavailable, holds
 from enginebuild.patches.check import check_stack
@@ -43,6 +42,7 @@ from enginebuild.spec.model import ImageSpec
 from enginebuild.state.decision import decide
 from enginebuild.state.lastsettings import remember_settings
 from enginebuild.state.memo import PlanMemo, RunOptions, copied_paths, other_input_paths
+from enginebuild.usecases.learning import learn_routes, patched_files
 from enginebuild.usecases.locking import lock_image
 from enginebuild.usecases.targets import builders_of, parse_local_tag, platforms_of
 from enginebuild.wire import JsonDoc
@@ -175,7 +175,13 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         plan = plan_image(spec, lock, platform, options)
         faults.reached("image.planned")
         check_stacks_first(ws, plan)
-        plan, outcome = build_routed(ws, spec, plan, lock, options, request, cache, listed)
+        if patched_files(plan):  # what the plan's patches applied as files stand on, known before the build
+            learnt = learn_routes(ws, spec, lock, plan, options,
+                                  executor_for(ws, spec, request, cache, rebuild=False))[0]
+            if learnt is not plan:
+                plan = learnt
+                check_stacks_first(ws, plan)
+        outcome = build_platform(ws, spec, plan, request, cache, listed)
         built.append(plan)
         tags, remembered = _tag_as_asked(name, plan, outcome, request, listed, ws.engine())
         if request.load:  # what a later no-op or file edit answers from: the engine's image
@@ -242,33 +248,13 @@ def what_was_done(plan: ImagePlan, outcome: Outcome, cache: LayerCache | None) -
     return done
 
 
-def build_routed(ws: Workspace, spec: ImageSpec, plan: ImagePlan, lock: Lock | None, options: Options,
-                 request: BuildRequest, cache: LayerCache | None,
-                 platforms: tuple[str, ...]) -> tuple[ImagePlan, Outcome]:
-    """Build the plan; where a patch routed as files turns out to touch a file its component's
-    build does not install verbatim (learned from the bytes as the layer is written, and kept),
-    plan again, that patch now in the build, and build that plan."""
-    while True:
-        try:
-            return plan, build_platform(ws, spec, plan, request, cache, platforms)
-        except NotVerbatim as exc:
-            again = plan_image(spec, lock, plan.platform, options)
-            if [c.key for c in again.components] == [c.key for c in plan.components]:
-                raise  # learned nothing that routes otherwise: never loop
-            output().say(f"  {exc.message}: its patch goes into the component's build; planned again")
-            plan = again
-
-
 def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: BuildRequest, cache: LayerCache | None,
                    platforms: tuple[str, ...]) -> Outcome:
     """Build one platform's plan. A stored file found damaged on the way has been named and
     deleted (see io/store.py); the build then runs again and makes or fetches it anew."""
 
-    builders = builders_of(ws, request.builder)
     for attempt in range(1, ATTEMPTS + 1):
-        executor = Executor(ws.home, rebuild=request.rebuild, builder_name=request.buildx_builder,
-                            verbose=request.verbose, cache=cache, scanner=Scanner(spec, store=Store(ws.home)),
-                            jobs=request.jobs, builders=builders, engine=ws.engine())
+        executor = executor_for(ws, spec, request, cache)
         try:
             return executor.build(plan, platforms, load=request.load)
         except BadBlob as exc:
@@ -276,6 +262,14 @@ def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: Bui
                 raise
             output().say(f"  warning: {exc.message}; building again without it")
     raise AssertionError("unreachable")
+
+
+def executor_for(ws: Workspace, spec: ImageSpec, request: BuildRequest, cache: LayerCache | None,
+                 rebuild: bool | None = None) -> Executor:
+    return Executor(ws.home, rebuild=request.rebuild if rebuild is None else rebuild,
+                    builder_name=request.buildx_builder, verbose=request.verbose, cache=cache,
+                    scanner=Scanner(spec, store=Store(ws.home)), jobs=request.jobs,
+                    builders=builders_of(ws, request.builder), engine=ws.engine())
 
 
 def build_components(ws: Workspace, name: str, request: BuildRequest, options: Options,

@@ -1,0 +1,83 @@
+"""Learning the routes before the build: which files a component's build installs verbatim.
+
+The plan routes a patch that only changes files by what the checkout's routes files say
+(lockfiles/<lock>.routes.json, lock/routesfile.py); a file they do not know yet is routed as
+files. Before an image is built, every component with patches applied as files is checked
+here: the facts its layer of patched files will stand on are learned from the bytes of the
+component's build without those patches (the build the plan makes anyway: it is built first,
+or taken from the store or the registry cache), kept in the store with where each file is
+installed, and written to the routes file where it does not already say them. A file found
+not verbatim puts its patch into the build: the image is then planned again from the files,
+and that plan is the one built. So the plan is always a function of the checkout, and the
+writer of the layer never has to route anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from enginebuild.execution.executor import Executor
+from enginebuild.io.progress import output
+from enginebuild.io.store import Store
+from enginebuild.layerkinds.verbatim import read_facts
+from enginebuild.lock import routesfile
+from enginebuild.plan.image import Options, plan_image
+
+if TYPE_CHECKING:
+    from enginebuild.layerkinds.base import FilesOfPatches
+    from enginebuild.lock.lockfile import Lock
+    from enginebuild.plan.model import ImagePlan
+    from enginebuild.spec.model import ImageSpec
+    from enginebuild.workspace import Workspace
+
+
+def patched_files(plan: ImagePlan) -> list[FilesOfPatches]:
+    """The layers of patched files of a plan, one per component with patches applied as files."""
+    return [files for layer in plan.runtime.layers if (files := layer.payload.patched_files()) is not None]
+
+
+def learn_routes(ws: Workspace, spec: ImageSpec, lock: Lock | None, plan: ImagePlan, options: Options,
+                 executor: Executor) -> tuple[ImagePlan, Options]:
+    """The plan to build, once every file a patch applied as files changes is known, and the
+    options that made it (their facts read from the routes files as they are now)."""
+    store = Store(ws.home)
+    for _ in range(1 + sum(len(c.file_patches) for c in plan.components)):  # each round moves a patch or ends
+        wrote = False
+        layers = patched_files(plan)
+        unknown = [each for each in layers if any(p not in (read_facts(store, each.component_key) or {})
+                                                  for p in each.paths)]
+        if unknown:
+            executor.components(plan, frozenset(each.component for each in unknown))
+        said = options.facts(spec.lock_name)
+        for each in layers:
+            facts: Mapping[str, tuple[object, ...]] = read_facts(store, each.component_key) or {}
+            missing = [p for p in each.paths if p not in facts]
+            if missing:
+                record = executor.output_record(plan.component(each.component))
+                assert record is not None, f"component {each.component} was just built"
+                facts = each.learn(store, plan.image, record, facts, missing)
+            verbatim = {path: bool(facts[path]) for path in each.paths}
+            before = said(each.component_key) or {}
+            if all(before.get(p) == v for p, v in verbatim.items()):
+                continue
+            routesfile.record(ws.root, spec.lock_name,
+                              routesfile.Recipe(each.component, plan.platform, each.component_key, verbatim))
+            wrote = True
+            where = f"lockfiles/{spec.lock_name}.routes.json"
+            for path, value in sorted(verbatim.items()):
+                if before.get(path) == value:
+                    continue
+                if value:
+                    output().say(f"  {each.component}: {path} is installed verbatim by its build: written to {where}")
+                else:
+                    was = " (it said verbatim)" if before.get(path) else ""
+                    output().say(f"  {each.component}: {path} is not installed verbatim by its build{was}: "
+                                 f"written to {where}; its patch goes into the component's build")
+        if not wrote:
+            return plan, options
+        options = dataclasses.replace(options, facts=routesfile.committed(ws.root))
+        plan = plan_image(spec, lock, plan.platform, options)
+    return plan, options
+
