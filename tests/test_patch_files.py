@@ -141,6 +141,11 @@ def test_a_python_file_the_build_rewrites_is_found_out_and_its_patch_goes_into_t
     (workspace / "lockfiles/demo.routes.json").unlink()
     plan = run_in_process(["plan", "demo", *AMD64], workspace).stdout
     assert "0002-settings-mounted.patch applied as files (1 file, " in plan and "not yet in the routes file" in plan
+    # `lock --routes` learns it again, here from what the store kept (no build): the file is back
+    relearnt = run_in_process(["lock", "demo", "--routes", *AMD64], workspace)
+    assert relearnt.returncode == 0, relearnt.stdout + relearnt.stderr
+    assert "a patch goes into its component's build on linux/amd64" in relearnt.stdout, relearnt.stdout
+    assert routes_file(workspace) == [("engine-py", "linux/amd64", {"py/engine_settings.py": False})]
     docker("rmi", tag, check=False)
 
 

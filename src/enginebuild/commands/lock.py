@@ -2,7 +2,10 @@
 lockfiles/<image>.lock. Inputs whose request is unchanged keep their pins unless --update; an
 input that fails to resolve again keeps its previous pin (and says so).
 With --check: no network; exit 1 when a lock is missing or stale, naming the input.
-With --locked: resolve nothing; exit 2 naming the spec line of any input the lock does not pin."""
+With --locked: resolve nothing; exit 2 naming the spec line of any input the lock does not pin.
+With --routes: also learn what lockfiles/<image>.routes.json lacks (which files the builds its
+patches applied as files stand on install verbatim: those components are built or fetched, no
+image is made), as `image` does before it builds."""
 
 from __future__ import annotations
 
@@ -27,6 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--update", action="store_true", help="re-resolve every input, even unchanged ones")
     parser.add_argument("--locked", action="store_true",
                         help="resolve nothing: exit 2 naming the spec line of any input the lock does not pin")
+    parser.add_argument("--routes", action="store_true",
+                        help="also learn what lockfiles/IMAGE.routes.json lacks: the components that patches "
+                             "applied as files stand on are built (or fetched) and read; no image is made")
+    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
+                        help="with --routes: the platforms to learn for (default: the spec's)")
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
@@ -54,6 +62,13 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             pinned = "NOT pinned" if inp in locked.unresolved else "pinned only in part"
             output().say(f"{name}: {inp} is {pinned}: {why}")
         lint_kernels(ws, locked.spec, locked.lock)
+        if args.routes and not locked.lock.blocked():
+            from enginebuild.usecases.learning import learn_image
+
+            moved = learn_image(ws, name, args.platform)
+            print(f"{name}: the routes of its patches are known (lockfiles/{locked.spec.lock_name}.routes.json)"
+                  if not moved else
+                  f"{name}: a patch goes into its component's build on {', '.join(moved)} (the routes file says why)")
     if failed:
         output().say("some inputs could not be resolved here; `image` refuses to build those images until "
                      "`lock` runs where their sources are reachable")

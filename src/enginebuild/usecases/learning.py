@@ -44,7 +44,7 @@ def learn_routes(ws: Workspace, spec: ImageSpec, lock: Lock | None, plan: ImageP
     options that made it (their facts read from the routes files as they are now)."""
     store = Store(ws.home)
     for _ in range(1 + sum(len(c.file_patches) for c in plan.components)):  # each round moves a patch or ends
-        wrote = False
+        moved = False
         layers = patched_files(plan)
         unknown = [each for each in layers if any(p not in (read_facts(store, each.component_key) or {})
                                                   for p in each.paths)]
@@ -64,7 +64,7 @@ def learn_routes(ws: Workspace, spec: ImageSpec, lock: Lock | None, plan: ImageP
                 continue
             routesfile.record(ws.root, spec.lock_name,
                               routesfile.Recipe(each.component, plan.platform, each.component_key, verbatim))
-            wrote = True
+            moved = moved or not all(verbatim.values())
             where = f"lockfiles/{spec.lock_name}.routes.json"
             for path, value in sorted(verbatim.items()):
                 if before.get(path) == value:
@@ -75,9 +75,34 @@ def learn_routes(ws: Workspace, spec: ImageSpec, lock: Lock | None, plan: ImageP
                     was = " (it said verbatim)" if before.get(path) else ""
                     output().say(f"  {each.component}: {path} is not installed verbatim by its build{was}: "
                                  f"written to {where}; its patch goes into the component's build")
-        if not wrote:
-            return plan, options
         options = dataclasses.replace(options, facts=routesfile.committed(ws.root))
+        if not moved:  # a file now known verbatim keeps its patch's route (and every key)
+            return plan, options
         plan = plan_image(spec, lock, plan.platform, options)
     return plan, options
 
+
+
+def learn_image(ws: Workspace, name: str, platforms: list[str]) -> list[str]:
+    """`lock --routes`: what an image's routes file lacks, learned for each platform asked (the
+    components its patches applied as files stand on built, or taken from the store or the
+    registry cache; no image is made); the platforms whose plan changed by it."""
+    from enginebuild.execution.cache import cache_from_settings
+    from enginebuild.execution.secretscan import Scanner
+    from enginebuild.usecases.targets import builders_of, platforms_of
+
+    spec = ws.spec(name)
+    lock = ws.lock(spec)
+    options = ws.plan_options()
+    cache = cache_from_settings(ws.root, None, False, False)
+    moved = []
+    for platform in platforms_of(spec, platforms):
+        plan = plan_image(spec, lock, platform, options)
+        if not patched_files(plan):
+            continue
+        executor = Executor(ws.home, cache=cache, scanner=Scanner(spec, store=Store(ws.home)),
+                            builders=builders_of(ws, []), engine=ws.engine())
+        learnt, options = learn_routes(ws, spec, lock, plan, options, executor)
+        if learnt is not plan:
+            moved.append(platform)
+    return moved
