@@ -98,3 +98,32 @@ def test_every_kind_of_the_catalogue_is_listed_and_answers_for_itself():
         assert writes != kind.by_command, kind.__name__
         assert (kind.commands is not LayerPayload.commands) == kind.by_command, kind.__name__
         assert kind.key is LayerPayload.key, f"{kind.__name__} keys itself by hand, not from its fields"
+
+
+def test_an_image_deeper_than_docker_holds_is_refused_before_anything_is_loaded(tmp_path):
+    """Docker's layer store loads an image of 125 layers and refuses one of 126 ("max depth
+    exceeded", measured on this machine's engine): the assembler refuses the 126th before it
+    sends a byte, naming the depth and what makes it."""
+    from enginebuild.execution.assemble import MAX_DEPTH, Assembler, put_layer_blobs
+    from enginebuild.io.store import Store
+    from enginebuild.layerkinds.data import Data
+    from enginebuild.oci.engine import Engine
+    from enginebuild.plan.model import EnvNode, LayerNode
+
+    store = Store(tmp_path / "home")
+
+    def env(depth: int) -> EnvNode:
+        nodes = []
+        for i in range(depth):
+            key = keys.sha(f"layer {i}".encode())
+            node = LayerNode("files", f"files {i}", key, key, Data(f"f{i}", b"x"))
+            put_layer_blobs(store, node, [(keys.sha(f"blob {i}".encode()), 1)], {})
+            nodes.append(node)
+        return EnvNode("runtime", "linux/amd64", None, tuple(nodes), "0" * 64)
+
+    assembler = Assembler(Engine("unix:///nonexistent.sock"), store)  # a scratch base: never asked
+    assert MAX_DEPTH == 125 and len(assembler.layers(env(125))) == 125
+    with pytest.raises(BuildFailed) as refused:
+        assembler.layers(env(126))
+    assert "the runtime image would be 126 layers deep (its base's 0, enginebuild's 126): Docker's layer store " \
+           "refuses an image deeper than 125" in refused.value.message

@@ -40,6 +40,7 @@ class Base:
 
 
 SCRATCH = Base({}, ())
+MAX_DEPTH = 125  # Docker's layer store loads 125 layers and refuses 126 ("max depth exceeded": measured)
 
 
 def record_key(node: LayerNode) -> str:
@@ -126,12 +127,20 @@ class Assembler:
 
     # -- chains --------------------------------------------------------------------------------
     def layers(self, env: EnvNode) -> list[Layer]:
-        out = list(self.base(env.base).layers)
+        """The layers of `env`, its base's first; refused when Docker could not hold them."""
+        base = list(self.base(env.base).layers)
+        out = list(base)
         for node in env.layers:
             blobs = layer_blobs(self.store, node)
             if blobs is None:
                 raise BuildFailed(f"layer {node.name} of {env.role} is not built")
             out += [Layer(f"sha256:{sha}", size, f"enginebuild: {node.name}", sha) for sha, size in blobs]
+        if len(out) > MAX_DEPTH:
+            raise BuildFailed(f"the {env.role} image would be {len(out)} layers deep (its base's {len(base)}, "
+                              f"enginebuild's {len(out) - len(base)}): Docker's layer store refuses an image deeper "
+                              f"than {MAX_DEPTH} (\"max depth exceeded\"), on every machine that pulls it",
+                              hint="fewer layers: each steps: entry and each files: entry is one; a base with "
+                                   "fewer layers; or python packages grouped (plan/wheelgroups.py)")
         return out
 
     def holds(self, env: EnvNode, known: set[str]) -> bool:
