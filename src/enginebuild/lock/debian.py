@@ -10,6 +10,7 @@ order the spec lists them; dependencies are followed across all of them.
 from __future__ import annotations
 
 import base64
+import difflib
 import gzip
 import lzma
 import os
@@ -276,7 +277,6 @@ class ArchiveSet:
         missing = [n for n in requested if not self.find(n)]
         if missing:
             where = ", ".join(a.archive.label for a in self.archives)
-            import difflib
 
             close = difflib.get_close_matches(missing[0], {n for a in self.archives for n in a.packages}, n=1)
             raise ResolveError(f"no package {missing[0]!r} in {where} ({self.archives[0].arch})",

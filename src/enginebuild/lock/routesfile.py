@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from enginebuild.errors import LockError, command
+from enginebuild.io.files import write_atomic
 
 FORMAT = 1
 LIMIT = 4 << 20  # a routes file larger than this is not one
@@ -112,7 +113,6 @@ def committed(root: Path) -> Callable[[str], VerbatimReader]:
 def record(root: Path, lock_name: str, learned: Recipe) -> bool:
     """Add what a build learned to the image's routes file, replaced atomically; the recipe it
     replaces for that component and platform is dropped. False when the file already said it."""
-    from enginebuild.io.files import write_atomic
 
     path = routes_path(root, lock_name)
     recipes = read_recipes(path, f"lockfiles/{path.name}")

@@ -9,6 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import jinja2
+
 from enginebuild.plan.quote import FILTERS
 
 if TYPE_CHECKING:
@@ -20,8 +22,6 @@ TemplateValues = dict[str, Any]  # what a template is rendered with (named value
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    import jinja2  # loaded when a Dockerfile is rendered, not by every command that plans
-
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              autoescape=False, keep_trailing_newline=True)
     env.filters.update(FILTERS)

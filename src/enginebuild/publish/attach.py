@@ -14,6 +14,7 @@ from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.referrers import Referrer, attach, has_referrers_api, update_fallback_index
 from enginebuild.publish.provenance import make_provenance
 from enginebuild.publish.sbom import make_sbom
+from enginebuild.publish.sign import sign_image
 from enginebuild.settings import settings
 from enginebuild.wire import JsonDoc, loads
 
@@ -60,7 +61,6 @@ def attach_documents(pusher: Pusher, root: Path, spec: ImageSpec, lock: Lock, pl
         update_fallback_index(pusher, digest, referrers)
     attached = {"sbom": referrers[0][0], "provenance": referrers[1][0]}
     if signer is not None:
-        from enginebuild.publish.sign import sign_image
 
         signed = sign_image(pusher, signer, digest, sbom, provenance, has_api)
         attached = {"sbom": referrers[0][0], "provenance": referrers[1][0], "sbom-statement": signed[0][0],

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from enginebuild.errors import UserError
 from enginebuild.io.keymaterial import KeyMaterial, from_variable, read_key_file
+from enginebuild.publish.signformat import Refused
 from enginebuild.wire import JsonDoc
 
 KEY_ENV = "ENGINEBUILD_SIGNING_KEY"
@@ -71,8 +72,6 @@ class KeyTrust:
         return f"the signature does not verify with key {self.key.keyid[:16]} (another key, or changed bytes)"
 
     def check_envelope(self, document: JsonDoc, message: bytes, payload: bytes, signatures: list[bytes]) -> None:
-        from enginebuild.publish.signformat import Refused
-
         if not any(self.key.verifies(message, s) for s in signatures):
             raise Refused("the envelope's signature does not verify")
 

@@ -31,6 +31,7 @@ import sys
 import tarfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 RECORD = "enginebuild-compile-cache.json"
@@ -196,8 +197,6 @@ def _no_link_under(root: Path, target: Path, what: str) -> None:
 
 # -- on the node, in a container of the image ---------------------------------------------------
 def _version(*names: str) -> str:
-    from importlib import metadata
-
     for name in names:
         try:
             return metadata.version(name)

@@ -4,13 +4,12 @@ does not load is a row that says why."""
 
 from __future__ import annotations
 
+from enginebuild.lock.lockfile import stale_inputs
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
 
 def lock_state(ws: Workspace, name: str) -> str:
-    from enginebuild.lock.lockfile import stale_inputs
-
     spec = ws.spec(name)
     if spec.abstract:
         return "abstract"

@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING
 
 from enginebuild.errors import command
 from enginebuild.execution import substitutes
+from enginebuild.execution.assemble import layer_blobs
 from enginebuild.execution.behaviour import Behaviour, CheckRun, image_checks
 from enginebuild.execution.behaviour import run_checks as run_patch_checks
 from enginebuild.execution.imports import Imports, check_imports
@@ -20,8 +21,12 @@ from enginebuild.execution.secretscan import Scanner
 from enginebuild.io.store import Store
 from enginebuild.kernels.image import declared_of, verify_plan
 from enginebuild.kernels.runtime import check_plan
+from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.envs import Pins
 from enginebuild.plan.image import plan_image
+from enginebuild.publish.identity import IdentityTrust, load_trusted_root
+from enginebuild.publish.signcheck import verify_signed
+from enginebuild.publish.signkeys import KeyTrust, load_public
 from enginebuild.sources.base import Context
 from enginebuild.usecases.targets import pinned_ref, platforms_of
 from enginebuild.workspace import Workspace
@@ -119,7 +124,6 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
 
 def bytecode_line(spec: ImageSpec, plan: ImagePlan, store: Store) -> str | None:
     """What the image's bytecode layers add to its own layers, as built here."""
-    from enginebuild.execution.assemble import layer_blobs
 
     node = next((n for n in plan.runtime.layers if n.payload.compiler()), None)
     if node is None:
@@ -136,10 +140,6 @@ def verify_signatures(images: list[str], key_path: str | None, identity: str | N
                       trusted_root: str | None = None, layers: bool = False) -> list[SignedVerdict]:
     """`verify --signature`: each REGISTRY/REPO@sha256:... checked from its registry (publish/signcheck.py),
     signed by the key of `key_path`, or keylessly as `identity` by `issuer` under `trusted_root`."""
-    from enginebuild.oci.registry import RegistryClient
-    from enginebuild.publish.identity import IdentityTrust, load_trusted_root
-    from enginebuild.publish.signcheck import verify_signed
-    from enginebuild.publish.signkeys import KeyTrust, load_public
 
     trust: KeyTrust | IdentityTrust
     if key_path:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from enginebuild.errors import UserError
 from enginebuild.serving import answers, benchrecord, driver, weights
-from enginebuild.serving.deployment import Answer, Deployment, ModelPin, differences, hub_names
+from enginebuild.serving.deployment import Answer, Deployment, ModelPin, differences, hub_names, read
 from enginebuild.serving.driver import Reached, ServeFailed
 from enginebuild.serving.nodes import Node
 from enginebuild.usecases.serving import SECRET_NAMES, Request, model_mounts
@@ -75,8 +75,6 @@ def against_lock(req: Request, locked: Deployment) -> None:
 
 
 def read_previous(path: Path) -> Deployment | None:
-    from enginebuild.serving.deployment import read
-
     return read(path) if path.is_file() else None
 
 
@@ -84,7 +82,6 @@ def bench(nodes: tuple[Node, ...], cluster: str, lock_path: Path, settings: dict
           say: Callable[[str], None]) -> tuple[Path, list[benchrecord.Run]]:
     """The running cluster, started from the lock, measured by the image's bench.sh; the record
     written beside the lock."""
-    from enginebuild.serving.deployment import read
 
     locked = read(lock_path)
     asked = tuple((n.name, n.address, "head" if i == 0 else "worker") for i, n in enumerate(nodes))

@@ -7,6 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from enginebuild.execution.fetch import Fetcher, git_wheels, plan_downloads
+from enginebuild.io.store import Store
+from enginebuild.layerkinds.context import FromSource
+from enginebuild.plan.image import plan_image
+from enginebuild.sources.base import Context
+from enginebuild.usecases.targets import platforms_of
 from enginebuild.workspace import Workspace
 
 
@@ -18,13 +24,6 @@ class Fetched:
 
 
 def fetch_inputs(ws: Workspace, images: list[str], platforms: list[str]) -> Iterator[Fetched]:
-    from enginebuild.execution.fetch import Fetcher, git_wheels, plan_downloads
-    from enginebuild.io.store import Store
-    from enginebuild.layerkinds.context import FromSource
-    from enginebuild.plan.image import plan_image
-    from enginebuild.sources.base import Context
-    from enginebuild.usecases.targets import platforms_of
-
     for name in ws.select(images):
         spec = ws.spec(name)
         lock = ws.lock(spec)

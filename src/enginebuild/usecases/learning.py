@@ -18,12 +18,15 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from enginebuild.execution.cache import cache_from_settings
 from enginebuild.execution.executor import Executor
+from enginebuild.execution.secretscan import Scanner
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store
 from enginebuild.layerkinds.verbatim import read_facts
 from enginebuild.lock import routesfile
 from enginebuild.plan.image import Options, plan_image
+from enginebuild.usecases.targets import builders_of, platforms_of
 
 if TYPE_CHECKING:
     from enginebuild.layerkinds.base import FilesOfPatches
@@ -87,9 +90,6 @@ def learn_image(ws: Workspace, name: str, platforms: list[str]) -> list[str]:
     """`lock --routes`: what an image's routes file lacks, learned for each platform asked (the
     components its patches applied as files stand on built, or taken from the store or the
     registry cache; no image is made); the platforms whose plan changed by it."""
-    from enginebuild.execution.cache import cache_from_settings
-    from enginebuild.execution.secretscan import Scanner
-    from enginebuild.usecases.targets import builders_of, platforms_of
 
     spec = ws.spec(name)
     lock = ws.lock(spec)

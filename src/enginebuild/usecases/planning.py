@@ -6,6 +6,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from enginebuild.errors import LockWouldChange, command
+from enginebuild.execution.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, connect
+from enginebuild.execution.status import describe
+from enginebuild.io.progress import output
+from enginebuild.io.store import Store
+from enginebuild.lock.inputs import image_inputs
+from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
+from enginebuild.oci.engine import EngineUnavailable, holds
+from enginebuild.plan.image import plan_image
+from enginebuild.state.decision import decide
+from enginebuild.state.history import BuildHistory
+from enginebuild.state.memo import PlanMemo, RunOptions
+from enginebuild.usecases.targets import platforms_of
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -21,10 +34,6 @@ def as_it_would_be(ws: Workspace, name: str, locked: bool) -> tuple[Lock, list[s
     """The lock as the plan reads it, never written: the committed one less the inputs whose
     entries no longer match the spec (shown as what `lock` would change, and planned as not
     pinned); with --locked/--frozen such a difference is an error, as `image` makes it."""
-    from enginebuild.errors import LockWouldChange, command
-    from enginebuild.io.progress import output
-    from enginebuild.lock.inputs import image_inputs
-    from enginebuild.lock.lockfile import Lock, input_where, stale_inputs
 
     spec = ws.spec(name)
     lock = ws.lock(spec)
@@ -45,8 +54,6 @@ def as_it_would_be(ws: Workspace, name: str, locked: bool) -> tuple[Lock, list[s
 
 def unpinned(ws: Workspace, name: str) -> tuple[Lock, list[str]]:
     """No lock at all: every input of the spec planned as requested, none pinned."""
-    from enginebuild.lock.inputs import image_inputs
-    from enginebuild.lock.lockfile import Lock
 
     spec = ws.spec(name)
     return Lock(spec.name, "1970-01-01T00:00:01Z"), sorted(inp.name for inp in image_inputs(spec))
@@ -56,9 +63,6 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
                    cache: LayerCache | None, builders: list[BuilderSpec] | None = None,
                    planned: tuple[Lock, list[str]] | None = None) -> list[JsonDoc]:
     """`planned`: the lock to plan with and the inputs it leaves unpinned (see as_it_would_be)."""
-    from enginebuild.execution.status import describe
-    from enginebuild.plan.image import plan_image
-    from enginebuild.usecases.targets import platforms_of
 
     spec = ws.spec(name)
     lock, stale = planned if planned else (ws.lock(spec), [])
@@ -81,9 +85,6 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
 
 def image_decision(ws: Workspace, name: str, build_args: dict[str, str], platforms: list[str], engine: EngineApi) -> str:
     """What `image` with these options would answer now, and why (state/decision.py, the one decision)."""
-    from enginebuild.oci.engine import holds
-    from enginebuild.state.decision import decide
-    from enginebuild.state.memo import PlanMemo, RunOptions
 
     if ws.overrides:
         return "rebuild: a run with --set values is built with a lock of its own, never answered from a record"
@@ -94,7 +95,6 @@ def image_decision(ws: Workspace, name: str, build_args: dict[str, str], platfor
 
 def image_id(engine: EngineApi, tag: str) -> str:
     """The engine's image for a tag; "" when it has none, or when no engine answers (a plan needs none)."""
-    from enginebuild.oci.engine import EngineUnavailable
 
     try:
         return engine.image_id(tag) or ""
@@ -104,9 +104,6 @@ def image_id(engine: EngineApi, tag: str) -> str:
 
 def show_assignment(ws: Workspace, plan: ImagePlan, doc: JsonDoc, specs: list[BuilderSpec]) -> None:
     """Which builder would build each component to build (the builders are asked what they are)."""
-    from enginebuild.execution.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, connect
-    from enginebuild.io.store import Store
-    from enginebuild.state.history import BuildHistory
 
     store, history, engine = Store(ws.home), BuildHistory(ws.home), ws.engine()
     local = Site(BuilderSpec(LOCAL, engine.endpoint), engine, (HOST_PLATFORM,), store)

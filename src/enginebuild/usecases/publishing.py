@@ -4,17 +4,17 @@ content tag absent from PREFIX/IMAGE). Read-only: nothing is built, no lock is w
 from __future__ import annotations
 
 from enginebuild.io.progress import output
+from enginebuild.oci.registry import RegistryClient
+from enginebuild.plan.image import plan_image
+from enginebuild.publish.changed import content_tag, published
+from enginebuild.usecases.pushing import destination
+from enginebuild.usecases.targets import platforms_of
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
 
 def unpushed(ws: Workspace, images: list[str], prefix: str, platforms: list[str], compression: str) -> list[JsonDoc]:
     """One row per image: its repository, content tag, the digest found there (None: not pushed)."""
-    from enginebuild.oci.registry import RegistryClient
-    from enginebuild.plan.image import plan_image
-    from enginebuild.publish.changed import content_tag, published
-    from enginebuild.usecases.pushing import destination
-    from enginebuild.usecases.targets import platforms_of
 
     client = RegistryClient()
     rows = []

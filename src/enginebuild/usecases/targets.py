@@ -8,6 +8,7 @@ import re
 from enginebuild.errors import UserError
 from enginebuild.execution.sites import BuilderSpec, builder_specs
 from enginebuild.oci.reference import ImageRef, parse_image_ref
+from enginebuild.spec.fields import platform_hint
 from enginebuild.spec.model import ImageSpec
 from enginebuild.spec.repo_settings import load_repo_settings
 from enginebuild.workspace import Workspace
@@ -29,8 +30,6 @@ def parse_local_tag(value: str) -> tuple[str, str]:
 
 
 def platforms_of(spec: ImageSpec, wanted: list[str]) -> list[str]:
-    from enginebuild.spec.fields import platform_hint
-
     for platform in wanted:
         if platform not in spec.platforms:
             raise UserError(f"{spec.file}: {spec.name} is built for {', '.join(spec.platforms)}, not {platform}",
