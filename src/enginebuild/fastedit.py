@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from enginebuild.plan.editrecord import EditFile, EditNode, EditRecord, Listing, StoredLayer
-from enginebuild.state.decision import FILES_EDITED, Decision
+from enginebuild.state.decision import Decision, FilesEdited
 
 if TYPE_CHECKING:
     from enginebuild.execution.executor import Outcome
@@ -186,9 +186,9 @@ def answer(memo: PlanMemo, key: str, name: str, home: Path, decision: Decision,
 
 def _answer(memo: PlanMemo, key: str, name: str, home: Path, decision: Decision, engine: EngineApi | None) -> str | None:
     start = time.monotonic()
-    doc, inputs, changed = decision.doc, decision.inputs, list(decision.edited)
-    if decision.answer != FILES_EDITED or doc is None:
+    if not isinstance(decision, FilesEdited):
         raise NotThisWay(decision.describe())
+    doc, inputs, changed = decision.doc, decision.inputs, list(decision.edited)
     images = doc["result"]["images"]
     edits = [EditRecord.from_json(image["edit"]) for image in images]
     folders = [p for p in changed if os.path.isdir(p)]

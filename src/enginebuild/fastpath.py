@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from enginebuild.oci.probe import image_id
 from enginebuild.settings import settings
-from enginebuild.state.decision import FILES_EDITED, UP_TO_DATE, decide
+from enginebuild.state.decision import FilesEdited, UpToDate, decide
 from enginebuild.state.memo import PlanMemo, RunOptions
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def answer(argv: list[str], root: str, engine: EngineApi | None = None) -> list[
         start = time.monotonic()
         key = options.key(os.path.realpath(root), name)
         decision = decide(memo, key, _holds(engine))
-        if decision.answer == FILES_EDITED:
+        if isinstance(decision, FilesEdited):
             from enginebuild.fastedit import answer as edited
 
             line = edited(memo, key, name, settings().home, decision, engine)
@@ -123,7 +123,7 @@ def answer(argv: list[str], root: str, engine: EngineApi | None = None) -> list[
                 return None
             lines.append(line)
             continue
-        if decision.answer != UP_TO_DATE or decision.doc is None:
+        if not isinstance(decision, UpToDate):
             return None  # the full path builds, and says why (the same decision)
         result = decision.doc["result"]
         which = ", ".join(platforms) + (" is" if len(platforms) == 1 else " are") if platforms else "every platform is"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from enginebuild.state.memo import PlanMemo
 from enginebuild.wire import JsonDoc
@@ -21,44 +22,72 @@ UP_TO_DATE = "up to date"
 FILES_EDITED = "files edited"
 REBUILD = "rebuild"
 
+Stats = dict[str, list[int] | None]  # each recorded input's stat, taken now (state/memo.py)
+
 
 @dataclass(frozen=True)
-class Decision:
-    answer: str  # UP_TO_DATE, FILES_EDITED or REBUILD
-    declined: str = ""  # REBUILD: why neither cheaper answer could be given
-    edited: tuple[str, ...] = ()  # the inputs that changed (FILES_EDITED: only files the image copies)
-    doc: JsonDoc | None = field(default=None, compare=False)  # the memo entry read (None: no build is recorded)
-    inputs: dict[str, list[int] | None] = field(default_factory=dict, compare=False)  # the stats taken now
+class UpToDate:
+    """Nothing the build read changed, and the engine holds every tag as last built."""
+
+    doc: JsonDoc = field(compare=False)  # the memo entry the answer is read from
+    inputs: Stats = field(default_factory=dict, compare=False)
+    answer: ClassVar[str] = UP_TO_DATE
 
     def describe(self) -> str:
-        if self.answer == FILES_EDITED:
-            return f"{FILES_EDITED}: {', '.join(os.path.basename(p) for p in self.edited)}"
-        return self.answer if self.answer == UP_TO_DATE else f"{REBUILD}: {self.declined}"
+        return UP_TO_DATE
+
+
+@dataclass(frozen=True)
+class FilesEdited:
+    """Only files the image copies changed: fastedit.py remakes their layers from the record."""
+
+    edited: tuple[str, ...]  # those files
+    doc: JsonDoc = field(compare=False)
+    inputs: Stats = field(default_factory=dict, compare=False)
+    answer: ClassVar[str] = FILES_EDITED
+
+    def describe(self) -> str:
+        return f"{FILES_EDITED}: {', '.join(os.path.basename(p) for p in self.edited)}"
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """The full path: why neither cheaper answer could be given."""
+
+    declined: str
+    edited: tuple[str, ...] = ()  # the inputs that changed, where a build is recorded
+    doc: JsonDoc | None = field(default=None, compare=False)  # None: no build is recorded
+    answer: ClassVar[str] = REBUILD
+
+    def describe(self) -> str:
+        return f"{REBUILD}: {self.declined}"
+
+
+Decision = UpToDate | FilesEdited | Rebuild
 
 
 def decide(memo: PlanMemo, key: str, holds: Callable[[str, str], bool]) -> Decision:
     """`holds(tag, image_id)`: whether the engine holds that image under that tag."""
     doc = memo.read(key)
     if doc is None:
-        return Decision(REBUILD, "no finished build of it with these options is recorded")
+        return Rebuild("no finished build of it with these options is recorded")
     inputs = memo.snapshot(doc["inputs"])  # before the files are read: an edit from now on is seen next time
     changed = tuple(memo.changed(doc, inputs))
     if memo.blobs_changed(doc):
-        return Decision(REBUILD, "a stored layer changed or is gone (the full path verifies and remakes it)", changed,
-                        doc=doc)
+        return Rebuild("a stored layer changed or is gone (the full path verifies and remakes it)", changed, doc)
     images = doc["result"].get("images") or []
     for image in images:
         missing = next((tag for tag in image["tags"] if not holds(tag, image["id"])), None)
         if missing:
-            return Decision(REBUILD, f"the engine does not hold {missing} as last built", changed, doc=doc)
+            return Rebuild(f"the engine does not hold {missing} as last built", changed, doc)
     if not changed:
-        return Decision(UP_TO_DATE, doc=doc, inputs=inputs)
+        return UpToDate(doc, inputs)
     if not images or not all(image.get("edit") for image in images):
-        return Decision(REBUILD, f"changed: {_names(changed)}; no edit record to remake it from", changed, doc=doc)
+        return Rebuild(f"changed: {_names(changed)}; no edit record to remake it from", changed, doc)
     outside = [p for p in changed if not all(p in image["edit"].get("only_copied", ()) for image in images)]
     if outside:
-        return Decision(REBUILD, f"changed, and not only files it copies: {_names(outside)}", changed, doc=doc)
-    return Decision(FILES_EDITED, edited=changed, doc=doc, inputs=inputs)
+        return Rebuild(f"changed, and not only files it copies: {_names(outside)}", changed, doc)
+    return FilesEdited(changed, doc, inputs)
 
 
 def _names(paths: tuple[str, ...] | list[str]) -> str:
