@@ -9,7 +9,7 @@ import os
 import time
 
 from enginebuild.state.decision import FILES_EDITED, REBUILD, UP_TO_DATE, decide
-from enginebuild.state.memo import PlanMemo, RunOptions
+from enginebuild.state.memo import ImageRun, PlanMemo, RunOptions
 
 
 def recorded(tmp_path, *, edit: bool = True):
@@ -24,11 +24,10 @@ def recorded(tmp_path, *, edit: bool = True):
         os.utime(path, (old, old))
     memo = PlanMemo(tmp_path / "home")
     key = RunOptions().key(str(tmp_path), "x")
-    image = {"tags": ["enginebuild/x:latest", "enginebuild/x:latest-amd64"], "id": "sha256:" + "1" * 64}
-    if edit:
-        image["edit"] = {"only_copied": [str(script)]}
-    memo.store(key, PlanMemo.snapshot([spec, script]), {"images": [image], "summary": "enginebuild/x:latest"})
-    engine = {tag: image["id"] for tag in image["tags"]}
+    image = ImageRun(("enginebuild/x:latest", "enginebuild/x:latest-amd64"), "sha256:" + "1" * 64,
+                     {"only_copied": [str(script)]} if edit else {})
+    memo.store(key, PlanMemo.snapshot([spec, script]), [image])
+    engine = {tag: image.id for tag in image.tags}
     return memo, key, engine, spec, script
 
 
@@ -36,7 +35,7 @@ def test_an_unchanged_image_the_engine_holds_is_up_to_date(tmp_path):
     memo, key, engine, *_ = recorded(tmp_path)
     decision = decide(memo, key, lambda tag, ident: engine.get(tag) == ident)
     assert decision.answer == UP_TO_DATE and decision.describe() == "up to date"
-    assert decision.doc is not None and decision.doc["result"]["summary"] == "enginebuild/x:latest"
+    assert decision.doc is not None and decision.doc.summary == "enginebuild/x:latest-amd64"  # each image's last tag
 
 
 def test_a_record_the_engine_contradicts_decides_a_rebuild_and_says_which_tag(tmp_path):

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from enginebuild.plan.editrecord import EditFile, EditNode, EditRecord, Listing, StoredLayer
 from enginebuild.state.decision import Decision, FilesEdited
+from enginebuild.state.memo import ImageRun, PlanMemo
 
 if TYPE_CHECKING:
     from enginebuild.execution.executor import Outcome
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from enginebuild.oci.engine import EngineApi
     from enginebuild.plan.model import ImagePlan
     from enginebuild.spec.model import ImageSpec
-    from enginebuild.state.memo import PlanMemo
 
 ELF = b"\x7fELF"
 
@@ -189,8 +189,8 @@ def _answer(memo: PlanMemo, key: str, name: str, home: Path, decision: Decision,
     if not isinstance(decision, FilesEdited):
         raise NotThisWay(decision.describe())
     doc, inputs, changed = decision.doc, decision.inputs, list(decision.edited)
-    images = doc["result"]["images"]
-    edits = [EditRecord.from_json(image["edit"]) for image in images]
+    images = doc.images
+    edits = [EditRecord.from_json(image.edit) for image in images]
     folders = [p for p in changed if os.path.isdir(p)]
     if folders:
         _same_listings(edits)
@@ -213,13 +213,13 @@ def _answer(memo: PlanMemo, key: str, name: str, home: Path, decision: Decision,
     lines, fresh = [], []
     blobs = []
     for image, edit in zip(images, edits, strict=True):
-        tags = list(image["tags"])
+        tags = list(image.tags)
         edit, image_id, written = replay.image(edit, tags)
-        fresh.append({"tags": tags, "id": image_id, "edit": edit.to_json()})
+        fresh.append(ImageRun(image.tags, image_id, edit.to_json()))
         blobs += edit.blobs()
         BuildHistory(home).record_nodes(edit.tag, [(n.name, n.chain, n.inputs) for n in edit.nodes])
         what = f"wrote {written} layer(s)" if written else "nothing to build"
         lines.append(f"{name} ({edit.platform}): {what} in {time.monotonic() - start:.1f}s "
                      f"(only files it copies changed) -> {tags[-1]}")
-    memo.store(key, inputs, {**doc["result"], "images": fresh}, blobs)
+    memo.store(key, inputs, fresh, blobs)
     return "\n".join(lines)

@@ -125,10 +125,10 @@ def answer(argv: list[str], root: str, engine: EngineApi | None = None) -> list[
             continue
         if not isinstance(decision, UpToDate):
             return None  # the full path builds, and says why (the same decision)
-        result = decision.doc["result"]
+        record = decision.doc
         which = ", ".join(platforms) + (" is" if len(platforms) == 1 else " are") if platforms else "every platform is"
         lines.append(f"{name}: nothing to build, {which} up to date "
-                     f"({(time.monotonic() - start) * 1000:.0f} ms) -> {result['summary']}")
+                     f"({(time.monotonic() - start) * 1000:.0f} ms) -> {record.summary}")
     print("\n".join(lines), flush=True)
     if not push:
         return []

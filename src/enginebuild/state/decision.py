@@ -15,21 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from enginebuild.state.memo import PlanMemo
-from enginebuild.wire import JsonDoc
+from enginebuild.state.memo import PlanMemo, RunRecord, Stats
 
 UP_TO_DATE = "up to date"
 FILES_EDITED = "files edited"
 REBUILD = "rebuild"
 
-Stats = dict[str, list[int] | None]  # each recorded input's stat, taken now (state/memo.py)
-
-
 @dataclass(frozen=True)
 class UpToDate:
     """Nothing the build read changed, and the engine holds every tag as last built."""
 
-    doc: JsonDoc = field(compare=False)  # the memo entry the answer is read from
+    doc: RunRecord = field(compare=False)  # the memo's record the answer is read from
     inputs: Stats = field(default_factory=dict, compare=False)
     answer: ClassVar[str] = UP_TO_DATE
 
@@ -42,7 +38,7 @@ class FilesEdited:
     """Only files the image copies changed: fastedit.py remakes their layers from the record."""
 
     edited: tuple[str, ...]  # those files
-    doc: JsonDoc = field(compare=False)
+    doc: RunRecord = field(compare=False)
     inputs: Stats = field(default_factory=dict, compare=False)
     answer: ClassVar[str] = FILES_EDITED
 
@@ -56,7 +52,7 @@ class Rebuild:
 
     declined: str
     edited: tuple[str, ...] = ()  # the inputs that changed, where a build is recorded
-    doc: JsonDoc | None = field(default=None, compare=False)  # None: no build is recorded
+    doc: RunRecord | None = field(default=None, compare=False)  # None: no build is recorded
     answer: ClassVar[str] = REBUILD
 
     def describe(self) -> str:
@@ -71,20 +67,20 @@ def decide(memo: PlanMemo, key: str, holds: Callable[[str, str], bool]) -> Decis
     doc = memo.read(key)
     if doc is None:
         return Rebuild("no finished build of it with these options is recorded")
-    inputs = memo.snapshot(doc["inputs"])  # before the files are read: an edit from now on is seen next time
+    inputs = memo.snapshot(doc.inputs)  # before the files are read: an edit from now on is seen next time
     changed = tuple(memo.changed(doc, inputs))
     if memo.blobs_changed(doc):
         return Rebuild("a stored layer changed or is gone (the full path verifies and remakes it)", changed, doc)
-    images = doc["result"].get("images") or []
+    images = doc.images
     for image in images:
-        missing = next((tag for tag in image["tags"] if not holds(tag, image["id"])), None)
+        missing = next((tag for tag in image.tags if not holds(tag, image.id)), None)
         if missing:
             return Rebuild(f"the engine does not hold {missing} as last built", changed, doc)
     if not changed:
         return UpToDate(doc, inputs)
-    if not images or not all(image.get("edit") for image in images):
+    if not images or not all(image.edit for image in images):
         return Rebuild(f"changed: {_names(changed)}; no edit record to remake it from", changed, doc)
-    outside = [p for p in changed if not all(p in image["edit"].get("only_copied", ()) for image in images)]
+    outside = [p for p in changed if not all(p in image.edit.get("only_copied", ()) for image in images)]
     if outside:
         return Rebuild(f"changed, and not only files it copies: {_names(outside)}", changed, doc)
     return FilesEdited(changed, doc, inputs)

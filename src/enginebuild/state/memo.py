@@ -68,6 +68,56 @@ class RunOptions:
                            "epoch": settings().source_date_epoch, "tool": TOOL}, sort_keys=True)
 
 
+Stats = dict[str, list[int] | None]  # path (or a stored blob's sha256) -> its stat, None where absent
+
+
+@dataclass(frozen=True)
+class ImageRun:
+    """One platform's image as a finished build left it."""
+
+    tags: tuple[str, ...]  # platform-qualified first
+    id: str  # the engine's image ID
+    edit: JsonDoc  # fastedit.py's record of how to remake its copied files' layers (EditRecord's JSON; {}: none)
+
+    def to_json(self) -> JsonDoc:
+        return {"tags": list(self.tags), "id": self.id, "edit": self.edit}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the memo keeps of a finished build: the stat of every input it read, each image
+    it made, and the stat of each stored layer those images are made of."""
+
+    key: str
+    inputs: Stats
+    images: tuple[ImageRun, ...]
+    summary: str  # what the no-op answer names: the last tag of each image
+    blobs: Stats
+
+    @staticmethod
+    def from_json(doc: object, key: str) -> RunRecord | None:
+        """A record of this key, or None for anything else (another key, another shape: no answer)."""
+        if not isinstance(doc, dict) or doc.get("key") != key or not isinstance(doc.get("result"), dict):
+            return None
+        result, inputs, blobs = doc["result"], doc.get("inputs"), doc.get("blobs") or {}
+        images = result.get("images")
+        if not (isinstance(inputs, dict) and isinstance(blobs, dict) and isinstance(images, list)
+                and isinstance(result.get("summary"), str)):
+            return None
+        runs = []
+        for image in images:
+            if not (isinstance(image, dict) and isinstance(image.get("tags"), list) and image["tags"]
+                    and all(isinstance(t, str) for t in image["tags"]) and isinstance(image.get("id"), str)
+                    and isinstance(image.get("edit", {}), dict)):
+                return None
+            runs.append(ImageRun(tuple(image["tags"]), image["id"], image.get("edit", {})))
+        return RunRecord(key, inputs, tuple(runs), result["summary"], blobs)
+
+    def to_json(self) -> JsonDoc:
+        return {"key": self.key, "inputs": self.inputs, "blobs": self.blobs,
+                "result": {"images": [i.to_json() for i in self.images], "summary": self.summary}}
+
+
 class PlanMemo:
     # only os, json and zlib here: this module is on the no-op fast path (see fastpath.py)
     def __init__(self, home: str | Path):
@@ -78,29 +128,19 @@ class PlanMemo:
         image = json.loads(key)["image"].replace(":", "--")
         return os.path.join(self.folder, f"{image}-{zlib.crc32(key.encode()):08x}.json")
 
-    def read(self, key: str) -> JsonDoc | None:
-        """The memo of `key` as stored: its inputs (path -> stat) and result."""
+    def read(self, key: str) -> RunRecord | None:
+        """The record of `key` as stored (None: none, or one of another shape)."""
         try:
             with open(self._file(key)) as handle:
                 doc = json.load(handle)
         except (OSError, ValueError):
             return None
-        if not isinstance(doc, dict) or doc.get("key") != key or not isinstance(doc.get("result"), dict):
-            return None
-        return doc
+        return RunRecord.from_json(doc, key)
 
-    def changed(self, doc: JsonDoc, now: dict[str, list[int] | None] | None = None) -> list[str]:
-        """The inputs of a memo whose stat differs now (or in the snapshot `now`)."""
-        inputs = doc.get("inputs", {})
-        now = self.snapshot(inputs) if now is None else now
-        return [path for path, recorded in inputs.items() if now.get(path) != recorded or recorded == UNKNOWN]
-
-    def lookup(self, key: str) -> JsonDoc | None:
-        doc = self.read(key)
-        if doc is None or self.changed(doc) or self.blobs_changed(doc):
-            return None
-        result: JsonDoc = doc["result"]
-        return result
+    def changed(self, record: RunRecord, now: Stats | None = None) -> list[str]:
+        """The inputs of a record whose stat differs now (or in the snapshot `now`)."""
+        now = self.snapshot(record.inputs) if now is None else now
+        return [path for path, recorded in record.inputs.items() if now.get(path) != recorded or recorded == UNKNOWN]
 
     @staticmethod
     def snapshot(paths: Iterable[str | Path]) -> dict[str, list[int] | None]:
@@ -115,22 +155,22 @@ class PlanMemo:
             inputs[path] = st  # a file that does not exist is a state too
         return inputs
 
-    def store(self, key: str, inputs: dict[str, list[int] | None], result: JsonDoc,
-              blobs: Iterable[str] = ()) -> None:
+    def store(self, key: str, inputs: Stats, images: Iterable[ImageRun], blobs: Iterable[str] = ()) -> None:
         """`blobs`: the sha256 of every stored layer the image is made of. Their stats are kept too
         (written by enginebuild, never racy): a layer damaged or removed in the store since means
         no answer from the memo, and the full path verifies and makes it again."""
         from enginebuild.io.files import write_atomic  # not on the no-op path, which only reads
 
         stats = {sha: _stat(self.blob_path(sha)) for sha in sorted(set(blobs))}
-        write_atomic(Path(self._file(key)), json.dumps({"key": key, "inputs": inputs, "result": result,
-                                                        "blobs": stats}).encode())
+        runs = tuple(images)
+        record = RunRecord(key, inputs, runs, ", ".join(run.tags[-1] for run in runs), stats)
+        write_atomic(Path(self._file(key)), json.dumps(record.to_json()).encode())
 
     def blob_path(self, sha: str) -> str:
         return os.path.join(self.home, "cas", "sha256", sha[:2], sha)
 
-    def blobs_changed(self, doc: JsonDoc) -> bool:
-        return any(_stat(self.blob_path(sha)) != stat for sha, stat in (doc.get("blobs") or {}).items())
+    def blobs_changed(self, record: RunRecord) -> bool:
+        return any(_stat(self.blob_path(sha)) != stat for sha, stat in record.blobs.items())
 
 
 def copied_paths(root: Path, spec: Any) -> list[Path]:  # an ImageSpec (state/ is below spec/)

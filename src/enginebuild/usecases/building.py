@@ -41,11 +41,10 @@ from enginebuild.sources.base import Context
 from enginebuild.spec.model import ImageSpec
 from enginebuild.state.decision import decide
 from enginebuild.state.lastsettings import remember_settings
-from enginebuild.state.memo import PlanMemo, RunOptions, copied_paths, other_input_paths
+from enginebuild.state.memo import ImageRun, PlanMemo, RunOptions, copied_paths, other_input_paths
 from enginebuild.usecases.learning import learn_routes, patched_files
 from enginebuild.usecases.locking import lock_image
 from enginebuild.usecases.targets import builders_of, parse_local_tag, platforms_of
-from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -169,7 +168,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     inputs = PlanMemo.snapshot(copied + others)  # before the plan reads them
     only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})  # what fastedit.py may remake
     cache = cache_from_settings(ws.root, request.cache, request.no_cache, request.cache_readonly)
-    results: list[JsonDoc] = []
+    results: list[ImageRun] = []
     built: list[ImagePlan] = []
     for platform in platforms:
         plan = plan_image(spec, lock, platform, options)
@@ -186,7 +185,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         tags, remembered = _tag_as_asked(name, plan, outcome, request, listed, ws.engine())
         if request.load:  # what a later no-op or file edit answers from: the engine's image
             edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
-            results.append({"tags": remembered, "id": outcome.image_id, "edit": edit.to_json()})
+            results.append(ImageRun(tuple(remembered), outcome.image_id, edit.to_json()))
         elapsed = time.monotonic() - start
         done = what_was_done(plan, outcome, cache)
         report(Built(name, platform, tuple(done), elapsed,
@@ -200,9 +199,8 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             write_outputs(ws, plan, tags[0], request.outputs, platform if len(platforms) > 1 else None)
     remember_settings(Store(ws.home), name, ws.overrides)
     if asked.answerable() and not ws.overrides and request.load:
-        PlanMemo(ws.home).store(asked.key(ws.root, name), inputs,
-                                {"images": results, "summary": ", ".join(r["tags"][-1] for r in results)},
-                                [la[3] for r in results for la in r["edit"]["layers"] if la[3]])
+        PlanMemo(ws.home).store(asked.key(ws.root, name), inputs, results,
+                                [la[3] for r in results for la in r.edit["layers"] if la[3]])
     return built
 
 
