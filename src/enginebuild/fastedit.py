@@ -124,7 +124,7 @@ class Replay:
     def image(self, edit: EditRecord, tags: list[str]) -> tuple[EditRecord, str, int]:
         """The edit record after the change, the image ID and how many layers were written."""
         from enginebuild.core import keys
-        from enginebuild.oci.image import canonical
+        from enginebuild.oci.image import canonical, image_id_of
 
         layers = list(edit.layers)
         at = len(layers) - sum(n.blobs for n in edit.nodes)
@@ -152,7 +152,7 @@ class Replay:
             raise NotThisWay("the config is not canonical")
         config["rootfs"]["diff_ids"] = [la.diff_id for la in layers]
         data = canonical(config)
-        image_id = "sha256:" + hashlib.sha256(data).hexdigest()
+        image_id = image_id_of(data)
         all_tags = tags + [f"{edit.chain_repo}:{parent}"]
         if first is not None and not all(self.engine.image_id(t) == image_id for t in all_tags):
             self.load(data, layers, first, all_tags)

@@ -21,7 +21,7 @@ from enginebuild.io.store import Store
 from enginebuild.lock.pins import ImagePin
 from enginebuild.oci.credentials import registry_credentials
 from enginebuild.oci.engine import EngineApi
-from enginebuild.oci.image import DockerArchive, ImageConfig, Layer
+from enginebuild.oci.image import DockerArchive, ImageConfig, Layer, image_id_of
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.plan.envs import CHAIN_REPO
 from enginebuild.plan.model import EnvNode, ImageSettings, LayerNode
@@ -203,7 +203,7 @@ class Assembler:
                 self.store.verified(layer.blob, layer.created_by)
         data = config.render(layers)
         self.rendered = (data, layers)  # what the image is made of, for the plan memo's file-edit path
-        image_id = "sha256:" + hashlib.sha256(data).hexdigest()
+        image_id = image_id_of(data)
         all_tags = tags + [f"{CHAIN_REPO}:{env.tip}"]
         enginetags.made(self.store, all_tags[-1])  # the chain tag: this store's to collect (`gc`)
         first = self.engine.image_id(all_tags[0])

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import os
 import platform as host
 import threading
@@ -39,7 +38,7 @@ from enginebuild.io.http import Http
 from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine, EngineApi, EngineUnavailable
-from enginebuild.oci.image import ImageConfig, Layer
+from enginebuild.oci.image import ImageConfig, Layer, image_id_of
 from enginebuild.plan.envs import CHAIN_REPO, parent_ref
 from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.sources.base import Context
@@ -530,7 +529,7 @@ class Executor:
         else:
             layers = self.assembler.layers(plan.runtime)
             data = config.render(layers)
-            self.outcome.image_id = "sha256:" + hashlib.sha256(data).hexdigest()
+            self.outcome.image_id = image_id_of(data)
             self.outcome.config, self.outcome.layers = data, layers
         self.history.record(plan.tag, plan)
         if self.outcome.built or self.outcome.written:

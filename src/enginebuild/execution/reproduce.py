@@ -12,7 +12,6 @@ files are named.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import shutil
 import tempfile
 import time
@@ -30,7 +29,7 @@ from enginebuild.io.files import temp_path
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine
-from enginebuild.oci.image import Layer
+from enginebuild.oci.image import Layer, image_id_of
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.model import ImagePlan
@@ -123,7 +122,7 @@ def rebuild(home: Path, plan: ImagePlan, scanner: Scanner, jobs: int | None) -> 
         config = final_config(executor.assembler, plan).render(layers)
     finally:
         executor.forget_loaded_chains()
-    return folder, layers, "sha256:" + hashlib.sha256(config).hexdigest()
+    return folder, layers, image_id_of(config)
 
 
 def local_reference(home: Path, plan: ImagePlan) -> Reference:
@@ -143,7 +142,7 @@ def local_reference(home: Path, plan: ImagePlan) -> Reference:
         return store.verified(blob, layers[index].created_by)
 
     return Reference("the image built here", [layer.diff_id for layer in layers],
-                     "sha256:" + hashlib.sha256(config).hexdigest(), layer_tar, [layer.created_by for layer in layers])
+                     image_id_of(config), layer_tar, [layer.created_by for layer in layers])
 
 
 def remote_reference(ref: ImageRef, platform: str) -> Reference:

@@ -28,6 +28,11 @@ def canonical(doc: object) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def image_id_of(config: bytes) -> str:
+    """The engine's ID of the image whose config document is `config` (what a load makes it)."""
+    return "sha256:" + hashlib.sha256(config).hexdigest()
+
+
 @dataclass(frozen=True)
 class Layer:
     """A layer of an image: its uncompressed digest, and where its bytes are.
@@ -138,7 +143,8 @@ class DockerArchive:
 
     def __init__(self, config: bytes, layers: list[Layer], present: int, blob_path: Callable[[str], Path],
                  tags: list[str]):
-        config_name = hashlib.sha256(config).hexdigest() + ".json"
+        self.image_id = image_id_of(config)
+        config_name = self.image_id.split(":", 1)[1] + ".json"
         names = [f"{layer.diff_id.split(':', 1)[1]}/layer.tar" for layer in layers]
         manifest = json.dumps([{"Config": config_name, "RepoTags": tags, "Layers": names}]).encode()
         self.members: list[tuple[str, bytes | Path, int]] = [(config_name, config, len(config))]
