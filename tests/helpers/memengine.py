@@ -10,9 +10,13 @@ import hashlib
 import io
 import json
 import tarfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO
 
 from enginebuild.oci.endpoint import Endpoint
-from enginebuild.oci.engine import EngineError
+from enginebuild.oci.engine import EngineApi, EngineError
+from enginebuild.wire import JsonDoc
 
 
 class MemoryEngine:
@@ -31,7 +35,7 @@ class MemoryEngine:
     def unreachable(self) -> str | None:
         return None
 
-    def info(self) -> dict:
+    def info(self) -> JsonDoc:
         return {"OSType": "linux", "Architecture": "x86_64", "Runtimes": {"runc": {}}}
 
     def _id(self, ref: str) -> str | None:
@@ -39,7 +43,7 @@ class MemoryEngine:
             return ref
         return self.tags.get(ref if ":" in ref.rsplit("/", 1)[-1] else f"{ref}:latest")
 
-    def inspect(self, ref: str) -> dict | None:
+    def inspect(self, ref: str) -> JsonDoc | None:
         ident = self._id(ref)
         if ident is None:
             return None
@@ -70,13 +74,15 @@ class MemoryEngine:
         if ident not in self.tags.values():
             del self.images[ident]
 
-    def load(self, chunks, size: int) -> list[str]:
+    def load(self, chunks: Iterable[bytes | memoryview], size: int) -> list[str]:
         data = b"".join(bytes(c) for c in chunks)
         assert len(data) == size, (len(data), size)  # the length it was told is the length sent
         members = {}
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             for member in tar:
-                members[member.name] = tar.extractfile(member).read()
+                handle = tar.extractfile(member)
+                assert handle is not None, member.name
+                members[member.name] = handle.read()
         (manifest,) = json.loads(members["manifest.json"])
         config = members[manifest["Config"]]
         diff_ids = json.loads(config)["rootfs"]["diff_ids"]
@@ -97,7 +103,7 @@ class MemoryEngine:
         return [f"Loaded image: {t}" for t in manifest["RepoTags"]]
 
     @contextlib.contextmanager
-    def save(self, ref: str):
+    def save(self, ref: str) -> Iterator[IO[bytes]]:
         ident = self._id(ref)
         if ident is None:
             raise EngineError(f"no image {ref} in the engine")
@@ -114,22 +120,26 @@ class MemoryEngine:
         out.seek(0)
         yield out
 
-    def pull(self, ref: str, credentials=None) -> None:
+    def pull(self, ref: str, credentials: tuple[str, str] | None = None) -> None:
         raise EngineError(f"pulling {ref}: an engine in memory reaches no registry")
 
-    def run(self, image, argv, env, timeout=3600):
+    def run(self, image: str, argv: list[str], env: dict[str, str], timeout: float = 3600) -> tuple[int, bytes, bytes]:
         raise EngineError("an engine in memory runs no container")
 
-    def run_limited(self, image, argv, env, limit_s, gpus=False):
+    def run_limited(self, image: str, argv: list[str], env: dict[str, str], limit_s: float,
+                    gpus: bool = False) -> tuple[int | None, bytes, bytes]:
         raise EngineError("an engine in memory runs no container")
 
-    def run_with_files(self, image, argv, limit_s, put, take, receive):
+    def run_with_files(self, image: str, argv: list[str], limit_s: float, put: Path, take: str,
+                       receive: Callable[[IO[bytes]], None]) -> tuple[int | None, bytes, bytes]:
         raise EngineError("an engine in memory runs no container")
 
-    def container(self, image):
+    @contextlib.contextmanager
+    def container(self, image: str) -> Iterator[str]:
         raise EngineError("an engine in memory runs no container")
 
-    def archive(self, container, path):
+    @contextlib.contextmanager
+    def archive(self, container: str, path: str) -> Iterator[IO[bytes] | None]:
         raise EngineError("an engine in memory runs no container")
 
     # -- what a test reads -----------------------------------------------------------------------
@@ -149,14 +159,15 @@ class MemoryEngine:
                         entries = {k: v for k, v in entries.items()
                                    if not k.startswith(gone + "/") and (k != gone or base == ".wh..wh..opq")}
                         continue
-                    entries[name] = (member, tar.extractfile(member).read() if member.isfile() else None)
+                    handle = tar.extractfile(member) if member.isfile() else None
+                    entries[name] = (member, handle.read() if handle is not None else None)
         return entries
 
     def files(self, ref: str) -> dict[str, bytes]:
         """The image's regular files and their bytes."""
         return {name: data for name, (_, data) in self._tree(ref).items() if data is not None}
 
-    def filesystem(self, ref: str) -> dict[str, tuple]:
+    def filesystem(self, ref: str) -> dict[str, tuple[bytes, str, int, int, str]]:
         """As helpers.docker.filesystem reads a container's export: path -> (type, mode, uid, gid, content
         sha256 or link target)."""
         out = {}
@@ -177,3 +188,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
     tar.addfile(info, io.BytesIO(data))
+
+
+def _is_an_engine(fake: MemoryEngine) -> EngineApi:
+    return fake  # mypy over the helpers (tests/test_architecture.py) holds the fake to the protocol

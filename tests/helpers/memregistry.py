@@ -6,8 +6,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING
 
 from enginebuild.errors import RegistryError
+from enginebuild.oci.reference import ImageRef
+from enginebuild.wire import JsonDoc
+
+if TYPE_CHECKING:
+    import requests
+
+    from enginebuild.oci.registry import RegistryApi
 
 
 class MemoryRegistry:
@@ -18,25 +27,25 @@ class MemoryRegistry:
         self.tags: dict[str, dict[str, str]] = {}  # repository: {tag: digest}
         self.uploads = 0
 
-    def _digest(self, ref) -> str | None:
+    def _digest(self, ref: ImageRef) -> str | None:
         if ref.digest:
             return ref.digest if ref.digest in self.manifests.get(ref.repository, {}) else None
         return self.tags.get(ref.repository, {}).get(ref.tag or "latest")
 
-    def manifest(self, ref, accept: str = "") -> tuple[str, str, bytes]:
+    def manifest(self, ref: ImageRef, accept: str = "") -> tuple[str, str, bytes]:
         digest = self._digest(ref)
         if digest is None:
             raise RegistryError(f"{ref}: no such manifest in memory")
         media_type, body = self.manifests[ref.repository][digest]
         return digest, media_type, body
 
-    def platform_manifest(self, ref, platform: str):
+    def platform_manifest(self, ref: ImageRef, platform: str) -> tuple[str, JsonDoc, str | None]:
         raise RegistryError("a registry in memory serves no base image")
 
-    def head_digest(self, ref) -> str | None:
+    def head_digest(self, ref: ImageRef) -> str | None:
         return self._digest(ref)
 
-    def put_manifest(self, ref, reference: str, body: bytes, media_type: str) -> str:
+    def put_manifest(self, ref: ImageRef, reference: str, body: bytes, media_type: str) -> str:
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         doc = json.loads(body)
         for blob in [doc.get("config") or {}, *(doc.get("layers") or [])]:  # a manifest names only blobs held
@@ -47,22 +56,22 @@ class MemoryRegistry:
             self.tags.setdefault(ref.repository, {})[reference] = digest
         return digest
 
-    def has_blob(self, ref, digest: str) -> bool:
+    def has_blob(self, ref: ImageRef, digest: str) -> bool:
         return digest in self.repos.get(ref.repository, set())
 
-    def blob_size(self, ref, digest: str) -> int | None:
+    def blob_size(self, ref: ImageRef, digest: str) -> int | None:
         return len(self.blobs[digest]) if self.has_blob(ref, digest) else None
 
-    def open_blob(self, ref, digest: str):
+    def open_blob(self, ref: ImageRef, digest: str) -> requests.Response:
         raise RegistryError("a registry in memory serves no blob stream")
 
-    def mount_blob(self, ref, digest: str, source_repository: str) -> bool:
+    def mount_blob(self, ref: ImageRef, digest: str, source_repository: str) -> bool:
         if digest not in self.repos.get(source_repository, set()):
             return False
         self.repos.setdefault(ref.repository, set()).add(digest)
         return True
 
-    def upload_blob(self, ref, digest: str, size: int, opener) -> None:
+    def upload_blob(self, ref: ImageRef, digest: str, size: int, opener: Callable[[], IO[bytes]]) -> None:
         stream = opener()
         try:
             data = stream.read()
@@ -74,5 +83,9 @@ class MemoryRegistry:
         self.repos.setdefault(ref.repository, set()).add(digest)
         self.uploads += 1
 
-    def referrers(self, ref, digest: str):
+    def referrers(self, ref: ImageRef, digest: str) -> JsonDoc | None:
         return None
+
+
+def _is_a_registry(fake: MemoryRegistry) -> RegistryApi:
+    return fake  # mypy over the helpers (tests/test_architecture.py) holds the fake to the protocol
