@@ -245,3 +245,30 @@ def test_a_mistyped_verb_or_action_gets_a_did_you_mean():
     assert proc.returncode == 2 and "hint: did you mean 'image'?" in proc.stderr, proc.stderr
     proc = run_in_process(["serve", "stpo"], ROOT)
     assert proc.returncode == 2 and "hint: did you mean 'stop'?" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("argv, answered", [
+    (["demo"], (["demo"], [], [])),
+    (["demo", "qwen", "--platform", "linux/amd64"], (["demo", "qwen"], ["linux/amd64"], [])),
+    (["demo", "--platform=linux/arm64", "--locked"], (["demo"], ["linux/arm64"], [])),
+    (["demo", "--plat", "linux/arm64"], (["demo"], ["linux/arm64"], [])),  # an abbreviation, as argparse takes it
+    (["demo", "--push", "--to", "reg/x", "--push-tag", "v1"], (["demo"], [], ["--push", "--to", "reg/x", "--tag", "v1"])),
+    (["demo", "-t", "mine:1"], None),  # the full command tags
+    (["demo", "--no-cache"], None),
+    (["demo", "--jobs", "2"], None),
+    (["demo", "--bogus"], None),
+    (["demo", "--locked", "--frozen"], None),  # refused by the command: said there
+    (["demo", "--push"], None),  # no --to: the full command says so
+    (["demo", "--to", "reg/x"], None),
+    (["demo", "--platform", "linux"], None),
+])
+def test_the_no_op_path_parses_image_with_the_commands_own_grammar(argv, answered):
+    """fastpath.py answers `image` from the parser the command uses (commands/arguments.py), and
+    only when every option it was given leaves the image as built: one grammar, two paths."""
+    from enginebuild.commands.arguments import image_parser
+    from enginebuild.fastpath import _image_args
+
+    assert _image_args(argv) == answered
+    if answered is not None:  # the command reads the same names and platforms
+        args = image_parser().parse_args(argv)
+        assert (args.images, args.platform) == (answered[0], answered[1])

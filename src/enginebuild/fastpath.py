@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-._:")
 _PROGRESS = ("auto", "plain", "tty", "quiet")
-_LOCK_CHECKS = ("--locked", "--frozen")  # met by any build the memo answers for
 
 
 def _saying(argv: list[str]) -> tuple[list[str], list[str]] | None:
@@ -53,36 +52,36 @@ def _is_name(text: str) -> bool:
     return 0 < len(text) <= 127 and text[0] not in "-.:" and set(text) <= _NAME_CHARS
 
 
+# what `image` may be given and still be answered here: none of these changes the image built
+_ANSWERABLE = frozenset({"images", "platform", "push", "to", "push_tag", "locked", "frozen"})
+
+
 def _image_args(argv: list[str]) -> tuple[list[str], list[str], list[str]] | None:
-    """(names, platforms, push options) of `image NAME... [--platform OS/ARCH]... [--push --to REPO
-    [--push-tag TAG]...]`, or None for anything else (`-t` among them: the full command tags)."""
-    names: list[str] = []
-    platforms: list[str] = []
-    push: list[str] = []
-    rest = iter(argv)
-    for arg in rest:
-        option, _, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-        if option in ("--platform", "--to", "--push-tag") and not value:
-            value = next(rest, "")
-        if option == "--push" and not value:
-            push.append(option)
-            continue
-        if option in _LOCK_CHECKS and not value:
-            continue
-        if option in ("--to", "--push-tag") and value and not value.startswith("-"):
-            push += ["--tag" if option == "--push-tag" else option, value]  # as `push` names it
-            continue
-        if option != "--platform":
-            if not _is_name(arg):
-                return None
-            names.append(arg)
-            continue
-        if value.count("/") != 1 or not all(_is_name(part) for part in value.split("/")):
-            return None
-        platforms.append(value)
-    if push and (push.count("--push") != 1 or "--to" not in push or len(names) != 1):
+    """(names, platforms, push options) of `image`'s arguments, parsed by its own parser
+    (commands/arguments.py: one grammar for the command and this path), or None where an option
+    beyond the answerable ones is given (`-t` among them: the full command tags), or the full
+    command must say what is wrong."""
+    import argparse
+
+    from enginebuild.commands.arguments import image_parser
+
+    parser = image_parser()
+    try:
+        args, unknown = parser.parse_known_args(argv)
+        defaults = vars(parser.parse_args([]))
+    except (argparse.ArgumentError, SystemExit):
+        return None
+    if unknown or any(getattr(args, key) != value for key, value in defaults.items() if key not in _ANSWERABLE):
+        return None
+    names, platforms = list(args.images), list(args.platform)
+    if not all(_is_name(name) for name in names) or not all(
+            value.count("/") == 1 and all(_is_name(part) for part in value.split("/")) for value in platforms):
+        return None
+    if not args.push:
+        return (names, platforms, []) if not args.to and not args.push_tag else None
+    if not args.to or args.to.startswith("-") or len(names) != 1 or any(t.startswith("-") for t in args.push_tag):
         return None  # the full command explains what is missing
-    return names, platforms, push
+    return names, platforms, ["--push", "--to", args.to, *(a for t in args.push_tag for a in ("--tag", t))]
 
 
 def _holds(engine: EngineApi | None) -> Callable[[str, str], bool]:

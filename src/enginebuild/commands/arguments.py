@@ -1,5 +1,6 @@
 """Options several verbs share, defined once: how a push compresses layers, the registry cache,
-signing, locking (--locked/--frozen), builders and --build-arg."""
+signing, locking (--locked/--frozen), builders and --build-arg; and `image`'s whole grammar,
+which the no-op path parses too (fastpath.py: standard library and errors.py only here)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,59 @@ def parse_build_args(values: list[str], specs: Iterable[Any] = ()) -> dict[str, 
                             "builds this once on a stand-in base, `--set base=REF` changes it for this build"
                             if base else "a component's build.args in the spec names what may be overridden")
     return out
+
+
+def add_image_arguments(parser: argparse.ArgumentParser) -> None:
+    """The grammar of `image`'s arguments, one for both ways a run is answered: the command
+    (commands/image.py) and the no-op and file-edit answers before the CLI loads (fastpath.py,
+    through `image_parser`), which answer only when no option but those that leave the image as
+    built was given."""
+    parser.add_argument("images", nargs="*", metavar="IMAGE")
+    parser.add_argument("--all", action="store_true",
+                        help="every buildable image of the catalogue (those whose lock pins every input here)")
+    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
+                        help="build only this platform of the spec (repeatable)")
+    parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
+                        help="override a component build argument (part of its key)")
+    add_locking_arguments(parser, "build")
+    parser.add_argument("--output", action="append", default=[], metavar="DIR|COMPONENT=DIR",
+                        help="also write the runtime's filesystem (DIR), or a component's outputs (COMPONENT=DIR: "
+                             "its files as the runtime has them, or its wheels) to a new folder, as Docker's "
+                             "--output type=local,dest=DIR; with several platforms, one subfolder each (linux_amd64)")
+    add_builder_arguments(parser)
+    parser.add_argument("--component", action="append", default=[], metavar="NAME",
+                        help="build only this component (repeatable) and what it needs, into the store and the "
+                             "cache; no image is assembled (one CI job per component; a last job assembles)")
+    parser.add_argument("--jobs", type=int, metavar="N", help="components built at the same time (default: CPUs, max 4)")
+    parser.add_argument("--push", action="store_true", help="push after building (needs --to)")
+    parser.add_argument("--to", metavar="REPO", help="with --push: REGISTRY/REPO[:TAG]")
+    parser.add_argument("--push-tag", action="append", default=[], metavar="TAG",
+                        help="with --push: a tag to push (repeatable; default: the content tag, and any :TAG of --to)")
+
+    add_compression_argument(parser)
+    add_signing_arguments(parser)
+    parser.add_argument("--no-load", action="store_true",
+                        help="do not load the image into the engine (with --push on a CI runner: the layers go from "
+                             "the store to the registry); commands of the image still run on the engine")
+    parser.add_argument("-t", "--tag", action="append", default=[], dest="local_tags", metavar="NAME[:TAG]",
+                        help="also tag the image NAME[:TAG] in the engine, as `docker build -t` (repeatable; with "
+                             "several platforms, the image of the platform this machine runs)")
+    parser.add_argument("--on", metavar="IMAGE@sha256:...",
+                        help="build the runtime on this digest-pinned base instead of the locked one (with --stages: "
+                             "try a recipe's last layers on a stand-in base); tagged enginebuild/IMAGE:on-<digest>")
+    parser.add_argument("--stages", metavar="KIND,...", default=None,
+                        help="with --on: which layer kinds to build (system, python, components, overlays, steps, "
+                             "files; default: files)")
+    add_cache_arguments(parser)
+    parser.add_argument("--no-cache", action="store_true",
+                        help="as `docker build --no-cache`: build every component and command layer again (BuildKit "
+                             "without its cache, no stored output or layer reused, the registry cache not read); "
+                             "pinned downloads are still reused")
+    parser.add_argument("-v", "--verbose", action="store_true", help="stream the builder's output")
+
+
+def image_parser() -> argparse.ArgumentParser:
+    """`image`'s parser alone (the CLI adds it as a verb; the no-op path parses with it)."""
+    made = argparse.ArgumentParser(prog="image", add_help=False, exit_on_error=False)
+    add_image_arguments(made)
+    return made

@@ -9,15 +9,7 @@ import difflib
 import re
 from typing import TYPE_CHECKING
 
-from enginebuild.commands.arguments import (
-    add_builder_arguments,
-    add_cache_arguments,
-    add_compression_argument,
-    add_locking_arguments,
-    add_signing_arguments,
-    parse_build_args,
-    signer_of,
-)
+from enginebuild.commands.arguments import add_image_arguments, parse_build_args, signer_of
 from enginebuild.errors import UserError
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
@@ -32,48 +24,7 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("images", nargs="*", metavar="IMAGE")
-    parser.add_argument("--all", action="store_true",
-                        help="every buildable image of the catalogue (those whose lock pins every input here)")
-    parser.add_argument("--platform", action="append", default=[], metavar="OS/ARCH",
-                        help="build only this platform of the spec (repeatable)")
-    parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE",
-                        help="override a component build argument (part of its key)")
-    add_locking_arguments(parser, "build")
-    parser.add_argument("--output", action="append", default=[], metavar="DIR|COMPONENT=DIR",
-                        help="also write the runtime's filesystem (DIR), or a component's outputs (COMPONENT=DIR: "
-                             "its files as the runtime has them, or its wheels) to a new folder, as Docker's "
-                             "--output type=local,dest=DIR; with several platforms, one subfolder each (linux_amd64)")
-    add_builder_arguments(parser)
-    parser.add_argument("--component", action="append", default=[], metavar="NAME",
-                        help="build only this component (repeatable) and what it needs, into the store and the "
-                             "cache; no image is assembled (one CI job per component; a last job assembles)")
-    parser.add_argument("--jobs", type=int, metavar="N", help="components built at the same time (default: CPUs, max 4)")
-    parser.add_argument("--push", action="store_true", help="push after building (needs --to)")
-    parser.add_argument("--to", metavar="REPO", help="with --push: REGISTRY/REPO[:TAG]")
-    parser.add_argument("--push-tag", action="append", default=[], metavar="TAG",
-                        help="with --push: a tag to push (repeatable; default: the content tag, and any :TAG of --to)")
-
-    add_compression_argument(parser)
-    add_signing_arguments(parser)
-    parser.add_argument("--no-load", action="store_true",
-                        help="do not load the image into the engine (with --push on a CI runner: the layers go from "
-                             "the store to the registry); commands of the image still run on the engine")
-    parser.add_argument("-t", "--tag", action="append", default=[], dest="local_tags", metavar="NAME[:TAG]",
-                        help="also tag the image NAME[:TAG] in the engine, as `docker build -t` (repeatable; with "
-                             "several platforms, the image of the platform this machine runs)")
-    parser.add_argument("--on", metavar="IMAGE@sha256:...",
-                        help="build the runtime on this digest-pinned base instead of the locked one (with --stages: "
-                             "try a recipe's last layers on a stand-in base); tagged enginebuild/IMAGE:on-<digest>")
-    parser.add_argument("--stages", metavar="KIND,...", default=None,
-                        help="with --on: which layer kinds to build (system, python, components, overlays, steps, "
-                             "files; default: files)")
-    add_cache_arguments(parser)
-    parser.add_argument("--no-cache", action="store_true",
-                        help="as `docker build --no-cache`: build every component and command layer again (BuildKit "
-                             "without its cache, no stored output or layer reused, the registry cache not read); "
-                             "pinned downloads are still reused")
-    parser.add_argument("-v", "--verbose", action="store_true", help="stream the builder's output")
+    add_image_arguments(parser)  # one grammar with the no-op path (fastpath.py)
 
 
 def parse_on(on: str | None, stages: str | None) -> tuple[str | None, frozenset[str] | None]:
