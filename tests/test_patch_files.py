@@ -146,6 +146,14 @@ def test_a_python_file_the_build_rewrites_is_found_out_and_its_patch_goes_into_t
     assert relearnt.returncode == 0, relearnt.stdout + relearnt.stderr
     assert "a patch goes into its component's build on linux/amd64" in relearnt.stdout, relearnt.stdout
     assert routes_file(workspace) == [("engine-py", "linux/amd64", {"py/engine_settings.py": False})]
+    # a routes file edited to say otherwise than the bytes this machine read: written back, and built right
+    routes = workspace / "lockfiles/demo.routes.json"
+    routes.write_text(routes.read_text().replace('"py/engine_settings.py": false', '"py/engine_settings.py": true'))
+    said = image(workspace, tag).stderr
+    assert "engine-py: py/engine_settings.py is not installed verbatim by its build (it said verbatim): written " \
+        "to lockfiles/demo.routes.json" in said, said
+    assert routes_file(workspace) == [("engine-py", "linux/amd64", {"py/engine_settings.py": False})]
+    assert f"model folder (mounted) {marker}" in settings(tag)
     docker("rmi", tag, check=False)
 
 

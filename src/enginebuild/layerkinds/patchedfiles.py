@@ -40,7 +40,8 @@ class NotVerbatim(BuildFailed):
 
     def __init__(self, component: str, path: str, why: str):
         super().__init__(f"component {component}: {path} {why}",
-                         hint="the routes file beside the lock does not say so: `image` learns it and plans again")
+                         hint="kept in this machine's store: `image` again writes it to the routes file beside the "
+                              "lock (commit it) and puts the patch into the component's build")
         self.component, self.path = component, path
 
 

@@ -6,10 +6,14 @@ files. Before an image is built, every component with patches applied as files i
 here: the facts its layer of patched files will stand on are learned from the bytes of the
 component's build without those patches (the build the plan makes anyway: it is built first,
 or taken from the store or the registry cache), kept in the store with where each file is
-installed, and written to the routes file where it does not already say them. A file found
-not verbatim puts its patch into the build: the image is then planned again from the files,
-and that plan is the one built. So the plan is always a function of the checkout, and the
-writer of the layer never has to route anything.
+installed, and written to the routes file where it does not already say them. A file the routes
+file knows needs no bytes here (its layer's writer learns where it is installed, as it writes: a
+fresh CI runner takes the component from the registry cache only if that layer needs it); a
+file this machine's store found otherwise than the routes file says (a writer that met other
+bytes, NotVerbatim) is written there too. A file found not verbatim puts its patch into the
+build: the image is then planned again from the files, and that plan is the one built. So the
+plan is always a function of the checkout, and the writer of the layer never has to route
+anything.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
     from enginebuild.layerkinds.base import FilesOfPatches
     from enginebuild.lock.lockfile import Lock
     from enginebuild.plan.model import ImagePlan
+    from enginebuild.plan.routes import FactsReader
     from enginebuild.spec.model import ImageSpec
     from enginebuild.workspace import Workspace
 
@@ -39,6 +44,13 @@ if TYPE_CHECKING:
 def patched_files(plan: ImagePlan) -> list[FilesOfPatches]:
     """The layers of patched files of a plan, one per component with patches applied as files."""
     return [files for layer in plan.runtime.layers if (files := layer.payload.patched_files()) is not None]
+
+
+def lacking(each: FilesOfPatches, said: FactsReader, store: Store) -> list[str]:
+    """What neither the routes file nor this machine's store knows: only those need bytes (a
+    known file's placement is learned by the layer's writer, as it writes)."""
+    known, stored = said(each.component_key) or {}, read_facts(store, each.component_key) or {}
+    return [p for p in each.paths if p not in known and p not in stored]
 
 
 def learn_routes(ws: Workspace, spec: ImageSpec, lock: Lock | None, plan: ImagePlan, options: Options,
@@ -49,22 +61,21 @@ def learn_routes(ws: Workspace, spec: ImageSpec, lock: Lock | None, plan: ImageP
     for _ in range(1 + sum(len(c.file_patches) for c in plan.components)):  # each round moves a patch or ends
         moved = False
         layers = patched_files(plan)
-        unknown = [each for each in layers if any(p not in (read_facts(store, each.component_key) or {})
-                                                  for p in each.paths)]
-        if unknown:
-            executor.components(plan, frozenset(each.component for each in unknown))
         said = options.facts(spec.lock_name)
+        unknown = [each for each in layers if lacking(each, said, store)]
+        if unknown:  # built (or taken from the store or the registry cache) as the plan builds it anyway
+            executor.components(plan, frozenset(each.component for each in unknown))
         for each in layers:
             facts: Mapping[str, tuple[object, ...]] = read_facts(store, each.component_key) or {}
-            missing = [p for p in each.paths if p not in facts]
+            missing = lacking(each, said, store)
             if missing:
                 record = executor.output_record(plan.component(each.component))
                 assert record is not None, f"component {each.component} was just built"
                 facts = each.learn(store, plan.image, record, facts, missing)
-            verbatim = {path: bool(facts[path]) for path in each.paths}
             before = said(each.component_key) or {}
-            if all(before.get(p) == v for p, v in verbatim.items()):
-                continue
+            if all(p in before and (p not in facts or bool(facts[p]) == before[p]) for p in each.paths):
+                continue  # the file says it all, and this machine's bytes never said otherwise
+            verbatim = {path: bool(facts[path]) if path in facts else before[path] for path in each.paths}
             routesfile.record(ws.root, spec.lock_name,
                               routesfile.Recipe(each.component, plan.platform, each.component_key, verbatim))
             moved = moved or not all(verbatim.values())
