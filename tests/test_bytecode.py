@@ -75,6 +75,7 @@ def test_a_fresh_container_imports_from_the_images_bytecode_and_an_edit_compiles
     assert run_in_process(["lock", "pyc"], workspace).returncode == 0
     tag = f"enginebuild-test/pyc:{uuid.uuid4().hex[:8]}"
     bare = f"enginebuild-test/pyc:{uuid.uuid4().hex[:8]}-bare"
+    known = _compiled()  # the home is the session's: another test's parts are not this one's
     try:
         proc = run_in_process(["image", "pyc", "-t", tag], workspace)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -85,7 +86,8 @@ def test_a_fresh_container_imports_from_the_images_bytecode_and_an_edit_compiles
         said = docker("run", "--rm", tag, "-c", "import os; print(sorted(os.listdir('/opt/ebmod/ebpkg/__pycache__')))"
                       ).stdout
         assert said.strip() == "['__init__.cpython-311.pyc', 'values.cpython-311.pyc']", said
-        before, parts = _bytecode_layers(workspace), _compiled()
+        before = _bytecode_layers(workspace)
+        parts = {k: v for k, v in _compiled().items() if k not in known}
         # the system packages' (the standard library), the busybox commands' and the output's, packed in one layer
         assert len(before) == 1 and sorted(parts.values()).count("outputs of maker (prefix)") == 1, parts
 
@@ -95,7 +97,7 @@ def test_a_fresh_container_imports_from_the_images_bytecode_and_an_edit_compiles
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         after, compiled = _bytecode_layers(workspace), _compiled()
         assert after != before
-        assert [compiled[n] for n in set(compiled) - set(parts)] == ["outputs of maker (prefix)"], compiled
+        assert [compiled[n] for n in set(compiled) - set(parts) - set(known)] == ["outputs of maker (prefix)"], compiled
         assert docker("run", "--rm", tag, "-c", "import ebpkg.values as v; print(sorted(v.VALUE))"
                       ).stdout.strip() == "['a', 'b', 'd']"
         assert _origins(tag)[1] == []

@@ -104,3 +104,24 @@ def test_a_pattern_that_backtracks_is_bounded_in_time(workspace, docker_engine, 
     else:
         assert proc.returncode == 1, proc.stderr
         assert "matching /(?:a|aa)+b/ against its 40 characters of output took over 2 s" in proc.stderr, proc.stderr
+
+
+def test_python_checks_that_begin_with_the_same_import_share_it_and_one_not_passing_there_is_judged_alone(
+        workspace, docker_engine):
+    """`python:` checks whose first statements import the same modules run in one container that
+    imports them once (`this` prints the Zen of Python at its import: each check's output begins
+    with what that import printed, as alone); a check that does not pass there is run again in a
+    container of its own, and that run is its verdict (here the one that passes only alone)."""
+    code = 'import this\nimport os\nprint("{name}", "alone" if os.getppid() == 0 else "forked")\n'
+    path = workspace / CHECKS
+    extra = ""
+    for name, where in (("one", "forked"), ("two", "forked"), ("three", "alone")):
+        body = "\n".join("      " + line for line in code.format(name=name).splitlines())
+        extra += f"  - name: {name}\n    python: |\n{body}\n    expect-match: '(?s)The Zen of Python.*{name} {where}'\n"
+    path.write_text(path.read_text() + extra)
+    proc = run_in_process(["image", "demo", *AMD64], workspace)
+    assert proc.returncode == 0, proc.stderr
+    assert "patch checks ok: 4 of 4 passed" in proc.stderr, proc.stderr
+    doc = json.loads(run_in_process(["verify", "demo", *AMD64, "--json"], workspace).stdout)
+    said = {run["check"]: run["output"] for run in doc["patch_checks"][0]["checks"]}
+    assert said["one"].startswith("The Zen of Python, by Tim Peters\n") and said["three"].startswith("The Zen")

@@ -6,10 +6,13 @@ pyc, and the image's bytecode layers hold the patched file's own: the image runs
 says, from bytecode compiled of the patched source."""
 from __future__ import annotations
 
+import json
+import re
 import uuid
 
 import pytest
 
+from enginebuild.io.store import Store
 from helpers.docker import docker
 from helpers.inprocess import run_in_process
 from helpers.specs import write_image
@@ -89,3 +92,48 @@ def test_a_patched_module_runs_patched_though_its_build_shipped_matching_timesta
         assert said == ["new", "3", "True", "True"], said
     finally:
         docker("rmi", "-f", tag, "enginebuild/pyc:latest", check=False)
+
+
+def test_a_patch_edit_on_a_fresh_ci_runner_compiles_its_bytecode_in_the_interpreters_chain_alone(
+        workspace, registry, tmp_path, docker_engine, debian_reachable, pypi_reachable):
+    """The CI job after a patch edit, on a fresh runner: every layer the edit leaves as it was is
+    stood in by the registry cache, and the new layer of patched files gets its bytecode compiled
+    in the chain that holds the interpreter (the system packages), taken from the cache alone: the
+    bytecode of the rest of the image is not fetched, and the pushed image runs the edited patch
+    from its own bytecode."""
+    write_image(workspace, "pyc", SPEC, {"maker/src/ebmod.py": 'VALUE = "old"\n', "maker/build.sh": BUILD})
+    patch = workspace / "patches/maker/0001-new-value.patch"
+    patch.parent.mkdir(parents=True, exist_ok=True)
+    patch.write_text(PATCH)
+    assert run_in_process(["lock", "pyc"], workspace).returncode == 0
+    salt = uuid.uuid4().hex[:8]
+    cache, target = (f"{registry.host}/enginebuild-test/{n}-{salt}" for n in ("pyc-cache", "pyc"))
+
+    def runner(name: str) -> str:
+        proc = run_in_process(["image", "pyc", "--no-load", "--cache", cache, "--push", "--to", target], workspace,
+                              env={"ENGINEBUILD_HOME": str(tmp_path / name)})
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 0, said[-3000:]
+        return said
+
+    runner("first")
+    patch.write_text(PATCH.replace('+VALUE = "new"', '+VALUE = "niu"'))
+    said = runner("second")
+    assert re.search(r"layer\(s\) stood in by \S+ \(made and pushed elsewhere\); \d+ to make here", said), said[-3000:]
+    assert "bytecode of the edited layers (Python 3.11, checked hashes): compiled by the image's /usr/bin/python3" \
+        in said, said[-3000:]
+    plan = json.loads(run_in_process(["plan", "pyc", "--json"], workspace,
+                                     env={"ENGINEBUILD_HOME": str(tmp_path / "second")}).stdout)
+    rows = {r["name"].split(" (")[0]: r for r in plan["images"][0]["layers"]}
+    store = Store(tmp_path / "second")
+    blobs = {name: [sha for sha, _ in store.record("layers", rows[name]["content_key"])["layers"]]
+             for name in ("bytecode", "bytecode of the edited layers")}
+    assert not any(store.has(sha) for sha in blobs["bytecode"]), "the unedited layers' bytecode was fetched"
+    assert all(store.has(sha) for sha in blobs["bytecode of the edited layers"])
+    pushed = re.findall(re.escape(target) + r"@sha256:[0-9a-f]{64}", said)[-1]
+    try:
+        docker("pull", "-q", pushed)
+        out = docker("run", "--rm", "-e", "PYTHONDONTWRITEBYTECODE=1", pushed, "-c", READ).stdout.split()
+        assert out == ["niu", "3", "True", "True"], out
+    finally:
+        docker("rmi", "-f", pushed, check=False)

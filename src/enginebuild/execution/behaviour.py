@@ -2,7 +2,9 @@
 network, the image's own interpreter for `python:` checks, each within its time limit; a check
 that `needs` a GPU runs only where the engine has the NVIDIA runtime, and is otherwise listed as
 not run, with why, never as passed. An image's checks run side by side, one container each, as
-many at a time as there are CPUs (each is mostly one Python process importing the engine).
+many at a time as there are CPUs (each is mostly one Python process importing the engine);
+`python:` checks that begin with the same imports share one container that imports them once
+(execution/sharedimport.py), and any of them that does not pass there runs alone for its verdict.
 
 A run in which every check that ran passed is recorded in the store under the image's ID and the
 checks' definitions: the same image asked the same again (a rebuild that changed nothing,
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 from enginebuild.errors import printable
 from enginebuild.execution.imports import site_folders
+from enginebuild.execution.sharedimport import groups, run_shared
 from enginebuild.io.background import Background, settled
 from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.oci.engine import EngineApi, EngineError, PrintedTooMuch
@@ -119,11 +122,22 @@ def run_checks(engine: EngineApi, tag: str, plan: ImagePlan, checks: list[PatchC
         result.seconds, result.recorded = float(kept["seconds"]), str(image_id)
         return result
     interpreter = site_folders(plan)[0]
-    # side by side, a container each (a check is mostly one Python process importing the engine)
+    # side by side, a container each (a check is mostly one Python process importing the engine),
+    # or one container for the checks that begin with the same imports (execution/sharedimport.py)
     pool = Background(min(len(checks), os.cpu_count() or 1), "enginebuild-patch-checks")
     try:
-        runs = [pool.submit(functools.partial(run_one, engine, tag, check, interpreter, gpus)) for check in checks]
-        result.runs.extend(settled(run) for run in runs)
+        at = {id(check): i for i, check in enumerate(checks)}
+        shared = [([at[id(c)] for c in group], pool.submit(functools.partial(
+            shared_passes, engine, tag, group, interpreter, gpus)))
+            for group in groups(checks) if gpus or "gpu" not in group[0].needs]
+        alone = {i: pool.submit(functools.partial(run_one, engine, tag, check, interpreter, gpus))
+                 for i, check in enumerate(checks) if all(i not in places for places, _ in shared)}
+        runs: dict[int, CheckRun] = {}
+        for places, future in shared:
+            runs.update((places[i], run) for i, run in settled(future).items())
+        alone.update({i: pool.submit(functools.partial(run_one, engine, tag, checks[i], interpreter, gpus))
+                      for places, _ in shared for i in places if i not in runs})
+        result.runs.extend(runs[i] if i in runs else settled(alone[i]) for i in range(len(checks)))
     finally:
         pool.cancel()
     result.seconds = time.monotonic() - start
@@ -168,6 +182,23 @@ def run_one(engine: EngineApi, tag: str, check: PatchCheck, interpreter: str, gp
         return CheckRun(check, "failed", run.output, str(exc))
     wanted = _shown(check.expect) if check.expect is not None else check.wanted()
     return CheckRun(check, "failed", run.output, f"printed {_shown(run.output)}, expected {wanted}")
+
+
+def shared_passes(engine: EngineApi, tag: str, group: list[PatchCheck], interpreter: str,
+                  gpus: bool) -> dict[int, CheckRun]:
+    """The checks of `group` (by index) that passed in one shared run; the others run alone."""
+    passed = {}
+    for index, did in run_shared(engine, tag, group, interpreter, gpus).items():
+        check = group[index]
+        if did.status != 0 or did.big:
+            continue
+        output = did.out.decode("utf-8", "replace")
+        try:
+            if check.patched_by(output):
+                passed[index] = CheckRun(check, "passed", output)
+        except SlowPattern:
+            continue
+    return passed
 
 
 def _shown(text: str) -> str:

@@ -81,6 +81,17 @@ def stands_alone(node: LayerNode) -> bool:
     return node.payload.stands_alone()
 
 
+def read_prefix(env: EnvNode, index: int) -> EnvNode:
+    """The chain a layer that reads the chain below it reads: the whole of it, or the prefix its
+    payload names (`reads_below`) where that prefix has something to run in."""
+    parent = env.prefix(env.layers[index - 1].chain) if index else env.prefix(env.root)
+    at = env.layers[index].payload.reads_below()
+    if not at or at == parent.tip:
+        return parent
+    prefix = parent.prefix(at)
+    return prefix if prefix.layers or prefix.base is not None else parent
+
+
 class LayerBoard:
     """What a chain's `Work` line says: how many layers are done, which are being made."""
 
@@ -263,9 +274,11 @@ class Executor:
         node = env.layers[index]
         parent = env.prefix(env.layers[index - 1].chain) if index else env.prefix(env.root)
         prefetch.wait(layer_downloads(node))
-        image = self.load_chain(parent, site) if node.payload.reads_chain else None
+        read = read_prefix(env, index)
+        image = self.load_chain(read, site) if node.payload.reads_chain else None
+        whole = (lambda: self.whole_chain(parent, site)) if read.layers != parent.layers else None
         maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs)
-        blobs = maker.make(node, image)
+        blobs = maker.make(node, image, whole)
         if node.payload.reads_chain:
             output().say(f"  {node.name}: {node.payload.chain_work()} ({human_bytes(sum(s for _, s in blobs))})")
 
@@ -283,6 +296,11 @@ class Executor:
                 site.assembler.load(env, config, [], site.known)
                 site.loaded.append(f"{CHAIN_REPO}:{env.tip}")
             return f"{CHAIN_REPO}:{env.tip}"
+
+    def whole_chain(self, env: EnvNode, site: Site) -> str:
+        """`load_chain`, its stood-in layers first taken from the cache."""
+        substitutes.realize_all(self.store, env.layers)
+        return self.load_chain(env, site)
 
     def forget_loaded_chains(self) -> None:
         """Untag the chains this run loaded (reproduce: the next build loads its own again)."""
@@ -541,15 +559,21 @@ class Executor:
         it has not made (substitutes.py) instead of making them. When every such layer is
         described nothing is built or downloaded (True); when the others all stand alone (a
         layer enginebuild writes from its own inputs), only they are made (False, the stood-in
-        ones counted as made); a layer left to make that reads the chain below it needs those
-        bytes: then nothing is stood in. A declared secret whose value is here is searched for in
+        ones counted as made), or read the chain below them: the stood-in layers of what they read
+        (for bytecode, only the prefix that holds the interpreter) are taken from the cache's
+        bytes. A declared secret whose value is here is searched for in
         the stood-in layers' bytes, fetched for that."""
         if self.cache is None or self.rebuild:
             return False
-        lacking = [node for node in plan.runtime.layers if not self.made(node)]
+        layers = plan.runtime.layers
+        lacking = [node for node in layers if not self.made(node)]
         described = [node for node in lacking if self.cache.has(f"{record_key(node)}-sub")]
         rest = [node for node in lacking if node not in described]
-        if not described or not all(stands_alone(node) for node in rest):
+        # a layer left to make that reads the chain below it (bytecode: only the prefix that holds
+        # the interpreter) needs the bytes of the stood-in layers there, taken from the cache
+        read = [read_prefix(plan.runtime, layers.index(node)) for node in rest if not stands_alone(node)]
+        below = [n for n in described if any(n in prefix.layers for prefix in read)]
+        if not described:
             return False
         if not all(substitutes.take_outputs(self.cache, self.store, comp) for comp in plan.components):
             return False  # the SBOM names every component's outputs: without their records, build
@@ -559,6 +583,8 @@ class Executor:
         self.outcome.substituted = [node.name for node in described]
         if self.scanner.declared and self.scanner.values():
             substitutes.realize_all(self.store, described)
+        else:
+            substitutes.realize_all(self.store, below)
         output().say(f"  [{plan.platform}] {len(described)} layer(s) stood in by {self.cache.name} "
                      "(made and pushed elsewhere)" + (f"; {len(rest)} to make here" if rest else
                                                        ": nothing built or downloaded"))

@@ -1,6 +1,7 @@
 """Layers the checks that read an image's bytes have nothing to read in: a small layer of
 directories and regular files, none an ELF object, none named as a shared library, no link, no
-whiteout (a layer of patched Python files, scripts, the manifest). The image's kernel and
+whiteout but that of a `.pyc` in a `__pycache__` folder (a layer of patched Python files and
+the stale bytecode it removes, scripts, the manifest). The image's kernel and
 runtime-closure verdicts hold for every image that differs from it only in such layers, so the
 verdict recorded in the registry cache (substitutes.py) is keyed by the other layers: a fresh
 runner that writes only a layer of patched files takes the verdict of the run that read the
@@ -47,9 +48,19 @@ def _only_plain_files(tar_path: str) -> bool:
             base = member.name.rstrip("/").rsplit("/", 1)[-1]
             if member.isdir() and not base.startswith(".wh."):
                 continue
+            if _stale_bytecode(member):
+                continue
             if not member.isreg() or base.startswith(".wh.") or _LIBRARY.search(base):
                 return False
             handle = tar.extractfile(member)
             if handle is None or handle.read(4) == b"\x7fELF":
                 return False
     return True
+
+
+def _stale_bytecode(member: tarfile.TarInfo) -> bool:
+    """An empty whiteout of a `.pyc` in a `__pycache__` folder (the layer of patched files removes
+    stale bytecode): no check reads bytecode, and no library or kernel is named so."""
+    parts = member.name.rstrip("/").split("/")
+    return (member.isreg() and member.size == 0 and len(parts) >= 2 and parts[-2] == "__pycache__"
+            and parts[-1].startswith(".wh.") and parts[-1].endswith(".pyc") and parts[-1] != ".wh..wh..opq")

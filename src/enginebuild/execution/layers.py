@@ -47,10 +47,12 @@ class LayerMaker:
     image: str
     outputs: dict[str, OutputRecord]  # component key -> its outputs
 
-    def make(self, node: LayerNode, parent_tip_image: str | None = None) -> list[tuple[str, int]]:
-        """Write the layer of `node` (its kind says how: layerkinds/) and record its blob."""
+    def make(self, node: LayerNode, parent_tip_image: str | None = None,
+             whole_chain: Callable[[], str] | None = None) -> list[tuple[str, int]]:
+        """Write the layer of `node` (its kind says how: layerkinds/) and record its blob;
+        `whole_chain` loads the chain below where `parent_tip_image` is only a prefix of it."""
         job = WriteJob(node.name, node.inputs, self.store, self.engine, self.assembler, self.image, self.outputs,
-                       parent_tip_image)
+                       parent_tip_image, whole_chain)
         several = node.payload.write_layers(job, self.mtime)
         if several is not None:
             blobs = several

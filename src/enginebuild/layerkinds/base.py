@@ -6,7 +6,7 @@ with it, which component made its files. Nothing else asks which kind a layer is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -111,7 +111,8 @@ class WriteJob:
     puller: BasePuller
     image: str  # the image being built, for hints
     outputs: Mapping[str, ComponentOutput] = field(default_factory=dict)  # component key -> its outputs
-    chain_image: str | None = None  # the chain below, loaded, for a kind that `reads_chain`
+    chain_image: str | None = None  # the chain below (or what `reads_below` names), loaded, for a kind that `reads_chain`
+    whole_chain: Callable[[], str] | None = None  # loads the whole chain below, where `chain_image` is less
 
 
 # modules whose code shapes the bytes of several kinds (see LayerPayload.writer)
@@ -146,6 +147,10 @@ class LayerPayload:
         """The blobs (sha256, size) of a kind that writes several layers, or of none (made in the
         store, in order); None for a kind that writes one (`write`)."""
         return None
+
+    def reads_below(self) -> str:
+        """For a kind that `reads_chain`: the chain key of the prefix it reads ("": the whole chain below)."""
+        return ""
 
     def compiler(self) -> str:
         """For a layer of bytecode: the interpreter that compiled it ("" for any other kind)."""

@@ -72,6 +72,11 @@ class Bytecode(LayerPayload):
     version: str  # the interpreter's major.minor, which its .pyc's magic number follows
     interpreter: str
     volatile: tuple[bool, ...] = ()  # per source: an edit touches it (patches as files, overlays): a layer alone
+    at: str = field(default="", metadata=unkeyed(
+        "where the compiler runs, not what it writes: the bytecode depends on the sources and the interpreter"))
+
+    def reads_below(self) -> str:
+        return self.at
 
     def engine_files(self) -> bool:
         return False  # derived from the layers below, which the checks read
@@ -106,7 +111,11 @@ class Bytecode(LayerPayload):
                 raise BuildFailed(f"layer {name} is not built (its bytecode is made from it)")
             wanted += [(name, str(sha), edited) for sha, _ in record["layers"]]
         missing = [(name, blob) for name, blob, _ in wanted if _compiled(store, self.sub_key(blob)) is None]
-        if missing and not self._compile(job, mtime, missing):
+        compiled = not missing or self._compile(job, mtime, missing)
+        if not compiled and job.whole_chain is not None:  # the interpreter is above where the plan looked
+            job.chain_image, job.whole_chain = job.whole_chain(), None
+            compiled = self._compile(job, mtime, missing)
+        if not compiled:
             from enginebuild.io.progress import output
 
             output().say(f"  {job.name}: the image has no {self.interpreter} to compile its Python files with: "

@@ -314,10 +314,7 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
             layers.append(dataclasses.replace(made, where=str(spec.where(f"steps[{i}]"))))
     interpreter = runtime_interpreter(spec, planner, base_pin) if spec.bytecode and layers else None
     if interpreter:
-        stack.add("bytecode", f"bytecode (Python {interpreter[0]}, checked hashes)",
-                  Bytecode(tuple(n.stored_as for n in layers), tuple(n.name for n in layers), *interpreter,
-                           tuple(n.kind in ("patched", "overlay") for n in layers)),
-                  {"layers below": keys.sha(keys.canonical([n.stored_as for n in layers]))})
+        _bytecode_layers(stack, interpreter, runtime)
     unused = tuple(c.name for c in spec.components if c.name not in spec.used_components())
     created = keys.created_of(options.source_date_epoch)
     manifest = manifest_of(spec, lock, platform, created, unused)
@@ -339,6 +336,23 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)  # config: image_env
     return ImagePlan(spec.name, platform, created, stack.epoch, tuple(components.values()), final,
                      config, manifest, _tags(spec, platform, options), spec.cuda_archs, options.on, unused)
+
+
+def _bytecode_layers(stack: _Stack, interpreter: tuple[str, str], runtime: EnvNode) -> None:
+    """The bytecode of the layers below in two layers: what an edit does not touch, then what it
+    does (patches as files, overlays), so an edit's bytecode is a layer of its own whose key moves
+    alone. Each is compiled in the chain up to the runtime's last system layer (else its base),
+    which holds the interpreter: a CI runner that stands the rest in loads only that."""
+    layers = list(stack.layers)
+    at = next((n.chain for n in reversed(runtime.layers) if n.kind == "system"), runtime.root)
+    edited = [n.kind in ("patched", "overlay") for n in layers]
+    for volatile, what in ((False, "bytecode"), (True, "bytecode of the edited layers")):
+        sources = [n for n, e in zip(layers, edited, strict=True) if e == volatile]
+        if sources:
+            stack.add("bytecode", f"{what} (Python {interpreter[0]}, checked hashes)",
+                      Bytecode(tuple(n.stored_as for n in sources), tuple(n.name for n in sources), *interpreter,
+                               (volatile,) * len(sources), at),
+                      {"layers below": keys.sha(keys.canonical([n.stored_as for n in sources]))})
 
 
 def runtime_interpreter(spec: ImageSpec, planner: EnvPlanner, base: object) -> tuple[str, str] | None:
