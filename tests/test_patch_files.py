@@ -149,6 +149,14 @@ def test_a_python_file_the_build_rewrites_is_found_out_and_its_patch_goes_into_t
     # a routes file edited to say otherwise than the bytes this machine read: written back, and built right
     routes = workspace / "lockfiles/demo.routes.json"
     routes.write_text(routes.read_text().replace('"py/engine_settings.py": false', '"py/engine_settings.py": true'))
+    edited = routes.read_bytes()
+    # with --locked the routes file is an input like the lock: refused, naming it, nothing written
+    refused = run_in_process(["image", "demo", *AMD64, "--locked", "-t", tag], workspace)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+    assert "lockfiles/demo.routes.json: component engine-py (linux/amd64): the routes file would change: " \
+        "py/engine_settings.py: said true, found false" in refused.stderr, refused.stderr
+    assert "lock demo --routes` and commit lockfiles/demo.routes.json" in refused.stderr, refused.stderr
+    assert routes.read_bytes() == edited
     said = image(workspace, tag).stderr
     assert "engine-py: py/engine_settings.py is not installed verbatim by its build (it said verbatim): written " \
         "to lockfiles/demo.routes.json" in said, said

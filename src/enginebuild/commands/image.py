@@ -73,7 +73,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                            rebuild=args.no_cache,
                            cache_readonly=args.cache_readonly, outputs=outputs, component=list(args.component),
                            push=args.push, to=args.to, tag=list(args.push_tag), local_tags=tag_names,
-                           tags_follow=not args.local_tags, load=not args.no_load)
+                           tags_follow=not args.local_tags, load=not args.no_load,
+                           locked=args.locked or args.frozen)
     ws.sweep()
     if not on and not ws.overrides:  # a --set value is never written to a lock: it gets a per-build lock
         lock_first(ws, names, args.locked or args.frozen)

@@ -75,6 +75,7 @@ class BuildRequest:
     local_tags: list[str] = field(default_factory=list)  # -t NAME[:TAG] (`{image}`: the image's name)
     tags_follow: bool = False  # the local tags are enginebuild.yaml's defaults: later builds move them too
     load: bool = True  # False (--no-load): the image is not loaded into the engine
+    locked: bool = False  # --locked/--frozen: what the build learns may not change the routes file
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         check_stacks_first(ws, plan)
         if patched_files(plan):  # what the plan's patches applied as files stand on, known before the build
             learnt = learn_routes(ws, spec, lock, plan, options,
-                                  executor_for(ws, spec, request, cache, rebuild=False))[0]
+                                  executor_for(ws, spec, request, cache, rebuild=False), locked=request.locked)[0]
             if learnt is not plan:
                 plan = learnt
                 check_stacks_first(ws, plan)

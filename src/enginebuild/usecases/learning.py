@@ -13,7 +13,8 @@ file this machine's store found otherwise than the routes file says (a writer th
 bytes, NotVerbatim) is written there too. A file found not verbatim puts its patch into the
 build: the image is then planned again from the files, and that plan is the one built. So the
 plan is always a function of the checkout, and the writer of the layer never has to route
-anything.
+anything. Under --locked/--frozen the routes file is an input like the lock: a build that would
+change it stops, naming the component and files, before anything is built on the change.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from enginebuild.errors import LockWouldChange, command
 from enginebuild.execution.cache import cache_from_settings
 from enginebuild.execution.executor import Executor
 from enginebuild.execution.secretscan import Scanner
@@ -54,9 +56,10 @@ def lacking(each: FilesOfPatches, said: FactsReader, store: Store) -> list[str]:
 
 
 def learn_routes(ws: Workspace, spec: ImageSpec, lock: Lock | None, plan: ImagePlan, options: Options,
-                 executor: Executor) -> tuple[ImagePlan, Options]:
+                 executor: Executor, locked: bool = False) -> tuple[ImagePlan, Options]:
     """The plan to build, once every file a patch applied as files changes is known, and the
-    options that made it (their facts read from the routes files as they are now)."""
+    options that made it (their facts read from the routes files as they are now); `locked`
+    (--locked/--frozen): a routes file that would change is refused, naming what it lacks."""
     store = Store(ws.home)
     for _ in range(1 + sum(len(c.file_patches) for c in plan.components)):  # each round moves a patch or ends
         moved = False
@@ -76,6 +79,8 @@ def learn_routes(ws: Workspace, spec: ImageSpec, lock: Lock | None, plan: ImageP
             if all(p in before and (p not in facts or bool(facts[p]) == before[p]) for p in each.paths):
                 continue  # the file says it all, and this machine's bytes never said otherwise
             verbatim = {path: bool(facts[path]) if path in facts else before[path] for path in each.paths}
+            if locked:
+                refuse_change(spec, each.component, plan.platform, before, verbatim)
             routesfile.record(ws.root, spec.lock_name,
                               routesfile.Recipe(each.component, plan.platform, each.component_key, verbatim))
             moved = moved or not all(verbatim.values())
@@ -95,6 +100,18 @@ def learn_routes(ws: Workspace, spec: ImageSpec, lock: Lock | None, plan: ImageP
         plan = plan_image(spec, lock, plan.platform, options)
     return plan, options
 
+
+
+def refuse_change(spec: ImageSpec, component: str, platform: str, before: Mapping[str, bool],
+                  verbatim: Mapping[str, bool]) -> None:
+    """--locked/--frozen: the routes file says other than the build found (or does not say)."""
+    where = f"lockfiles/{spec.lock_name}.routes.json"
+    said = [f"{path}: {'not known' if path not in before else 'said ' + str(before[path]).lower()}, "
+            f"found {str(value).lower()}" for path, value in sorted(verbatim.items()) if before.get(path) != value]
+    raise LockWouldChange(f"{where}: component {component} ({platform}): the routes file would change: "
+                          + "; ".join(said),
+                          hint=f"run `{command()} lock {spec.name} --routes` and commit {where}, "
+                               "or build without --locked/--frozen")
 
 
 def learn_image(ws: Workspace, name: str, platforms: list[str]) -> list[str]:
