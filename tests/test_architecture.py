@@ -16,7 +16,7 @@ SRC = ROOT / "src/enginebuild"
 BOTTOM = {"errors", "settings", "wire"}
 TOP = {p.stem for p in SRC.glob("*.py")} - BOTTOM - {"__init__", "__main__"}  # workspace, cli, doctor, ...
 PACKAGES = ({p.name for p in SRC.iterdir() if p.is_dir() and any(p.glob("*.py"))} - {"commands"}) | TOP
-KNOWN_CYCLES: set = set()  # none: core/ (schema, YAML, patch format, CUDA tables) is below spec/
+KNOWN_CYCLES: set = set()  # none: core/ (schema, YAML, patch format, CUDA tables) is below recipe/
 
 
 @functools.cache
@@ -281,7 +281,7 @@ LOCAL_IMPORTS_ALLOWED = {
     "lock/python.py": "uv may be missing",
     "layerkinds/": "a kind's writer inside `write`: the planner loads no writer",
     "sources/base.py": "in the planner's closure: the store and HTTP only when a source is fetched",
-    "spec/model.py": "in the planner's closure: the patch checks' reader (and its YAML loader) only when asked",
+    "recipe/model.py": "in the planner's closure: the patch checks' reader (and its YAML loader) only when asked",
     "lock/lockfile.py": "in the planner's closure: the atomic writer only when a lock is written",
     "serving/nodeside.py": "runs inside the image: torch only where the image has it",
     "plan/templates/": "programs run inside a build, not enginebuild's modules",

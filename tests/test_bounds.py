@@ -12,7 +12,7 @@ import pytest
 
 from enginebuild.errors import shown_line
 from enginebuild.oci.output import OUTPUT_LIMIT, read_output
-from enginebuild.spec.patchchecks import SlowPattern, read_checks
+from enginebuild.recipe.patchchecks import SlowPattern, read_checks
 from enginebuild.wire import MAX_DEPTH, loads, loads_object
 from helpers.inprocess import run_in_process
 

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import ROOT, TURBOQUANT_BUNDLE, TURBOQUANT_MIRROR, need
 from enginebuild.lock.lockfile import read_lock, stale_inputs
-from enginebuild.spec.catalog import Catalog
+from enginebuild.recipe.catalog import Catalog
 from helpers.inprocess import run_in_process
 
 RECIPES = ["llamacpp-minimax-ngram", "qwen3-coder-next-dflash", "qwen35-dflash", "qwen35-dflash-turboquant",

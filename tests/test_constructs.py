@@ -680,7 +680,7 @@ install: [engine]
     assert re.search(r"component experiment .* not built: nothing installs or needs it", plain), plain
     from enginebuild.lock.lockfile import read_lock
     from enginebuild.plan.image import Options, plan_image
-    from enginebuild.spec.catalog import Catalog
+    from enginebuild.recipe.catalog import Catalog
 
     spec = Catalog(ws).load("t")
     manifest = plan_image(spec, read_lock(ws, spec), "linux/amd64", Options()).manifest

@@ -9,7 +9,7 @@ from conftest import ROOT
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
 from enginebuild.publish.changed import content_tag
-from enginebuild.spec.catalog import Catalog
+from enginebuild.recipe.catalog import Catalog
 
 
 def tag_of(overrides: tuple[str, ...] = (), compression: str = "gzip") -> str:

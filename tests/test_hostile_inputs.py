@@ -161,7 +161,7 @@ def test_a_build_argument_naming_a_variable_is_refused_saying_nothing_expands(ws
     assert "components.e.build.args.CFLAGS: refers to ${EXTRA_CFLAGS}: a build argument is a literal value" \
         in proc.stderr, proc.stderr
     (ws / "images/t/image.yaml").write_text(spec.replace('"-O2 ${EXTRA_CFLAGS}"', '"-O2"'))
-    from enginebuild.spec.catalog import Catalog
+    from enginebuild.recipe.catalog import Catalog
 
     assert dict(Catalog(ws).load("t").component("e").build.args)["PRICE"] == "$5"  # $$: a dollar, as in env
 

@@ -18,7 +18,7 @@ from enginebuild.io.store import Store, sha256_file
 from enginebuild.layerkinds.commands import Run
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
-from enginebuild.spec.catalog import Catalog
+from enginebuild.recipe.catalog import Catalog
 from helpers import report
 from helpers.docker import docker
 from helpers.engines import start_engine

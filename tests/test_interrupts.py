@@ -17,7 +17,7 @@ from conftest import ROOT, run_cli
 from enginebuild.io.store import Store
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
-from enginebuild.spec.catalog import Catalog
+from enginebuild.recipe.catalog import Catalog
 from helpers import report
 from helpers.specs import write_image
 from test_integrity import HANGING, hanging_files

@@ -76,7 +76,7 @@ def test_the_pinned_cuobjdump_lists_the_same_code_but_loses_the_family_bit(pypi_
     from enginebuild.io.store import Store
     from enginebuild.kernels.image import tool_of
     from enginebuild.lock.lockfile import read_lock
-    from enginebuild.spec.catalog import Catalog
+    from enginebuild.recipe.catalog import Catalog
 
     spec = Catalog(ROOT).load("demo")
     tool = tool_of(read_lock(ROOT, spec), Store(eb_home))

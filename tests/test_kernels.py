@@ -111,8 +111,8 @@ def test_verify_reads_the_library_built_for_each_platform(built_demo, tmp_path):
     from enginebuild.io.store import Store
     from enginebuild.lock.lockfile import read_lock
     from enginebuild.plan.image import Options, plan_image
+    from enginebuild.recipe.catalog import Catalog
     from enginebuild.settings import settings
-    from enginebuild.spec.catalog import Catalog
 
     spec = Catalog(ROOT).load("demo")
     machines = {}

@@ -2,8 +2,8 @@
 import pytest
 
 from enginebuild.errors import SpecError
-from enginebuild.spec.catalog import Catalog
-from enginebuild.spec.lints import lint_spec
+from enginebuild.recipe.catalog import Catalog
+from enginebuild.recipe.lints import lint_spec
 from helpers.inprocess import run_in_process
 from helpers.specs import BUSYBOX_BUILDER, write_image
 

@@ -106,7 +106,7 @@ def test_a_format_1_lock_keeps_the_pins_whose_request_did_not_change(workspace):
     proc = run_in_process(["lock", "--check", "qwen36-dflash"], workspace)
     assert proc.returncode == 1 and "STALE lockfile: format 1; `lock` rewrites it as format 2" in proc.stdout
     from enginebuild.lock.lockfile import read_lock
-    from enginebuild.spec.catalog import Catalog
+    from enginebuild.recipe.catalog import Catalog
 
     lock = read_lock(workspace, Catalog(workspace).load("qwen36-dflash"))
     assert lock.raw("components.vllm.source") == old["resolved"]

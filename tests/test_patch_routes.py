@@ -28,7 +28,7 @@ from enginebuild.layerkinds.verbatim import (
     wheel_members,
 )
 from enginebuild.plan.routes import route_patches
-from enginebuild.spec.model import PatchRef
+from enginebuild.recipe.model import PatchRef
 
 HEADER = "Subject: t\nDescription: t\nUpstream: not forwarded (tests)\n---\n"
 

@@ -1,4 +1,4 @@
-"""Reading a patch's checks file (spec/patchchecks.py): every mistake names the file, line and
+"""Reading a patch's checks file (recipe/patchchecks.py): every mistake names the file, line and
 key; outputs compare as a user reads them (line ends and trailing blanks aside)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from enginebuild.spec.patchchecks import PatchCheck, normal, read_checks
+from enginebuild.recipe.patchchecks import PatchCheck, normal, read_checks
 from helpers.inprocess import run_in_process
 from helpers.specs import write_image
 

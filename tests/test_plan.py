@@ -7,7 +7,7 @@ from conftest import ROOT
 from enginebuild.layerkinds.commands import Run
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
-from enginebuild.spec.catalog import Catalog
+from enginebuild.recipe.catalog import Catalog
 from helpers.inprocess import run_in_process
 from helpers.specs import write_image
 

@@ -343,7 +343,7 @@ def test_the_sbom_of_an_image_whose_closure_holds_a_component_wheel_is_valid():
     CycloneDX validation of a document this size takes a minute: the push test validates the demo's)."""
     from enginebuild.lock.lockfile import read_lock
     from enginebuild.publish.sbom import write_sbom
-    from enginebuild.spec.catalog import Catalog
+    from enginebuild.recipe.catalog import Catalog
 
     spec = Catalog(ROOT).load("qwen36-dflash-pypi")
     lock = read_lock(ROOT, spec)

@@ -6,7 +6,7 @@ import hashlib
 import pytest
 
 from enginebuild.lock.lockfile import read_lock
-from enginebuild.spec.catalog import Catalog
+from enginebuild.recipe.catalog import Catalog
 from helpers.gitrepo import Repo
 from helpers.inprocess import run_in_process
 from helpers.pyindex import Index, make_wheel

@@ -9,7 +9,7 @@ from enginebuild.errors import RegistryError
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient, parse_challenge
-from enginebuild.spec.catalog import Catalog
+from enginebuild.recipe.catalog import Catalog
 from helpers.inprocess import run_in_process
 from helpers.registry import push_blob_image
 from helpers.specs import write_image

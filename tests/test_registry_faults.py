@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from enginebuild.lock.lockfile import read_lock
-from enginebuild.spec.catalog import Catalog
+from enginebuild.recipe.catalog import Catalog
 from helpers import report
 from helpers.faultproxy import FaultProxy
 from helpers.registry import push_blob_image

@@ -14,11 +14,11 @@ from enginebuild.io.store import Store, sha256_file
 from enginebuild.lock.debian import ArchiveSet, DebianArchive, compare_versions
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.lock.python import target_tags
+from enginebuild.recipe.catalog import Catalog
+from enginebuild.recipe.model import Archive
 from enginebuild.sources.base import Context
 from enginebuild.sources.pypi import KIND as PYPI
 from enginebuild.sources.pypi import PypiRequest
-from enginebuild.spec.catalog import Catalog
-from enginebuild.spec.model import Archive
 from helpers import report
 from helpers.inprocess import run_in_process
 from helpers.specs import write_image
@@ -146,7 +146,7 @@ def upstream(tmp_path, git_available):
 
 
 def test_git_refs_resolve_to_full_commits(upstream, eb_home):
-    mirror = Mirror(eb_home, upstream["url"])
+    mirror = Mirror(eb_home, upstream["url"], ())
     assert mirror.resolve("main") == upstream["second"]
     assert mirror.resolve("v1.0") == upstream["first"]  # an annotated tag, peeled to its commit
     assert mirror.resolve(upstream["first"][:9]) == upstream["first"]
@@ -155,14 +155,14 @@ def test_git_refs_resolve_to_full_commits(upstream, eb_home):
 
 def test_a_commit_reachable_from_no_branch_or_tag_is_refused(upstream, eb_home):
     with pytest.raises(ResolveError) as info:
-        Mirror(eb_home, upstream["url"]).resolve(upstream["dangling"])
+        Mirror(eb_home, upstream["url"], ()).resolve(upstream["dangling"])
     assert "not reachable from any branch or tag" in info.value.message or "has no commit" in info.value.message
     report.count("upstream integrity", "unreachable commits refused")
 
 
 def test_an_unknown_ref_is_a_clear_error(upstream, eb_home):
     with pytest.raises(ResolveError) as info:
-        Mirror(eb_home, upstream["url"]).resolve("v9.9")
+        Mirror(eb_home, upstream["url"], ()).resolve("v9.9")
     assert info.value.message == f"{upstream['url']} has no branch or tag named 'v9.9'"
 
 

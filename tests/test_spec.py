@@ -5,7 +5,7 @@ from textwrap import dedent
 import pytest
 
 from enginebuild.errors import SpecError, UserError
-from enginebuild.spec.catalog import Catalog
+from enginebuild.recipe.catalog import Catalog
 from helpers.inprocess import run_in_process
 from helpers.specs import write_image, write_patch
 
@@ -125,7 +125,7 @@ def test_files_may_come_from_a_shared_folder_of_the_recipe_repository(workspace)
     (shared / "bench.sh").write_text("#!/bin/sh\necho bench\n")
     write_image(workspace, "t", MINIMAL + "files:\n  /opt/bin/wait.sh: ../../scripts/wait.sh\n"
                                           "  /opt/all/: '../../scripts/*.sh'\n")
-    from enginebuild.spec.catalog import Catalog
+    from enginebuild.recipe.catalog import Catalog
 
     groups = {g.key: g for g in Catalog(workspace).load("t").files}
     (wait,) = groups["/opt/bin/wait.sh"].entries

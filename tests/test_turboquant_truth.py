@@ -10,7 +10,7 @@ import hashlib
 import json
 
 from conftest import ROOT
-from enginebuild.spec.patchchecks import read_checks
+from enginebuild.recipe.patchchecks import read_checks
 
 RECORD = json.loads((ROOT / "tests/corpus/turboquant-gpu-outcomes.json").read_text())
 PATCH = "turboquant/0001-cache-qjl-powers-per-device.patch"

@@ -16,7 +16,7 @@ from enginebuild.layerkinds import KINDS
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan import writers
 from enginebuild.plan.image import Options, plan_image
-from enginebuild.spec.catalog import Catalog
+from enginebuild.recipe.catalog import Catalog
 
 PACKAGE = ROOT / "src" / "enginebuild"
 # the modules whose code decides the bytes of a layer or a component's outputs
@@ -85,7 +85,13 @@ def package_copy(tmp_path, monkeypatch):
 def test_a_changed_writer_moves_the_keys_of_the_layers_it_writes_and_no_other(workspace, package_copy):
     before = plan_keys(workspace)
     tars = package_copy / "layerkinds/filelayer.py"
-    tars.write_text(tars.read_text() + "\n# a change to how recipe files are written\n")
+    # a comment, a docstring or an import line moves nothing: not code that writes bytes
+    text = tars.read_text()
+    tars.write_text(text.replace('"""', '"""A docstring edited. ', 1).replace("\nfrom ", "\n# a comment\nfrom ", 1)
+                    + "\nimport json\n# a change to how recipe files are written, in words\n")
+    writers.code_digest.cache_clear()
+    assert plan_keys(workspace) == before
+    tars.write_text(text + "\nFILE_MODE_DEFAULT = 0o644\n")
     writers.code_digest.cache_clear()
     after = plan_keys(workspace)
     moved = sorted(name for name in after if after[name] != before[name])
@@ -93,7 +99,7 @@ def test_a_changed_writer_moves_the_keys_of_the_layers_it_writes_and_no_other(wo
     assert len(moved) == sum(1 for name in before if name.startswith("files: "))
 
     installer = package_copy / "layerkinds/installer.py"
-    installer.write_text(installer.read_text() + "\n# a change to the wheel installer\n")
+    installer.write_text(installer.read_text() + "\nRECORD_NAME = 'RECORD'\n")
     writers.code_digest.cache_clear()
     again = plan_keys(workspace)
     moved = sorted(name for name in again if again[name] != after[name])

@@ -35,7 +35,7 @@ def definition_sha(check: dict) -> str:
 
 def prepare(folder: Path, patched: Path, unpatched: Path) -> None:
     sys.path.insert(0, str(ROOT / "src"))
-    from enginebuild.spec.patchchecks import read_checks
+    from enginebuild.recipe.patchchecks import read_checks
 
     folder.mkdir(parents=True, exist_ok=True)
     checks = read_checks(ROOT / "patches/turboquant/0001-cache-qjl-powers-per-device.patch",

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import EngineApi
     from enginebuild.plan.model import ImagePlan
-    from enginebuild.spec.model import ImageSpec
+    from enginebuild.recipe.model import ImageSpec
 
 ELF = b"\x7fELF"
 
@@ -68,7 +68,7 @@ class NotThisWay(Exception):
 # -- replaying it ---------------------------------------------------------------------------
 def _same_listings(edits: list[EditRecord]) -> None:
     """A changed folder is harmless when every glob and folder copied lists the same files."""
-    from enginebuild.spec.listing import listed
+    from enginebuild.recipe.listing import listed
 
     for edit in edits:
         for listing in edit.listings:
@@ -87,7 +87,7 @@ class Replay:
         from enginebuild.io.files import image_mode
         from enginebuild.layerkinds.files import Files
         from enginebuild.plan.writers import layer_key
-        from enginebuild.spec.model import FileEntry
+        from enginebuild.recipe.model import FileEntry
 
         assert node.files is not None
         files = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,12 +15,15 @@ from enginebuild.io.progress import output
 from enginebuild.settings import settings
 
 if TYPE_CHECKING:
+    from enginebuild.io.git import Mirrors
+    from enginebuild.io.http import Http
     from enginebuild.lock.lockfile import Lock
     from enginebuild.oci.engine import EngineApi
     from enginebuild.oci.registry import RegistryApi
     from enginebuild.plan.image import Options
-    from enginebuild.spec.catalog import Catalog
-    from enginebuild.spec.model import ImageSpec
+    from enginebuild.recipe.catalog import Catalog
+    from enginebuild.recipe.model import ImageSpec
+    from enginebuild.sources.base import Context
 
 
 @dataclass
@@ -37,22 +39,28 @@ class Workspace:
     registries: RegistryApi | None = None  # the client images are pushed with (None: the registries' own APIs)
 
     def __post_init__(self) -> None:
-        # git sources may come from mirrors that enginebuild.yaml names (read when a source is fetched)
-        from enginebuild.io.git import use_mirrors
+        from enginebuild.io.git import forget_said
 
-        root = self.root
+        forget_said()  # each command says the mirrors it fetches from
 
-        @functools.cache
-        def mirrors() -> tuple[tuple[str, str], ...]:
-            from enginebuild.spec.repo_settings import load_repo_settings
+    @cached_property
+    def mirrors(self) -> Mirrors:
+        """Where git sources are fetched from instead: enginebuild.yaml's `mirrors` (read on use);
+        ENGINEBUILD_GIT_MIRRORS comes first wherever a source is fetched."""
+        from enginebuild.recipe.repo_settings import load_repo_settings
 
-            return load_repo_settings(root).mirrors
+        return load_repo_settings(self.root).mirrors
 
-        use_mirrors(mirrors)
+    def context(self, http: Http | None = None, mtime: int = 0) -> Context:
+        """What resolving and materialising this checkout's sources may use."""
+        from enginebuild.sources.base import Context
+
+        return Context(self.home, http, mtime, self.mirrors) if http is not None else \
+            Context(self.home, mtime=mtime, mirrors=self.mirrors)
 
     @cached_property
     def catalog(self) -> Catalog:
-        from enginebuild.spec.catalog import Catalog  # on use: a no-op `image` never loads a spec
+        from enginebuild.recipe.catalog import Catalog  # on use: a no-op `image` never loads a spec
 
         return Catalog(self.root)
 
@@ -79,7 +87,7 @@ class Workspace:
     def spec(self, name: str) -> ImageSpec:
         """The image's spec, validated and linted (warnings go to stderr once)."""
         if name not in self._specs:
-            from enginebuild.spec.lints import lint_spec
+            from enginebuild.recipe.lints import lint_spec
 
             spec = self.catalog.load(name, self.overrides)
             for warning in lint_spec(spec):
@@ -98,7 +106,8 @@ class Workspace:
         if spec.lock_name not in self._build_locks:
             from enginebuild.lock.perbuild import per_build_lock
 
-            self._build_locks[spec.lock_name] = per_build_lock(self.home, spec, committed, self.overrides)
+            self._build_locks[spec.lock_name] = per_build_lock(self.home, spec, committed, self.overrides,
+                                                                    self.mirrors)
         return self._build_locks[spec.lock_name]
 
     def plan_options(self, *, build_args: dict[str, str] | None = None, on: str | None = None,

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 PRELOAD = ("enginebuild.cli", "enginebuild.commands", "enginebuild.usecases.building", "enginebuild.plan.image",
-           "enginebuild.spec.catalog", "enginebuild.lock.resolve", "enginebuild.patches.check",
+           "enginebuild.recipe.catalog", "enginebuild.lock.resolve", "enginebuild.patches.check",
            "enginebuild.execution.executor", "enginebuild.publish.changed", "enginebuild.kernels.image")
 
 

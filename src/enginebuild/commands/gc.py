@@ -33,8 +33,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     in_use = [] if args.dry_run else collect(ws, garbage)
     cache_tags: list[str] = []
     if args.cache is not None:
+        from enginebuild.recipe.repo_settings import load_repo_settings
         from enginebuild.settings import settings
-        from enginebuild.spec.repo_settings import load_repo_settings
         from enginebuild.usecases.collecting import cache_garbage, collect_cache
 
         repo = args.cache or settings().cache or load_repo_settings(ws.root).cache_repository

@@ -118,7 +118,7 @@ def _check_options(args: argparse.Namespace) -> None:
 
 def _local_tags(args: argparse.Namespace, ws: Workspace) -> list[str]:
     """-t, else enginebuild.yaml's tags, each checked as a name."""
-    from enginebuild.spec.repo_settings import load_repo_settings
+    from enginebuild.recipe.repo_settings import load_repo_settings
     from enginebuild.usecases.targets import parse_local_tag
 
     tag_names = list(args.local_tags) or list(load_repo_settings(ws.root).tags)

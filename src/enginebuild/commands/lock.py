@@ -18,7 +18,7 @@ from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
     from enginebuild.lock.lockfile import Lock
-    from enginebuild.spec.model import ImageSpec
+    from enginebuild.recipe.model import ImageSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.usecases.locking import lock_image
 
     ws.sweep()
-    resolvers = Resolvers(ws.home)
+    resolvers = Resolvers(ws.home, mirrors=ws.mirrors)
     failed = False
     for name in names:
         locked = lock_image(ws, name, resolvers, update=args.update)

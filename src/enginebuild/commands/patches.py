@@ -123,7 +123,7 @@ def run_behaviour(args: argparse.Namespace, ws: Workspace) -> int:
 
 
 def _printed(out: str) -> str:
-    from enginebuild.spec.patchchecks import normal
+    from enginebuild.recipe.patchchecks import normal
 
     text = normal(out)
     return repr(text[:120] + ("..." if len(text) > 120 else ""))

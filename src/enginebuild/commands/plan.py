@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         {} if ws.overrides else {name: as_it_would_be(ws, name, args.locked or args.frozen) for name in names}
     cache = cache_from_settings(ws.root, args.cache, args.no_registry_cache, True)
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
-    from enginebuild.spec.repo_settings import load_repo_settings
+    from enginebuild.recipe.repo_settings import load_repo_settings
     from enginebuild.usecases.targets import builders_of
 
     named = args.builder or load_repo_settings(ws.root).builders

@@ -15,7 +15,7 @@ from enginebuild.workspace import Workspace
 if TYPE_CHECKING:
     from enginebuild.lock.lockfile import Lock
     from enginebuild.plan.model import ImagePlan
-    from enginebuild.spec.model import ImageSpec
+    from enginebuild.recipe.model import ImageSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,7 +111,7 @@ def unpinned_inputs(spec: object, lock: object, platform: str) -> list[tuple[str
     """Each input of `platform` (or of every platform) the lock does not pin, as requested."""
     from enginebuild.lock.inputs import image_inputs
     from enginebuild.lock.lockfile import Lock
-    from enginebuild.spec.model import ImageSpec
+    from enginebuild.recipe.model import ImageSpec
 
     assert isinstance(spec, ImageSpec) and isinstance(lock, Lock)
     out = []

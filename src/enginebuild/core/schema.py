@@ -2,7 +2,7 @@
 
 Each node validates a value in place and says exactly where it is wrong: file:line, the
 key path and what was expected; unknown keys get a "did you mean" when one is close. The
-same nodes emit the JSON Schema of `image.yaml` (see spec/jsonschema.py), so editors
+same nodes emit the JSON Schema of `image.yaml` (see recipe/jsonschema.py), so editors
 validate what the loader validates.
 """
 
@@ -249,7 +249,7 @@ class MapOf(Schema):
     key_pattern: str | None = None
     key_what: str = "a key"
     max_items: int = 10_000
-    nullable: bool = False  # a null value removes an inherited entry (see spec/catalog.py)
+    nullable: bool = False  # a null value removes an inherited entry (see recipe/catalog.py)
     description: str = ""
 
     @property
@@ -329,7 +329,7 @@ class Record(Schema):
             if key not in self.fields:
                 raise self._unknown(key, key_where, sub)
             if item is None and partial:
-                continue  # null removes what a parent defined (see spec/catalog.py)
+                continue  # null removes what a parent defined (see recipe/catalog.py)
             self.fields[key].check(item, sub, key_where, partial)
         for group in self.exclusive:
             given = [k for k in group if k in value and value[k] is not None]

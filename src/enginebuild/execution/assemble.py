@@ -25,7 +25,7 @@ from enginebuild.oci.image import DockerArchive, ImageConfig, Layer, image_id_of
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.plan.envs import CHAIN_REPO
 from enginebuild.plan.model import EnvNode, ImageSettings, LayerNode
-from enginebuild.spec.model import Healthcheck
+from enginebuild.recipe.model import Healthcheck
 from enginebuild.wire import JsonDoc
 
 

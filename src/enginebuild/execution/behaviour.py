@@ -1,4 +1,4 @@
-"""The patches' behaviour checks (spec/patchchecks.py), run in containers of a built image: no
+"""The patches' behaviour checks (recipe/patchchecks.py), run in containers of a built image: no
 network, the image's own interpreter for `python:` checks, each within its time limit; a check
 that `needs` a GPU runs only where the engine has the NVIDIA runtime, and is otherwise listed as
 not run, with why, never as passed. An image's checks run side by side, one container each, as
@@ -29,8 +29,8 @@ from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.oci.engine import EngineApi, EngineError, PrintedTooMuch
 from enginebuild.oci.output import describe_limit
 from enginebuild.plan.model import ImagePlan
-from enginebuild.spec.model import ImageSpec
-from enginebuild.spec.patchchecks import PatchCheck, SlowPattern, normal
+from enginebuild.recipe.model import ImageSpec
+from enginebuild.recipe.patchchecks import PatchCheck, SlowPattern, normal
 from enginebuild.wire import JsonDoc
 
 RECORD = "patch-checks"

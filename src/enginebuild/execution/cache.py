@@ -31,8 +31,8 @@ from enginebuild.oci.image import OCI_LAYER_TAR, canonical, manifest
 from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.oci.registry import BadManifest, RegistryClient, sha256_digest
 from enginebuild.plan.model import ComponentNode, LayerNode
+from enginebuild.recipe.repo_settings import load_repo_settings
 from enginebuild.settings import settings
-from enginebuild.spec.repo_settings import load_repo_settings
 from enginebuild.wire import JsonDoc, loads, loads_object
 
 CONFIG_TYPE = "application/vnd.enginebuild.cache.v1+json"

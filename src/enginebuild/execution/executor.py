@@ -34,6 +34,7 @@ from enginebuild.execution.secretscan import Scanner
 from enginebuild.execution.sites import HOST_PLATFORM, LOCAL, BuilderSpec, Site, assign, capable, connect
 from enginebuild.io import proc
 from enginebuild.io.background import Background, settled
+from enginebuild.io.git import Mirrors
 from enginebuild.io.http import Http
 from enginebuild.io.progress import Work, human_bytes, output
 from enginebuild.io.store import Store
@@ -120,11 +121,12 @@ class Executor:
     def __init__(self, home: Path, *, scanner: Scanner, engine: EngineApi | None = None, http: Http | None = None,
                  builder_name: str | None = None, verbose: bool = False, cache: LayerCache | None = None,
                  jobs: int | None = None, fresh: bool = False, builders: list[BuilderSpec] | None = None,
-                 rebuild: bool = False):
+                 rebuild: bool = False, mirrors: Mirrors = ()):
         """`scanner`: the search for the spec's declared secrets, which every layer and output
         made here and every blob pushed to the registry cache goes past (there is no build
-        without it)."""
+        without it); `mirrors`: where git sources are fetched from instead (the checkout's)."""
         self.home = Path(home)
+        self.mirrors = mirrors
         self.store = Store(home)
         self.engine = engine or Engine()
         self.http = http or Http()
@@ -174,7 +176,7 @@ class Executor:
         return f" on builder {site.name}" if self.sites and len(self.sites) > 1 else ""
 
     def ctx(self, mtime: int) -> Context:
-        return Context(self.home, self.http, mtime)
+        return Context(self.home, self.http, mtime, self.mirrors)
 
     def secrets(self, names: tuple[str, ...], what: str) -> dict[str, str]:
         values = {n: os.environ[n] for n in names if os.environ.get(n)}
@@ -277,7 +279,8 @@ class Executor:
         read = read_prefix(env, index)
         image = self.load_chain(read, site) if node.payload.reads_chain else None
         whole = (lambda: self.whole_chain(parent, site)) if read.layers != parent.layers else None
-        maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs)
+        maker = LayerMaker(self.store, site.engine, site.assembler, plan.epoch, plan.image, self.outputs,
+                           self.mirrors)
         blobs = maker.make(node, image, whole)
         if node.payload.reads_chain:
             output().say(f"  {node.name}: {node.payload.chain_work()} ({human_bytes(sum(s for _, s in blobs))})")
@@ -530,7 +533,7 @@ class Executor:
             else:
                 self.components(plan)
             for pin in git_wheels(plan.runtime):
-                self.fetcher.git_wheel(self.home, pin)
+                self.fetcher.git_wheel(self.home, pin, self.mirrors)
             self.make_chain(plan.runtime, plan, preload=load)
         config = final_config(self.assembler, plan)
         # every layer and the config, before anything is tagged

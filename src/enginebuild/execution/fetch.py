@@ -21,7 +21,7 @@ from pathlib import Path
 from enginebuild.errors import BuildFailed
 from enginebuild.io import proc
 from enginebuild.io.background import Background, settled
-from enginebuild.io.git import Mirror, git
+from enginebuild.io.git import Mirror, Mirrors, git
 from enginebuild.io.http import Http
 from enginebuild.io.store import Store
 from enginebuild.layerkinds.base import Download
@@ -61,13 +61,13 @@ class Fetcher:
         with Prefetch(self, wanted) as ahead:
             ahead.wait(wanted)
 
-    def git_wheel(self, home: Path, pin: PyPin) -> None:
+    def git_wheel(self, home: Path, pin: PyPin, mirrors: Mirrors) -> None:
         """A wheel of a Python package pinned to a git commit, built on the host with uv."""
         key = f"{pin.name}-{pin.commit}"
         record = self.store.record("built-wheels", key)
         if record and self.store.check(str(record["sha256"]), str(record["filename"])):
             return
-        mirror = Mirror(home, pin.url)
+        mirror = Mirror(home, pin.url, mirrors)
         mirror.fetch_commit(pin.commit)
         folder = Path(tempfile.mkdtemp(prefix="enginebuild-gitwheel-"))
         try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.oci.engine import EngineApi
 from enginebuild.plan.model import ImagePlan
-from enginebuild.spec.model import ImportCheck
+from enginebuild.recipe.model import ImportCheck
 from enginebuild.wire import JsonDoc, loads
 
 SCRIPT = r"""

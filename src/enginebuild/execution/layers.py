@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from enginebuild.io.git import Mirrors
     from enginebuild.io.store import HashingWriter
 
 import hashlib
@@ -46,13 +47,14 @@ class LayerMaker:
     mtime: int
     image: str
     outputs: dict[str, OutputRecord]  # component key -> its outputs
+    mirrors: Mirrors = ()  # where git sources are fetched from instead (the checkout's)
 
     def make(self, node: LayerNode, parent_tip_image: str | None = None,
              whole_chain: Callable[[], str] | None = None) -> list[tuple[str, int]]:
         """Write the layer of `node` (its kind says how: layerkinds/) and record its blob;
         `whole_chain` loads the chain below where `parent_tip_image` is only a prefix of it."""
         job = WriteJob(node.name, node.inputs, self.store, self.engine, self.assembler, self.image, self.outputs,
-                       parent_tip_image, whole_chain)
+                       parent_tip_image, whole_chain, self.mirrors)
         several = node.payload.write_layers(job, self.mtime)
         if several is not None:
             blobs = several

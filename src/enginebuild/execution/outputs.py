@@ -21,7 +21,7 @@ from enginebuild.io.tarrules import clean_name
 from enginebuild.io.tars import TarWriter
 from enginebuild.oci.engine import EngineApi
 from enginebuild.plan.components import EDITABLE_WHEELS
-from enginebuild.spec.model import Outputs
+from enginebuild.recipe.model import Outputs
 from enginebuild.wire import JsonDoc
 
 

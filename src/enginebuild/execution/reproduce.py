@@ -26,6 +26,7 @@ from enginebuild.execution.fetch import git_wheels
 from enginebuild.execution.layerdiff import differences
 from enginebuild.execution.secretscan import Scanner
 from enginebuild.io.files import temp_path
+from enginebuild.io.git import Mirrors
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import Engine
@@ -109,14 +110,15 @@ def scratch_home(home: Path) -> Path:
     return folder
 
 
-def rebuild(home: Path, plan: ImagePlan, scanner: Scanner, jobs: int | None) -> tuple[Path, list[Layer], str]:
+def rebuild(home: Path, plan: ImagePlan, scanner: Scanner, jobs: int | None,
+            mirrors: Mirrors = ()) -> tuple[Path, list[Layer], str]:
     """(scratch home, the rebuilt runtime layers, the rebuilt config's digest)."""
     folder = scratch_home(home)
-    executor = Executor(folder, scanner=scanner, fresh=True, jobs=jobs)
+    executor = Executor(folder, scanner=scanner, fresh=True, jobs=jobs, mirrors=mirrors)
     try:
         executor.components(plan)
         for pin in git_wheels(plan.runtime):
-            executor.fetcher.git_wheel(folder, pin)
+            executor.fetcher.git_wheel(folder, pin, executor.mirrors)
         executor.make_chain(plan.runtime, plan)
         layers = executor.assembler.layers(plan.runtime)
         config = final_config(executor.assembler, plan).render(layers)
@@ -189,11 +191,11 @@ def compare(plan: ImagePlan, reference: Reference, rebuilt: list[Layer], config:
 
 
 def reproduce(home: Path, plan: ImagePlan, scanner: Scanner, against: ImageRef | None,
-              jobs: int | None = None) -> Reproduction:
+              jobs: int | None = None, mirrors: Mirrors = ()) -> Reproduction:
     reference = remote_reference(against, plan.platform) if against else local_reference(home, plan)
     start = time.monotonic()
     output().say(f"  {plan.image} ({plan.platform}): rebuilding from the lock with nothing reused ...")
-    folder, layers, config = rebuild(home, plan, scanner, jobs)
+    folder, layers, config = rebuild(home, plan, scanner, jobs, mirrors)
     try:
         return compare(plan, reference, layers, config, folder, time.monotonic() - start)
     finally:

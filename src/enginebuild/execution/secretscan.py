@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import EngineApi
     from enginebuild.oci.image import Layer
-    from enginebuild.spec.model import ImageSpec
+    from enginebuild.recipe.model import ImageSpec
 
 RULES = (
     Rule("huggingface-token-file", "*huggingface/token", re.compile(rb"hf_[A-Za-z0-9]{30,}"), True),

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 
 from enginebuild.oci.engine import EngineApi, EngineError, PrintedTooMuch
-from enginebuild.spec.patchchecks import PatchCheck
+from enginebuild.recipe.patchchecks import PatchCheck
 from enginebuild.wire import loads
 
 PER_CHECK = 64 << 10  # bytes of a check's output sent back; past it the check runs alone
@@ -77,6 +77,8 @@ def child(code, fds):
         traceback.print_exc()
         status = 1
     try:
+        import atexit
+        atexit._run_exitfuncs()  # what the interpreter runs as it exits (os._exit skips it)
         sys.stdout.flush(); sys.stderr.flush()
     finally:
         os._exit(status & 0xFF)

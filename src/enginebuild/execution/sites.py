@@ -26,7 +26,7 @@ from enginebuild.io.store import Store
 from enginebuild.oci.endpoint import Endpoint, local_endpoint, parse_endpoint
 from enginebuild.oci.engine import Engine, EngineApi
 from enginebuild.plan.envs import CHAIN_REPO
-from enginebuild.spec.repo_settings import BuilderEntry
+from enginebuild.recipe.repo_settings import BuilderEntry
 
 LOCAL = "local"
 ARCHES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}

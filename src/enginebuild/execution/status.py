@@ -14,6 +14,7 @@ from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     from enginebuild.execution.cache import LayerCache
+    from enginebuild.io.git import Mirrors
 
 
 def _layer_made(store: Store, node: LayerNode) -> bool:
@@ -21,7 +22,8 @@ def _layer_made(store: Store, node: LayerNode) -> bool:
     return blobs is not None and all(store.intact(sha, node.name) for sha, _ in blobs)
 
 
-def describe(plan: ImagePlan, home: Path, cache: LayerCache | None = None, image_ids: dict[str, str] | None = None) -> JsonDoc:
+def describe(plan: ImagePlan, home: Path, cache: LayerCache | None = None, image_ids: dict[str, str] | None = None,
+             mirrors: Mirrors = ()) -> JsonDoc:
     store = Store(home)
     history = BuildHistory(home).read(plan.tag)
     components = []
@@ -41,10 +43,10 @@ def describe(plan: ImagePlan, home: Path, cache: LayerCache | None = None, image
             row["outside_declared_inputs"] = list(comp.outside)
         if comp.routes:
             row["patch_routes"] = [r.to_json() for r in comp.routes]
-        mirrors = sorted({where for item in comp.context if isinstance(item.origin, FromSource)
-                          if (where := item.origin.source.source.fetched_from())})
-        if mirrors:
-            row["mirrors"] = mirrors
+        fetched = sorted({where for item in comp.context if isinstance(item.origin, FromSource)
+                          if (where := item.origin.source.source.fetched_from(mirrors))})
+        if fetched:
+            row["mirrors"] = fetched
         components.append(row)
     layers = []
     for node in plan.runtime.layers:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -48,23 +47,21 @@ def git(args: list[str], *, cwd: Path | str | None = None, check: bool = True,
     return proc.run(["git", *args], cwd=cwd, env=_GIT_ENV, check=check, what=what or "git")
 
 
-# where the mirrors of enginebuild.yaml come from: set by the workspace, read on a mirror's first use
-_configured: Callable[[], tuple[tuple[str, str], ...]] = tuple
-_said: set[str] = set()
+Mirrors = tuple[tuple[str, str], ...]  # (upstream URL or a prefix ending in /, where to fetch it from)
+_said: set[str] = set()  # the mirrors this command has said it fetches from
 
 
-def use_mirrors(configured: Callable[[], tuple[tuple[str, str], ...]]) -> None:
-    """`configured`: the (upstream, where) pairs of the recipe repository, asked when needed."""
-    global _configured
-    _configured = configured
+def forget_said() -> None:
+    """A new command says each mirror it fetches from again."""
     _said.clear()
 
 
-def mirror_of(url: str) -> str | None:
-    """Where to fetch `url` from instead (ENGINEBUILD_GIT_MIRRORS first, then enginebuild.yaml):
-    an entry naming the URL itself (a trailing / or .git aside), or a prefix of it ending in /."""
+def mirror_of(url: str, mirrors: Mirrors) -> str | None:
+    """Where to fetch `url` from instead (ENGINEBUILD_GIT_MIRRORS first, then `mirrors`: those of
+    the checkout's enginebuild.yaml): an entry naming the URL itself (a trailing / or .git aside),
+    or a prefix of it ending in /."""
     bare = url.rstrip("/").removesuffix(".git")
-    for upstream, where in (*settings().git_mirrors, *_configured()):
+    for upstream, where in (*settings().git_mirrors, *mirrors):
         if upstream.endswith("/") and url.startswith(upstream) and len(url) > len(upstream):
             return where.rstrip("/") + "/" + url[len(upstream):]
         if bare == upstream.rstrip("/").removesuffix(".git"):
@@ -73,10 +70,10 @@ def mirror_of(url: str) -> str | None:
 
 
 class Mirror:
-    def __init__(self, home: Path, url: str) -> None:
+    def __init__(self, home: Path, url: str, mirrors: Mirrors) -> None:
         self.url = url
         self.path = Path(home) / "git" / (hashlib.sha256(url.encode()).hexdigest()[:24] + ".git")
-        self.source = mirror_of(url) or url  # where it is fetched from
+        self.source = mirror_of(url, mirrors) or url  # where it is fetched from
 
     @property
     def mirrored(self) -> bool:

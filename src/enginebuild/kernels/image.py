@@ -18,7 +18,7 @@ from enginebuild.kernels.cuobjdump import Cuobjdump
 from enginebuild.kernels.scan import FileReport, Rules, Skip, scan_layers
 from enginebuild.lock.lockfile import Lock
 from enginebuild.plan.model import ImagePlan, LayerNode
-from enginebuild.spec.model import ImageSpec
+from enginebuild.recipe.model import ImageSpec
 from enginebuild.wire import JsonDoc
 
 

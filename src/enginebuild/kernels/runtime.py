@@ -19,7 +19,7 @@ from enginebuild.kernels.closure import Closure, check_closure
 from enginebuild.kernels.filetable import TABLE_RECORD, Entry, FileTable, saved_layers, stored_layer
 from enginebuild.kernels.scan import Skip
 from enginebuild.plan.model import ImagePlan
-from enginebuild.spec.model import ImageSpec
+from enginebuild.recipe.model import ImageSpec
 
 Saver = Callable[[str], contextlib.AbstractContextManager[IO[bytes]]]  # image ref -> its `docker save` stream
 

@@ -15,7 +15,7 @@ from enginebuild.kernels.image import tool_of
 from enginebuild.kernels.scan import FileReport, Rules, Skip, code_from_json, code_to_json, judge, scan_wheel
 from enginebuild.layerkinds.base import Download
 from enginebuild.lock.lockfile import Lock
-from enginebuild.spec.model import ImageSpec
+from enginebuild.recipe.model import ImageSpec
 from enginebuild.wire import JsonDoc
 
 RECORD = "wheel-device-code-v2"  # v2: family cubins and PTX ISA versions, read from the headers

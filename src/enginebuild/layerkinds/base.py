@@ -15,9 +15,10 @@ from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.lock.pins import PyPin
-from enginebuild.spec.model import FileEntry, Outputs
+from enginebuild.recipe.model import FileEntry, Outputs
 
 if TYPE_CHECKING:
+    from enginebuild.io.git import Mirrors
     from enginebuild.io.store import Store
     from enginebuild.io.tars import TarWriter
     from enginebuild.oci.engine import EngineApi
@@ -90,7 +91,7 @@ class FilesOfPatches(Protocol):
     def image_path(self, placed: Any) -> str: ...
 
     def learn(self, store: Store, image: str, record: ComponentOutput, known: Mapping[str, tuple[Any, ...]],
-              paths: list[str]) -> Mapping[str, tuple[Any, ...]]:
+              paths: list[str], mirrors: Mirrors = ()) -> Mapping[str, tuple[Any, ...]]:
         """Whether the component's build installs `paths` verbatim, and where, from its bytes (kept
         in the store with what was `known`)."""
         ...
@@ -113,6 +114,7 @@ class WriteJob:
     outputs: Mapping[str, ComponentOutput] = field(default_factory=dict)  # component key -> its outputs
     chain_image: str | None = None  # the chain below (or what `reads_below` names), loaded, for a kind that `reads_chain`
     whole_chain: Callable[[], str] | None = None  # loads the whole chain below, where `chain_image` is less
+    mirrors: Mirrors = ()  # where git sources are fetched from instead (the checkout's)
 
 
 # modules whose code shapes the bytes of several kinds (see LayerPayload.writer)

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from enginebuild.core.keys import unkeyed
+from enginebuild.recipe.model import PatchRef
 from enginebuild.sources import Pinned
-from enginebuild.spec.model import PatchRef
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from enginebuild.layerkinds.base import Download, LayerPayload, TailFile, WriteJob
-from enginebuild.spec.model import FileEntry
+from enginebuild.recipe.model import FileEntry
 
 if TYPE_CHECKING:
     from enginebuild.io.tars import TarWriter

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 from enginebuild.core.keys import unkeyed
 from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.base import INSTALL_WRITER, CopiedOutputs, LayerPayload, WriteJob
-from enginebuild.spec.model import Outputs
+from enginebuild.recipe.model import Outputs
 
 if TYPE_CHECKING:
     from enginebuild.io.tars import TarWriter

@@ -10,8 +10,8 @@ from enginebuild.core.keys import unkeyed
 from enginebuild.errors import BuildFailed
 from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.base import INSTALL_WRITER, PATCH_WRITER, LayerPayload, WriteJob
+from enginebuild.recipe.model import PatchRef
 from enginebuild.sources import Pinned
-from enginebuild.spec.model import PatchRef
 
 if TYPE_CHECKING:
     from enginebuild.io.tars import TarWriter

@@ -21,14 +21,15 @@ from enginebuild.errors import BuildFailed
 from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.base import INSTALL_WRITER, PATCH_WRITER, ComponentOutput, LayerPayload, WriteJob
 from enginebuild.layerkinds.context import ContextItem, FromSource
+from enginebuild.recipe.model import PatchRef
 from enginebuild.sources.base import Context
 from enginebuild.sources.globs import declared_matcher
-from enginebuild.spec.model import PatchRef
 
 if TYPE_CHECKING:
     from enginebuild.layerkinds.verbatim import Facts, OutputMember, Placed
 
 if TYPE_CHECKING:
+    from enginebuild.io.git import Mirrors
     from enginebuild.io.store import Store
     from enginebuild.io.tars import TarWriter
 
@@ -78,7 +79,7 @@ class PatchedFiles(LayerPayload):
         facts = read_facts(job.store, self.component_key) or {}
         unknown = [path for path in self.paths if path not in facts]
         if unknown:
-            facts = self.learn(job.store, job.image, record, facts, unknown)
+            facts = self.learn(job.store, job.image, record, facts, unknown, job.mirrors)
         found = self.originals(job, record, facts)
         originals = {path: found[facts[path][0].at] for path in self.paths}
         tree = FileMap({path: (data, placed.mode) for path, (placed, _, data) in originals.items()},
@@ -182,7 +183,7 @@ class PatchedFiles(LayerPayload):
                 yield member
 
     def learn(self, store: Store, image: str, record: ComponentOutput, known: Facts,
-              paths: list[str]) -> dict[str, tuple[Placed, ...]]:
+              paths: list[str], mirrors: Mirrors = ()) -> dict[str, tuple[Placed, ...]]:
         """Whether the build installs `paths` verbatim (and where), from the tree it was given and
         what it made, added to what is `known` and kept."""
         from enginebuild.layerkinds.verbatim import keep_facts, learn, same_names, source_files
@@ -191,7 +192,7 @@ class PatchedFiles(LayerPayload):
 
         origin = self.tree.origin
         assert isinstance(origin, FromSource)
-        ctx = Context(store.home, mtime=self.epoch)
+        ctx = Context(store.home, mtime=self.epoch, mirrors=mirrors)
         pristine = origin.source.tree(ctx)
         listing = pristine.listing()
         if listing is None:  # a tree that cannot list its files: every file of the tree, from its tar

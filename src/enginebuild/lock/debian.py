@@ -25,7 +25,7 @@ from enginebuild.io import proc
 from enginebuild.io.http import Http, HttpFailure
 from enginebuild.io.store import sha256_bytes
 from enginebuild.lock.pins import DebPin
-from enginebuild.spec.model import Archive
+from enginebuild.recipe.model import Archive
 
 KEYRINGS = ("/usr/share/keyrings/debian-archive-keyring.gpg", "/usr/share/keyrings/ubuntu-archive-keyring.gpg")
 Fields = dict[str, str]

@@ -16,8 +16,8 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from enginebuild.errors import Where
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin, SystemPin, ToolPin
+from enginebuild.recipe.model import Component, Environment, ImageSpec, Python, Release, System
 from enginebuild.sources import Pinned, Source
-from enginebuild.spec.model import Component, Environment, ImageSpec, Python, Release, System
 from enginebuild.wire import JsonDoc
 
 CUOBJDUMP = ("nvidia-cuda-cuobjdump", "13.5.37")

@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from enginebuild.spec.model import Python
+    from enginebuild.recipe.model import Python
 
 MACHINES = {"arm64": "aarch64", "amd64": "x86_64", "ppc64le": "ppc64le", "s390x": "s390x"}
 

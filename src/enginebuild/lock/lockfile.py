@@ -16,8 +16,8 @@ from pathlib import Path
 from enginebuild.errors import LockError, Where, command
 from enginebuild.lock.inputs import Input, P, image_inputs
 from enginebuild.lock.pins import ToolPin
+from enginebuild.recipe.model import ImageSpec
 from enginebuild.sources import Pinned, Source
-from enginebuild.spec.model import ImageSpec
 from enginebuild.wire import JsonDoc, Parsed
 
 FORMAT = 2

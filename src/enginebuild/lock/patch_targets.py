@@ -8,10 +8,10 @@ from enginebuild.core.patchfile import PatchFile
 from enginebuild.errors import FetchError, LockError, ResolveError, UserError, command
 from enginebuild.io.proc import CommandFailed
 from enginebuild.lock.lockfile import Lock, stale_inputs
+from enginebuild.recipe.model import ImageSpec, PatchRef
 from enginebuild.sources import Pinned, Source
 from enginebuild.sources.base import Context
 from enginebuild.sources.trees import SourceTree
-from enginebuild.spec.model import ImageSpec, PatchRef
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from enginebuild.errors import LockError, command
 from enginebuild.io.files import write_atomic
@@ -19,7 +20,10 @@ from enginebuild.io.progress import output
 from enginebuild.lock.inputs import image_inputs
 from enginebuild.lock.lockfile import Lock, input_where, read_lock_file, stale_inputs
 from enginebuild.lock.resolve import Resolvers, build_lock
-from enginebuild.spec.model import ImageSpec
+from enginebuild.recipe.model import ImageSpec
+
+if TYPE_CHECKING:
+    from enginebuild.io.git import Mirrors
 
 
 def committed_key(committed: Lock) -> str:
@@ -33,7 +37,8 @@ def lock_path_for(home: Path, spec: ImageSpec, committed: Lock, stale: list[tupl
     return home / "locks" / f"{spec.lock_name}-{committed_key(committed)}-{asked}.lock"
 
 
-def per_build_lock(home: Path, spec: ImageSpec, committed: Lock | None, settings: tuple[str, ...]) -> Lock | None:
+def per_build_lock(home: Path, spec: ImageSpec, committed: Lock | None, settings: tuple[str, ...],
+                   mirrors: Mirrors = ()) -> Lock | None:
     """The committed lock with the inputs `--set` changed resolved for this build (only those),
     or the committed lock itself when `--set` changed no input."""
 
@@ -47,7 +52,7 @@ def per_build_lock(home: Path, spec: ImageSpec, committed: Lock | None, settings
             output().say(f"{spec.name}: --set changes {', '.join(inp for inp, _ in stale)}: the resolution made for it "
                          f"earlier is used ({path}; `{command()} gc` removes it once the committed lock changes)")
             return again
-    lock = build_lock(Resolvers(home), spec, committed, update=False, keep_unresolved=True)
+    lock = build_lock(Resolvers(home, mirrors=mirrors), spec, committed, update=False, keep_unresolved=True)
     before = committed.unresolved()
     changed = {inp for inp, _ in stale}
     failed = {inp: why for inp, why in lock.unresolved().items() if inp not in before or inp in changed}

@@ -33,8 +33,8 @@ from enginebuild.lock.interpreters import machine_of
 from enginebuild.lock.pins import ImagePin, PyPin, PythonPin
 from enginebuild.lock.wheelfiles import with_shares
 from enginebuild.oci.rootfs import DIST_NAME, dist_version
+from enginebuild.recipe.model import PyRequirement, Python
 from enginebuild.sources.base import DEFAULT_INDEX
-from enginebuild.spec.model import PyRequirement, Python
 from enginebuild.wire import JsonDoc
 
 GLIBC = "2_35"  # Ubuntu 22.04 and later, Debian 12: the bases Spark images use

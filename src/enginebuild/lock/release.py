@@ -13,8 +13,8 @@ from enginebuild.io.http import Http
 from enginebuild.lock.interpreters import machine_of
 from enginebuild.lock.pins import PyPin
 from enginebuild.lock.python import target_tags
+from enginebuild.recipe.model import Release
 from enginebuild.sources.pyindex import IndexFile, project_files
-from enginebuild.spec.model import Release
 
 
 def _same_version(text: str, wanted: str) -> bool:

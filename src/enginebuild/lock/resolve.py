@@ -19,6 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from enginebuild.errors import EngineBuildError, ResolveError, SpecError, UserError, Where
+from enginebuild.io.git import Mirrors
 from enginebuild.io.http import Http
 from enginebuild.lock.base import resolve_base
 from enginebuild.lock.debian import ArchiveSet, DebianArchive, installed_packages
@@ -44,9 +45,9 @@ from enginebuild.lock.wheeldeps import wheel_requirements
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.oci.rootfs import read_files
+from enginebuild.recipe.model import Archive, ImageSpec, PyRequirement, Python
 from enginebuild.sources.base import DEFAULT_INDEX, Context
 from enginebuild.sources.pyindex import project_files, version_of_file
-from enginebuild.spec.model import Archive, ImageSpec, PyRequirement, Python
 
 Report = Callable[[str, str, str], None]
 
@@ -56,6 +57,7 @@ class Resolvers:
     home: Path
     http: Http = field(default_factory=Http)
     registry: RegistryClient | None = None
+    mirrors: Mirrors = ()  # where git sources are fetched from instead (the checkout's enginebuild.yaml)
     _archives: dict[tuple[Any, ...], DebianArchive] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -67,7 +69,7 @@ class Resolvers:
         return self.registry
 
     def context(self) -> Context:
-        return Context(self.home, self.http)
+        return Context(self.home, self.http, mirrors=self.mirrors)
 
     def archive(self, archive: Archive, arch: str) -> DebianArchive:
         key = (archive, arch)

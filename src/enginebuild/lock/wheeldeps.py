@@ -17,10 +17,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from enginebuild.errors import ResolveError
 from enginebuild.patches.check import check_stack
+from enginebuild.recipe.model import Component, PyRequirement
 from enginebuild.sources import Pinned
 from enginebuild.sources.base import Context
 from enginebuild.sources.trees import SourceTree
-from enginebuild.spec.model import Component, PyRequirement
 
 MAX_FILES = 32
 

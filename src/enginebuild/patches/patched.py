@@ -11,10 +11,10 @@ from enginebuild.io.store import Blob, HashingWriter, make_blob
 from enginebuild.io.tarrules import clean_name
 from enginebuild.io.tars import TarWriter
 from enginebuild.patches.check import PatchResult, check_stack
+from enginebuild.recipe.model import PatchRef
 from enginebuild.sources import Pinned
 from enginebuild.sources.base import Context
 from enginebuild.sources.globs import declared_matcher
-from enginebuild.spec.model import PatchRef
 
 
 def stack_failure(owner: str, description: str, result: PatchResult, hint_image: str) -> BuildFailed:

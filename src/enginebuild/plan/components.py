@@ -19,9 +19,9 @@ from enginebuild.plan.model import ComponentNode, EnvNode
 from enginebuild.plan.render import TEMPLATES, render
 from enginebuild.plan.routes import Facts, FactsReader, Route, no_facts, route_patches
 from enginebuild.plan.writers import COMPONENT_WRITER, SOURCE_TREE_WRITER, code_digest
+from enginebuild.recipe.model import Component, PatchRef
 from enginebuild.sources import Pinned
 from enginebuild.sources.globs import declared_matcher
-from enginebuild.spec.model import Component, PatchRef
 from enginebuild.wire import JsonDoc
 
 ROUTED_OUTPUTS = ("wheels", "paths", "prefix")  # outputs a patch can be applied to as files (plan/routes.py)

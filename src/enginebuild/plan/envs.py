@@ -21,7 +21,7 @@ from enginebuild.plan.model import EnvNode, LayerNode
 from enginebuild.plan.render import TemplateValues, render
 from enginebuild.plan.wheelgroups import wheel_sets
 from enginebuild.plan.writers import layer_key
-from enginebuild.spec.model import Environment, ImageSpec, Step
+from enginebuild.recipe.model import Environment, ImageSpec, Step
 from enginebuild.wire import JsonDoc
 
 CHAIN_REPO = "enginebuild/chain"

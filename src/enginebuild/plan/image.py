@@ -30,7 +30,7 @@ from enginebuild.plan.model import (
 )
 from enginebuild.plan.routes import RoutesReader, no_routes
 from enginebuild.plan.writers import layer_key
-from enginebuild.spec.model import ENV_REF, FileGroup, ImageSpec
+from enginebuild.recipe.model import ENV_REF, FileGroup, ImageSpec
 from enginebuild.wire import JsonDoc
 
 MANIFEST_PATH = "/opt/enginebuild/manifest.json"

@@ -13,7 +13,7 @@ from enginebuild.layerkinds.base import LayerPayload
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.lock.pins import ImagePin, PyPin
 from enginebuild.plan.routes import Route
-from enginebuild.spec.model import Healthcheck, Outputs, PatchRef
+from enginebuild.recipe.model import Healthcheck, Outputs, PatchRef
 from enginebuild.wire import JsonDoc
 
 

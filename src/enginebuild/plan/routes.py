@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from enginebuild.recipe.model import PatchRef
 from enginebuild.sources.globs import declared_matcher
-from enginebuild.spec.model import PatchRef
 
 
 @dataclass(frozen=True)

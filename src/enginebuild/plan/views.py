@@ -10,7 +10,7 @@ from enginebuild.plan.model import ImagePlan, LayerNode
 from enginebuild.plan.render import TemplateValues, render
 
 if TYPE_CHECKING:
-    from enginebuild.spec.model import Healthcheck
+    from enginebuild.recipe.model import Healthcheck
 
 
 def _healthcheck(check: Healthcheck | None) -> TemplateValues | None:

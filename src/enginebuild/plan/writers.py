@@ -2,13 +2,15 @@
 writes its bytes (as Nix puts the builder in a derivation's hash and Bazel the tool in an action's
 key). A layer kind names the modules whose code shapes what it writes (`LayerPayload.writer`: its
 own module, the tar writer, the wheel installer, the patch applier...); the digest is of their
-source, read here, never imported (the planner loads no writer). So after an upgrade of
+code (the syntax tree, without comments, docstrings and import lines), read here, never imported
+(the planner loads no writer). So after an upgrade of
 enginebuild a layer whose writer changed is written again, and only such a layer: a release that
 changes nothing its writers read (the version string among them) keeps every key.
 tests/test_writers.py holds each kind's list to the byte-shaping modules its module imports."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 from pathlib import Path
@@ -26,13 +28,32 @@ SOURCE_TREE_WRITER = ("patches/patched.py", "patches/check.py", "patches/apply.p
 
 @functools.cache
 def code_digest(paths: tuple[str, ...]) -> str:
-    """sha256 over each module (a path relative to the package) and its source."""
+    """sha256 over each module (a path relative to the package) and its code."""
     digest = hashlib.sha256()
     for path in sorted(set(paths)):
         digest.update(f"{path}\n".encode())
-        digest.update((PACKAGE / path).read_bytes())
+        digest.update(code_of((PACKAGE / path).read_bytes(), path))
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+def code_of(source: bytes, path: str) -> bytes:
+    """What of a module's source shapes what it does: its syntax tree without docstrings and
+    import statements (comments and line numbers are not in it). A comment, a docstring or a
+    module moved to another package (its import line) changes no key; an imported module that
+    shapes bytes is a writer of its own (tests/test_writers.py holds the lists to that)."""
+    tree = ast.parse(source, path)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        kept = [s for s in body if not isinstance(s, (ast.Import, ast.ImportFrom))]
+        if kept and isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and isinstance(kept[0], ast.Expr) and isinstance(kept[0].value, ast.Constant) \
+                and isinstance(kept[0].value.value, str):
+            kept = kept[1:]
+        node.body = kept or [ast.Pass()]  # type: ignore[attr-defined]
+    return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
 
 
 def module_path(module: str) -> str:

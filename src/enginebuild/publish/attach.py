@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from enginebuild.plan.model import ImagePlan
     from enginebuild.publish.keyless import KeylessSigner
     from enginebuild.publish.signkeys import Signer
-    from enginebuild.spec.model import ImageSpec
+    from enginebuild.recipe.model import ImageSpec
 
 SBOM_TYPE = "application/vnd.cyclonedx+json"
 PROVENANCE_TYPE = "application/vnd.in-toto+json"

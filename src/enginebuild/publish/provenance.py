@@ -13,7 +13,7 @@ from pathlib import Path
 from enginebuild import __version__
 from enginebuild.core import keys
 from enginebuild.lock.lockfile import Lock
-from enginebuild.spec.model import ImageSpec
+from enginebuild.recipe.model import ImageSpec
 from enginebuild.wire import JsonDoc
 
 STATEMENT = "https://in-toto.io/Statement/v1"

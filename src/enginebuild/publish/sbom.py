@@ -21,7 +21,7 @@ from packageurl import PackageURL
 from enginebuild import __version__
 from enginebuild.core import keys
 from enginebuild.lock.lockfile import Lock
-from enginebuild.spec.model import ImageSpec, PatchRef
+from enginebuild.recipe.model import ImageSpec, PatchRef
 from enginebuild.wire import JsonDoc
 
 

@@ -2,7 +2,7 @@
 a `unix://`, `tcp://` with TLS or `ssh://` address, or a Docker context) and the node's address on
 the link between the nodes (the QSFP port's, on two Sparks). The first node is the head.
 
-Given in enginebuild.yaml (`nodes:`, see spec/repo_settings.py) or on the command line as
+Given in enginebuild.yaml (`nodes:`, see recipe/repo_settings.py) or on the command line as
 `--node NAME=ADDRESS[@ENGINE]`.
 """
 

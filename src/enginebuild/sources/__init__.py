@@ -16,6 +16,7 @@ from enginebuild.sources.base import Context, Kind
 from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
+    from enginebuild.io.git import Mirrors
     from enginebuild.io.store import Blob
     from enginebuild.sources.trees import SourceTree
 
@@ -74,9 +75,9 @@ class Source:
     def watched_paths(self) -> list[Path]:
         return self._impl.watched_paths(self.request)
 
-    def fetched_from(self) -> str | None:
+    def fetched_from(self, mirrors: Mirrors) -> str | None:
         """Where it is fetched from instead of its own address (a git mirror), if anywhere."""
-        return self._impl.fetched_from(self.request)
+        return self._impl.fetched_from(self.request, mirrors)
 
     def resolve(self, ctx: Context) -> Pinned:
         return Pinned(self, self._impl.resolve(self.request, ctx))

@@ -16,6 +16,7 @@ from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
     from enginebuild.core.schema import Schema
+    from enginebuild.io.git import Mirrors
     from enginebuild.io.http import Http
     from enginebuild.io.store import Blob, Store
     from enginebuild.sources.trees import SourceTree
@@ -40,6 +41,7 @@ class Context:
     home: Path
     http: Http = field(default_factory=lambda: _http())  # io.http loads only when a source needs it
     mtime: int = 0  # time stamp of every entry of a tree written from a source
+    mirrors: Mirrors = ()  # where git sources are fetched from instead: the checkout's enginebuild.yaml
 
     @property
     def store(self) -> Store:
@@ -105,8 +107,9 @@ class Kind(Protocol[Request, Pin]):
         """What the source is a version of (an index's project, a repository): `--engine` moves the
         patch stacks on one project together."""
 
-    def fetched_from(self, request: Request) -> str | None:
-        """Where the source is fetched from instead of its own address (a git mirror), if anywhere."""
+    def fetched_from(self, request: Request, mirrors: Mirrors) -> str | None:
+        """Where the source is fetched from instead of its own address (a git mirror of
+        ENGINEBUILD_GIT_MIRRORS or `mirrors`), if anywhere."""
 
     def override(self, request: Request, ref: str, ctx: Context) -> tuple[Request, Pin]:
         """Another version or ref of the same source, as a request and its pin (`patches check

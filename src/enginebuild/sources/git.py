@@ -27,7 +27,7 @@ from urllib.parse import urljoin
 
 from enginebuild.core.schema import Bool, Record, Str
 from enginebuild.errors import ResolveError, UserError
-from enginebuild.io.git import HEX40, Mirror, git, mirror_of
+from enginebuild.io.git import HEX40, Mirror, Mirrors, git, mirror_of
 from enginebuild.io.store import Blob, make_blob, sha256_bytes
 from enginebuild.io.tarrules import clean_name
 from enginebuild.io.tars import TarWriter, walk_folder
@@ -86,9 +86,9 @@ def _version_of_ref(ref: str) -> str | None:
     return match.group(1) if match else None
 
 
-def _submodules(home: Path, url: str, commit: str, depth: int = 0) -> tuple[Submodule, ...]:
+def _submodules(home: Path, url: str, commit: str, mirrors: Mirrors, depth: int = 0) -> tuple[Submodule, ...]:
     """The submodules a commit records: path, URL (relative ones resolved) and gitlink commit."""
-    mirror = Mirror(home, url)
+    mirror = Mirror(home, url, mirrors)
     mirror.fetch_commit(commit)
     config = git(["config", "--blob", f"{commit}:.gitmodules", "--list"], cwd=mirror.path, check=False)
     if config.returncode != 0:
@@ -121,7 +121,7 @@ def _submodules(home: Path, url: str, commit: str, depth: int = 0) -> tuple[Subm
                                hint="only a repository on this machine (file://) may have local submodules")
         out.append(Submodule(path, sub_url, links[path]))
         if depth + 1 < MAX_SUBMODULE_DEPTH:
-            out += [Submodule(f"{path}/{s.path}", s.url, s.commit) for s in _submodules(home, sub_url, links[path],
+            out += [Submodule(f"{path}/{s.path}", s.url, s.commit) for s in _submodules(home, sub_url, links[path], mirrors,
                                                                                           depth + 1)]
     return tuple(out)
 
@@ -150,8 +150,8 @@ class GitKind:
         return body
 
     def resolve(self, request: GitRequest, ctx: Context) -> GitPin:
-        commit = Mirror(ctx.home, request.url).resolve(request.ref)
-        subs = _submodules(ctx.home, request.url, commit) if request.submodules else ()
+        commit = Mirror(ctx.home, request.url, ctx.mirrors).resolve(request.ref)
+        subs = _submodules(ctx.home, request.url, commit, ctx.mirrors) if request.submodules else ()
         return GitPin(request.url, commit, subs)
 
     def pin_json(self, pin: GitPin) -> JsonDoc:
@@ -179,14 +179,14 @@ class GitKind:
         return request.version or _version_of_ref(request.ref)
 
     def tree(self, request: GitRequest, pin: GitPin, ctx: Context) -> SourceTree:
-        mirror = Mirror(ctx.home, pin.url)
+        mirror = Mirror(ctx.home, pin.url, ctx.mirrors)
         mirror.vouch(request.ref, pin.commit)
         tree = GitTree(mirror, pin.commit, f"{pin.url} at {pin.commit[:12]}")
         tree.version = self.version(request, pin)
         return tree
 
     def tree_tar(self, request: GitRequest, pin: GitPin, ctx: Context) -> Blob:
-        Mirror(ctx.home, pin.url).vouch(request.ref, pin.commit)
+        Mirror(ctx.home, pin.url, ctx.mirrors).vouch(request.ref, pin.commit)
         key = sha256_bytes(f"git-tree-v1 {self.identity(request, pin)} {ctx.mtime}".encode())
         return ctx.store.derived("trees", key, f"{pin.url} at {pin.commit[:12]}",
                                  lambda: make_blob(ctx.store, pin.url, lambda sink: self._write(request, pin, ctx, sink)))
@@ -194,7 +194,7 @@ class GitKind:
     def _write(self, request: GitRequest, pin: GitPin, ctx: Context, sink: HashingWriter) -> None:
         writer = TarWriter(sink, mtime=ctx.mtime)
         for prefix, url, commit in [("", pin.url, pin.commit)] + [(s.path, s.url, s.commit) for s in pin.submodules]:
-            mirror = Mirror(ctx.home, url)
+            mirror = Mirror(ctx.home, url, ctx.mirrors)
             mirror.fetch_commit(commit)
             with tempfile.TemporaryFile() as archive:
                 data = git(["archive", "--format=tar", commit], cwd=mirror.path,
@@ -217,7 +217,7 @@ class GitKind:
 
     def _write_metadata(self, pin: GitPin, ctx: Context, writer: TarWriter) -> None:
         """A small repository: the commit's objects (shallow), HEAD detached at it, and its tags."""
-        mirror = Mirror(ctx.home, pin.url)
+        mirror = Mirror(ctx.home, pin.url, ctx.mirrors)
         with mirror.lock():
             mirror.fetch_history()
         tags = git(["tag", "--points-at", pin.commit], cwd=mirror.path).out.split()
@@ -248,8 +248,8 @@ class GitKind:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-    def fetched_from(self, request: GitRequest) -> str | None:
-        return mirror_of(request.url)
+    def fetched_from(self, request: GitRequest, mirrors: Mirrors) -> str | None:
+        return mirror_of(request.url, mirrors)
 
     def watched_paths(self, request: GitRequest) -> list[Path]:
         return []
@@ -261,14 +261,14 @@ class GitKind:
         return ("git", request.url.rstrip("/").removesuffix(".git").lower())
 
     def override(self, request: GitRequest, ref: str, ctx: Context) -> tuple[GitRequest, GitPin]:
-        mirror = Mirror(ctx.home, request.url)
+        mirror = Mirror(ctx.home, request.url, ctx.mirrors)
         if ref == "latest":
             commit = mirror.remote_refs().get("HEAD")
             if not commit or not HEX40.fullmatch(commit):
                 raise UserError(f"--engine latest: {request.url} advertises no HEAD")
         else:
             commit = mirror.resolve(ref)
-        pin = GitPin(request.url, commit, _submodules(ctx.home, request.url, commit) if request.submodules else ())
+        pin = GitPin(request.url, commit, _submodules(ctx.home, request.url, commit, ctx.mirrors) if request.submodules else ())
         return replace(request, ref=ref), pin
 
 

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from enginebuild.core.schema import Str
 from enginebuild.errors import SpecError, UserError
@@ -15,6 +15,9 @@ from enginebuild.io.tars import walk_folder
 from enginebuild.sources.base import Context, Kind, Place
 from enginebuild.sources.trees import DirTree, SourceTree, folder_to_tree
 from enginebuild.wire import JsonDoc
+
+if TYPE_CHECKING:
+    from enginebuild.io.git import Mirrors
 
 
 def _rel(value: str) -> str | None:
@@ -94,7 +97,7 @@ class PathKind:
     def tree_tar(self, request: PathRequest, pin: None, ctx: Context) -> Blob:
         return folder_to_tree(ctx.store, request.path, request.display, ctx.mtime)
 
-    def fetched_from(self, request: PathRequest) -> str | None:
+    def fetched_from(self, request: PathRequest, mirrors: Mirrors) -> str | None:
         return None
 
     def watched_paths(self, request: PathRequest) -> list[Path]:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -18,6 +19,9 @@ from enginebuild.sources.base import DEFAULT_INDEX, Context, Kind, Place
 from enginebuild.sources.pyindex import find_file, newest_version, project_files, version_of_file
 from enginebuild.sources.trees import ArchiveTree, SourceTree, archive_to_tree
 from enginebuild.wire import JsonDoc
+
+if TYPE_CHECKING:
+    from enginebuild.io.git import Mirrors
 
 
 def _version(value: str) -> str | None:
@@ -133,7 +137,7 @@ class PypiKind:
                                  lambda: archive_to_tree(ctx.store, self._archive(pin, ctx), pin.filename, ctx.mtime,
                                                         max_unpacked=request.max_unpacked))
 
-    def fetched_from(self, request: PypiRequest) -> str | None:
+    def fetched_from(self, request: PypiRequest, mirrors: Mirrors) -> str | None:
         return None
 
     def watched_paths(self, request: PypiRequest) -> list[Path]:

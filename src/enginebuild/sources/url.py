@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from enginebuild.io.git import Mirrors
     from enginebuild.io.store import HashingWriter
 
 import re
@@ -130,7 +131,7 @@ class UrlKind:
         return ctx.store.derived("trees", sha256_bytes(key.encode()), request.filename,
                                  lambda: make_blob(ctx.store, request.filename, write))
 
-    def fetched_from(self, request: UrlRequest) -> str | None:
+    def fetched_from(self, request: UrlRequest, mirrors: Mirrors) -> str | None:
         return None
 
     def watched_paths(self, request: UrlRequest) -> list[Path]:

@@ -40,8 +40,7 @@ from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.plan.quote import dockerfile_string
 from enginebuild.plan.render import render
 from enginebuild.plan.views import settings_values
-from enginebuild.sources.base import Context
-from enginebuild.spec.model import Outputs
+from enginebuild.recipe.model import Outputs
 from enginebuild.usecases.rendering import fresh, stamp_by_content
 from enginebuild.workspace import Workspace
 
@@ -78,10 +77,10 @@ class Stages:
 
     def __init__(self, ws: Workspace, plan: ImagePlan, root: Path):
         self.ws, self.plan, self.root = ws, plan, root
-        self.executor = Executor(ws.home, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)))
+        self.executor = Executor(ws.home, mirrors=ws.mirrors, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)))
         self.executor.fetcher.all(plan_downloads(plan))
         outputs = {c.key: r.sha256 for c in plan.components if (r := self.executor.output_record(c))}
-        self.materializer = Materializer(Context(ws.home, self.executor.http, plan.epoch), plan.image, outputs)
+        self.materializer = Materializer(ws.context(self.executor.http, plan.epoch), plan.image, outputs)
         self.envs: dict[str, str] = {}  # builder environment tip -> its stage
         self.lines: list[str] = []
 

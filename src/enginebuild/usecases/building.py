@@ -37,8 +37,7 @@ from enginebuild.patches.patched import patched_tree, stack_failure
 from enginebuild.plan.image import Options, plan_image
 from enginebuild.plan.model import ImagePlan
 from enginebuild.plan.render import TEMPLATES
-from enginebuild.sources.base import Context
-from enginebuild.spec.model import ImageSpec
+from enginebuild.recipe.model import ImageSpec
 from enginebuild.state.decision import decide
 from enginebuild.state.lastsettings import remember_settings
 from enginebuild.state.memo import ImageRun, PlanMemo, RunOptions, copied_paths, other_input_paths
@@ -124,11 +123,11 @@ def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
     """A component's patch stack is applied on the host before anything is built, so a patch that
     no longer applies stops the build at once, naming patch, file and hunk."""
 
-    executor = Executor(ws.home, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)), engine=ws.engine())
+    executor = Executor(ws.home, mirrors=ws.mirrors, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)), engine=ws.engine())
     for comp in plan.components:
         if comp.file_patches and comp.tree is not None and isinstance(comp.tree.origin, FromSource):
             # the whole stack on the source, as `patches check` applies it (those applied as files too)
-            tree = comp.tree.origin.source.tree(Context(ws.home, executor.http, plan.epoch))
+            tree = comp.tree.origin.source.tree(ws.context(executor.http, plan.epoch))
             failure = check_stack([p.patch for p in comp.stack], tree).first_failure
             if failure is not None:
                 raise stack_failure(comp.name, tree.description, failure, plan.image)
@@ -137,7 +136,7 @@ def check_stacks_first(ws: Workspace, plan: ImagePlan) -> None:
         for item in comp.context:
             if isinstance(item.origin, FromSource) and item.origin.patches:
                 o = item.origin
-                patched_tree(Context(ws.home, executor.http, plan.epoch), comp.name, o.source, o.patches,
+                patched_tree(ws.context(executor.http, plan.epoch), comp.name, o.source, o.patches,
                              item.digest, plan.image, o.only)
 
 
@@ -265,7 +264,7 @@ def build_platform(ws: Workspace, spec: ImageSpec, plan: ImagePlan, request: Bui
 
 def executor_for(ws: Workspace, spec: ImageSpec, request: BuildRequest, cache: LayerCache | None,
                  rebuild: bool | None = None) -> Executor:
-    return Executor(ws.home, rebuild=request.rebuild if rebuild is None else rebuild,
+    return Executor(ws.home, mirrors=ws.mirrors, rebuild=request.rebuild if rebuild is None else rebuild,
                     builder_name=request.buildx_builder, verbose=request.verbose, cache=cache,
                     scanner=Scanner(spec, store=Store(ws.home)), jobs=request.jobs,
                     builders=builders_of(ws, request.builder), engine=ws.engine())
@@ -285,7 +284,7 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
         start = time.monotonic()
         plan = plan_image(spec, ws.lock(spec), platform, options)
         check_stacks_first(ws, plan)
-        executor = Executor(ws.home, rebuild=request.rebuild, builder_name=request.buildx_builder,
+        executor = Executor(ws.home, mirrors=ws.mirrors, rebuild=request.rebuild, builder_name=request.buildx_builder,
                             verbose=request.verbose, cache=cache, scanner=Scanner(spec, store=Store(ws.home)),
                             jobs=request.jobs, builders=builders_of(ws, request.builder), engine=ws.engine())
         executor.components(plan, frozenset(request.component))

@@ -26,9 +26,8 @@ from enginebuild.io.progress import output
 from enginebuild.lock.patch_targets import override_owners, stack_targets, stacks
 from enginebuild.patches.check import check_stack
 from enginebuild.plan.image import plan_image
-from enginebuild.sources.base import Context
-from enginebuild.spec.model import ImageSpec
-from enginebuild.spec.patchchecks import PatchCheck, SlowPattern
+from enginebuild.recipe.model import ImageSpec
+from enginebuild.recipe.patchchecks import PatchCheck, SlowPattern
 from enginebuild.usecases.building import BuildRequest, Built, build_image
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
@@ -118,7 +117,7 @@ def settings_for(ws: Workspace, spec: ImageSpec, engine_ref: str | None, compone
               f"overlays.{owner}.patches=[]" for owner, _, _ in owners]
     if engine_ref is None:
         return tuple(values), removed, "the lock's pin"
-    ctx = Context(ws.home)
+    ctx = ws.context()
     moved = override_owners(spec, component)
     version = ""
     for owner, _, source, _ in stacks(spec):
@@ -193,7 +192,7 @@ def _first_failure(message: str) -> str:
 def _text_verdicts(ws: Workspace, spec: ImageSpec, engine_ref: str | None, component: str | None) -> dict[str, str]:
     """Each patch's `patches check` verdict at the same engine, by patch name."""
     out: dict[str, str] = {}
-    for target in stack_targets(Context(ws.home), spec, ws.lock(spec), engine_ref=engine_ref, component=component):
+    for target in stack_targets(ws.context(), spec, ws.lock(spec), engine_ref=engine_ref, component=component):
         if target.tree is None:
             continue
         for result in check_stack(target.patches, target.tree).results:

@@ -27,7 +27,6 @@ from enginebuild.plan.image import plan_image
 from enginebuild.publish.identity import IdentityTrust, load_trusted_root
 from enginebuild.publish.signcheck import verify_signed
 from enginebuild.publish.signkeys import KeyTrust, load_public
-from enginebuild.sources.base import Context
 from enginebuild.usecases.targets import pinned_ref, platforms_of
 from enginebuild.workspace import Workspace
 
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
     from enginebuild.oci.reference import ImageRef
     from enginebuild.plan.model import ImagePlan
     from enginebuild.publish.signcheck import Verdict as SignedVerdict
-    from enginebuild.spec.model import ImageSpec
+    from enginebuild.recipe.model import ImageSpec
 
 
 def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
@@ -53,7 +52,7 @@ def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
         lock = ws.lock(spec)
         for platform in platforms_of(spec, platforms):
             yield reproduce(ws.home, plan_image(spec, lock, platform, ws.plan_options()),
-                            Scanner(spec, store=Store(ws.home)), against)
+                            Scanner(spec, store=Store(ws.home)), against, mirrors=ws.mirrors)
 
 
 @dataclass(frozen=True)
@@ -117,7 +116,7 @@ def verify_images(ws: Workspace, names: list[str], platforms: list[str],
                 behaviour = run_patch_checks(engine, plan.tag, plan, checks, Store(ws.home))
             elif checks:
                 behaviour = Behaviour(spec.name, plan.platform, [CheckRun(c, "not-run", why=load_it) for c in checks])
-            patched = check_patched(plan, Store(ws.home), Context(ws.home, mtime=plan.epoch))
+            patched = check_patched(plan, Store(ws.home), ws.context(mtime=plan.epoch))
             yield Verified(closure, verdict, imports, behaviour, patched, serving_line(spec, lock, plan.platform),
                            bytecode_line(spec, plan, Store(ws.home)))
 

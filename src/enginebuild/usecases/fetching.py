@@ -11,7 +11,6 @@ from enginebuild.execution.fetch import Fetcher, git_wheels, plan_downloads
 from enginebuild.io.store import Store
 from enginebuild.layerkinds.context import FromSource
 from enginebuild.plan.image import plan_image
-from enginebuild.sources.base import Context
 from enginebuild.usecases.targets import platforms_of
 from enginebuild.workspace import Workspace
 
@@ -32,9 +31,9 @@ def fetch_inputs(ws: Workspace, images: list[str], platforms: list[str]) -> Iter
             plan = plan_image(spec, lock, platform, ws.plan_options())
             fetcher.all(plan_downloads(plan))
             for pin in git_wheels(plan.runtime):
-                fetcher.git_wheel(ws.home, pin)
+                fetcher.git_wheel(ws.home, pin, ws.mirrors)
             for comp in plan.components:
                 for item in comp.context:
                     if isinstance(item.origin, FromSource):
-                        item.origin.source.tree_tar(Context(ws.home, fetcher.http, plan.epoch))
+                        item.origin.source.tree_tar(ws.context(fetcher.http, plan.epoch))
         yield Fetched(name, len(fetcher.fetched), fetcher.cached)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from enginebuild.lock.lockfile import Lock
     from enginebuild.plan.model import ImagePlan
     from enginebuild.plan.routes import FactsReader
-    from enginebuild.spec.model import ImageSpec
+    from enginebuild.recipe.model import ImageSpec
     from enginebuild.workspace import Workspace
 
 
@@ -74,7 +74,7 @@ def learn_routes(ws: Workspace, spec: ImageSpec, lock: Lock | None, plan: ImageP
             if missing:
                 record = executor.output_record(plan.component(each.component))
                 assert record is not None, f"component {each.component} was just built"
-                facts = each.learn(store, plan.image, record, facts, missing)
+                facts = each.learn(store, plan.image, record, facts, missing, ws.mirrors)
             before = said(each.component_key) or {}
             if all(p in before and (p not in facts or bool(facts[p]) == before[p]) for p in each.paths):
                 continue  # the file says it all, and this machine's bytes never said otherwise
@@ -128,7 +128,7 @@ def learn_image(ws: Workspace, name: str, platforms: list[str]) -> list[str]:
         plan = plan_image(spec, lock, platform, options)
         if not patched_files(plan):
             continue
-        executor = Executor(ws.home, cache=cache, scanner=Scanner(spec, store=Store(ws.home)),
+        executor = Executor(ws.home, mirrors=ws.mirrors, cache=cache, scanner=Scanner(spec, store=Store(ws.home)),
                             builders=builders_of(ws, []), engine=ws.engine())
         learnt, options = learn_routes(ws, spec, lock, plan, options, executor)
         if learnt is not plan:

@@ -18,7 +18,7 @@ from enginebuild.workspace import Workspace
 if TYPE_CHECKING:
     from enginebuild.lock.lockfile import Lock
     from enginebuild.lock.resolve import Resolvers
-    from enginebuild.spec.model import ImageSpec
+    from enginebuild.recipe.model import ImageSpec
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def lock_image(ws: Workspace, name: str, resolvers: Resolvers | None = None, *, 
             elif status not in ("kept", "same"):
                 output().say(f"  {name}: {inp}: {status}" + (f" ({detail})" if detail else ""))
 
-        lock = build_lock(resolvers or Resolvers(ws.home), spec, previous, update=update and not stale_only,
+        lock = build_lock(resolvers or Resolvers(ws.home, mirrors=ws.mirrors), spec, previous, update=update and not stale_only,
                           report=report)
         unresolved = lock.unresolved()
         if stale_only:

@@ -11,8 +11,8 @@ from enginebuild.errors import FetchError, ResolveError, UserError
 from enginebuild.io.proc import CommandFailed
 from enginebuild.lock.patch_targets import StackTarget, stack_targets
 from enginebuild.patches.check import PatchResult, check_stack
+from enginebuild.recipe.model import ImageSpec
 from enginebuild.sources.base import Context
-from enginebuild.spec.model import ImageSpec
 from enginebuild.workspace import Workspace
 
 
@@ -66,7 +66,7 @@ def _check(target: StackTarget, report: StackReport) -> None:
 def check_stacks(ws: Workspace, images: list[str], engine: str | None, component: str | None) -> StackReport:
     """The images named (every one of the catalogue when none is): each stack's row, in order."""
     names = ws.select(images) if images else list(ws.catalog.names())
-    ctx = Context(ws.home)
+    ctx = ws.context()
     report = StackReport()
     for name in names:
         try:

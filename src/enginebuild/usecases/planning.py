@@ -72,7 +72,7 @@ def describe_image(ws: Workspace, name: str, build_args: dict[str, str], platfor
     decision = image_decision(ws, name, build_args, platforms, engine)
     for platform in platforms_of(spec, platforms):
         plan = plan_image(spec, lock, platform, ws.plan_options(build_args=build_args, strict=not unresolved))
-        doc = describe(plan, ws.home, cache, {plan.tag: image_id(engine, plan.tag)})
+        doc = describe(plan, ws.home, cache, {plan.tag: image_id(engine, plan.tag)}, ws.mirrors)
         doc["buildable"] = not unresolved
         doc["unresolved"] = unresolved
         doc["unused_components"] = list(plan.unused)

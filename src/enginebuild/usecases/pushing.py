@@ -28,7 +28,7 @@ from enginebuild.publish.changed import content_tag
 from enginebuild.publish.keyless import KeylessSigner
 from enginebuild.publish.records import add_record
 from enginebuild.publish.signkeys import Signer
-from enginebuild.spec.model import ImageSpec
+from enginebuild.recipe.model import ImageSpec
 from enginebuild.state.lastsettings import last_settings
 from enginebuild.usecases.building import BuildRequest, build_platform
 from enginebuild.usecases.targets import platforms_of

@@ -32,7 +32,6 @@ from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.plan.model import ImagePlan
 from enginebuild.plan.views import tail_dockerfile, tail_folder, tail_start
-from enginebuild.sources.base import Context
 from enginebuild.workspace import Workspace
 
 STAMP_SPAN_NS = 10**15  # content-derived stamps fall within ~11.6 days after the epoch's
@@ -42,10 +41,10 @@ def write_contexts(ws: Workspace, plan: ImagePlan, folder: Path) -> list[str]:
     """Every build context of `plan` (components, command layers, the runtime's tail) under
     `folder`, each in a folder of its own: what each is, in build order (a line each)."""
 
-    executor = Executor(ws.home, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)))
+    executor = Executor(ws.home, mirrors=ws.mirrors, scanner=Scanner(ws.spec(plan.image), store=Store(ws.home)))
     executor.fetcher.all(plan_downloads(plan))
     outputs = {c.key: r.sha256 for c in plan.components if (r := executor.output_record(c))}  # checked once
-    materializer = Materializer(Context(ws.home, executor.http, plan.epoch), plan.image, outputs)
+    materializer = Materializer(ws.context(executor.http, plan.epoch), plan.image, outputs)
     builds = [(f"component-{c.name}", c.dockerfile, c.context) for c in plan.components]
     builds += [(f"layer-{n.name}", c.dockerfile, c.context) for n in plan.runtime.layers
                if (c := n.payload.commands())]

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from enginebuild.io.files import write_atomic
-from enginebuild.spec.jsonschema import checks_json_schema, image_json_schema
+from enginebuild.recipe.jsonschema import checks_json_schema, image_json_schema
 
 
 def schema_text(checks: bool) -> str:

@@ -19,6 +19,7 @@ from enginebuild.errors import RegistryError, UserError
 from enginebuild.io.files import write_atomic
 from enginebuild.oci.engine import Engine
 from enginebuild.publish.signkeys import KeyTrust, Signer
+from enginebuild.recipe.repo_settings import load_repo_settings
 from enginebuild.serving import answers, caches, driver, memory, weights
 from enginebuild.serving.answers import Asked
 from enginebuild.serving.deployment import Deployment
@@ -27,7 +28,6 @@ from enginebuild.serving.layout import Layout, Options, layout
 from enginebuild.serving.nodes import Node, check_node, check_nodes, parse_node
 from enginebuild.serving.weights import Checked
 from enginebuild.settings import settings
-from enginebuild.spec.repo_settings import load_repo_settings
 from enginebuild.usecases import compilecaches
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace

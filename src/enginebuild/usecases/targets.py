@@ -8,9 +8,9 @@ import re
 from enginebuild.errors import UserError
 from enginebuild.execution.sites import BuilderSpec, builder_specs
 from enginebuild.oci.reference import ImageRef, parse_image_ref
-from enginebuild.spec.fields import platform_hint
-from enginebuild.spec.model import ImageSpec
-from enginebuild.spec.repo_settings import load_repo_settings
+from enginebuild.recipe.fields import platform_hint
+from enginebuild.recipe.model import ImageSpec
+from enginebuild.recipe.repo_settings import load_repo_settings
 from enginebuild.workspace import Workspace
 
 

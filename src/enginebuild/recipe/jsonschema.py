@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from enginebuild.spec import fields, patchchecks
+from enginebuild.recipe import fields, patchchecks
 from enginebuild.wire import JsonDoc
 
 SCHEMA_ID = "https://enginebuild.invalid/schema/image.json"

@@ -30,8 +30,8 @@ from pathlib import Path
 from enginebuild.core.schema import Bool, ListOf, Record, Str
 from enginebuild.core.yamlload import YMap, load_yaml_file
 from enginebuild.errors import UserError
+from enginebuild.recipe.fields import PLATFORM
 from enginebuild.settings import mirror_place
-from enginebuild.spec.fields import PLATFORM
 
 FILE = "enginebuild.yaml"
 NAME = r"[a-z0-9][a-z0-9._-]{0,62}"

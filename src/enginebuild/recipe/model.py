@@ -1,4 +1,4 @@
-"""Image specs as frozen dataclasses (built from a validated, merged tree by spec/reader.py)."""
+"""Image specs as frozen dataclasses (built from a validated, merged tree by recipe/reader.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from enginebuild.sources import Source
 
 if TYPE_CHECKING:
     from enginebuild.core.patchfile import PatchFile
-    from enginebuild.spec.patchchecks import PatchCheck
+    from enginebuild.recipe.patchchecks import PatchCheck
 
 DEFAULT_PLATFORM = "linux/arm64"
 DEFAULT_ARCHIVE_URL = "http://deb.debian.org/debian"
@@ -68,7 +68,7 @@ class PatchRef:
     @property
     def checks_file(self) -> Path:
         """Where its checks are (or would be): a change there is run again, not built again."""
-        from enginebuild.spec.patchchecks import checks_path
+        from enginebuild.recipe.patchchecks import checks_path
 
         return checks_path(self.path)
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 
 from enginebuild.errors import SpecError
-from enginebuild.spec.model import ImageSpec
+from enginebuild.recipe.model import ImageSpec
 
 ARCH_KEYS = ("TORCH_CUDA_ARCH_LIST", "FLASHINFER_CUDA_ARCH_LIST")
 SECRET_NAME = re.compile(r"(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|PRIVATE_KEY)(?:$|_)", re.I)

@@ -19,13 +19,13 @@ from enginebuild.errors import SpecError, Where
 from enginebuild.io.files import image_mode
 from enginebuild.io.recipefiles import open_recipe_file, read_recipe_file
 from enginebuild.io.tarrules import dropped_by
+from enginebuild.recipe import model as m
+from enginebuild.recipe.listing import listed
+from enginebuild.recipe.model import ENV_REF
+from enginebuild.recipe.patchchecks import read_checks
 from enginebuild.sources import Source, kind
 from enginebuild.sources.base import DEFAULT_INDEX, Place
 from enginebuild.sources.globs import declared_matcher
-from enginebuild.spec import model as m
-from enginebuild.spec.listing import listed
-from enginebuild.spec.model import ENV_REF
-from enginebuild.spec.patchchecks import read_checks
 
 # set by enginebuild in every component build (plan/templates/component.Dockerfile)
 RELEASE_WHEELS = "/opt/enginebuild/out"  # where a release component's wheel is, for what needs it

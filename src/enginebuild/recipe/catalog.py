@@ -19,9 +19,9 @@ from enginebuild.core.schema import MapOf, OneOf, Record, Schema
 from enginebuild.core.yamlload import YList, YMap, load_yaml_file, load_yaml_text
 from enginebuild.errors import SpecError, UserError, Where, command
 from enginebuild.io.recipefiles import set_recipe_root
-from enginebuild.spec import fields
-from enginebuild.spec.model import ImageSpec
-from enginebuild.spec.reader import read_image
+from enginebuild.recipe import fields
+from enginebuild.recipe.model import ImageSpec
+from enginebuild.recipe.reader import read_image
 
 SPEC_FILE = "image.yaml"
 MAX_EXTENDS_DEPTH = 16

@@ -1,0 +1,1 @@
+"""enginebuild.recipe: see docs/architecture.md (Packages)."""

@@ -1,1 +1,0 @@
-"""enginebuild.spec: see docs/architecture.md (Packages)."""
