@@ -1,5 +1,5 @@
-"""What a registry-cache entry may say before any of it is used (execution/cacherecords.py), who may
-have said it (execution/cachetrust.py), and the store's refusal to take a name that is not a digest
+"""What a registry-cache entry may say before any of it is used (registrycache/cacherecords.py), who may
+have said it (registrycache/cachetrust.py), and the store's refusal to take a name that is not a digest
 as a path: each case a record or a name another writer could put in the cache."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import base64
 import pytest
 
 from enginebuild.errors import UserError
-from enginebuild.execution import cacherecords, cachetrust
-from enginebuild.execution.cacherecords import BadEntry, checked
 from enginebuild.io.store import BadDigest, Store
+from enginebuild.registrycache import cacherecords, cachetrust
+from enginebuild.registrycache.cacherecords import BadEntry, checked
 from enginebuild.settings import reset_settings
 from helpers.cacheentry import new_key, public_text
 

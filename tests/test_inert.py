@@ -1,5 +1,5 @@
 """Which layers the byte-reading checks (kernels, runtime closure) have nothing to read in: the
-layers a registry-cache verdict's key leaves out (execution/inert.py). A layer is judged from its
+layers a registry-cache verdict's key leaves out (registrycache/inert.py). A layer is judged from its
 bytes; anything the checks could read, or that could change what they read below it, is not
 inert."""
 
@@ -10,8 +10,8 @@ import tarfile
 
 import pytest
 
-from enginebuild.execution.inert import LIMIT, inert, said
 from enginebuild.io.store import Store
+from enginebuild.registrycache.inert import LIMIT, inert, said
 
 
 def _layer(store: Store, *entries: tuple[str, bytes | None, bytes]) -> str:

@@ -13,11 +13,11 @@ import uuid
 import pytest
 
 from conftest import ROOT, need, run_cli
-from enginebuild.execution.assemble import layer_blobs, record_key
 from enginebuild.io.store import Store, sha256_file
 from enginebuild.layerkinds.commands import Run
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.plan.image import Options, plan_image
+from enginebuild.plan.stored import layer_blobs, record_key
 from enginebuild.recipe.catalog import Catalog
 from helpers import report
 from helpers.docker import docker

@@ -107,10 +107,10 @@ def test_the_demo_is_verified_when_built_and_carries_sm_121a_on_both_platforms(b
 @pytest.mark.network
 def test_verify_reads_the_library_built_for_each_platform(built_demo, tmp_path):
     """The arm64 library is an aarch64 ELF (read on this host), the amd64 one an x86-64 ELF."""
-    from enginebuild.execution.assemble import layer_blobs
     from enginebuild.io.store import Store
     from enginebuild.lock.lockfile import read_lock
     from enginebuild.plan.image import Options, plan_image
+    from enginebuild.plan.stored import layer_blobs
     from enginebuild.recipe.catalog import Catalog
     from enginebuild.settings import settings
 

@@ -11,7 +11,6 @@ import pytest
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
-from enginebuild.execution.assemble import layer_blobs
 from enginebuild.execution.executor import stands_alone
 from enginebuild.execution.fetch import layer_downloads
 from enginebuild.execution.layers import LayerMaker
@@ -20,6 +19,7 @@ from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds import KINDS
 from enginebuild.layerkinds.base import Download, LayerPayload, WriteJob
 from enginebuild.plan.model import LayerNode
+from enginebuild.plan.stored import layer_blobs
 from enginebuild.plan.views import runtime_dockerfile
 from test_plan import plan_of
 
@@ -104,11 +104,12 @@ def test_an_image_deeper_than_docker_holds_is_refused_before_anything_is_loaded(
     """Docker's layer store loads an image of 125 layers and refuses one of 126 ("max depth
     exceeded", measured on this machine's engine): the assembler refuses the 126th before it
     sends a byte, naming the depth and what makes it."""
-    from enginebuild.execution.assemble import MAX_DEPTH, Assembler, put_layer_blobs
+    from enginebuild.execution.assemble import MAX_DEPTH, Assembler
     from enginebuild.io.store import Store
     from enginebuild.layerkinds.data import Data
     from enginebuild.oci.engine import Engine
     from enginebuild.plan.model import EnvNode, LayerNode
+    from enginebuild.plan.stored import put_layer_blobs
 
     store = Store(tmp_path / "home")
 

@@ -80,7 +80,7 @@ def test_a_python_patch_applied_as_files_gives_the_image_the_build_gives(workspa
     assert "component engine-py: built" not in edited.stdout + edited.stderr
     assert f"model folder (mounted) {again}" in settings(files_tag)
     # the kernel and closure checks read nothing in a layer of Python files: the verdict on the
-    # other layers answers (execution/inert.py); `verify` below reads every layer again
+    # other layers answers (registrycache/inert.py); `verify` below reads every layer again
     said = edited.stdout + edited.stderr
     assert "kernels: demo (linux/amd64): ok" in said and "runtime: demo (linux/amd64): runtime closure ok" in said \
         and "(the verdict kept when the layers these checks read were checked)" in said, said

@@ -464,7 +464,7 @@ def test_a_fresh_runner_with_the_registry_cache_makes_and_downloads_nothing_and_
 
     # a launcher edit on a fourth fresh runner: every other layer stood in, only the edited
     # file's layer written (no component built or pulled), and its push uploads that layer alone;
-    # the checks read nothing in a layer of scripts (execution/inert.py), so the first runner's
+    # the checks read nothing in a layer of scripts (registrycache/inert.py), so the first runner's
     # verdict answers for the new image and no other layer's bytes are fetched
     launcher = workspace / "images/demo/launch_server.sh"
     launcher.write_text(launcher.read_text() + "# tuned\n")

@@ -43,8 +43,8 @@ ELF = b"\x7fELF"
 def record(store: Store, spec: ImageSpec, plan: ImagePlan, outcome: Outcome, only_copied: list[str]) -> EditRecord:
     """What the next file edit needs to remake this image without planning (stored in the memo);
     `only_copied`: the inputs that only `files:` reads, the only ones that may change this way."""
-    from enginebuild.execution.assemble import layer_blobs
     from enginebuild.plan.envs import CHAIN_REPO
+    from enginebuild.plan.stored import layer_blobs
 
     nodes = []
     for node in plan.runtime.layers:

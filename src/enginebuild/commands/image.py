@@ -156,7 +156,7 @@ def _build(ws: Workspace, name: str, request: BuildRequest, options: PlanOptions
         return
     built = build_image(ws, name, request, options, say_built)
     if request.push and request.to:
-        from enginebuild.execution.cache import cache_from_settings
+        from enginebuild.registrycache.cache import cache_from_settings
         from enginebuild.usecases.pushing import push_image
 
         cache = cache_from_settings(ws.root, request.cache, request.no_cache, request.cache_readonly)

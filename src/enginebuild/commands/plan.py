@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.commands.arguments import parse_build_args
     from enginebuild.errors import UserError
-    from enginebuild.execution.cache import cache_from_settings
+    from enginebuild.registrycache.cache import cache_from_settings
     from enginebuild.usecases.planning import as_it_would_be, describe_image, unpinned
 
     if not args.images and not args.all:

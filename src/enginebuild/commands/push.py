@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    from enginebuild.execution.cache import cache_from_settings
+    from enginebuild.registrycache.cache import cache_from_settings
     from enginebuild.usecases.pushing import push_image
 
     signer = signer_of(args, attach=not args.no_attach)

@@ -24,7 +24,8 @@ from enginebuild.oci.engine import EngineApi
 from enginebuild.oci.image import DockerArchive, ImageConfig, Layer, image_id_of
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.plan.envs import CHAIN_REPO
-from enginebuild.plan.model import EnvNode, ImageSettings, LayerNode
+from enginebuild.plan.model import EnvNode, ImageSettings
+from enginebuild.plan.stored import layer_blobs
 from enginebuild.recipe.model import Healthcheck
 from enginebuild.wire import JsonDoc
 
@@ -41,22 +42,6 @@ class Base:
 
 SCRATCH = Base({}, ())
 MAX_DEPTH = 125  # Docker's layer store loads 125 layers and refuses 126 ("max depth exceeded": measured)
-
-
-def record_key(node: LayerNode) -> str:
-    """Layers a command wrote depend on everything below them; enginebuild's only on their inputs."""
-    return node.stored_as
-
-
-def layer_blobs(store: Store, node: LayerNode) -> list[tuple[str, int]] | None:
-    record = store.record("layers", record_key(node))
-    if record is None:
-        return None
-    return [(str(sha), int(size)) for sha, size in record["layers"]]
-
-
-def put_layer_blobs(store: Store, node: LayerNode, blobs: list[tuple[str, int]], extra: JsonDoc) -> None:
-    store.put_record("layers", record_key(node), {"layers": [list(b) for b in blobs], "name": node.name, **extra})
 
 
 # the PATH BuildKit gives an image whose configuration names none (FROM scratch)

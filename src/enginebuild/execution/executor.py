@@ -20,11 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from enginebuild.errors import BuilderLost, BuildFailed, UserError
-from enginebuild.execution import enginetags, substitutes
-from enginebuild.execution.assemble import SCRATCH, Assembler, layer_blobs, put_layer_blobs, record_key
+from enginebuild.execution import enginetags
+from enginebuild.execution.assemble import SCRATCH, Assembler
 from enginebuild.execution.buildkit import Builder, run_build
-from enginebuild.execution.cache import LayerCache
-from enginebuild.execution.compilercache import CompilerCaches
 from enginebuild.execution.fetch import STOP_WAIT_S, Fetcher, Prefetch, component_downloads, git_wheels, layer_downloads
 from enginebuild.execution.layers import LayerMaker, cut_new_layers, normalize_into_store, remove_folder, scratch_folder
 from enginebuild.execution.materialize import Materializer
@@ -42,6 +40,10 @@ from enginebuild.oci.engine import Engine, EngineApi, EngineUnavailable
 from enginebuild.oci.image import ImageConfig, Layer, image_id_of
 from enginebuild.plan.envs import CHAIN_REPO, parent_ref
 from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
+from enginebuild.plan.stored import layer_blobs, put_layer_blobs, record_key
+from enginebuild.registrycache import substitutes
+from enginebuild.registrycache.cache import LayerCache
+from enginebuild.registrycache.compilercache import CompilerCaches
 from enginebuild.sources.base import Context
 from enginebuild.state.history import BuildHistory
 

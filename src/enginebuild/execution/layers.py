@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from enginebuild.errors import BuildFailed
-from enginebuild.execution.assemble import Assembler, put_layer_blobs
+from enginebuild.execution.assemble import Assembler
 from enginebuild.execution.normalize import normalize_layer
 from enginebuild.execution.outputs import OutputRecord
 from enginebuild.io.files import temp_path
@@ -28,6 +28,7 @@ from enginebuild.io.tars import TarWriter
 from enginebuild.layerkinds.base import WriteJob
 from enginebuild.oci.engine import EngineApi
 from enginebuild.plan.model import LayerNode
+from enginebuild.plan.stored import put_layer_blobs
 
 
 def _blob(store: Store, what: str, mtime: int, write: Callable[[TarWriter], object]) -> Blob:

@@ -16,9 +16,9 @@ import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.background import Background, settled
 from enginebuild.plan.envs import CHAIN_REPO
+from enginebuild.plan.stored import layer_blobs
 
 if TYPE_CHECKING:
     from enginebuild.execution.secretscan import Scanner

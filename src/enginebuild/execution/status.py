@@ -5,16 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.store import Store
 from enginebuild.layerkinds.context import FromSource
 from enginebuild.plan.model import ImagePlan, LayerNode
+from enginebuild.plan.stored import layer_blobs
 from enginebuild.state.history import BuildHistory, changed_inputs
 from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
-    from enginebuild.execution.cache import LayerCache
     from enginebuild.io.git import Mirrors
+    from enginebuild.registrycache.cache import LayerCache
 
 
 def _layer_made(store: Store, node: LayerNode) -> bool:

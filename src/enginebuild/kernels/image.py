@@ -11,13 +11,13 @@ import time
 from dataclasses import dataclass, field
 
 from enginebuild.errors import BuildFailed, UserError, command
-from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.store import Store
 from enginebuild.kernels.archs import parse_declared
 from enginebuild.kernels.cuobjdump import Cuobjdump
 from enginebuild.kernels.scan import FileReport, Rules, Skip, scan_layers
 from enginebuild.lock.lockfile import Lock
 from enginebuild.plan.model import ImagePlan, LayerNode
+from enginebuild.plan.stored import layer_blobs
 from enginebuild.recipe.model import ImageSpec
 from enginebuild.wire import JsonDoc
 

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import IO
 
 from enginebuild.errors import BuildFailed, command
-from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.store import Store
 from enginebuild.kernels.closure import Closure, check_closure
 from enginebuild.kernels.filetable import TABLE_RECORD, Entry, FileTable, saved_layers, stored_layer
 from enginebuild.kernels.scan import Skip
 from enginebuild.plan.model import ImagePlan
+from enginebuild.plan.stored import layer_blobs
 from enginebuild.recipe.model import ImageSpec
 
 Saver = Callable[[str], contextlib.AbstractContextManager[IO[bytes]]]  # image ref -> its `docker save` stream

@@ -87,7 +87,7 @@ class NodeEntry:
 class RepoSettings:
     cache_repository: str | None = None
     cache_push: bool = True
-    cache_trust: tuple[str, ...] = ()  # public keys whose cache entries are taken (execution/cachetrust.py)
+    cache_trust: tuple[str, ...] = ()  # public keys whose cache entries are taken (registrycache/cachetrust.py)
     builders: tuple[BuilderEntry, ...] = ()
     nodes: tuple[NodeEntry, ...] = ()  # what `serve` spreads an image over
     tags: tuple[str, ...] = ()  # local tags every build also gets, `{image}` replaced (as -t)

@@ -28,7 +28,6 @@ from io import BytesIO
 from pathlib import Path
 
 from enginebuild.errors import UserError, command
-from enginebuild.execution.assemble import layer_blobs
 from enginebuild.execution.executor import Executor
 from enginebuild.execution.fetch import plan_downloads
 from enginebuild.execution.materialize import Materializer
@@ -39,6 +38,7 @@ from enginebuild.layerkinds.context import ContextItem
 from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.plan.quote import dockerfile_string
 from enginebuild.plan.render import render
+from enginebuild.plan.stored import layer_blobs
 from enginebuild.plan.views import settings_values
 from enginebuild.recipe.model import Outputs
 from enginebuild.usecases.rendering import fresh, stamp_by_content

@@ -14,14 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from enginebuild import fastedit
+from enginebuild.checks.behaviour import Behaviour, image_checks
+from enginebuild.checks.behaviour import run_checks as run_patch_checks
+from enginebuild.checks.imports import Imports, check_imports
 from enginebuild.errors import BuildFailed, LockWouldChange, UserError, command
-from enginebuild.execution import substitutes
-from enginebuild.execution.behaviour import Behaviour, image_checks
-from enginebuild.execution.behaviour import run_checks as run_patch_checks
-from enginebuild.execution.cache import LayerCache, cache_from_settings
 from enginebuild.execution.executor import Executor, Outcome, local_tags, output_record
 from enginebuild.execution.export import export_component, export_runtime
-from enginebuild.execution.imports import Imports, check_imports
 from enginebuild.execution.secretscan import Scanner
 from enginebuild.io import faults
 from enginebuild.io.background import Background, settled
@@ -38,6 +36,8 @@ from enginebuild.plan.image import Options, plan_image
 from enginebuild.plan.model import ImagePlan
 from enginebuild.plan.render import TEMPLATES
 from enginebuild.recipe.model import ImageSpec
+from enginebuild.registrycache import substitutes
+from enginebuild.registrycache.cache import LayerCache, cache_from_settings
 from enginebuild.state.decision import decide
 from enginebuild.state.lastsettings import remember_settings
 from enginebuild.state.memo import ImageRun, PlanMemo, RunOptions, copied_paths, other_input_paths
@@ -304,7 +304,7 @@ def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outc
     layers the registry cache stood in, the verdict the run that checked those bytes recorded
     there (without one, the substituted layers are fetched and checked here). A verdict reached
     here is kept in the store, and recorded in the cache for bytes this run made; either answers
-    for an image that differs only in layers those checks read nothing in (execution/inert.py: a
+    for an image that differs only in layers those checks read nothing in (registrycache/inert.py: a
     layer of patched Python files, scripts)."""
     store = Store(ws.home)
     key = substitutes.verdict_key(check_settings(spec), plan.platform, outcome.config, store)
@@ -333,7 +333,7 @@ def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outc
 
 def check_in_containers(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool) -> None:
     """The checks run in containers of the new image: the import check (see `verify`) and the
-    behaviour checks of every patch it is built with (see execution/behaviour.py), side by side (each
+    behaviour checks of every patch it is built with (see checks/behaviour.py), side by side (each
     is mostly one Python process importing the engine, one CPU). A failing one fails the build:
     the import check naming each module, a behaviour check naming patch, check, command, and what
     it printed against what it should."""

@@ -18,9 +18,9 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from enginebuild.checks.behaviour import CheckRun, has_gpus, observed
+from enginebuild.checks.imports import site_folders
 from enginebuild.errors import BuildFailed, UserError
-from enginebuild.execution.behaviour import CheckRun, has_gpus, observed
-from enginebuild.execution.imports import site_folders
 from enginebuild.execution.sites import HOST_PLATFORM
 from enginebuild.io.progress import output
 from enginebuild.lock.patch_targets import override_owners, stack_targets, stacks

@@ -9,13 +9,11 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
+from enginebuild.checks.behaviour import Behaviour, CheckRun, image_checks
+from enginebuild.checks.behaviour import run_checks as run_patch_checks
+from enginebuild.checks.imports import Imports, check_imports
+from enginebuild.checks.patchedcheck import PatchedCheck, check_patched
 from enginebuild.errors import command
-from enginebuild.execution import substitutes
-from enginebuild.execution.assemble import layer_blobs
-from enginebuild.execution.behaviour import Behaviour, CheckRun, image_checks
-from enginebuild.execution.behaviour import run_checks as run_patch_checks
-from enginebuild.execution.imports import Imports, check_imports
-from enginebuild.execution.patchedcheck import PatchedCheck, check_patched
 from enginebuild.execution.reproduce import reproduce
 from enginebuild.execution.secretscan import Scanner
 from enginebuild.io.store import Store
@@ -24,14 +22,16 @@ from enginebuild.kernels.runtime import check_plan
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.envs import Pins
 from enginebuild.plan.image import plan_image
+from enginebuild.plan.stored import layer_blobs
 from enginebuild.publish.identity import IdentityTrust, load_trusted_root
 from enginebuild.publish.signcheck import verify_signed
 from enginebuild.publish.signkeys import KeyTrust, load_public
+from enginebuild.registrycache import substitutes
 from enginebuild.usecases.targets import pinned_ref, platforms_of
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
-    from enginebuild.execution.imports import Imports
+    from enginebuild.checks.imports import Imports
     from enginebuild.execution.reproduce import Reproduction
     from enginebuild.kernels.closure import Closure
     from enginebuild.kernels.image import Verdict

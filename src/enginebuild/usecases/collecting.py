@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from enginebuild.errors import EngineBuildError
 from enginebuild.execution import enginetags
-from enginebuild.execution.cache import parse_cache_repo
 from enginebuild.io.store import Store
 from enginebuild.lock.lockfile import read_lock
 from enginebuild.lock.perbuild import committed_key
@@ -30,6 +29,7 @@ from enginebuild.oci.engine import Engine
 from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.image import plan_image
+from enginebuild.registrycache.cache import parse_cache_repo
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ def stale_build_locks(ws: Workspace) -> list[Path]:
 
 def cache_garbage(ws: Workspace, cache_repo: str) -> list[str]:
     """The tags of the registry cache (CACHE:KEY entries, the KEY-sub descriptions of
-    execution/substitutes.py, the cc-KEY compiler caches of execution/compilercache.py, KEY a
+    registrycache/substitutes.py, the cc-KEY compiler caches of registrycache/compilercache.py, KEY a
     component's cache key) whose keys no root reaches. Verdicts (KEY-ok, a few hundred bytes,
     keyed by an image's config) are kept."""
 

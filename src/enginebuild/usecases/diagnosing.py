@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from enginebuild.errors import EngineBuildError
-from enginebuild.execution import cachetrust
-from enginebuild.execution.assemble import layer_blobs
 from enginebuild.execution.buildkit import candidates, client_version, detect_builder
 from enginebuild.execution.sites import BuilderSpec, builder_specs, native_platforms
 from enginebuild.io import proc
@@ -27,8 +25,10 @@ from enginebuild.oci.credentials import has_credentials
 from enginebuild.oci.engine import Engine
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient
+from enginebuild.plan.stored import layer_blobs
 from enginebuild.publish.records import read_records
 from enginebuild.recipe.repo_settings import load_repo_settings
+from enginebuild.registrycache import cachetrust
 from enginebuild.serving.driver import has_nvidia, reach_one
 from enginebuild.settings import settings
 from enginebuild.usecases.collecting import catalogue_plans, store_size

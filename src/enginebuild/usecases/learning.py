@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from enginebuild.errors import LockWouldChange, command
-from enginebuild.execution.cache import cache_from_settings
 from enginebuild.execution.executor import Executor
 from enginebuild.execution.secretscan import Scanner
 from enginebuild.io.progress import output
@@ -32,6 +31,7 @@ from enginebuild.io.store import Store
 from enginebuild.layerkinds.verbatim import read_facts
 from enginebuild.lock import routesfile
 from enginebuild.plan.image import Options, plan_image
+from enginebuild.registrycache.cache import cache_from_settings
 from enginebuild.usecases.targets import builders_of, platforms_of
 
 if TYPE_CHECKING:

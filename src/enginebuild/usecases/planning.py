@@ -22,11 +22,11 @@ from enginebuild.usecases.targets import platforms_of
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
-    from enginebuild.execution.cache import LayerCache
     from enginebuild.execution.sites import BuilderSpec
     from enginebuild.lock.lockfile import Lock
     from enginebuild.oci.engine import EngineApi
     from enginebuild.plan.model import ImagePlan
+    from enginebuild.registrycache.cache import LayerCache
     from enginebuild.wire import JsonDoc
 
 

@@ -10,9 +10,7 @@ import re
 from collections.abc import Callable
 
 from enginebuild.errors import BuildFailed, UserError, command
-from enginebuild.execution import substitutes
-from enginebuild.execution.assemble import Assembler, layer_blobs
-from enginebuild.execution.cache import LayerCache
+from enginebuild.execution.assemble import Assembler
 from enginebuild.execution.executor import final_config
 from enginebuild.execution.secretscan import Scanner
 from enginebuild.io import faults
@@ -23,12 +21,15 @@ from enginebuild.oci.push import COMPRESSIONS, Pusher
 from enginebuild.oci.reference import ImageRef, parse_destination
 from enginebuild.plan.image import LAYER_KINDS, Options, plan_image
 from enginebuild.plan.model import ImagePlan
+from enginebuild.plan.stored import layer_blobs
 from enginebuild.publish.attach import attach_documents
 from enginebuild.publish.changed import content_tag
 from enginebuild.publish.keyless import KeylessSigner
 from enginebuild.publish.records import add_record
 from enginebuild.publish.signkeys import Signer
 from enginebuild.recipe.model import ImageSpec
+from enginebuild.registrycache import substitutes
+from enginebuild.registrycache.cache import LayerCache
 from enginebuild.state.lastsettings import last_settings
 from enginebuild.usecases.building import BuildRequest, build_platform
 from enginebuild.usecases.targets import platforms_of

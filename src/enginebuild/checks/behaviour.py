@@ -4,7 +4,7 @@ that `needs` a GPU runs only where the engine has the NVIDIA runtime, and is oth
 not run, with why, never as passed. An image's checks run side by side, one container each, as
 many at a time as there are CPUs (each is mostly one Python process importing the engine);
 `python:` checks that begin with the same imports share one container that imports them once
-(execution/sharedimport.py), and any of them that does not pass there runs alone for its verdict.
+(checks/sharedimport.py), and any of them that does not pass there runs alone for its verdict.
 
 A run in which every check that ran passed is recorded in the store under the image's ID and the
 checks' definitions: the same image asked the same again (a rebuild that changed nothing,
@@ -21,9 +21,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from enginebuild.checks.imports import site_folders
+from enginebuild.checks.sharedimport import groups, run_shared
 from enginebuild.errors import printable
-from enginebuild.execution.imports import site_folders
-from enginebuild.execution.sharedimport import groups, run_shared
 from enginebuild.io.background import Background, settled
 from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.oci.engine import EngineApi, EngineError, PrintedTooMuch
@@ -123,7 +123,7 @@ def run_checks(engine: EngineApi, tag: str, plan: ImagePlan, checks: list[PatchC
         return result
     interpreter = site_folders(plan)[0]
     # side by side, a container each (a check is mostly one Python process importing the engine),
-    # or one container for the checks that begin with the same imports (execution/sharedimport.py)
+    # or one container for the checks that begin with the same imports (checks/sharedimport.py)
     pool = Background(min(len(checks), os.cpu_count() or 1), "enginebuild-patch-checks")
     try:
         at = {id(check): i for i, check in enumerate(checks)}

@@ -11,13 +11,13 @@ import posixpath
 import tarfile
 from dataclasses import dataclass, field
 
-from enginebuild.execution.assemble import layer_blobs
 from enginebuild.io.store import Store
 from enginebuild.io.tarrules import clean_name
 from enginebuild.layerkinds.context import FromSource
 from enginebuild.layerkinds.verbatim import read_facts
 from enginebuild.patches.check import check_stack
 from enginebuild.plan.model import ImagePlan, LayerNode
+from enginebuild.plan.stored import layer_blobs
 from enginebuild.sources.base import Context
 from enginebuild.wire import JsonDoc
 

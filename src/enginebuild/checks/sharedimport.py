@@ -10,7 +10,7 @@ reaches another.
 
 Only a pass is taken from the shared run. A check that did not pass there (a failure, a crash, a
 time limit, an output too long to send back, an import the parent could not make) is run again
-alone, in a container of its own (execution/behaviour.py), and that run is its verdict: sharing
+alone, in a container of its own (checks/behaviour.py), and that run is its verdict: sharing
 can make a passing group faster, never a verdict different from the one a fresh container gives.
 """
 

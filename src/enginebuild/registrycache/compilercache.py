@@ -17,14 +17,14 @@ import tarfile
 from pathlib import Path
 
 from enginebuild.errors import EngineBuildError, SecretLeak
-from enginebuild.execution.cache import LayerCache
-from enginebuild.execution.cacherecords import COMPILER_CACHE
 from enginebuild.io.progress import human_bytes, output
 from enginebuild.io.store import Store
 from enginebuild.oci.engine import EngineApi
 from enginebuild.oci.image import OCI_LAYER_TAR
 from enginebuild.plan.components import CACHE_OUT
 from enginebuild.plan.model import ComponentNode
+from enginebuild.registrycache.cache import LayerCache
+from enginebuild.registrycache.cacherecords import COMPILER_CACHE
 
 KIND = COMPILER_CACHE
 

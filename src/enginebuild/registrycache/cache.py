@@ -21,9 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from enginebuild.errors import RegistryError, UserError
-from enginebuild.execution import cacherecords, cachetrust
-from enginebuild.execution.assemble import layer_blobs, put_layer_blobs, record_key
-from enginebuild.execution.cachetrust import PublicKey, Trust
 from enginebuild.io.files import opener
 from enginebuild.io.progress import output
 from enginebuild.io.store import Store
@@ -31,7 +28,10 @@ from enginebuild.oci.image import OCI_LAYER_TAR, canonical, manifest
 from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.oci.registry import BadManifest, RegistryClient, sha256_digest
 from enginebuild.plan.model import ComponentNode, LayerNode
+from enginebuild.plan.stored import layer_blobs, put_layer_blobs, record_key
 from enginebuild.recipe.repo_settings import load_repo_settings
+from enginebuild.registrycache import cacherecords, cachetrust
+from enginebuild.registrycache.cachetrust import PublicKey, Trust
 from enginebuild.settings import settings
 from enginebuild.wire import JsonDoc, loads, loads_object
 

@@ -31,19 +31,19 @@ from typing import IO, TYPE_CHECKING, Any, cast
 import zstandard  # type: ignore[import-untyped,unused-ignore]
 
 from enginebuild.errors import BuildFailed, RegistryError
-from enginebuild.execution.assemble import layer_blobs, put_layer_blobs, record_key
-from enginebuild.execution.cache import EMPTY_TYPE, LayerCache
-from enginebuild.execution.cacherecords import DESCRIBED, FORMS, SUBSTITUTE, VERDICT
-from enginebuild.execution.inert import inert, said
 from enginebuild.io.store import Store
 from enginebuild.oci.push import blob_homes, remember_homes
 from enginebuild.oci.reference import ImageRef, parse_image_ref
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.model import ComponentNode, ImagePlan, LayerNode
+from enginebuild.plan.stored import layer_blobs, put_layer_blobs, record_key
+from enginebuild.registrycache.cache import EMPTY_TYPE, LayerCache
+from enginebuild.registrycache.cacherecords import DESCRIBED, FORMS, SUBSTITUTE, VERDICT
+from enginebuild.registrycache.inert import inert, said
 from enginebuild.wire import JsonDoc, loads
 
 OUTPUTS = DESCRIBED  # a component's outputs record, without its bytes (the store's record kind too)
-VERDICT_VERSION = 2  # keyed by the layers the checks read (execution/inert.py)
+VERDICT_VERSION = 2  # keyed by the layers the checks read (registrycache/inert.py)
 VERDICT_RECORD = "image-verdict"  # the store's record of a verdict reached here, by its key
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def take(cache: LayerCache, store: Store, node: LayerNode) -> bool:
         mine = dict((store.record("secret-checked", sha) or {}).get("secrets", {}))
         mine.update({str(n): "searched where it was made" for n in record.get("secrets", []) if n not in mine})
         store.put_record("secret-checked", sha, {"secrets": mine})
-    for sha in record.get("inert", []):  # blobs the checks read nothing in (execution/inert.py)
+    for sha in record.get("inert", []):  # blobs the checks read nothing in (registrycache/inert.py)
         said(store, str(sha))
     put_layer_blobs(store, node, blobs, {"substitute": cache.name})
     return True
