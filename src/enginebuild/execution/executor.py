@@ -562,24 +562,23 @@ class Executor:
     def substitute(self, plan: ImagePlan) -> bool:
         """A build that loads nothing takes the registry cache's description of the runtime layers
         it has not made (substitutes.py) instead of making them. When every such layer is
-        described nothing is built or downloaded (True); when the others all stand alone (a
-        layer enginebuild writes from its own inputs), only they are made (False, the stood-in
-        ones counted as made), or read the chain below them: the stood-in layers of what they read
-        (for bytecode, only the prefix that holds the interpreter) are taken from the cache's
-        bytes. A declared secret whose value is here is searched for in
-        the stood-in layers' bytes, fetched for that."""
+        described nothing is built or downloaded (True); otherwise only the others are made (False,
+        the stood-in ones counted as made), and where one of them reads the chain below it (for
+        bytecode, only the prefix that holds the interpreter) the stood-in layers it reads are
+        fetched from the cache. A declared secret whose value is here is searched for in the
+        stood-in layers' bytes, fetched for that."""
         if self.cache is None or self.rebuild:
             return False
         layers = plan.runtime.layers
         lacking = [node for node in layers if not self.made(node)]
         described = [node for node in lacking if self.cache.has(f"{record_key(node)}-sub")]
+        if not described:
+            return False
         rest = [node for node in lacking if node not in described]
         # a layer left to make that reads the chain below it (bytecode: only the prefix that holds
         # the interpreter) needs the bytes of the stood-in layers there, taken from the cache
         read = [read_prefix(plan.runtime, layers.index(node)) for node in rest if not stands_alone(node)]
         below = [n for n in described if any(n in prefix.layers for prefix in read)]
-        if not described:
-            return False
         if not all(substitutes.take_outputs(self.cache, self.store, comp) for comp in plan.components):
             return False  # the SBOM names every component's outputs: without their records, build
         if not all(substitutes.take(self.cache, self.store, node) for node in described):
