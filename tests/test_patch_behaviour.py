@@ -111,13 +111,15 @@ def test_python_checks_that_begin_with_the_same_import_share_it_and_one_not_pass
     """`python:` checks whose first statements import the same modules run in one container that
     imports them once (`this` prints the Zen of Python at its import: each check's output begins
     with what that import printed, as alone); a check that does not pass there is run again in a
-    container of its own, and that run is its verdict (here the one that passes only alone)."""
-    code = 'import this\nimport os\nprint("{name}", "alone" if os.getppid() == 0 else "forked")\n'
+    container of its own, and that run is its verdict (here the one that passes only alone). Both
+    ways, the image's bytecode is trusted: no layer above it holds a `.py` (checks/imports.py)."""
+    code = ('import this\nimport os, _imp\n'
+            'print("{name}", "alone" if os.getppid() == 0 else "forked", _imp.check_hash_based_pycs)\n')
     path = workspace / CHECKS
     extra = ""
     for name, where in (("one", "forked"), ("two", "forked"), ("three", "alone")):
         body = "\n".join("      " + line for line in code.format(name=name).splitlines())
-        extra += f"  - name: {name}\n    python: |\n{body}\n    expect-match: '(?s)The Zen of Python.*{name} {where}'\n"
+        extra += f"  - name: {name}\n    python: |\n{body}\n    expect-match: '(?s)The Zen of Python.*{name} {where} never'\n"
     path.write_text(path.read_text() + extra)
     proc = run_in_process(["image", "demo", *AMD64], workspace)
     assert proc.returncode == 0, proc.stderr

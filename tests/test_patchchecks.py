@@ -60,9 +60,9 @@ def test_checks_are_read_with_their_command_and_outputs(ws):
         "checks:\n  - name: prints\n    python: |\n      print('b')\n    expect: b\n    unpatched: a\n"
         "    timeout: 2m\n    env: {X: '1'}\n  - name: shell\n    run: echo hi\n    expect-match: 'h.'\n")
     first, second = read_checks(ws / "patches/e/0001-x.patch", "e/0001-x.patch", ws)
-    assert first.argv("/usr/bin/python3.11") == ["/usr/bin/python3.11", "-c", "print('b')\n"]
+    assert first.argv(("/usr/bin/python3.11", "-X", "utf8")) == ["/usr/bin/python3.11", "-X", "utf8", "-c", "print('b')\n"]
     assert first.timeout_s == 120 and first.env == (("X", "1"),) and first.shown() == "python: print('b')"
-    assert second.argv("python3") == ["/bin/sh", "-c", "echo hi"]
+    assert second.argv(("python3",)) == ["/bin/sh", "-c", "echo hi"]
     assert first.patched_by("b \r\n\n") and first.unpatched_by("a\n") and not first.patched_by("bb")
     assert second.patched_by("hi\n") and second.unpatched_by("x") is None
     assert normal("a  \r\nb\t\n\n") == "a\nb"
@@ -71,3 +71,39 @@ def test_checks_are_read_with_their_command_and_outputs(ws):
 def test_a_patch_without_a_checks_file_has_none(ws):
     assert read_checks(ws / "patches/e/0001-x.patch", "e/0001-x.patch", ws) == ()
     assert isinstance(PatchCheck, type)
+
+
+def test_checks_trust_the_images_bytecode_only_where_no_layer_above_it_may_hold_python_source():
+    """The checks of an image run its interpreter with `--check-hash-based-pycs never` where no layer
+    above the first bytecode layer may hold a `.py` file (the mission image: manifest and shell
+    scripts above it); a `.py` put there, or no bytecode at all, keeps the hashes checked."""
+    import dataclasses
+
+    from conftest import ROOT
+    from enginebuild.checks.imports import check_python
+    from enginebuild.layerkinds.files import Files
+    from enginebuild.plan.image import plan_image
+    from enginebuild.plan.model import LayerNode
+    from enginebuild.recipe.model import FileEntry
+    from enginebuild.workspace import Workspace
+
+    ws = Workspace(ROOT)
+    spec = ws.spec("qwen36-dflash-pypi")
+    plan = plan_image(spec, ws.lock(spec), "linux/amd64", ws.plan_options(strict=False))
+    kinds = [n.kind for n in plan.runtime.layers]
+    above = kinds[kinds.index("bytecode") + 1:]
+    assert set(above) == {"bytecode", "manifest", "files"}, above
+    assert check_python(plan) == ("/usr/bin/python3", "--check-hash-based-pycs", "never")
+
+    def with_file(dest: str) -> object:
+        entry = FileEntry(dest, 0o644, display=dest)
+        node = LayerNode("files", f"files {dest}", "k", "c", Files((entry,), ("0" * 64,)))
+        return dataclasses.replace(plan, runtime=dataclasses.replace(
+            plan.runtime, layers=(*plan.runtime.layers, node)))
+
+    assert check_python(with_file("/opt/enginebuild/bin/serve.py")) == ("/usr/bin/python3",)
+    assert check_python(with_file("/opt/enginebuild/bin/serve.sh"))[1:] == ("--check-hash-based-pycs", "never")
+    bare = plan_image(dataclasses.replace(spec, bytecode=False), ws.lock(spec), "linux/amd64",
+                      ws.plan_options(strict=False))
+    assert "bytecode" not in [n.kind for n in bare.runtime.layers]
+    assert check_python(bare) == ("/usr/bin/python3",)

@@ -19,9 +19,10 @@ import functools
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from enginebuild.checks.imports import site_folders
+from enginebuild.checks.imports import check_python
 from enginebuild.checks.sharedimport import groups, run_shared
 from enginebuild.errors import printable
 from enginebuild.io.background import Background, settled
@@ -121,21 +122,21 @@ def run_checks(engine: EngineApi, tag: str, plan: ImagePlan, checks: list[PatchC
             result.runs.append(CheckRun(check, "passed", str(said)) if said is not None else _not_run(check))
         result.seconds, result.recorded = float(kept["seconds"]), str(image_id)
         return result
-    interpreter = site_folders(plan)[0]
+    python = check_python(plan)
     # side by side, a container each (a check is mostly one Python process importing the engine),
     # or one container for the checks that begin with the same imports (checks/sharedimport.py)
     pool = Background(min(len(checks), os.cpu_count() or 1), "enginebuild-patch-checks")
     try:
         at = {id(check): i for i, check in enumerate(checks)}
         shared = [([at[id(c)] for c in group], pool.submit(functools.partial(
-            shared_passes, engine, tag, group, interpreter, gpus)))
+            shared_passes, engine, tag, group, python, gpus)))
             for group in groups(checks) if gpus or "gpu" not in group[0].needs]
-        alone = {i: pool.submit(functools.partial(run_one, engine, tag, check, interpreter, gpus))
+        alone = {i: pool.submit(functools.partial(run_one, engine, tag, check, python, gpus))
                  for i, check in enumerate(checks) if all(i not in places for places, _ in shared)}
         runs: dict[int, CheckRun] = {}
         for places, future in shared:
             runs.update((places[i], run) for i, run in settled(future).items())
-        alone.update({i: pool.submit(functools.partial(run_one, engine, tag, checks[i], interpreter, gpus))
+        alone.update({i: pool.submit(functools.partial(run_one, engine, tag, checks[i], python, gpus))
                       for places, _ in shared for i in places if i not in runs})
         result.runs.extend(runs[i] if i in runs else settled(alone[i]) for i in range(len(checks)))
     finally:
@@ -152,12 +153,12 @@ def _not_run(check: PatchCheck) -> CheckRun:
     return CheckRun(check, "not-run", why="needs a GPU: this engine has no NVIDIA runtime to give it one")
 
 
-def observed(engine: EngineApi, tag: str, check: PatchCheck, interpreter: str, gpus: bool) -> CheckRun:
+def observed(engine: EngineApi, tag: str, check: PatchCheck, python: Sequence[str], gpus: bool) -> CheckRun:
     """What the check prints in the image `tag` (its status says only whether it could run)."""
     if "gpu" in check.needs and not gpus:
         return _not_run(check)
     try:
-        status, out, err = engine.run_limited(tag, check.argv(interpreter), dict(check.env), check.timeout_s,
+        status, out, err = engine.run_limited(tag, check.argv(python), dict(check.env), check.timeout_s,
                                               gpus="gpu" in check.needs)
     except PrintedTooMuch:
         return CheckRun(check, "failed", "", f"printed more than {describe_limit()} and was stopped")
@@ -173,8 +174,8 @@ def observed(engine: EngineApi, tag: str, check: PatchCheck, interpreter: str, g
     return CheckRun(check, "passed", text)
 
 
-def run_one(engine: EngineApi, tag: str, check: PatchCheck, interpreter: str, gpus: bool) -> CheckRun:
-    run = observed(engine, tag, check, interpreter, gpus)
+def run_one(engine: EngineApi, tag: str, check: PatchCheck, python: Sequence[str], gpus: bool) -> CheckRun:
+    run = observed(engine, tag, check, python, gpus)
     try:
         if run.status != "passed" or check.patched_by(run.output):
             return run
@@ -184,11 +185,11 @@ def run_one(engine: EngineApi, tag: str, check: PatchCheck, interpreter: str, gp
     return CheckRun(check, "failed", run.output, f"printed {_shown(run.output)}, expected {wanted}")
 
 
-def shared_passes(engine: EngineApi, tag: str, group: list[PatchCheck], interpreter: str,
+def shared_passes(engine: EngineApi, tag: str, group: list[PatchCheck], python: Sequence[str],
                   gpus: bool) -> dict[int, CheckRun]:
     """The checks of `group` (by index) that passed in one shared run; the others run alone."""
     passed = {}
-    for index, did in run_shared(engine, tag, group, interpreter, gpus).items():
+    for index, did in run_shared(engine, tag, group, python, gpus).items():
         check = group[index]
         if did.status != 0 or did.big:
             continue

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from enginebuild.io.store import Store, sha256_bytes
@@ -106,33 +107,48 @@ def site_folders(plan: ImagePlan) -> tuple[str, list[str]]:
     return interpreter, folders
 
 
+def check_python(plan: ImagePlan) -> tuple[str, ...]:
+    """How a check runs the image's interpreter: its bytecode trusted (`--check-hash-based-pycs
+    never`, no source read and hashed as a module is imported) where the plan shows it cannot be
+    stale: the image has bytecode layers and no layer above the first of them may hold a `.py`
+    file (those below are all compiled, an edited file's bytecode above the stale one). A run of
+    the image itself keeps the checked hashes (a module mounted over the image's would not be)."""
+    interpreter = site_folders(plan)[0]
+    layers = plan.runtime.layers
+    first = next((i for i, n in enumerate(layers) if n.kind == "bytecode"), None)
+    if first is None or any(n.payload.may_hold_python_source() for n in layers[first + 1:]):
+        return (interpreter,)
+    return (interpreter, "--check-hash-based-pycs", "never")
+
+
 def check_imports(engine: EngineApi, tag: str, plan: ImagePlan, check: ImportCheck, store: Store | None = None) -> Imports:
     """`store`: answer from, and record into, its records of passing checks (see above)."""
     interpreter, folders = site_folders(plan)
+    python = check_python(plan)
     image_id = engine.image_id(tag) if store is not None else None
     if store is None or not image_id:
-        return _run_imports(engine, tag, plan, check, interpreter, folders)
+        return _run_imports(engine, tag, plan, check, python, folders)
     key = sha256_bytes(json.dumps([image_id, interpreter, folders, sorted(check.env), sorted(check.skip),
                                    sha256_bytes(SCRIPT.encode())]).encode())
     kept = store.record("imports", key)
     if kept is not None:
         return Imports(plan.image, plan.platform, modules=dict(kept["modules"]), imported=list(kept["imported"]),
                        skipped=list(check.skip), seconds=float(kept["seconds"]), recorded=image_id)
-    result = _run_imports(engine, tag, plan, check, interpreter, folders)
+    result = _run_imports(engine, tag, plan, check, python, folders)
     if result.ok:
         store.put_record("imports", key, {"image": image_id, "modules": result.modules, "imported": result.imported,
                                           "seconds": round(result.seconds, 2)})
     return result
 
 
-def _run_imports(engine: EngineApi, tag: str, plan: ImagePlan, check: ImportCheck, interpreter: str,
+def _run_imports(engine: EngineApi, tag: str, plan: ImagePlan, check: ImportCheck, python: Sequence[str],
                  folders: list[str]) -> Imports:
     start = time.monotonic()
     result = Imports(plan.image, plan.platform, skipped=list(check.skip))
     skip = [m for m, _ in check.skip]
     done: list[str] = []
     for _ in range(_MAX_CRASHES):
-        status, out, err = engine.run(tag, [interpreter, "-c", SCRIPT, json.dumps(folders), json.dumps(skip),
+        status, out, err = engine.run(tag, [*python, "-c", SCRIPT, json.dumps(folders), json.dumps(skip),
                                             json.dumps(done)], dict(check.env))
         started = ""
         for line in out.decode("utf-8", "replace").splitlines():
@@ -157,7 +173,7 @@ def _run_imports(engine: EngineApi, tag: str, plan: ImagePlan, check: ImportChec
         if not started:
             if status != 0 and not result.modules:
                 tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {status}"]
-                result.failed.append(("(interpreter)", f"{interpreter} did not start: {tail[0]}"))
+                result.failed.append(("(interpreter)", f"{python[0]} did not start: {tail[0]}"))
             break
         tail = err.decode("utf-8", "replace").strip().splitlines()[-1:]
         result.failed.append((started, f"the interpreter died (exit status {status})"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from enginebuild.oci.engine import EngineApi, EngineError, PrintedTooMuch
@@ -163,11 +164,11 @@ def groups(checks: list[PatchCheck]) -> list[list[PatchCheck]]:
     return [group for group in by.values() if len(group) > 1 and common_imports(group)]
 
 
-def run_shared(engine: EngineApi, tag: str, group: list[PatchCheck], interpreter: str,
+def run_shared(engine: EngineApi, tag: str, group: list[PatchCheck], python: Sequence[str],
                gpus: bool) -> dict[int, Shared]:
     """Each check of `group` (by its index) that the shared run reached; empty where it could not run."""
     modules = common_imports(group)
-    argv = [interpreter, "-c", DRIVER, json.dumps(modules),
+    argv = [*python, "-c", DRIVER, json.dumps(modules),
             json.dumps([[c.python, c.timeout_s] for c in group]), str(PER_CHECK)]
     try:
         status, out, _ = engine.run_limited(tag, argv, dict(group[0].env), sum(c.timeout_s for c in group),

@@ -205,6 +205,11 @@ class LayerPayload:
         """(interpreter, site-packages) it installs Python distributions into."""
         return None
 
+    def may_hold_python_source(self) -> bool:
+        """Whether it may hold a `.py` file (a kind that cannot know says it may): an image's checks
+        trust its bytecode only where no layer above the bytecode may (checks/interpreter.py)."""
+        return True
+
     def unpacked_packages(self) -> tuple[str, ...]:
         """The Debian packages it unpacks (without dpkg), by name."""
         return ()

@@ -22,6 +22,7 @@ lets `patches check --behaviour` say whether another release still needs the fix
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,10 +93,10 @@ class PatchCheck:
     env: tuple[tuple[str, str], ...]
     where: Where
 
-    def argv(self, interpreter: str) -> list[str]:
-        """The command a container runs."""
+    def argv(self, python: Sequence[str]) -> list[str]:
+        """The command a container runs; `python`: the interpreter and its options."""
         if self.python is not None:
-            return [interpreter, "-c", self.python]
+            return [*python, "-c", self.python]
         if isinstance(self.run, str):
             return ["/bin/sh", "-c", self.run]
         return list(self.run or ())

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from enginebuild.checks.behaviour import CheckRun, has_gpus, observed
-from enginebuild.checks.imports import site_folders
+from enginebuild.checks.imports import check_python
 from enginebuild.errors import BuildFailed, UserError
 from enginebuild.execution.sites import HOST_PLATFORM
 from enginebuild.io.progress import output
@@ -165,12 +165,12 @@ def bump(ws: Workspace, name: str, engine_ref: str | None, component: str | None
                               "patches' checks run in it all the same")
     text = _text_verdicts(ws, spec, engine_ref, component)
     gpus = has_gpus(engine)
-    interpreter = site_folders(plan)[0]
+    python = check_python(plan)
     result = Bump(name, spec.name, version, platform, removed, image_checks=failed)
     for check in (c for _, _, _, patches in stacks(spec) for p in patches for c in p.checks):
         if any(v.check.patch == check.patch and v.check.name == check.name for v in result.verdicts):
             continue
-        run = observed(engine, plan.tag, check, interpreter, gpus)
+        run = observed(engine, plan.tag, check, python, gpus)
         result.verdicts.append(CheckVerdict(check, verdict_of(check, run), run, text.get(check.patch, "?")))
     return result
 
