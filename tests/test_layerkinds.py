@@ -11,7 +11,7 @@ import pytest
 
 from enginebuild.core import keys
 from enginebuild.errors import BuildFailed
-from enginebuild.execution.executor import stands_alone
+from enginebuild.execution.chains import stands_alone
 from enginebuild.execution.fetch import layer_downloads
 from enginebuild.execution.layers import LayerMaker
 from enginebuild.io.store import Store

@@ -30,7 +30,7 @@ from enginebuild.state.decision import Decision, FilesEdited
 from enginebuild.state.memo import ImageRun, PlanMemo
 
 if TYPE_CHECKING:
-    from enginebuild.execution.executor import Outcome
+    from enginebuild.execution.runstate import Outcome
     from enginebuild.io.store import Store
     from enginebuild.oci.engine import EngineApi
     from enginebuild.plan.model import ImagePlan

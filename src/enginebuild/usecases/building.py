@@ -18,8 +18,10 @@ from enginebuild.checks.behaviour import Behaviour, image_checks
 from enginebuild.checks.behaviour import run_checks as run_patch_checks
 from enginebuild.checks.imports import Imports, check_imports
 from enginebuild.errors import BuildFailed, LockWouldChange, UserError, command
-from enginebuild.execution.executor import Executor, Outcome, local_tags, output_record
+from enginebuild.execution.componentwork import output_record
+from enginebuild.execution.executor import Executor
 from enginebuild.execution.export import export_component, export_runtime
+from enginebuild.execution.runstate import Outcome, local_tags
 from enginebuild.execution.secretscan import Scanner
 from enginebuild.io import faults
 from enginebuild.io.background import Background, settled
