@@ -20,8 +20,8 @@ from enginebuild.core.yamlload import YList, YMap, load_yaml_file, load_yaml_tex
 from enginebuild.errors import SpecError, UserError, Where, command
 from enginebuild.io.recipefiles import set_recipe_root
 from enginebuild.recipe import fields
+from enginebuild.recipe.imagereader import read_image
 from enginebuild.recipe.model import ImageSpec
-from enginebuild.recipe.reader import read_image
 
 SPEC_FILE = "image.yaml"
 MAX_EXTENDS_DEPTH = 16
