@@ -38,6 +38,7 @@ from enginebuild.errors import EXIT_FAILED, UserError
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
+    from enginebuild.serving.deployment import Deployment
     from enginebuild.serving.nodes import Node
     from enginebuild.usecases.serving import Request
 
@@ -157,16 +158,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         return _bench(args, nodes)
     if args.action == "warm":
         return _warm(args, _request(args, nodes))
-    locked = None
-    if args.action == "up" and args.locked:
-        from enginebuild.serving.deployment import read
-
-        locked = read(Path(args.locked))
-        args.image = args.image or locked.image
-        args.model = args.model or (locked.model.path if locked.model else None)
-        args.env = args.env or [f"{k}={v}" for k, v in locked.env.items()]
-    elif getattr(args, "move_weights", False):
-        raise UserError("--move-weights moves the files a deployment lock pins: give --locked FILE")
+    locked = _locked(args)
     if not args.image:
         raise UserError(f"serve {args.action}: give the IMAGE (or --locked FILE)")
     request = _request(args, nodes)
@@ -181,6 +173,22 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
                                       ready_s=0 if args.no_wait else _ready_timeout(args.ready_timeout),
                                       keep_failed=args.keep_failed)
     return _up(args, request)
+
+
+def _locked(args: argparse.Namespace) -> Deployment | None:
+    """`serve up --locked FILE`: the deployment lock, whose image, model and variables stand where
+    the command line gives none."""
+    if args.action == "up" and args.locked:
+        from enginebuild.serving.deployment import read
+
+        locked = read(Path(args.locked))
+        args.image = args.image or locked.image
+        args.model = args.model or (locked.model.path if locked.model else None)
+        args.env = args.env or [f"{k}={v}" for k, v in locked.env.items()]
+        return locked
+    if getattr(args, "move_weights", False):
+        raise UserError("--move-weights moves the files a deployment lock pins: give --locked FILE")
+    return None
 
 
 BENCH_KEYS = ("BENCH_PP", "BENCH_TG", "BENCH_RUNS", "BENCH_CONCURRENCY", "BENCH_DEPTH", "BENCH_BOOK")

@@ -140,7 +140,34 @@ def check_closure(image: str, platform: str, table: FileTable, ours: set[str], l
     result = Closure(image, platform)
     linked = sorted(table.linked())
     graph = _Graph(table, loader)
-    found: dict[str, list[str]] = {}  # what the loader's own search leaves unresolved, per binary judged
+    found = _searched(result, linked, ours, loader, graph)
+    result.resolved += graph.inherit(found)
+    providers = _site_providers(table, loader, linked)
+    needed_anywhere = {n for _, e in linked if e.linkage for n in e.linkage.needed}
+    python = _PythonCode(table, read)
+    for path, lacking in found.items():
+        entry = table.entries[path]
+        left = _left(result, path, entry, lacking, graph, providers, python)
+        if not left:
+            continue
+        rule = next((s for s in skip if fnmatch.fnmatch(path, s.pattern)), None)
+        opener = None if rule else _opener(table, path, entry, needed_anywhere, read)
+        for name in left:
+            if rule is not None:
+                result.skipped.append(Unresolved(path, name, entry.layer, rule.why))
+            elif opener is not None:
+                result.optional.append(Unresolved(path, name, entry.layer, f"a plugin {opener} opens"))
+            else:
+                result.missing.append(Unresolved(path, name, entry.layer, _hint(name)))
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _searched(result: Closure, linked: list[tuple[str, Entry]], ours: set[str], loader: Loader,
+              graph: _Graph) -> dict[str, list[str]]:
+    """Each judged binary's needed names the loader's own search leaves unresolved (the search of
+    every binary recorded in `graph`); binaries of another platform and damaged ones noted."""
+    found: dict[str, list[str]] = {}
     for path, entry in linked:
         linkage = entry.linkage
         assert linkage is not None
@@ -162,38 +189,27 @@ def check_closure(image: str, platform: str, table: FileTable, ours: set[str], l
             result.checked += 1
             result.resolved += len(linkage.needed) - len(lacking)
             found[path] = lacking
-    result.resolved += graph.inherit(found)
-    providers = _site_providers(table, loader, linked)
-    needed_anywhere = {n for _, e in linked if e.linkage for n in e.linkage.needed}
-    python = _PythonCode(table, read)
-    for path, lacking in found.items():
-        entry = table.entries[path]
-        matched = SITE.match(path)
-        site = matched.group(1) if matched else ""
-        beside = graph.loaded_beside(path) if lacking else set()
-        left: list[str] = []
-        for name in lacking:
-            provider = providers.get(site, {}).get(name) if site else None
-            if _driver(name):
-                result.driver.append(Unresolved(path, name, entry.layer))
-            elif name in beside or (provider is not None and provider != path and
-                                    (provider in graph.searched or python.names(site, provider))):
-                result.in_process += 1
-            else:
-                left.append(name)
-        if not left:
-            continue
-        rule = next((s for s in skip if fnmatch.fnmatch(path, s.pattern)), None)
-        opener = None if rule else _opener(table, path, entry, needed_anywhere, read)
-        for name in left:
-            if rule is not None:
-                result.skipped.append(Unresolved(path, name, entry.layer, rule.why))
-            elif opener is not None:
-                result.optional.append(Unresolved(path, name, entry.layer, f"a plugin {opener} opens"))
-            else:
-                result.missing.append(Unresolved(path, name, entry.layer, _hint(name)))
-    result.seconds = time.monotonic() - start
-    return result
+    return found
+
+
+def _left(result: Closure, path: str, entry: Entry, lacking: list[str], graph: _Graph,
+          providers: dict[str, dict[str, str]], python: _PythonCode) -> list[str]:
+    """What of `lacking` no process that loads `path` has: the driver's libraries and those loaded
+    beside it (or by the Python package that holds it) are counted, the rest returned."""
+    matched = SITE.match(path)
+    site = matched.group(1) if matched else ""
+    beside = graph.loaded_beside(path) if lacking else set()
+    left: list[str] = []
+    for name in lacking:
+        provider = providers.get(site, {}).get(name) if site else None
+        if _driver(name):
+            result.driver.append(Unresolved(path, name, entry.layer))
+        elif name in beside or (provider is not None and provider != path and
+                                (provider in graph.searched or python.names(site, provider))):
+            result.in_process += 1
+        else:
+            left.append(name)
+    return left
 
 
 class _Graph:

@@ -263,10 +263,22 @@ AnyInput = Input[Any]  # one of an image's inputs, whatever its pin's type
 
 
 def image_inputs(spec: ImageSpec) -> list[AnyInput]:
+    """Every input the image's lock pins: sources first (the Python closure reads what a
+    component's wheel needs from its source), then the environments', the overlays' sources, tools."""
+    out = _component_inputs(spec) + _environment_inputs(spec)
+    for overlay in spec.overlays:
+        if overlay.source.pinned_by_lock:
+            out.append(SourceInput(f"overlays.{overlay.name}.source", overlay.source.where, source=overlay.source))
+    if spec.cuda_archs or any(c.cuda_archs for c in spec.components):
+        out.append(ToolInput("tools.cuobjdump", spec.where("cuda-archs")))
+    return out
+
+
+def _component_inputs(spec: ImageSpec) -> list[AnyInput]:
+    """Each component's release and sources. A component nothing installs or needs is not built,
+    so nothing of it is locked but the source its patch stack applies to, which `patches check`
+    checks either way."""
     out: list[AnyInput] = []
-    # sources first: the Python closure reads what a component's wheel needs from its source.
-    # A component nothing installs or needs is not built, so nothing of it is locked but the
-    # source its patch stack applies to, which `patches check` checks either way
     used = spec.used_components()
     for comp in spec.components:
         if comp.name not in used:
@@ -278,10 +290,14 @@ def image_inputs(spec: ImageSpec) -> list[AnyInput]:
                                  release=comp.release, python=release_python(spec, comp)) for platform in spec.platforms]
         if comp.source and comp.source.pinned_by_lock:
             out.append(SourceInput(f"components.{comp.name}.source", comp.source.where, source=comp.source))
-        for extra in comp.sources:
-            if extra.source.pinned_by_lock:
-                out.append(SourceInput(f"components.{comp.name}.sources.{extra.name}", extra.source.where,
-                                       source=extra.source))
+        out += [SourceInput(f"components.{comp.name}.sources.{extra.name}", extra.source.where, source=extra.source)
+                for extra in comp.sources if extra.source.pinned_by_lock]
+    return out
+
+
+def _environment_inputs(spec: ImageSpec) -> list[AnyInput]:
+    """Each environment's base, system packages and Python closure, per platform."""
+    out: list[AnyInput] = []
     for role, env in environments(spec):
         where = spec.where("builder" if role == "builder" else role.rsplit(".builder", 1)[0] if role != "runtime"
                            else "base")
@@ -294,9 +310,4 @@ def image_inputs(spec: ImageSpec) -> list[AnyInput]:
             if env.python and env.python.requirements:
                 out.append(PythonInput(env_input(role, "python", platform), where, env=env, platform=platform,
                                        role=role, python=env.python))
-    for overlay in spec.overlays:
-        if overlay.source.pinned_by_lock:
-            out.append(SourceInput(f"overlays.{overlay.name}.source", overlay.source.where, source=overlay.source))
-    if spec.cuda_archs or any(c.cuda_archs for c in spec.components):
-        out.append(ToolInput("tools.cuobjdump", spec.where("cuda-archs")))
     return out

@@ -274,6 +274,18 @@ class Pusher:
             out.append((digest, size, layer.get("mediaType", OCI_LAYER_GZIP)))
         return out
 
+    def already_there(self, known: list[tuple[str, int] | None]) -> list[tuple[str, int] | None]:
+        """Of the layers whose compressed (sha256, size) is recorded, those the registry holds in
+        the target repository or mounted from another one (None for the rest, to compress and send)."""
+        held = self.present([f"sha256:{k[0]}" for k in known if k is not None])
+        self.stats.layers_existing += len(held)
+        for digest in held:
+            self.seen(digest)
+        lent = self.mounted([f"sha256:{k[0]}" for k in known if k is not None and f"sha256:{k[0]}" not in held])
+        held.update(self.present(sorted(lent)))
+        self.sized(held, known)
+        return [k if k is not None and f"sha256:{k[0]}" in held else None for k in known]
+
     def image(self, layers: list[Layer], config: bytes, base_ref: str | None, platform: str,
               fetch: Callable[[Layer], None] | None = None) -> tuple[str, int]:
         """Upload one platform's image; returns its manifest's (digest, size), not yet tagged.
@@ -291,16 +303,7 @@ class Pusher:
         descriptors = self.base_layers(base_ref, platform, base_count) if base_count and base_ref else []
         ours = layers[base_count:]
         known = [recorded(self.store, layer, self.compression) for layer in ours]
-        held = self.present([f"sha256:{k[0]}" for k in known if k is not None])
-        self.stats.layers_existing += len(held)
-        for digest in held:
-            self.seen(digest)
-        lent = self.mounted([f"sha256:{k[0]}" for k in known if k is not None and f"sha256:{k[0]}" not in held])
-        held.update(self.present(sorted(lent)))
-        self.sized(held, known)
-        there = set(held)
-        done: list[tuple[str, int] | None] = [k if k is not None and f"sha256:{k[0]}" in there else None
-                                             for k in known]
+        done = self.already_there(known)
         todo = [i for i, d in enumerate(done) if d is None]
         for i in todo:
             layer = ours[i]

@@ -187,39 +187,21 @@ def _attestations(client: RegistryClient, ref: ImageRef, digest: str, trust: Key
     unsigned: list[str] = []
     sboms: list[JsonDoc] = []  # the plain SBOM referrers: the full SBOM a signed statement names
     try:
-        entries = listed(client, ref, digest)
-        for entry in entries:
+        for entry in listed(client, ref, digest):
             if entry.get("artifactType") != formats.BUNDLE:
                 if entry.get("artifactType") in (formats.SBOM_MEDIA_TYPE, "application/vnd.in-toto+json"):
                     unsigned.append(entry["artifactType"])
                 if entry.get("artifactType") == formats.SBOM_MEDIA_TYPE:
                     sboms.append(entry)
                 continue
-            _, _, body = client.manifest(ImageRef(ref.registry, ref.repository, None, entry["digest"]))
-            manifest = _json(body, "an attestation manifest")
-            layers = _list(manifest, "layers", "an attestation manifest")
-            if not layers or not isinstance(layers[0], dict):
+            found = _bundle(client, ref, entry, digest, trust, sboms)
+            if found is None:
                 continue
-            document = client.read_blob(ref, _digest(layers[0], "an attestation"), limit=MAX_DOCUMENT)
-            claimed = str((manifest.get("annotations") or {}).get(formats.PREDICATE_ANNOTATION, ""))
-            try:
-                statement = formats.open_bundle(document, trust)
-            except formats.Refused as exc:
-                reasons.setdefault(claimed, []).append(str(exc))
-                continue
-            if statement.predicate_type not in WHAT:
-                continue
-            if digest not in statement.digests:
-                reasons[statement.predicate_type].append(
-                    f"its signed statement names {', '.join(sorted(d[:19] for d in statement.digests))}, not this "
-                    "image (moved from another image, or its subject changed)")
-                continue
-            if statement.predicate_type == formats.SBOM_PREDICATE:
-                broken = _sbom_link(client, ref, statement.predicate, sboms)
-                if broken:
-                    reasons[statement.predicate_type].append(broken)
-                    continue
-            held.add(statement.predicate_type)
+            kind, reason = found
+            if reason:
+                reasons.setdefault(kind, []).append(reason)
+            else:
+                held.add(kind)
     except (RegistryError, _Bad) as exc:
         return [Check("attestations", False, getattr(exc, "message", str(exc)))]
     checks = []
@@ -232,6 +214,34 @@ def _attestations(client: RegistryClient, ref: ImageRef, digest: str, trust: Key
             why = ["not attached as a signed envelope" + (" (only unsigned documents are attached)" if unsigned else "")]
         checks.append(Check(name, False, "; ".join(dict.fromkeys(why))))
     return checks
+
+
+def _bundle(client: RegistryClient, ref: ImageRef, entry: JsonDoc, digest: str, trust: KeyTrust | IdentityTrust,
+            sboms: list[JsonDoc]) -> tuple[str, str] | None:
+    """(the kind it attests, why it does not count: "" when it does) of one signed bundle
+    referring to the image; None for one that attests nothing `verify` asks for."""
+    _, _, body = client.manifest(ImageRef(ref.registry, ref.repository, None, entry["digest"]))
+    manifest = _json(body, "an attestation manifest")
+    layers = _list(manifest, "layers", "an attestation manifest")
+    if not layers or not isinstance(layers[0], dict):
+        return None
+    document = client.read_blob(ref, _digest(layers[0], "an attestation"), limit=MAX_DOCUMENT)
+    claimed = str((manifest.get("annotations") or {}).get(formats.PREDICATE_ANNOTATION, ""))
+    try:
+        statement = formats.open_bundle(document, trust)
+    except formats.Refused as exc:
+        return claimed, str(exc)
+    kind = statement.predicate_type
+    if kind not in WHAT:
+        return None
+    if digest not in statement.digests:
+        return kind, (f"its signed statement names {', '.join(sorted(d[:19] for d in statement.digests))}, not "
+                      "this image (moved from another image, or its subject changed)")
+    if kind == formats.SBOM_PREDICATE:
+        broken = _sbom_link(client, ref, statement.predicate, sboms)
+        if broken:
+            return kind, broken
+    return kind, ""
 
 
 def _sbom_link(client: RegistryClient, ref: ImageRef, predicate: Any, sboms: list[JsonDoc]) -> str | None:

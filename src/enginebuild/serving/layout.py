@@ -59,17 +59,7 @@ def checked_facts(doc: object) -> JsonDoc:
     every node): a ValueError names the first that is not."""
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
-    nets = doc.get("interfaces")
-    if not isinstance(nets, dict) or len(nets) > 512:
-        raise ValueError("interfaces: not a map of at most 512")
-    for name, net in nets.items():
-        if not IFACE.fullmatch(name) or not isinstance(net, dict) or not isinstance(net.get("up"), bool) \
-                or not isinstance(net.get("addresses"), list) or len(net["addresses"]) > 256:
-            raise ValueError(f"interfaces: {str(name)[:40]!r} is not an interface with its addresses")
-        for address in net["addresses"]:
-            if not isinstance(address, str):
-                raise ValueError(f"interfaces: {name}: {str(address)[:40]!r} is not an address")
-            ipaddress.ip_address(address)
+    nets = _interfaces(doc.get("interfaces"))
     iface = doc.get("interface")
     if iface is not None and iface not in nets:
         raise ValueError("interface: not one of its interfaces")
@@ -90,6 +80,21 @@ def checked_facts(doc: object) -> JsonDoc:
         raise ValueError("memory: not the node's total, free and available bytes")
     return {"interfaces": nets, "interface": iface, "up": doc.get("up") is True, "roce": rdma, "gpus": doc["gpus"],
             "modules": doc["modules"], "tools": doc["tools"], "memory": memory, "unified": doc.get("unified") is True}
+
+
+def _interfaces(nets: object) -> JsonDoc:
+    """The node's interfaces, each with whether it is up and its addresses (checked as addresses)."""
+    if not isinstance(nets, dict) or len(nets) > 512:
+        raise ValueError("interfaces: not a map of at most 512")
+    for name, net in nets.items():
+        if not IFACE.fullmatch(name) or not isinstance(net, dict) or not isinstance(net.get("up"), bool) \
+                or not isinstance(net.get("addresses"), list) or len(net["addresses"]) > 256:
+            raise ValueError(f"interfaces: {str(name)[:40]!r} is not an interface with its addresses")
+        for address in net["addresses"]:
+            if not isinstance(address, str):
+                raise ValueError(f"interfaces: {name}: {str(address)[:40]!r} is not an address")
+            ipaddress.ip_address(address)
+    return nets
 
 
 def _int(value: object, low: int, high: int) -> bool:

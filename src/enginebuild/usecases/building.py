@@ -146,26 +146,15 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
                 report: Callable[[Built], None] = ignore) -> list[ImagePlan]:
     """Build one image for the platforms asked (all of the spec's by default); the plans built
     (what `image --push` pushes, not planned again). Each platform is reported as soon as its
-    image exists, before its checks."""
-
+    image exists, before its checks: plan -> build -> record -> check, one platform after another."""
     start = time.monotonic()
     ws.select([name], all_when_empty=False)
     spec = ws.spec(name)
     lock = ws.lock(spec)
-    if options.on and not request.platform:
-        raise UserError("--on: give the stand-in base's platform with --platform (for example linux/amd64)")
-    platforms = list(request.platform) if options.on else platforms_of(spec, request.platform)
-    # the plain tag belongs to one platform of the spec, whichever platforms this run builds
-    listed = tuple(platforms) if options.on else tuple(spec.platforms)
+    platforms, listed = _platforms(spec, request, options)
     asked = run_options(options, tuple(request.platform))
-    if asked.answerable() and not ws.overrides:  # why the no-op and the file edit did not answer a build recorded
-        decision = decide(PlanMemo(ws.home), asked.key(ws.root, name), holds(ws.engine()))
-        if decision.doc is not None:
-            output().say(f"{name}: {decision.describe()}")
-    if request.rebuild and not request.builder and request.load:  # nothing reused: the engine's error first,
-        why = ws.engine().unreachable()                              # before seconds of planning and checks
-        if why:
-            raise EngineUnavailable(why, hint="start dockerd (see README: set-up) or set DOCKER_HOST")
+    _say_why_not_answered(ws, name, asked)
+    _engine_first(ws, request)
     copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES)
     inputs = PlanMemo.snapshot(copied + others)  # before the plan reads them
     only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})  # what fastedit.py may remake
@@ -173,24 +162,11 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
     results: list[ImageRun] = []
     built: list[ImagePlan] = []
     for platform in platforms:
-        plan = plan_image(spec, lock, platform, options)
-        faults.reached("image.planned")
-        check_stacks_first(ws, plan)
-        if patched_files(plan):  # what the plan's patches applied as files stand on, known before the build
-            learnt = learn_routes(ws, spec, lock, plan, options,
-                                  executor_for(ws, spec, request, cache, rebuild=False), locked=request.locked)[0]
-            if learnt is not plan:
-                plan = learnt
-                check_stacks_first(ws, plan)
+        plan = _planned(ws, spec, lock, platform, options, request, cache)
         outcome = build_platform(ws, spec, plan, request, cache, listed)
         built.append(plan)
-        tags, remembered = _tag_as_asked(name, plan, outcome, request, listed, ws.engine())
-        if request.load:  # what a later no-op or file edit answers from: the engine's image
-            edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
-            results.append(ImageRun(tuple(remembered), outcome.image_id, edit.to_json()))
-        elapsed = time.monotonic() - start
-        done = what_was_done(plan, outcome, cache)
-        report(Built(name, platform, tuple(done), elapsed,
+        tags = _recorded(ws, name, spec, plan, outcome, request, listed, only_copied, results)
+        report(Built(name, platform, tuple(what_was_done(plan, outcome, cache)), time.monotonic() - start,
                      tags[-1] if request.load else f"not loaded (image {outcome.image_id[:19]})"))
         for comp_name, size in sorted(outcome.output_sizes.items()):
             if f"component {comp_name}" not in outcome.built:  # a built one said its size as it finished
@@ -204,6 +180,57 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
         PlanMemo(ws.home).store(asked.key(ws.root, name), inputs, results,
                                 [la[3] for r in results for la in r.edit["layers"] if la[3]])
     return built
+
+
+def _platforms(spec: ImageSpec, request: BuildRequest, options: Options) -> tuple[list[str], tuple[str, ...]]:
+    """The platforms this run builds, and those the plain tag is chosen among (the spec's: the plain
+    tag belongs to one platform of the spec, whichever platforms this run builds)."""
+    if options.on and not request.platform:
+        raise UserError("--on: give the stand-in base's platform with --platform (for example linux/amd64)")
+    platforms = list(request.platform) if options.on else platforms_of(spec, request.platform)
+    return platforms, tuple(platforms) if options.on else tuple(spec.platforms)
+
+
+def _say_why_not_answered(ws: Workspace, name: str, asked: RunOptions) -> None:
+    """Why the no-op and the file edit did not answer a build that is recorded."""
+    if asked.answerable() and not ws.overrides:
+        decision = decide(PlanMemo(ws.home), asked.key(ws.root, name), holds(ws.engine()))
+        if decision.doc is not None:
+            output().say(f"{name}: {decision.describe()}")
+
+
+def _engine_first(ws: Workspace, request: BuildRequest) -> None:
+    """With nothing to reuse, an engine that does not answer is said before seconds of planning and checks."""
+    if request.rebuild and not request.builder and request.load:
+        why = ws.engine().unreachable()
+        if why:
+            raise EngineUnavailable(why, hint="start dockerd (see README: set-up) or set DOCKER_HOST")
+
+
+def _planned(ws: Workspace, spec: ImageSpec, lock: Lock | None, platform: str, options: Options,
+             request: BuildRequest, cache: LayerCache | None) -> ImagePlan:
+    """The platform's plan, with what its patches applied as files stand on learned first."""
+    plan = plan_image(spec, lock, platform, options)
+    faults.reached("image.planned")
+    check_stacks_first(ws, plan)
+    if patched_files(plan):
+        learnt = learn_routes(ws, spec, lock, plan, options,
+                              executor_for(ws, spec, request, cache, rebuild=False), locked=request.locked)[0]
+        if learnt is not plan:
+            plan = learnt
+            check_stacks_first(ws, plan)
+    return plan
+
+
+def _recorded(ws: Workspace, name: str, spec: ImageSpec, plan: ImagePlan, outcome: Outcome, request: BuildRequest,
+              listed: tuple[str, ...], only_copied: list[str], results: list[ImageRun]) -> list[str]:
+    """The image tagged as asked and, when loaded, what a later no-op or file edit answers from
+    (added to `results`); its tags."""
+    tags, remembered = _tag_as_asked(name, plan, outcome, request, listed, ws.engine())
+    if request.load:
+        edit = fastedit.record(Store(ws.home), spec, plan, outcome, only_copied)
+        results.append(ImageRun(tuple(remembered), outcome.image_id, edit.to_json()))
+    return tags
 
 
 def _tag_as_asked(name: str, plan: ImagePlan, outcome: Outcome, request: BuildRequest,

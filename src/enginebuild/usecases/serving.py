@@ -113,6 +113,8 @@ def up(req: Request, say: Callable[[str], None]) -> Served:
 
 
 def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Served:
+    """The layout from the nodes' facts, weights and caches as the lock has them, the containers
+    started (workers first), watched, then ready only with the lock's answers."""
     if driver.remaining(reached, req.cluster):
         raise ServeFailed([f"cluster {req.cluster}: its containers run already on these nodes: `serve stop` first"])
     req = dataclasses.replace(req, options=dataclasses.replace(req.options, gpus=_gpus(reached, req.options.gpus_asked)))
@@ -134,39 +136,13 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
             env["GPU_MEMORY_UTILIZATION"] = f"{lowered:.2f}"
     served = Served(plans, image_id, _env_files(req.cluster, plans, env), gpus=req.options.gpus)
     if req.locked is not None and req.locked.model is not None and not req.check_only:
-        served.weights = weights.check(reached, req.image, req.cluster, req.locked.model, req.move_weights)
-        for done in served.weights:
-            for line in done.replaced[:20]:
-                say(f"{done.node}: model {line}: received from a node that holds the lock's")
-            say(f"{done.node}: model: {done.files} file(s) as the lock has them" +
-                (f"; {done.moved} received ({done.sent} bytes)" if done.moved else "; 0 bytes moved"))
-    for plan, path in zip(plans.nodes, served.env_files, strict=True):
-        role = "head" if plan.rank == 0 else "worker"
-        say(f"{plan.node.name}: {role}, rank {plan.rank}, {plan.node.address} on {plan.env['NCCL_SOCKET_IFNAME']}; "
-            f"environment in {path}")
-    if plans.family == "vllm":
-        say(f"vLLM on {len(plans.nodes)} nodes: tensor parallel {plans.tensor_parallel}, pipeline parallel "
-            f"{plans.pipeline_parallel}, {'Ray' if req.options.backend == 'ray' else 'native multi-node executor'}")
-    served.folders = caches.folders_of(reached[0].engine, req.image)
-    served.engine_args = compilecaches.engine_args(dict(req.env), plans.tensor_parallel, plans.pipeline_parallel)
-    volumes = caches.mounts(req.cluster, served.folders) if served.folders and not req.check_only else ()
-    if volumes:
-        for each in reached:  # what an earlier start compiled is not kept: only a cache whose record matches is
-            caches.clear(each, req.cluster, served.folders)
-        if req.restore:
-            _restore(req, reached, served, binds, model_env.get("MODEL_PATH", ""), say)
-    secrets = tuple(name for name in SECRET_NAMES if name in os.environ)
-    started = []
-    for each, plan in sorted(zip(reached, plans.nodes, strict=True), key=lambda pair: -pair[1].rank):
-        join = {**plan.join, "check_only": req.check_only}
-        ident = driver.start(each, req.image, req.cluster, {**env, **plan.env}, join, req.options.gpus, binds,
-                             plan.devices, secrets, "no" if req.check_only else req.options.restart, volumes)
-        started.append((each, ident))
-    started.reverse()
-    served.started = started
+        _weights_as_locked(req, reached, served, say)
+    _say_layout(req, served, say)
+    volumes = _compile_caches(req, reached, served, binds, model_env.get("MODEL_PATH", ""), say)
+    _start(req, reached, served, env, binds, volumes)
     limit = req.options.deadline_s + (60 if plans.family == "vllm" else 15)  # importing torch takes its time
-    failures = driver.watch(started, limit, "checked" if req.check_only else "started")
-    served.said = {each.node.name: driver.said(each, ident) for each, ident in started}
+    failures = driver.watch(served.started, limit, "checked" if req.check_only else "started")
+    served.said = {each.node.name: driver.said(each, ident) for each, ident in served.started}
     if failures:
         raise ServeFailed(failures)
     if req.check_only:
@@ -174,6 +150,58 @@ def _up(req: Request, reached: list[Reached], say: Callable[[str], None]) -> Ser
     elif req.ready_s:
         _ready(req, served, say)
     return served
+
+
+def _weights_as_locked(req: Request, reached: list[Reached], served: Served, say: Callable[[str], None]) -> None:
+    """Every node's copy of the model hashed against the lock; what differs moved when asked."""
+    assert req.locked is not None and req.locked.model is not None
+    served.weights = weights.check(reached, req.image, req.cluster, req.locked.model, req.move_weights)
+    for done in served.weights:
+        for line in done.replaced[:20]:
+            say(f"{done.node}: model {line}: received from a node that holds the lock's")
+        say(f"{done.node}: model: {done.files} file(s) as the lock has them" +
+            (f"; {done.moved} received ({done.sent} bytes)" if done.moved else "; 0 bytes moved"))
+
+
+def _say_layout(req: Request, served: Served, say: Callable[[str], None]) -> None:
+    plans = served.layout
+    for plan, path in zip(plans.nodes, served.env_files, strict=True):
+        role = "head" if plan.rank == 0 else "worker"
+        say(f"{plan.node.name}: {role}, rank {plan.rank}, {plan.node.address} on {plan.env['NCCL_SOCKET_IFNAME']}; "
+            f"environment in {path}")
+    if plans.family == "vllm":
+        say(f"vLLM on {len(plans.nodes)} nodes: tensor parallel {plans.tensor_parallel}, pipeline parallel "
+            f"{plans.pipeline_parallel}, {'Ray' if req.options.backend == 'ray' else 'native multi-node executor'}")
+
+
+def _compile_caches(req: Request, reached: list[Reached], served: Served, binds: list[str], model_path: str,
+                    say: Callable[[str], None]) -> tuple[JsonDoc, ...]:
+    """The image's compile-cache folders: emptied on every node, then restored where a record
+    matches (when asked); the volumes the containers mount them from."""
+    served.folders = caches.folders_of(reached[0].engine, req.image)
+    served.engine_args = compilecaches.engine_args(dict(req.env), served.layout.tensor_parallel,
+                                                   served.layout.pipeline_parallel)
+    volumes = caches.mounts(req.cluster, served.folders) if served.folders and not req.check_only else ()
+    if volumes:
+        for each in reached:  # what an earlier start compiled is not kept: only a cache whose record matches is
+            caches.clear(each, req.cluster, served.folders)
+        if req.restore:
+            _restore(req, reached, served, binds, model_path, say)
+    return tuple(volumes)
+
+
+def _start(req: Request, reached: list[Reached], served: Served, env: dict[str, str], binds: list[str],
+           volumes: tuple[JsonDoc, ...]) -> None:
+    """Each node's container, the workers first and the head last; `served.started` head first."""
+    secrets = tuple(name for name in SECRET_NAMES if name in os.environ)
+    started = []
+    for each, plan in sorted(zip(reached, served.layout.nodes, strict=True), key=lambda pair: -pair[1].rank):
+        join = {**plan.join, "check_only": req.check_only}
+        ident = driver.start(each, req.image, req.cluster, {**env, **plan.env}, join, req.options.gpus, binds,
+                             plan.devices, secrets, "no" if req.check_only else req.options.restart, volumes)
+        started.append((each, ident))
+    started.reverse()
+    served.started = started
 
 
 class NotAsLocked(ServeFailed):
