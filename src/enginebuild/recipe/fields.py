@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from packaging.requirements import InvalidRequirement, Requirement
 
 from enginebuild.core.schema import Bool, Enum, Int, ListOf, MapOf, OneOf, Record, Schema, Str
+from enginebuild.recipe.model import ImageSpec, spec_keys
 from enginebuild.sources import kinds
 
 NAME = r"[a-z0-9][a-z0-9._-]{0,62}"  # images, components, variants: llama.cpp is a name
@@ -381,6 +383,32 @@ def _check_fields() -> dict[str, Schema]:
     }
 
 
+# the nodes a model field's `spec_key` names (recipe/model.py): the key is declared there, once
+NODES: dict[str, Schema] = {
+    "BOOL": Bool(),
+    "TEXT": TEXT,
+    "ABS": ABS,
+    "USER": Str(pattern=r"[a-z0-9_][a-z0-9_.-]{0,31}(?::[a-z0-9_][a-z0-9_.-]{0,31})?|[0-9]{1,10}(?::[0-9]{1,10})?",
+                what="a user[:group]"),
+    "SIGNAL": Str(pattern=r"SIG[A-Z0-9]{2,8}|[0-9]{1,2}", what="a signal such as SIGTERM"),
+    "COMPONENT_NAMES": ListOf(Str(pattern=NAME, what="a component name"), unique=True),
+    "LABELS": MapOf(SCALAR_TEXT, key_pattern=LABEL_KEY, key_what="a label key (lower-case, dotted)", nullable=True),
+    "CUDA_ARCHS": ListOf(Str(pattern=CUDA_ARCH, what="a CUDA arch such as 12.1a"), unique=True),
+    "MANIFEST": Enum(("layer", "label")),
+    "CACHE_FOLDERS": MapOf(Str(test=_abs_path, what="a folder in the image"), key_pattern=NAME,
+                           key_what="a cache name", nullable=True),
+}
+
+
+def declared(model: type) -> dict[str, Schema]:
+    """The schema of each key a field of `model` declares (`spec_key`), with its description."""
+    out: dict[str, Schema] = {}
+    for _, key in spec_keys(model):
+        node = NODES[key.schema]
+        out[key.key] = dataclasses.replace(node, description=key.doc) if key.doc else node  # type: ignore[type-var]
+    return out
+
+
 def image_schema() -> Record:
     healthcheck = Record({"test": COMMAND, "interval": Str(pattern=DURATION, what="a duration such as 30s"),
                           "timeout": Str(pattern=DURATION, what="a duration"),
@@ -399,8 +427,6 @@ def image_schema() -> Record:
                   doc="{allow}")
     fields: dict[str, Schema] = {
         "extends": Str(pattern=NAME, what="the name of another image"),
-        "abstract": Bool(),
-        "description": TEXT,
         "model": model,
         "platform": Str(pattern=PLATFORM, what="a platform such as linux/arm64", hint=platform_hint),
         "platforms": ListOf(Str(pattern=PLATFORM, what="a platform such as linux/arm64", hint=platform_hint),
@@ -409,25 +435,11 @@ def image_schema() -> Record:
         "builder": builder_field("the default environment components build on"),
         "init": Bool(description="run Debian's tini (pinned by lock) as PID 1 before the entrypoint, so that "
                      "signals reach a launcher that does not handle them (docker run --init)"),
-        "compile-cache": MapOf(Str(test=_abs_path, what="a folder in the image"), key_pattern=NAME,
-                               key_what="a cache name", nullable=True,
-                               description="the engine's compile-cache folders (NAME: FOLDER, e.g. vllm: "
-                                           "/root/.cache/vllm): `serve warm` captures them after a warm-up and "
-                                           "pushes them beside the image, `serve up` restores them on a node whose "
-                                           "GPU, driver, CUDA, torch, model and engine arguments are the same"),
-        "bytecode": Bool(description="ship the Python files' bytecode: every layer that holds .py files gets a layer "
-                         "of hash-based .pyc files compiled by the image's own interpreter (default true; false: "
-                         "a smaller image whose containers compile what they import at each start)"),
-        "manifest": Enum(("layer", "label"), description="where the manifest of pins goes: a layer "
-                         "(/opt/enginebuild/manifest.json) or the label org.enginebuild.manifest (an image that "
-                         "adds no layer of its own uses the label: its base's layers stay as they are)"),
         "environments": MapOf(Record(environment_fields(), doc="{base, system, python}"), key_pattern=NAME,
                               key_what="an environment name", nullable=True,
                               description="named environments that `builder` (of the image or a component) "
                                           "names instead of repeating them"),
         "components": MapOf(component_schema(), key_pattern=NAME, key_what="a component name", nullable=True),
-        "install": ListOf(Str(pattern=NAME, what="a component name"), unique=True,
-                          description="components whose outputs the runtime receives, in this order"),
         "overlays": MapOf(overlay, key_pattern=NAME, key_what="an engine name", nullable=True,
                           description="patches applied to what the base already ships"),
         "steps": STEPS,
@@ -438,11 +450,7 @@ def image_schema() -> Record:
         "build-env": MapOf(SCALAR_TEXT, key_pattern=ENV_NAME, key_what="a variable name", nullable=True,
                            description="variables the runtime's commands (system.run, steps) see, as ENV before "
                                        "RUN: part of their keys; the image keeps them too"),
-        "workdir": ABS,
-        "user": Str(pattern=r"[a-z0-9_][a-z0-9_.-]{0,31}(?::[a-z0-9_][a-z0-9_.-]{0,31})?|[0-9]{1,10}(?::[0-9]{1,10})?",
-                    what="a user[:group]"),
         "shell": ListOf(Str(test=no_control), max_items=16),
-        "stopsignal": Str(pattern=r"SIG[A-Z0-9]{2,8}|[0-9]{1,2}", what="a signal such as SIGTERM"),
         "healthcheck": healthcheck,
         "expose": ListOf(OneOf((Int(minimum=1, maximum=65535),
                                 Str(pattern=r"[0-9]{1,5}(?:/(?:tcp|udp|sctp))?", test=_port_protocol,
@@ -451,12 +459,9 @@ def image_schema() -> Record:
                          what="a list of ports (8000, or PORT/PROTOCOL such as 5353/udp)"),
         "entrypoint": ListOf(Str(test=no_control)),
         "cmd": ListOf(Str(test=no_control)),
-        "labels": MapOf(SCALAR_TEXT, key_pattern=LABEL_KEY, key_what="a label key (lower-case, dotted)",
-                        nullable=True),
-        "cuda-archs": ListOf(Str(pattern=CUDA_ARCH, what="a CUDA arch such as 12.1a"), unique=True,
-                             description="kernel architectures every CUDA binary of the image must carry"),
         "secret-scan": scan,
         **_check_fields(),
+        **declared(ImageSpec),
     }
     schema = Record(fields, exclusive=(("platform", "platforms"),), doc="an image spec")
     schema.fields["variants"] = MapOf(Record(dict(fields), doc="a partial spec merged over this one"),

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from enginebuild.core.cudacompat import DRIVER_CUDA
 from enginebuild.core.yamlload import YMap
 from enginebuild.errors import SpecError
 from enginebuild.recipe import model as m
+from enginebuild.recipe.model import spec_keys
 from enginebuild.recipe.partreader import PartReader
 from enginebuild.recipe.reader import Reader, env_references
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+
+M = TypeVar("M", bound="DataclassInstance")
 
 
 def check_env_references(reader: Reader, env: tuple[tuple[str, str], ...], where: str = "env") -> None:
@@ -82,8 +89,7 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
     builder = r.environment(r.get(tree, "builder", ""), "builder", m.Environment(runtime.base)) \
         if tree.get("builder") is not None else m.Environment(runtime.base)
     components = r.components(r.get(tree, "components", ""), builder)
-    install = tuple(r.get(tree, "install", "", ()) or ())
-    _check_component_uses(r, components, install, runtime, abstract)
+    _check_component_uses(r, components, tuple(r.get(tree, "install", "", ()) or ()), runtime, abstract)
     overlays = []
     for oname, onode in (r.get(tree, "overlays", "") or {}).items():
         if onode is None:
@@ -103,33 +109,42 @@ def read_image(root: Path, name: str, chain: tuple[str, ...], tree: YMap, varian
     scan = r.get(tree, "secret-scan", "", {}) or {}
     cuda_verify = r.get(tree, "cuda-verify", "", {}) or {}
     runtime_check = r.get(tree, "runtime-check", "", {}) or {}
-    return m.ImageSpec(
+    spec = m.ImageSpec(
         name=name, file=tree.where.file, chain=chain,
-        abstract=bool(r.get(tree, "abstract", "", False)),
-        description=r.get(tree, "description", "", ""),
         model=m.Model(**{k: v for k, v in model.items()}),
-        platforms=platforms, runtime=runtime, builder=builder, components=components, install=install,
+        platforms=platforms, runtime=runtime, builder=builder, components=components,
         overlays=tuple(overlays), steps=r.steps(r.get(tree, "steps", ""), "steps"),
         files=r.files(r.get(tree, "files", ""), "files"), env=env,
-        workdir=r.get(tree, "workdir", ""), user=r.get(tree, "user", ""),
-        shell=tuple(shell) if shell else None, stopsignal=r.get(tree, "stopsignal", ""),
+        shell=tuple(shell) if shell else None,
         healthcheck=_healthcheck(r, r.get(tree, "healthcheck", "")),
         expose=tuple(dict.fromkeys(p if "/" in str(p) else f"{p}/tcp" for p in r.get(tree, "expose", "", ()) or ())),
         entrypoint=(INIT, "--", *(entrypoint or ())) if init else tuple(entrypoint) if entrypoint is not None
         else None,
         cmd=tuple(cmd) if cmd is not None else None,
-        labels=r.pairs(r.get(tree, "labels", ""), "labels"),
-        cuda_archs=tuple(r.get(tree, "cuda-archs", "", ()) or ()),
         scan_allow=tuple(m.ScanAllow(a["path"], a["rule"], a["why"]) for a in scan.get("allow", ())),
         variants=variants, wheres=r.wheres,
         cuda_verify=m.CudaVerify(bool(cuda_verify.get("jit", False)),
                                  tuple(m.CudaSkip(k["path"], k["why"]) for k in cuda_verify.get("skip", ())),
                                  driver_branch(r, cuda_verify.get("driver"))),
         runtime_check=_runtime_check(r, runtime_check),
-        manifest=r.get(tree, "manifest", "", "layer"), build_env=build_env,
-        bytecode=bool(r.get(tree, "bytecode", "", True)),
-        compile_cache=r.pairs(r.get(tree, "compile-cache", ""), "compile-cache"),
+        build_env=build_env,
     )
+    return with_declared(r, tree, spec)
+
+
+def with_declared(r: Reader, tree: YMap, made: M) -> M:
+    """`made` with each field its model declares with `spec_key` read from that key (the field's
+    default where the spec gives none)."""
+    values: dict[str, object] = {}
+    for f, key in spec_keys(type(made)):
+        given = r.get(tree, key.key, "")
+        if key.read == "pairs":
+            values[f.name] = r.pairs(given, key.key)
+        elif given is None:
+            values[f.name] = f.default
+        else:
+            values[f.name] = {"bool": bool, "tuple": tuple}.get(key.read, lambda v: v)(given)
+    return dataclasses.replace(made, **values)
 
 
 def _runtime_check(r: Reader, tree: Any) -> m.RuntimeCheck:

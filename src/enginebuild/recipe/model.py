@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -272,42 +273,81 @@ class ScanAllow:
     why: str
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SpecKey:
+    """A key of image.yaml read straight into the model field that declares it (`spec_key`), so
+    that field is its only declaration: `schema` names the node that checks it (recipe/fields.py
+    NODES, which also writes its JSON Schema), `read` how its value becomes the field's (`value`;
+    `bool`; `tuple` of a list; `pairs`, a mapping's (key, value) pairs without its nulls), `doc`
+    its description in the JSON Schema."""
+
+    key: str
+    schema: str
+    read: str = "value"
+    doc: str = ""
+
+
+def spec_key(key: str, schema: str, default: T, read: str = "value", doc: str = "") -> T:
+    """A field read from the spec's key `key` (see SpecKey); `default` when the spec does not give it."""
+    return field(default=default, metadata={"spec": SpecKey(key, schema, read, doc)})
+
+
+def spec_keys(model: type) -> tuple[tuple[dataclasses.Field[object], SpecKey], ...]:
+    """The fields of `model` declared with `spec_key`, in order, each with its key."""
+    return tuple((f, f.metadata["spec"]) for f in dataclasses.fields(model) if "spec" in f.metadata)
+
+
 @dataclass(frozen=True)
 class ImageSpec:
     name: str  # IMAGE or IMAGE:VARIANT
     file: str
     chain: tuple[str, ...]  # this image and the images it extends, nearest first
-    abstract: bool
-    description: str
     model: Model
     platforms: tuple[str, ...]
     runtime: Environment
     builder: Environment
     components: tuple[Component, ...]  # needs before needers
-    install: tuple[str, ...]
     overlays: tuple[Overlay, ...]
     steps: tuple[Step, ...]
     files: tuple[FileGroup, ...]
     env: tuple[tuple[str, str], ...]
-    workdir: str | None
-    user: str | None
     shell: tuple[str, ...] | None
-    stopsignal: str | None
     healthcheck: Healthcheck | None
     expose: tuple[str, ...]  # PORT/PROTOCOL, as the image config names them
     entrypoint: tuple[str, ...] | None
     cmd: tuple[str, ...] | None
-    labels: tuple[tuple[str, str], ...]
-    cuda_archs: tuple[str, ...]
     scan_allow: tuple[ScanAllow, ...]
     variants: tuple[str, ...]
     cuda_verify: CudaVerify = CudaVerify()
     runtime_check: RuntimeCheck = RuntimeCheck()
-    manifest: str = "layer"  # where the manifest of pins goes: a layer, or a label
     build_env: tuple[tuple[str, str], ...] = ()  # variables the runtime's commands see (and the image keeps)
     labels_removed: tuple[str, ...] = ()  # labels set to null that no parent spec gave: the base's, removed
-    bytecode: bool = True  # a layer of .pyc files beside each layer that holds .py files
-    compile_cache: tuple[tuple[str, str], ...] = ()  # (name, folder in the image): `serve warm` and `serve up`
+    # -- read straight from their keys (their schema named here: recipe/fields.py NODES) -----------
+    abstract: bool = spec_key("abstract", "BOOL", False, "bool")
+    description: str = spec_key("description", "TEXT", "")
+    install: tuple[str, ...] = spec_key("install", "COMPONENT_NAMES", (), "tuple",
+                                        "components whose outputs the runtime receives, in this order")
+    workdir: str | None = spec_key("workdir", "ABS", "")
+    user: str | None = spec_key("user", "USER", "")
+    stopsignal: str | None = spec_key("stopsignal", "SIGNAL", "")
+    labels: tuple[tuple[str, str], ...] = spec_key("labels", "LABELS", (), "pairs")
+    cuda_archs: tuple[str, ...] = spec_key("cuda-archs", "CUDA_ARCHS", (), "tuple",
+                                           "kernel architectures every CUDA binary of the image must carry")
+    manifest: str = spec_key("manifest", "MANIFEST", "layer", doc=(
+        "where the manifest of pins goes: a layer (/opt/enginebuild/manifest.json) or the label "
+        "org.enginebuild.manifest (an image that adds no layer of its own uses the label: its base's layers "
+        "stay as they are)"))
+    bytecode: bool = spec_key("bytecode", "BOOL", True, "bool", (
+        "ship the Python files' bytecode: every layer that holds .py files gets a layer of hash-based .pyc "
+        "files compiled by the image's own interpreter (default true; false: a smaller image whose "
+        "containers compile what they import at each start)"))
+    compile_cache: tuple[tuple[str, str], ...] = spec_key("compile-cache", "CACHE_FOLDERS", (), "pairs", (
+        "the engine's compile-cache folders (NAME: FOLDER, e.g. vllm: /root/.cache/vllm): `serve warm` "
+        "captures them after a warm-up and pushes them beside the image, `serve up` restores them on a node "
+        "whose GPU, driver, CUDA, torch, model and engine arguments are the same"))
     wheres: dict[str, Where] = field(default_factory=dict, compare=False, hash=False)
 
     def where(self, key: str) -> Where:
