@@ -63,6 +63,10 @@ class Behaviour:
     def ok(self) -> bool:
         return not any(r.status == "failed" for r in self.runs)
 
+    def said(self) -> list[str]:
+        """What a build says of it when it passed: the checks not run, then the verdict."""
+        return [line.strip() for line in self.lines()]
+
     def of(self, status: str) -> list[CheckRun]:
         return [r for r in self.runs if r.status == status]
 

@@ -74,6 +74,10 @@ class Imports:
     def ok(self) -> bool:
         return not self.failed
 
+    def said(self) -> list[str]:
+        """What a build says of it when it passed."""
+        return [self.lines()[-1] + f" ({len(self.imported)} modules)"]
+
     def to_json(self) -> JsonDoc:
         return {"image": self.image, "platform": self.platform, "ok": self.ok, "imported": self.imported,
                 "failed": [{"module": m, "distribution": self.modules.get(m, ""), "error": e} for m, e in self.failed],

@@ -91,6 +91,10 @@ class Closure:
     def ok(self) -> bool:
         return not self.missing and not self.damaged
 
+    def said(self) -> list[str]:
+        """What a build says of it when it passed."""
+        return [self.lines()[-1] + f" ({self.checked} binaries)"]
+
     def to_json(self) -> JsonDoc:
         return {"image": self.image, "platform": self.platform, "ok": self.ok, "checked": self.checked,
                 "resolved": self.resolved, "in_process": self.in_process, "layers": self.layers, "seconds": round(self.seconds, 2),

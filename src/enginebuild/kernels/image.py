@@ -35,6 +35,10 @@ class Verdict:
     def ok(self) -> bool:
         return bool(self.files) and all(f.ok for f in self.files)
 
+    def said(self) -> list[str]:
+        """What a build says of it when it passed."""
+        return self.lines()[-1:]
+
     def to_json(self) -> JsonDoc:
         return {"image": self.image, "platform": self.platform, "declared": self.declared, "ok": self.ok,
                 "layers": self.layers, "seconds": round(self.seconds, 2), "files": [f.to_json() for f in self.files]}

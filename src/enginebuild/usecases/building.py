@@ -8,27 +8,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from enginebuild import fastedit
-from enginebuild.checks.behaviour import Behaviour, image_checks
-from enginebuild.checks.behaviour import run_checks as run_patch_checks
-from enginebuild.checks.imports import Imports, check_imports
-from enginebuild.errors import BuildFailed, LockWouldChange, UserError, command
+from enginebuild.checks.afterbuild import Asked, check_built
+from enginebuild.errors import LockWouldChange, UserError, command
 from enginebuild.execution.componentwork import output_record
 from enginebuild.execution.executor import Executor
 from enginebuild.execution.export import export_component, export_runtime
 from enginebuild.execution.runstate import Outcome, local_tags
 from enginebuild.execution.secretscan import Scanner
 from enginebuild.io import faults
-from enginebuild.io.background import Background, settled
 from enginebuild.io.progress import output
 from enginebuild.io.store import BadBlob, Store
-from enginebuild.kernels.image import declared_of, verify_plan
-from enginebuild.kernels.runtime import check_plan
 from enginebuild.layerkinds.context import FromSource
 from enginebuild.lock.lockfile import input_where, stale_inputs
 from enginebuild.oci.engine import EngineApi, EngineUnavailable, holds
@@ -38,7 +32,6 @@ from enginebuild.plan.image import Options, plan_image
 from enginebuild.plan.model import ImagePlan
 from enginebuild.plan.render import TEMPLATES
 from enginebuild.recipe.model import ImageSpec
-from enginebuild.registrycache import substitutes
 from enginebuild.registrycache.cache import LayerCache, cache_from_settings
 from enginebuild.state.decision import decide
 from enginebuild.state.lastsettings import remember_settings
@@ -172,7 +165,10 @@ def build_image(ws: Workspace, name: str, request: BuildRequest, options: Option
             if f"component {comp_name}" not in outcome.built:  # a built one said its size as it finished
                 output().say(f"  component {comp_name}: outputs {size} bytes")
         if not options.on and lock is not None:  # a lock made the plan; the check reads its pins
-            run_checks(ws, spec, lock, plan, outcome, cache, request.load)
+            check_built(Store(ws.home), ws.engine(), Asked(spec, lock, plan, outcome.config,
+                                                          bool(outcome.built or outcome.written),
+                                                          bool(outcome.substituted), request.load),
+                        cache, output().say)
         if request.outputs:
             write_outputs(ws, plan, tags[0], request.outputs, platform if len(platforms) > 1 else None)
     remember_settings(Store(ws.home), name, ws.overrides)
@@ -325,138 +321,6 @@ def build_components(ws: Workspace, name: str, request: BuildRequest, options: O
         done += [f"reused {outcome.reused}"] if outcome.reused else []
         report(Built(name, platform, tuple(done), time.monotonic() - start, cache.name if cache else "",
                      components=tuple(request.component)))
-
-
-def run_checks(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan, outcome: Outcome, cache: LayerCache | None,
-               loaded: bool) -> None:
-    """The checks that read the image's bytes (kernels, runtime closure), or, for an image whose
-    layers the registry cache stood in, the verdict the run that checked those bytes recorded
-    there (without one, the substituted layers are fetched and checked here). A verdict reached
-    here is kept in the store, and recorded in the cache for bytes this run made; either answers
-    for an image that differs only in layers those checks read nothing in (registrycache/inert.py: a
-    layer of patched Python files, scripts)."""
-    store = Store(ws.home)
-    key = substitutes.verdict_key(check_settings(spec), plan.platform, outcome.config, store)
-    kept = store.record(substitutes.VERDICT_RECORD, key)
-    if kept is not None and not outcome.substituted:
-        for check, line in dict(kept["lines"]).items():
-            output().say(f"  {check}: {line} (the verdict kept when the layers these checks read were checked)")
-        check_in_containers(ws, spec, plan, loaded)
-        if cache is not None and (outcome.built or outcome.written):
-            substitutes.put_verdict(cache, store, key, dict(kept["lines"]))
-        return
-    if outcome.substituted:
-        known = substitutes.verdict(cache, store, key) if cache is not None else None
-        if known and cache is not None:
-            for check, line in known.items():
-                output().say(f"  {check}: {line} (the verdict recorded in {cache.name} by the run that checked "
-                             "these bytes)")
-            return
-        substitutes.realize_all(store, plan.runtime.layers)
-    lines = {"kernels": check_kernels(ws, spec, lock, plan), "runtime": check_runtime(ws, spec, plan)}
-    store.put_record(substitutes.VERDICT_RECORD, key, {"lines": {k: v for k, v in lines.items() if v}})
-    check_in_containers(ws, spec, plan, loaded)
-    if cache is not None and (outcome.built or outcome.written):  # a run that made nothing stays off the network
-        substitutes.put_verdict(cache, store, key, {k: v for k, v in lines.items() if v})
-
-
-def check_in_containers(ws: Workspace, spec: ImageSpec, plan: ImagePlan, loaded: bool) -> None:
-    """The checks run in containers of the new image: the import check (see `verify`) and the
-    behaviour checks of every patch it is built with (see checks/behaviour.py), side by side (each
-    is mostly one Python process importing the engine, one CPU). A failing one fails the build:
-    the import check naming each module, a behaviour check naming patch, check, command, and what
-    it printed against what it should."""
-    imports_check, checks = spec.runtime_check.imports, image_checks(spec, plan)
-    if not loaded:
-        if imports_check is not None:
-            output().say(f"  python: {spec.name} ({plan.platform}): imports not run: --no-load leaves no image in the "
-                         f"engine to run them in (`{command()} verify {spec.name}` runs them once it is loaded)")
-        if checks:
-            output().say(f"  patches: {spec.name} ({plan.platform}): {len(checks)} behaviour check(s) not run: "
-                         f"--no-load leaves no image in the engine to run them in (`{command()} verify {spec.name}` "
-                         "runs them once it is loaded)")
-        return
-    pool = Background(2, "enginebuild-checks")
-    try:
-        imports = pool.submit(lambda: check_imports(ws.engine(), plan.tag, plan, imports_check, Store(ws.home))) \
-            if imports_check is not None else None
-        behaviour = pool.submit(lambda: run_patch_checks(ws.engine(), plan.tag, plan, checks, Store(ws.home))) \
-            if checks else None
-        for future in (imports, behaviour):  # both end before either verdict is said
-            if future is not None:
-                completed_or_failed(future)
-        if imports is not None:
-            report_imports(imports.result())
-        if behaviour is not None:
-            report_behaviour(behaviour.result())
-    finally:
-        pool.cancel()
-
-
-def completed_or_failed(future: Future[Any]) -> None:
-    try:
-        settled(future)
-    except Exception:  # noqa: BLE001 - raised again by .result() where it is reported
-        pass
-
-
-def report_imports(imports: Imports) -> None:
-    lines = imports.lines()
-    if not imports.ok:
-        raise BuildFailed("the import check failed:\n    " + "\n    ".join(lines),
-                          hint="the image is built and tagged; a module that needs what a container here lacks "
-                               "can be given its variables (runtime-check.imports.env) or skipped with the reason "
-                               "(runtime-check.imports.skip)")
-    output().say("  python: " + lines[-1] + f" ({len(imports.imported)} modules)")
-
-
-def report_behaviour(behaviour: Behaviour) -> None:
-    lines = behaviour.lines()
-    if not behaviour.ok:
-        raise BuildFailed("a patch's behaviour check failed:\n  " + "\n  ".join(lines),
-                          hint="the image is built and tagged; the patch does not do what its checks say "
-                               "(patches/<component>/<name>.checks.yaml), or the check expects the wrong output")
-    for line in lines[:-1]:
-        output().say(f"  patches: {line.strip()}")
-    output().say("  patches: " + lines[-1])
-
-
-def check_settings(spec: ImageSpec) -> object:
-    """What the checks of `run_checks` are asked, beyond the image's own bytes and config."""
-    return (spec.name, spec.cuda_archs, spec.cuda_verify, spec.runtime_check,
-            tuple((c.name, c.cuda_archs) for c in spec.components))
-
-
-def check_kernels(ws: Workspace, spec: ImageSpec, lock: Lock, plan: ImagePlan) -> str | None:
-    """An image that declares cuda-archs is verified as soon as it is built (see `verify`); its
-    verdict's line."""
-
-    if not declared_of(spec):
-        return None
-    verdict = verify_plan(spec, lock, plan, Store(ws.home))
-    lines = verdict.lines()
-    if verdict.ok:
-        output().say("  kernels: " + lines[-1])
-        return lines[-1]
-    raise BuildFailed("the kernel architecture check failed:\n    " + "\n    ".join(lines),
-                      hint=f"the image is built and tagged; it lacks kernels for what it declares "
-                           f"(`{command()} verify {spec.name} --json` lists every binary)")
-
-
-def check_runtime(ws: Workspace, spec: ImageSpec, plan: ImagePlan) -> str:
-    """Every image's runtime closure is checked as soon as it is built (see `verify`); the
-    closure's line."""
-
-    closure = check_plan(spec, plan, Store(ws.home), ws.engine().save)
-    lines = closure.lines()
-    if not closure.ok:
-        raise BuildFailed("the runtime-closure check failed:\n    " + "\n    ".join(lines),
-                          hint=f"the image is built and tagged; add the package that ships each library to the "
-                               f"runtime's packages, or skip a binary that is truly optional with its reason "
-                               f"(runtime-check.skip); `{command()} verify {spec.name} --json` lists everything")
-    said = lines[-1] + f" ({closure.checked} binaries)"
-    output().say("  runtime: " + said)
-    return said
 
 
 def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: OutputFolders, platform: str | None) -> None:
