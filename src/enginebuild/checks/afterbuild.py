@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from enginebuild.checks.behaviour import image_checks, run_checks
 from enginebuild.checks.check import Check, Judged
@@ -144,7 +144,7 @@ def check_in_containers(store: Store, engine: EngineApi, built: Asked, say: Call
         pool.cancel()
 
 
-def _completed_or_failed(future: Future[Any]) -> None:
+def _completed_or_failed(future: Future[Judged]) -> None:
     try:
         settled(future)
     except Exception:  # noqa: BLE001 - raised again by .result() where it is reported

@@ -8,7 +8,6 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
 
 from enginebuild.errors import BuildFailed
 from enginebuild.execution.buildkit import run_build
@@ -50,7 +49,7 @@ class LayerBoard:
         self.active: dict[str, None] = {}
         self.lock = threading.Lock()
 
-    def running(self, name: str, make: Callable[..., None], *args: Any) -> None:
+    def running(self, name: str, make: Callable[..., None], *args: object) -> None:
         with self.lock:
             self.active[name] = None
             self.show()

@@ -21,6 +21,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import IO, Any
 
 import zstandard
@@ -166,7 +167,7 @@ class _OverBudget(Exception):
     pass
 
 
-def search_tar(tar_path: Any, needles: dict[bytes, str], rules: list[Rule]) -> list[Finding]:
+def search_tar(tar_path: str | Path, needles: dict[bytes, str], rules: list[Rule]) -> list[Finding]:
     """Every regular file of a layer tar on disk, searched with what it packs; a stored blob that
     is not a tar (a component's wheel) is searched as one file."""
     search = Search(needles, rules)

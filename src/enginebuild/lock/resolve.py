@@ -58,7 +58,7 @@ class Resolvers:
     http: Http = field(default_factory=Http)
     registry: RegistryClient | None = None
     mirrors: Mirrors = ()  # where git sources are fetched from instead (the checkout's enginebuild.yaml)
-    _archives: dict[tuple[Any, ...], DebianArchive] = field(default_factory=dict)
+    _archives: dict[tuple[object, ...], DebianArchive] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.registry = self.registry or RegistryClient(self.http)

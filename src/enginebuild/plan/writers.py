@@ -14,9 +14,12 @@ import ast
 import functools
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from enginebuild.core import keys
+
+if TYPE_CHECKING:
+    from enginebuild.layerkinds.base import LayerPayload
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the enginebuild package
 # what turns a component's build (BuildKit's image) into the outputs stored for it
@@ -61,14 +64,14 @@ def module_path(module: str) -> str:
     return module.removeprefix("enginebuild.").replace(".", "/") + ".py"
 
 
-def writer_paths(kind: type[Any]) -> tuple[str, ...]:
+def writer_paths(kind: type[object]) -> tuple[str, ...]:
     return tuple(sorted({module_path(kind.__module__), *getattr(kind, "writer", ())}))
 
 
-def writer_digest(kind: type[Any]) -> str:
+def writer_digest(kind: type[object]) -> str:
     return code_digest(writer_paths(kind))
 
 
-def layer_key(payload: Any, epoch: int) -> str:
+def layer_key(payload: LayerPayload, epoch: int) -> str:
     """A layer's key: what its payload says shapes its bytes, and the code that writes them."""
     return keys.key_of("layer", payload=payload.key(epoch), writer=writer_digest(type(payload)))

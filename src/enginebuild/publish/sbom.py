@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING
 
 from cyclonedx.model import ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, Property, XsUri
 from cyclonedx.model.bom import Bom, BomMetaData
@@ -24,13 +24,16 @@ from enginebuild.lock.lockfile import Lock
 from enginebuild.recipe.model import ImageSpec, PatchRef
 from enginebuild.wire import JsonDoc
 
+if TYPE_CHECKING:
+    from enginebuild.io.store import Store
 
-def _hash(value: str) -> Any:
+
+def _hash(value: str) -> HashType:
     return HashType(alg=HashAlgorithm.SHA_256, content=value.split(":")[-1])
 
 
 def _component(ref: str, name: str, version: str, kind: str, purl: str | None = None, sha256: str | None = None,
-               url: str | None = None, props: dict[str, str] | None = None) -> Any:
+               url: str | None = None, props: dict[str, str] | None = None) -> Component:
     types = {"container": ComponentType.CONTAINER, "library": ComponentType.LIBRARY, "file": ComponentType.FILE,
              "application": ComponentType.APPLICATION}
     component = Component(name=name, version=version, type=types[kind], bom_ref=BomRef(ref),
@@ -42,7 +45,7 @@ def _component(ref: str, name: str, version: str, kind: str, purl: str | None = 
     return component
 
 
-def _pinned(name: str, pin: JsonDoc) -> list[Any]:
+def _pinned(name: str, pin: JsonDoc) -> list[Component]:
     """The SBOM's components of one lock input: the base image, each Debian package, each Python
     distribution, or the source itself (a tool enginebuild runs on the host is not in the image)."""
     if ".base@" in name:
@@ -66,7 +69,7 @@ def _pinned(name: str, pin: JsonDoc) -> list[Any]:
                        pin.get("sha256"), pin.get("url"), props)]
 
 
-def _distribution(name: str, dist: JsonDoc) -> Any:
+def _distribution(name: str, dist: JsonDoc) -> Component:
     props = {"enginebuild:input": name, "enginebuild:origin": dist["origin"]}
     if dist.get("commit"):
         props["enginebuild:commit"] = dist["commit"]
@@ -76,7 +79,7 @@ def _distribution(name: str, dist: JsonDoc) -> Any:
                       dist.get("sha256") or None, dist.get("url") or None, props)
 
 
-def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, JsonDoc]) -> list[Any]:
+def components_of(spec: ImageSpec, lock: Lock, outputs: dict[str, JsonDoc]) -> list[Component]:
     out = []
     for name, entry in sorted(lock.entries.items()):
         if entry.resolved is not None:
@@ -108,7 +111,7 @@ def sbom_key(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, Js
 
 
 def make_sbom(spec: ImageSpec, lock: Lock, repository: str, outputs: dict[str, JsonDoc],
-              store: Any = None) -> bytes:
+              store: Store | None = None) -> bytes:
     """The SBOM of an image made of these inputs, written once per set of inputs (kept in the store).
     It does not name the image's digest: the referrer manifest that attaches it does (its
     `subject`), so an image that differs only in a script has the same document, which the
