@@ -39,7 +39,7 @@ from enginebuild.io.store import Store
 from enginebuild.publish import signformat
 from enginebuild.publish.provenance import make_provenance
 from enginebuild.publish.sbom import make_sbom
-from enginebuild.publish.signkeys import load_signer
+from enginebuild.trust.signkeys import load_signer
 from enginebuild.settings import settings
 from enginebuild.workspace import Workspace
 ws = Workspace(Path({str(ws)!r}))

@@ -9,9 +9,10 @@ import pytest
 
 from enginebuild.errors import UserError
 from enginebuild.io.store import BadDigest, Store
-from enginebuild.registrycache import cacherecords, cachetrust
+from enginebuild.registrycache import cacherecords
 from enginebuild.registrycache.cacherecords import BadEntry, checked
 from enginebuild.settings import reset_settings
+from enginebuild.trust import cachetrust
 from helpers.cacheentry import new_key, public_text
 
 A, B = "a" * 64, "b" * 64

@@ -347,7 +347,7 @@ def resigned_bundle(bundle: bytes, statement_change) -> bytes:
 
 def bundle_signed_by_another_key(bundle: bytes, tmp_path: Path) -> bytes:
     from enginebuild.publish import signformat
-    from enginebuild.publish.signkeys import load_signer
+    from enginebuild.trust.signkeys import load_signer
 
     statement = base64.b64decode(json.loads(bundle)["dsseEnvelope"]["payload"])
     return signformat.bundle(load_signer(str(write_key(tmp_path / "attacker.key"))), statement)

@@ -79,7 +79,7 @@ def test_verify_signature_wants_a_digest_and_a_public_key(workspace, tmp_path):
 
 def test_the_signed_formats_are_the_documented_bytes_and_deterministic(tmp_path):
     from enginebuild.publish import signformat
-    from enginebuild.publish.signkeys import KeyTrust, load_signer
+    from enginebuild.trust.signkeys import KeyTrust, load_signer
 
     digest = "sha256:" + "ab" * 32
     assert signformat.simple_signing("ghcr.io/o/img", digest) == (

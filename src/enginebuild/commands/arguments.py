@@ -14,7 +14,7 @@ from enginebuild.errors import UserError
 
 if TYPE_CHECKING:
     from enginebuild.publish.keyless import KeylessSigner
-    from enginebuild.publish.signkeys import Signer
+    from enginebuild.trust.signkeys import Signer
 
 
 def add_compression_argument(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +67,7 @@ def signer_of(args: argparse.Namespace, attach: bool = True) -> Signer | Keyless
         return keyless_signer(args.fulcio, args.rekor)
     if args.fulcio or args.rekor:
         raise UserError("--fulcio and --rekor take effect with --keyless", hint="add --keyless")
-    from enginebuild.publish.signkeys import load_signer
+    from enginebuild.trust.signkeys import load_signer
 
     return load_signer(args.key)
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from enginebuild.plan.image import Options as PlanOptions
     from enginebuild.publish.keyless import KeylessSigner
-    from enginebuild.publish.signkeys import Signer
+    from enginebuild.trust.signkeys import Signer
     from enginebuild.usecases.building import BuildRequest, Built
 
 

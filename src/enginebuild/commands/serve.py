@@ -249,8 +249,8 @@ def _lock(args: argparse.Namespace, request: Request) -> int:
 
 
 def _warm(args: argparse.Namespace, request: Request) -> int:
-    from enginebuild.publish.signkeys import load_signer
     from enginebuild.serving.driver import ServeFailed
+    from enginebuild.trust.signkeys import load_signer
     from enginebuild.usecases import serving
 
     _ready_timeout(args.ready_timeout)
@@ -319,7 +319,7 @@ def _request(args: argparse.Namespace, nodes: tuple[Node, ...]) -> Request:
                       gpus_asked=args.gpus, restart=args.restart)
     trust = None
     if getattr(args, "key", None) and args.action == "up":
-        from enginebuild.publish.signkeys import KeyTrust, load_public
+        from enginebuild.trust.signkeys import KeyTrust, load_public
 
         trust = KeyTrust(load_public(args.key))
     return Request(args.image, nodes, options, args.cluster, args.model, tuple(env), args.transfer,

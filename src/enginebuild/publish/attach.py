@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from enginebuild.oci.push import Pusher
     from enginebuild.plan.model import ImagePlan
     from enginebuild.publish.keyless import KeylessSigner
-    from enginebuild.publish.signkeys import Signer
     from enginebuild.recipe.model import ImageSpec
+    from enginebuild.trust.signkeys import Signer
 
 SBOM_TYPE = "application/vnd.cyclonedx+json"
 PROVENANCE_TYPE = "application/vnd.in-toto+json"

@@ -19,7 +19,7 @@ from enginebuild.publish import signformat as formats
 
 if TYPE_CHECKING:
     from enginebuild.publish.keyless import KeylessSigner
-    from enginebuild.publish.signkeys import Signer
+    from enginebuild.trust.signkeys import Signer
 from enginebuild.wire import JsonDoc, loads
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from enginebuild.publish.sign import signature_tag
 
 if TYPE_CHECKING:
     from enginebuild.publish.identity import IdentityTrust
-    from enginebuild.publish.signkeys import KeyTrust
+    from enginebuild.trust.signkeys import KeyTrust
 from enginebuild.wire import JsonDoc, loads
 
 MAX_DOCUMENT = 16 << 20  # an SBOM, a provenance, a signature payload

@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from enginebuild.trust.signkeys import Refused as Refused  # raised here, caught as formats.Refused
 from enginebuild.wire import JsonDoc, Parsed, loads
 
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -41,10 +42,6 @@ FORMAT = 2
 _SIZE_PROPERTY = "org.enginebuild.sbom.size"
 _TYPE_PROPERTY = "org.enginebuild.sbom.mediaType"
 PROVENANCE_PREDICATE = "https://slsa.dev/provenance/v1"
-
-
-class Refused(Exception):
-    """A signed document that does not hold; the message is the reason, for the user."""
 
 
 class EnvelopeSigner(Protocol):

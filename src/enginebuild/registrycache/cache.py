@@ -30,9 +30,10 @@ from enginebuild.oci.registry import BadManifest, RegistryClient, sha256_digest
 from enginebuild.plan.model import ComponentNode, LayerNode
 from enginebuild.plan.stored import layer_blobs, put_layer_blobs, record_key
 from enginebuild.recipe.repo_settings import load_repo_settings
-from enginebuild.registrycache import cacherecords, cachetrust
-from enginebuild.registrycache.cachetrust import PublicKey, Trust
+from enginebuild.registrycache import cacherecords
 from enginebuild.settings import settings
+from enginebuild.trust import cachetrust
+from enginebuild.trust.cachetrust import PublicKey, Trust
 from enginebuild.wire import JsonDoc, loads, loads_object
 
 CONFIG_TYPE = "application/vnd.enginebuild.cache.v1+json"

@@ -25,8 +25,8 @@ from enginebuild.plan.image import plan_image
 from enginebuild.plan.stored import layer_blobs
 from enginebuild.publish.identity import IdentityTrust, load_trusted_root
 from enginebuild.publish.signcheck import verify_signed
-from enginebuild.publish.signkeys import KeyTrust, load_public
 from enginebuild.registrycache import substitutes
+from enginebuild.trust.signkeys import KeyTrust, load_public
 from enginebuild.usecases.targets import pinned_ref, platforms_of
 from enginebuild.workspace import Workspace
 

@@ -22,9 +22,9 @@ from enginebuild.oci.referrers import EMPTY, EMPTY_TYPE, has_referrers_api, list
 from enginebuild.oci.registry import RegistryClient, sha256_digest
 from enginebuild.publish.sign import Subject, attach_signature
 from enginebuild.publish.signcheck import signature_check
-from enginebuild.publish.signkeys import KeyTrust, Signer
 from enginebuild.serving.compilecache import FIELDS, differences
 from enginebuild.settings import settings
+from enginebuild.trust.signkeys import KeyTrust, Signer
 from enginebuild.wire import loads
 
 CACHE_TYPE = "application/vnd.enginebuild.compile-cache.v1.tar+gzip"

@@ -28,9 +28,9 @@ from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.stored import layer_blobs
 from enginebuild.publish.records import read_records
 from enginebuild.recipe.repo_settings import load_repo_settings
-from enginebuild.registrycache import cachetrust
 from enginebuild.serving.driver import has_nvidia, reach_one
 from enginebuild.settings import settings
+from enginebuild.trust import cachetrust
 from enginebuild.usecases.collecting import catalogue_plans, store_size
 from enginebuild.wire import JsonDoc
 

@@ -26,11 +26,11 @@ from enginebuild.publish.attach import attach_documents
 from enginebuild.publish.changed import content_tag
 from enginebuild.publish.keyless import KeylessSigner
 from enginebuild.publish.records import add_record
-from enginebuild.publish.signkeys import Signer
 from enginebuild.recipe.model import ImageSpec
 from enginebuild.registrycache import substitutes
 from enginebuild.registrycache.cache import LayerCache
 from enginebuild.state.lastsettings import last_settings
+from enginebuild.trust.signkeys import Signer
 from enginebuild.usecases.building import BuildRequest, build_platform
 from enginebuild.usecases.targets import platforms_of
 from enginebuild.wire import JsonDoc

@@ -18,7 +18,6 @@ from pathlib import Path
 from enginebuild.errors import RegistryError, UserError
 from enginebuild.io.files import write_atomic
 from enginebuild.oci.engine import Engine
-from enginebuild.publish.signkeys import KeyTrust, Signer
 from enginebuild.recipe.repo_settings import load_repo_settings
 from enginebuild.serving import answers, caches, driver, memory, weights
 from enginebuild.serving.answers import Asked
@@ -28,6 +27,7 @@ from enginebuild.serving.layout import Layout, Options, layout
 from enginebuild.serving.nodes import Node, check_node, check_nodes, parse_node
 from enginebuild.serving.weights import Checked
 from enginebuild.settings import settings
+from enginebuild.trust.signkeys import KeyTrust, Signer
 from enginebuild.usecases import compilecaches
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace

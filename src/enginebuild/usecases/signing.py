@@ -22,7 +22,7 @@ from enginebuild.wire import loads
 
 if TYPE_CHECKING:
     from enginebuild.publish.keyless import KeylessSigner
-    from enginebuild.publish.signkeys import Signer
+    from enginebuild.trust.signkeys import Signer
 
 MAX_DOCUMENT = 16 << 20
 

@@ -20,8 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from enginebuild.errors import UserError
-from enginebuild.io.keymaterial import KeyMaterial, from_variable, read_key_file
-from enginebuild.publish.signformat import Refused
+from enginebuild.trust.keymaterial import KeyMaterial, from_variable, read_key_file
 from enginebuild.wire import JsonDoc
 
 KEY_ENV = "ENGINEBUILD_SIGNING_KEY"
@@ -29,6 +28,10 @@ PASSWORD_ENV = "ENGINEBUILD_SIGNING_KEY_PASSWORD"
 _ALGORITHM = ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
 _HOW = ("make one with `openssl ecparam -name prime256v1 -genkey -noout | openssl pkcs8 -topk8 -nocrypt "
         "-out cosign.key` and its public half with `openssl ec -in cosign.key -pubout -out cosign.pub`")
+
+
+class Refused(Exception):
+    """A signed document that does not hold; the message is the reason, for the user."""
 
 
 @dataclass(frozen=True)

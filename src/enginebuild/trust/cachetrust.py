@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from enginebuild.errors import UserError
 from enginebuild.io.files import write_atomic
-from enginebuild.io.keymaterial import from_variable, read_key_file
 from enginebuild.settings import settings
+from enginebuild.trust.keymaterial import from_variable, read_key_file
 from enginebuild.wire import JsonDoc
 
 PREFIX = "ed25519:"
