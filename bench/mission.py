@@ -5,8 +5,9 @@ packages it around the release wheel (bench/handwritten/vllm-patched.Dockerfile:
 `VLLM_USE_PRECOMPILED=1 pip install .`), its closure step cached by BuildKit.
 
 r1. seconds from the edit to the image, both warm (each built once before the edits): the median of
-    three edits, the two sides taking turns (ours first), so neither side's figure is always the
-    one measured right after the other's 8 GB build
+    three edits, the two sides taking turns (ours first), each started after `sync`, so neither
+    side's figure is always the one measured right after the other's 8 GB build, nor while the
+    other's writes are flushed
 r3. the same edit on a fresh CI runner, image made and pushed: `image --no-load --cache C --push`
     with an empty store (C: the registry cache the first build filled) vs `docker build
     --cache-from` the hand-written image's first push (its inline cache; BuildKit's own cache
@@ -16,6 +17,7 @@ r2. bytes the local registry gained when r3 pushed the edited image over the fir
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import statistics
@@ -115,10 +117,12 @@ def bench_patch_to_image(ws: Path, env: dict, rows: list, registry: str, registr
         for n in (1, 2, 3):
             _edit(ws, n)
             _copy_patches(ws, hand)
+            os.sync()  # neither side starts while the other's gigabytes are still being written back
             start = time.perf_counter()
             said = run(eb(ws, "image", IMAGE, *AMD64), cwd=ws, env=env)
             ours_s.append(time.perf_counter() - start)
             checks_s.append(_checks_seconds(said.stdout + said.stderr))
+            os.sync()
             hand_s.append(_timed([DOCKER, "build", "-q", "--build-arg", "BUILDKIT_INLINE_CACHE=1", "-t", HAND,
                                   str(hand)], env={"DOCKER_BUILDKIT": "1"}))
         ours, checks, baseline = (statistics.median(v) for v in (ours_s, checks_s, hand_s))
