@@ -206,9 +206,15 @@ class LayerPayload:
         return None
 
     def may_hold_python_source(self) -> bool:
-        """Whether it may hold a `.py` file (a kind that cannot know says it may): an image's checks
-        trust its bytecode only where no layer above the bytecode may (checks/interpreter.py)."""
-        return True
+        """Whether it may hold a `.py` file: an image's checks trust its bytecode only where no layer
+        above the bytecode may (checks/imports.py `check_python`). Known of a layer of bytecode
+        (`.pyc` files only) and of the tail's kinds, which list every file they write (the manifest,
+        `files:`); any other kind may. Answered here, from what each kind already says, so that no
+        writer's code (and so no layer's key) changes for it."""
+        if self.compiler():
+            return False
+        tail = self.tail_files()
+        return not tail or any(f.dest.endswith(".py") for f in tail)
 
     def unpacked_packages(self) -> tuple[str, ...]:
         """The Debian packages it unpacks (without dpkg), by name."""

@@ -81,9 +81,6 @@ class Bytecode(LayerPayload):
     def engine_files(self) -> bool:
         return False  # derived from the layers below, which the checks read
 
-    def may_hold_python_source(self) -> bool:
-        return False  # .pyc files only
-
     def stands_alone(self) -> bool:
         return False  # the interpreter is the chain's
 

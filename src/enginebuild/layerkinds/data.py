@@ -24,9 +24,6 @@ class Data(LayerPayload):
     def engine_files(self) -> bool:
         return False  # enginebuild's own manifest
 
-    def may_hold_python_source(self) -> bool:
-        return self.dest.endswith(".py")
-
     def describe(self, name: str, folder: str) -> str:
         return f"COPY {folder}/ /   # enginebuild: {self.dest}"
 

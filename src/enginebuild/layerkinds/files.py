@@ -27,9 +27,6 @@ class Files(LayerPayload):
             else FileItem(e.dest, e.mode, job.store.verified(str(e.sha256), e.display), None, e.display)
             for e in self.entries])
 
-    def may_hold_python_source(self) -> bool:
-        return any(e.dest.endswith(".py") for e in self.entries)
-
     def downloads(self) -> list[Download]:
         return [Download(e.sha256, (e.url,), e.display) for e in self.entries if e.url and e.sha256]
 
