@@ -391,6 +391,7 @@ NODES: dict[str, Schema] = {
     "USER": Str(pattern=r"[a-z0-9_][a-z0-9_.-]{0,31}(?::[a-z0-9_][a-z0-9_.-]{0,31})?|[0-9]{1,10}(?::[0-9]{1,10})?",
                 what="a user[:group]"),
     "SIGNAL": Str(pattern=r"SIG[A-Z0-9]{2,8}|[0-9]{1,2}", what="a signal such as SIGTERM"),
+    "DURATION": Str(pattern=DURATION, what="a duration such as 30s"),
     "COMPONENT_NAMES": ListOf(Str(pattern=NAME, what="a component name"), unique=True),
     "LABELS": MapOf(SCALAR_TEXT, key_pattern=LABEL_KEY, key_what="a label key (lower-case, dotted)", nullable=True),
     "CUDA_ARCHS": ListOf(Str(pattern=CUDA_ARCH, what="a CUDA arch such as 12.1a"), unique=True),
