@@ -109,7 +109,8 @@ def container_checks(store: Store, engine: EngineApi, spec: ImageSpec, plan: Ima
             "python", functools.partial(check_imports, engine, plan.tag, plan, imports, store),
             "the import check failed",
             "the image is built and tagged; a module that needs what a container here lacks can be given its "
-            "variables (runtime-check.imports.env) or skipped with the reason (runtime-check.imports.skip)"))
+            "variables (runtime-check.imports.env) or skipped with the reason (runtime-check.imports.skip)",
+            what="imports"))
     patches = image_checks(spec, plan)
     if patches:
         checks.append(Check(
@@ -117,7 +118,7 @@ def container_checks(store: Store, engine: EngineApi, spec: ImageSpec, plan: Ima
             "a patch's behaviour check failed",
             "the image is built and tagged; the patch does not do what its checks say "
             "(patches/<component>/<name>.checks.yaml), or the check expects the wrong output",
-            indent="  "))
+            indent="  ", what=f"{len(patches)} behaviour check(s)"))
     return checks
 
 
@@ -128,8 +129,7 @@ def check_in_containers(store: Store, engine: EngineApi, built: Asked, say: Call
     checks = container_checks(store, engine, spec, plan)
     if not built.loaded:
         for check in checks:
-            what = "imports" if check.name == "python" else f"{len(image_checks(spec, plan))} behaviour check(s)"
-            say(f"  {check.name}: {spec.name} ({plan.platform}): {what} not run: --no-load leaves no image in the "
+            say(f"  {check.name}: {spec.name} ({plan.platform}): {check.what} not run: --no-load leaves no image in the "
                 f"engine to run them in (`{command()} verify {spec.name}` runs them once it is loaded)")
         return
     pool = Background(2, "enginebuild-checks")

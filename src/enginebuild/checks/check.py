@@ -33,6 +33,7 @@ class Check:
     failed: str  # the first line of the failure that stops a build (the judgement's lines follow)
     hint: str
     indent: str = "    "  # before each of the judgement's lines in a failure
+    what: str = ""  # what it runs, as "not run" names it (a check run in a container of the image)
 
     def verdict(self, judged: Judged) -> list[str]:
         """What a passing judgement says; a failing one stops the build, naming what failed."""
