@@ -16,7 +16,9 @@ import pytest
 from enginebuild.oci.engine import holds
 from enginebuild.state.decision import FILES_EDITED, UP_TO_DATE, decide
 from enginebuild.state.memo import PlanMemo, RunOptions
-from enginebuild.usecases.building import BuildRequest, build_image, lock_first
+from enginebuild.usecases.building import build_image
+from enginebuild.usecases.buildrequest import BuildRequest
+from enginebuild.usecases.locking import lock_first
 from enginebuild.workspace import Workspace
 from helpers.memengine import MemoryEngine
 from helpers.specs import FILES_ONLY_FILES as FILES

@@ -185,7 +185,7 @@ def test_the_fast_paths_and_the_full_path_describe_a_default_run_alike():
     """The no-op and file-edit answers look the memo up by RunOptions built from the command line
     alone; the full path stores it by the plan's own options: a default run must be the same key."""
     from enginebuild.state.memo import RunOptions
-    from enginebuild.usecases.building import run_options
+    from enginebuild.usecases.remembering import run_options
 
     assert run_options(Options(), ()) == RunOptions() and RunOptions().answerable()
     assert run_options(Options(), ("linux/arm64",)).answerable()

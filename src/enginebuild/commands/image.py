@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from enginebuild.plan.image import Options as PlanOptions
     from enginebuild.publish.keyless import KeylessSigner
     from enginebuild.trust.signkeys import Signer
-    from enginebuild.usecases.building import BuildRequest, Built
+    from enginebuild.usecases.buildrequest import BuildRequest, Built
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     names = list(dict.fromkeys(args.images))
     build_args = parse_build_args(args.build_arg, [ws.spec(name) for name in names] if args.build_arg else ())
     outputs = _outputs(args, ws, names)
-    from enginebuild.usecases.building import BuildRequest, lock_first
+    from enginebuild.usecases.buildrequest import BuildRequest
+    from enginebuild.usecases.locking import lock_first
     from enginebuild.usecases.targets import builders_of
 
     builders_of(ws, list(args.builder))  # every builder's address read before any work: a bad one is named
@@ -149,7 +150,8 @@ def _outputs(args: argparse.Namespace, ws: Workspace,
 def _build(ws: Workspace, name: str, request: BuildRequest, options: PlanOptions, compression: str,
            signer: Signer | KeylessSigner | None) -> None:
     """One image (or its components), then its push when asked, each record's reference printed."""
-    from enginebuild.usecases.building import build_components, build_image
+    from enginebuild.usecases.building import build_image
+    from enginebuild.usecases.componentbuild import build_components
 
     if request.component:
         build_components(ws, name, request, options, say_built)

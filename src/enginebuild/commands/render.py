@@ -43,7 +43,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
     _check_options(args)
     if not args.unpinned and not ws.overrides:  # as `image` does: what the lock lacks is locked first
-        from enginebuild.usecases.building import lock_first
+        from enginebuild.usecases.locking import lock_first
 
         lock_first(ws, [args.image], args.locked or args.frozen)
     spec = ws.spec(args.image)

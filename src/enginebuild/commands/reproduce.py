@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     from enginebuild.oci.reference import parse_image_ref
-    from enginebuild.usecases.checking import reproduce_images
+    from enginebuild.usecases.reproducing import reproduce_images
 
     against = None
     if args.against:

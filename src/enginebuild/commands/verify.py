@@ -70,7 +70,7 @@ def _archs(text: str) -> tuple[str, ...]:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.signature or args.key or args.identity or args.issuer or args.trusted_root or args.layers:
         return _signatures(args)
-    from enginebuild.usecases.checking import verify_images
+    from enginebuild.usecases.verifying import verify_images
 
     def say(lines: list[str]) -> None:
         if not args.json:
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
 
 def _signatures(args: argparse.Namespace) -> int:
     from enginebuild.errors import UserError
-    from enginebuild.usecases.checking import verify_signatures
+    from enginebuild.usecases.signing import verify_signatures
 
     given = next(f for f, v in (("--key", args.key), ("--identity", args.identity), ("--issuer", args.issuer),
                                  ("--trusted-root", args.trusted_root), ("--layers", args.layers),

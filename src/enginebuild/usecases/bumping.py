@@ -28,7 +28,8 @@ from enginebuild.patches.check import check_stack
 from enginebuild.plan.image import plan_image
 from enginebuild.recipe.model import ImageSpec
 from enginebuild.recipe.patchchecks import PatchCheck, SlowPattern
-from enginebuild.usecases.building import BuildRequest, Built, build_image
+from enginebuild.usecases.building import build_image
+from enginebuild.usecases.buildrequest import BuildRequest, Built
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from enginebuild.errors import LockError, command
+from enginebuild.errors import LockError, LockWouldChange, command
 from enginebuild.io.progress import output
 from enginebuild.lock.lockfile import input_where, stale_inputs, write_lock
 from enginebuild.lock.resolve import HINT, Resolvers, build_lock
@@ -70,3 +70,24 @@ def lock_image(ws: Workspace, name: str, resolvers: Resolvers | None = None, *, 
         if written:
             write_lock(ws.root, spec, lock)
     return Locked(spec, lock, path, written, stale, unresolved)
+
+
+def lock_first(ws: Workspace, names: list[str], strict: bool) -> None:
+    """Inputs the spec asks for and the lock does not pin: locked first (only those), or, with
+    --locked/--frozen, refused naming them."""
+
+    for name in names:
+        spec = ws.spec(name)
+        stale = stale_inputs(spec, ws.lock(spec))
+        if not stale:
+            continue
+        if strict:
+            first = stale[0][0]
+            where = input_where(spec, first)
+            raise LockWouldChange(f"{where}: {name}: the lock would change: "
+                                  + "; ".join(f"{inp}: {why}" for inp, why in stale),
+                                  hint=f"run `{command()} lock {name}` and commit lockfiles/{spec.lock_name}.lock, "
+                                       "or build without --locked/--frozen")
+        locked = lock_image(ws, name, stale_only=True)
+        if locked.stale:  # on stderr, as cargo says "Locking": stdout stays the verb's own (plan --json)
+            output().say(f"{name}: locked {', '.join(locked.stale)} into {locked.path}")

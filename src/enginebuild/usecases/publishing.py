@@ -7,8 +7,7 @@ from enginebuild.io.progress import output
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.image import plan_image
 from enginebuild.publish.changed import content_tag, published
-from enginebuild.usecases.pushing import destination
-from enginebuild.usecases.targets import platforms_of
+from enginebuild.usecases.targets import destination, platforms_of
 from enginebuild.wire import JsonDoc
 from enginebuild.workspace import Workspace
 

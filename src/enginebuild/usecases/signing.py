@@ -2,7 +2,8 @@
 of its own does after the job that pushed (only it holds `id-token: write`). The image's SBOM and
 provenance are read back from the registry (the unsigned referrers the push attached), each
 checked to be about this image, then signed with the image and each platform's manifest exactly
-as `push --sign` signs them (publish/sign.py)."""
+as `push --sign` signs them (publish/sign.py). And the other side, `verify --signature`: a
+signature checked from the registry against a key or a keyless identity."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from enginebuild.oci.reference import ImageRef
 from enginebuild.oci.referrers import DIGEST, has_referrers_api, listed
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.publish.attach import PROVENANCE_TYPE, SBOM_TYPE
+from enginebuild.publish.identity import IdentityTrust, load_trusted_root
 from enginebuild.publish.sign import sign_image
+from enginebuild.publish.signcheck import Verdict as SignedVerdict
+from enginebuild.publish.signcheck import verify_signed
 from enginebuild.settings import settings
+from enginebuild.trust.signkeys import KeyTrust, load_public
 from enginebuild.usecases.targets import pinned_ref
 from enginebuild.wire import loads
 
@@ -72,3 +77,19 @@ def _document_layer(body: bytes, digest: str) -> str | None:
     except (ValueError, KeyError, TypeError, IndexError):
         return None
     return layer if subject == digest and isinstance(layer, str) and DIGEST.fullmatch(layer) else None
+
+
+def verify_signatures(images: list[str], key_path: str | None, identity: str | None = None, issuer: str | None = None,
+                      trusted_root: str | None = None, layers: bool = False) -> list[SignedVerdict]:
+    """`verify --signature`: each REGISTRY/REPO@sha256:... checked from its registry (publish/signcheck.py),
+    signed by the key of `key_path`, or keylessly as `identity` by `issuer` under `trusted_root`."""
+
+    trust: KeyTrust | IdentityTrust
+    if key_path:
+        trust = KeyTrust(load_public(key_path))
+    else:
+        assert identity and issuer and trusted_root
+        trust = IdentityTrust(load_trusted_root(trusted_root), identity, issuer)
+    refs = [pinned_ref(text, "a signature is checked for a digest, not a tag") for text in images]
+    client = RegistryClient()
+    return [verify_signed(client, ref, trust, layers) for ref in refs]

@@ -7,11 +7,24 @@ import re
 
 from enginebuild.errors import UserError
 from enginebuild.execution.sites import BuilderSpec, builder_specs
-from enginebuild.oci.reference import ImageRef, parse_image_ref
+from enginebuild.oci.reference import ImageRef, parse_destination, parse_image_ref
 from enginebuild.recipe.fields import platform_hint
 from enginebuild.recipe.model import ImageSpec
 from enginebuild.recipe.repo_settings import load_repo_settings
 from enginebuild.workspace import Workspace
+
+TAG_PATTERN = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+
+
+def destination(to: str, tags: list[str]) -> tuple[ImageRef, list[str]]:
+    """`--to REGISTRY/REPO[:TAG]` and `--tag`s: the repository pushed to and every tag asked, each
+    a valid tag."""
+    ref, explicit = parse_destination(to)
+    tags = list(tags) + ([explicit] if explicit else [])
+    for tag in tags:
+        if not re.fullmatch(TAG_PATTERN, tag):
+            raise UserError(f"--tag {tag!r}: a tag is 1-128 of A-Z a-z 0-9 _ . - (not starting with . or -)")
+    return ref, tags
 
 
 def parse_local_tag(value: str) -> tuple[str, str]:

@@ -1,6 +1,8 @@
-"""Checking built images against what they claim: `reproduce` (rebuilt from the lock with nothing
-reused, compared layer by layer) and `verify` (the kernel architectures every CUDA binary
-carries). The verbs parse arguments and print; these plan each image and platform and check."""
+"""Verifying built images against what they claim, the use case behind `verify`: the runtime
+closure, the kernel architectures every CUDA binary carries, the imports and the patches'
+behaviour checks in the image, the files of patches applied as files, how `serve` spreads it and
+what its bytecode adds. The verb parses arguments and prints; this plans each image and platform
+and checks."""
 
 from __future__ import annotations
 
@@ -14,45 +16,22 @@ from enginebuild.checks.behaviour import run_checks as run_patch_checks
 from enginebuild.checks.imports import Imports, check_imports
 from enginebuild.checks.patchedcheck import PatchedCheck, check_patched
 from enginebuild.errors import command
-from enginebuild.execution.reproduce import reproduce
-from enginebuild.execution.secretscan import Scanner
 from enginebuild.io.store import Store
 from enginebuild.kernels.image import declared_of, verify_plan
 from enginebuild.kernels.runtime import check_plan
-from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.envs import Pins
 from enginebuild.plan.image import plan_image
 from enginebuild.plan.stored import layer_blobs
-from enginebuild.publish.identity import IdentityTrust, load_trusted_root
-from enginebuild.publish.signcheck import verify_signed
 from enginebuild.registrycache import substitutes
-from enginebuild.trust.signkeys import KeyTrust, load_public
-from enginebuild.usecases.targets import pinned_ref, platforms_of
+from enginebuild.usecases.targets import platforms_of
 from enginebuild.workspace import Workspace
 
 if TYPE_CHECKING:
-    from enginebuild.checks.imports import Imports
-    from enginebuild.execution.reproduce import Reproduction
     from enginebuild.kernels.closure import Closure
     from enginebuild.kernels.image import Verdict
     from enginebuild.lock.lockfile import Lock
-    from enginebuild.oci.reference import ImageRef
     from enginebuild.plan.model import ImagePlan
-    from enginebuild.publish.signcheck import Verdict as SignedVerdict
     from enginebuild.recipe.model import ImageSpec
-
-
-def reproduce_images(ws: Workspace, names: list[str], platforms: list[str],
-                     against: ImageRef | None) -> Iterator[Reproduction]:
-    """Each image and platform asked, rebuilt and compared, as it finishes."""
-
-    ws.sweep()
-    for name in dict.fromkeys(names):
-        spec = ws.spec(name)
-        lock = ws.lock(spec)
-        for platform in platforms_of(spec, platforms):
-            yield reproduce(ws.home, plan_image(spec, lock, platform, ws.plan_options()),
-                            Scanner(spec, store=Store(ws.home)), against, mirrors=ws.mirrors)
 
 
 @dataclass(frozen=True)
@@ -133,19 +112,3 @@ def bytecode_line(spec: ImageSpec, plan: ImagePlan, store: Store) -> str | None:
     added, total = sizes[node.name], sum(sizes.values())
     return (f"{spec.name} ({plan.platform}): bytecode: {len(blobs)} layer(s), {added / 1e6:.1f} MB of the image's own "
             f"{total / 1e6:.1f} MB ({100 * added / max(total, 1):.1f} %), compiled by {node.payload.compiler()}")
-
-
-def verify_signatures(images: list[str], key_path: str | None, identity: str | None = None, issuer: str | None = None,
-                      trusted_root: str | None = None, layers: bool = False) -> list[SignedVerdict]:
-    """`verify --signature`: each REGISTRY/REPO@sha256:... checked from its registry (publish/signcheck.py),
-    signed by the key of `key_path`, or keylessly as `identity` by `issuer` under `trusted_root`."""
-
-    trust: KeyTrust | IdentityTrust
-    if key_path:
-        trust = KeyTrust(load_public(key_path))
-    else:
-        assert identity and issuer and trusted_root
-        trust = IdentityTrust(load_trusted_root(trusted_root), identity, issuer)
-    refs = [pinned_ref(text, "a signature is checked for a digest, not a tag") for text in images]
-    client = RegistryClient()
-    return [verify_signed(client, ref, trust, layers) for ref in refs]
