@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING
 from enginebuild.checks.behaviour import image_checks, run_checks
 from enginebuild.checks.check import Check, Judged
 from enginebuild.checks.imports import check_imports
+from enginebuild.checks.verdicts import Verdicts
 from enginebuild.errors import command
 from enginebuild.io.background import Background, settled
 from enginebuild.io.store import Store
@@ -54,13 +55,14 @@ def check_built(store: Store, engine: EngineApi, built: Asked, cache: LayerCache
                 say: Callable[[str], None]) -> None:
     """Every check of the image, or the verdict kept for the bytes ones (see the module's doc)."""
     key = substitutes.verdict_key(check_settings(built.spec), built.plan.platform, built.config, store)
-    kept = store.record(substitutes.VERDICT_RECORD, key)
+    verdicts = Verdicts(store)
+    kept = verdicts.kept("bytes", key)
     if kept is not None and not built.substituted:
-        for name, line in dict(kept["lines"]).items():
+        for name, line in dict(kept.found["lines"]).items():
             say(f"  {name}: {line} (the verdict kept when the layers these checks read were checked)")
         check_in_containers(store, engine, built, say)
         if cache is not None and built.made:
-            substitutes.put_verdict(cache, store, key, dict(kept["lines"]))
+            substitutes.put_verdict(cache, store, key, dict(kept.found["lines"]))
         return
     if built.substituted:
         known = substitutes.verdict(cache, store, key) if cache is not None else None
@@ -75,7 +77,7 @@ def check_built(store: Store, engine: EngineApi, built: Asked, cache: LayerCache
         for line in said:
             say(f"  {check.name}: {line}")
         lines[check.name] = said[-1]
-    store.put_record(substitutes.VERDICT_RECORD, key, {"lines": lines})
+    verdicts.keep("bytes", key, {"lines": lines})
     check_in_containers(store, engine, built, say)
     if cache is not None and built.made:  # a run that made nothing stays off the network
         substitutes.put_verdict(cache, store, key, lines)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from enginebuild.checks.imports import check_python
 from enginebuild.checks.sharedimport import groups, run_shared
+from enginebuild.checks.verdicts import Verdicts
 from enginebuild.errors import printable
 from enginebuild.io.background import Background, settled
 from enginebuild.io.store import Store, sha256_bytes
@@ -34,7 +35,6 @@ from enginebuild.recipe.model import ImageSpec
 from enginebuild.recipe.patchchecks import PatchCheck, SlowPattern, normal
 from enginebuild.wire import JsonDoc
 
-RECORD = "patch-checks"
 SHOWN = 400  # characters of an output a message shows
 
 
@@ -118,13 +118,13 @@ def run_checks(engine: EngineApi, tag: str, plan: ImagePlan, checks: list[PatchC
     gpus = has_gpus(engine) if gpus is None else gpus
     image_id = engine.image_id(tag) if store is not None else None
     key = sha256_bytes(json.dumps([image_id, gpus, [c.definition() for c in checks]], sort_keys=True).encode())
-    kept = store.record(RECORD, key) if store is not None and image_id else None
+    kept = Verdicts(store).kept("behaviour", key) if store is not None and image_id else None
     if kept is not None:
-        outputs = dict(kept["outputs"])
+        outputs = dict(kept.found["outputs"])
         for check in checks:
             said = outputs.get(f"{check.patch}:{check.name}")
             result.runs.append(CheckRun(check, "passed", str(said)) if said is not None else _not_run(check))
-        result.seconds, result.recorded = float(kept["seconds"]), str(image_id)
+        result.seconds, result.recorded = kept.seconds, str(image_id)
         return result
     python = check_python(plan)
     # side by side, a container each (a check is mostly one Python process importing the engine),
@@ -148,8 +148,8 @@ def run_checks(engine: EngineApi, tag: str, plan: ImagePlan, checks: list[PatchC
     result.seconds = time.monotonic() - start
     passed = result.of("passed")
     if store is not None and image_id and result.ok and passed:
-        store.put_record(RECORD, key, {"image": image_id, "seconds": round(result.seconds, 2),
-                                       "outputs": {f"{r.check.patch}:{r.check.name}": r.output for r in passed}})
+        Verdicts(store).keep("behaviour", key, {"outputs": {f"{r.check.patch}:{r.check.name}": r.output for r in passed}},
+                             result.seconds, image_id)
     return result
 
 

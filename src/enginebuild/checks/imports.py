@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from enginebuild.checks.verdicts import Verdicts
 from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.oci.engine import EngineApi
 from enginebuild.plan.model import ImagePlan
@@ -134,14 +135,15 @@ def check_imports(engine: EngineApi, tag: str, plan: ImagePlan, check: ImportChe
         return _run_imports(engine, tag, plan, check, python, folders)
     key = sha256_bytes(json.dumps([image_id, interpreter, folders, sorted(check.env), sorted(check.skip),
                                    sha256_bytes(SCRIPT.encode())]).encode())
-    kept = store.record("imports", key)
+    kept = Verdicts(store).kept("imports", key)
     if kept is not None:
-        return Imports(plan.image, plan.platform, modules=dict(kept["modules"]), imported=list(kept["imported"]),
-                       skipped=list(check.skip), seconds=float(kept["seconds"]), recorded=image_id)
+        return Imports(plan.image, plan.platform, modules=dict(kept.found["modules"]),
+                       imported=list(kept.found["imported"]), skipped=list(check.skip), seconds=kept.seconds,
+                       recorded=image_id)
     result = _run_imports(engine, tag, plan, check, python, folders)
     if result.ok:
-        store.put_record("imports", key, {"image": image_id, "modules": result.modules, "imported": result.imported,
-                                          "seconds": round(result.seconds, 2)})
+        Verdicts(store).keep("imports", key, {"modules": result.modules, "imported": result.imported},
+                             result.seconds, image_id)
     return result
 
 

@@ -44,7 +44,6 @@ from enginebuild.wire import JsonDoc, loads
 
 OUTPUTS = DESCRIBED  # a component's outputs record, without its bytes (the store's record kind too)
 VERDICT_VERSION = 2  # keyed by the layers the checks read (registrycache/inert.py)
-VERDICT_RECORD = "image-verdict"  # the store's record of a verdict reached here, by its key
 
 if TYPE_CHECKING:
     import requests  # loaded by oci/registry.py when a registry is reached
