@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from enginebuild.commands.arguments import add_image_arguments, parse_build_args, signer_of
+from enginebuild.core.platforms import PATTERN, platform_hint
 from enginebuild.errors import UserError
 from enginebuild.io.progress import output
 from enginebuild.workspace import Workspace
@@ -113,8 +114,9 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.platform and args.on and len(args.platform) != 1:
         raise UserError("--on builds one platform: give one --platform")
     for platform in args.platform:
-        if not re.fullmatch(r"linux/[a-z0-9]+(?:/v[0-9])?", platform):
-            raise UserError(f"--platform {platform!r}: expected os/arch such as linux/amd64")
+        if not re.fullmatch(PATTERN, platform):
+            raise UserError(f"--platform {platform!r}: expected a platform such as linux/amd64",
+                            hint=platform_hint(platform))
 
 
 def _local_tags(args: argparse.Namespace, ws: Workspace) -> list[str]:

@@ -14,6 +14,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from enginebuild.core.platforms import Platform
 from enginebuild.errors import BuildFailed, EngineBuildError
 from enginebuild.execution import enginetags
 from enginebuild.io.progress import Work, human_bytes, output
@@ -160,12 +161,12 @@ class Assembler:
         SCRATCH for what the spec alone sets, known before anything is built or pulled)."""
         base = self.base(env.base) if base is None else base
         body = dict(base.config.get("config") or {})
-        arch = env.platform.split("/")[1]
-        variant = "v8" if arch == "arm64" else None
+        named = Platform.parse(env.platform).oci()
         env_vars = dict(item.split("=", 1) for item in body.get("Env") or [] if "=" in item)
         env_vars.update(dict(env.env))
         env_vars.setdefault("PATH", DEFAULT_PATH)  # as BuildKit sets it on an image that has none
-        config = ImageConfig(architecture=arch, variant=variant, env=[f"{k}={v}" for k, v in env_vars.items()],
+        config = ImageConfig(architecture=named["architecture"], variant=named.get("variant"),
+                             env=[f"{k}={v}" for k, v in env_vars.items()],
                              entrypoint=body.get("Entrypoint"), cmd=body.get("Cmd"), workdir=body.get("WorkingDir", ""),
                              user=body.get("User", ""), labels=dict(body.get("Labels") or {}),
                              exposed=sorted(body.get("ExposedPorts") or {}), stopsignal=body.get("StopSignal"),

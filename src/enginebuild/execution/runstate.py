@@ -4,11 +4,11 @@ what it made so far; the executor's chains, components and image work on it."""
 from __future__ import annotations
 
 import os
-import platform as host
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from enginebuild.core.platforms import HOST
 from enginebuild.execution.buildkit import Builder
 from enginebuild.execution.fetch import Fetcher
 from enginebuild.execution.outputs import OutputRecord
@@ -29,7 +29,6 @@ from enginebuild.state.history import BuildHistory
 
 COMPONENT_REPO = "enginebuild/component"
 RAW_REPO = "enginebuild/raw"
-HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(host.machine(), host.machine())
 
 
 @dataclass
@@ -52,7 +51,7 @@ class Outcome:
 def local_tags(plan: ImagePlan, platforms: tuple[str, ...]) -> list[str]:
     """The platform-qualified tag, and the plain one for the platform this machine runs (or the only one)."""
     tags = [plan.tags[0]]
-    native = f"linux/{HOST_ARCH}"
+    native = str(HOST)
     plain_for = native if native in platforms else platforms[0]
     if plan.platform == plain_for or plan.stand_in:
         tags.append(plan.tags[1])

@@ -13,11 +13,11 @@ that cannot be reached at the start is left out, named.
 from __future__ import annotations
 
 import dataclasses
-import platform as host
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from enginebuild.core.platforms import HOST, Platform
 from enginebuild.errors import EngineBuildError, UserError
 from enginebuild.execution.assemble import Assembler
 from enginebuild.execution.buildkit import Builder, detect_builder
@@ -29,8 +29,7 @@ from enginebuild.plan.envs import CHAIN_REPO
 from enginebuild.recipe.repo_settings import BuilderEntry
 
 LOCAL = "local"
-ARCHES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
-HOST_PLATFORM = f"linux/{ARCHES.get(host.machine(), host.machine())}"
+HOST_PLATFORM = str(HOST)
 
 
 @dataclass(frozen=True)
@@ -120,8 +119,8 @@ class Site:
 
 def native_platforms(engine: EngineApi) -> tuple[str, ...]:
     info = engine.info()
-    arch = ARCHES.get(str(info.get("Architecture", "")), str(info.get("Architecture", "")))
-    return (f"linux/{arch}",) if arch else ()
+    machine = str(info.get("Architecture", ""))
+    return (str(Platform.of_machine(machine)),) if machine else ()
 
 
 def connect(specs: list[BuilderSpec], store: Store, *, local: Site, fresh: bool = False) -> list[Site]:

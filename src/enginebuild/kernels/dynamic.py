@@ -16,7 +16,6 @@ from enginebuild.wire import JsonDoc
 ET_EXEC, ET_DYN = 2, 3
 PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
-MACHINES = {"amd64": 62, "arm64": 183}  # e_machine of each platform's files (EM_X86_64, EM_AARCH64)
 _MAX_HEADERS = 1 << 12
 _MAX_STRINGS = 1 << 24
 _MAX_NAME = 4096  # bytes of one name or path list read from the string table (PATH_MAX)

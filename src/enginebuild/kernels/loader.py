@@ -20,13 +20,12 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from enginebuild.kernels.dynamic import MACHINES, Linkage
+from enginebuild.core.platforms import Platform
+from enginebuild.kernels.dynamic import Linkage
 from enginebuild.kernels.filetable import FileTable
 
 Order = dict[str, int]  # a search's folders (real paths) -> their first place in it
 
-TRIPLETS = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
-CPUS = {"amd64": "x86_64", "arm64": "aarch64"}
 
 
 @dataclass(frozen=True)
@@ -38,13 +37,13 @@ class Found:
 class Loader:
     def __init__(self, table: FileTable, platform: str, library_path: str = ""):
         self.table = table
-        self.arch = platform.split("/")[1]
-        self.machine = MACHINES[self.arch]
-        triplet = TRIPLETS[self.arch]
+        self.platform = Platform.parse(platform)
+        self.machine = self.platform.elf_machine
+        triplet = self.platform.triplet
         self.library_path = tuple(p for p in library_path.split(":") if p)
         self.conf = tuple(self._conf("/etc/ld.so.conf", set()))
         self.defaults = (f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib") + \
-            (("/lib64", "/usr/lib64") if self.arch == "amd64" else ())
+            (("/lib64", "/usr/lib64") if self.platform.arch == "amd64" else ())
         self._holders: dict[str, list[str]] | None = None
         self._real: dict[str, str | None] = {}
 
@@ -131,8 +130,9 @@ class Loader:
             origins.append(posixpath.dirname(real))
         out: list[str] = []
         for folder in folders:
-            folder = folder.replace("$LIB", f"lib/{TRIPLETS[self.arch]}").replace("${LIB}", f"lib/{TRIPLETS[self.arch]}")
-            folder = folder.replace("$PLATFORM", CPUS[self.arch]).replace("${PLATFORM}", CPUS[self.arch])
+            lib, cpu = f"lib/{self.platform.triplet}", self.platform.machine
+            folder = folder.replace("$LIB", lib).replace("${LIB}", lib)
+            folder = folder.replace("$PLATFORM", cpu).replace("${PLATFORM}", cpu)
             if "$ORIGIN" in folder or "${ORIGIN}" in folder:
                 out += [posixpath.normpath(folder.replace("${ORIGIN}", o).replace("$ORIGIN", o)) for o in origins]
             elif folder.startswith("/"):

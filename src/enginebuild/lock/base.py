@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from enginebuild.core.platforms import Platform
 from enginebuild.errors import RegistryError
 from enginebuild.lock.pins import ImagePin
 from enginebuild.oci.reference import parse_image_ref
@@ -27,7 +28,7 @@ def resolve_base(client: RegistryClient, text: str, platform: str, *, read_pytho
     body = config.get("config") or {}
     env = tuple(tuple(item.split("=", 1)) for item in body.get("Env") or [] if "=" in item)
     arch = config.get("architecture")
-    wanted_arch = platform.split("/")[1]
+    wanted_arch = Platform.parse(platform).arch
     if arch and arch != wanted_arch:
         raise RegistryError(f"{text}: the image for {platform} says its architecture is {arch}")
     dists: tuple[tuple[str, str], ...] | None = None

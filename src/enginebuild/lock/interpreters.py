@@ -6,15 +6,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from enginebuild.core.platforms import Platform
+
 if TYPE_CHECKING:
     from enginebuild.recipe.model import Python
 
-MACHINES = {"arm64": "aarch64", "amd64": "x86_64", "ppc64le": "ppc64le", "s390x": "s390x"}
-
-
 def machine_of(platform: str) -> str:
-    arch = platform.split("/", 1)[1].replace("/", "")
-    return MACHINES.get(arch, arch)
+    """What `uname -m` says on `platform` (Python's `platform_machine`)."""
+    return Platform.parse(platform).machine
 
 
 def interpreter_version(system: object, base: object) -> tuple[str, str] | None:

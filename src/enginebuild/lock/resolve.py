@@ -18,6 +18,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from enginebuild.core.platforms import Platform
 from enginebuild.errors import EngineBuildError, ResolveError, SpecError, UserError, Where
 from enginebuild.io.git import Mirrors
 from enginebuild.io.http import Http
@@ -92,10 +93,6 @@ class Resolvers:
         return self._archives[key]
 
 
-def _arch(platform: str) -> str:
-    return platform.split("/", 1)[1].replace("/", "")
-
-
 def _where_of_requirements(python: Python) -> dict[str, str]:
     """Where each name is required: every place, the spec's lines and the component files read."""
     out: dict[str, list[str]] = {}
@@ -121,7 +118,7 @@ def resolve_input(r: Resolvers, spec: ImageSpec, inp: AnyInput, done: dict[str, 
         return resolve_base(r.client, env.base, platform, read_python=bool(env.python and env.python.requirements))
     if isinstance(inp, SystemInput):
         system = inp.system
-        archives = ArchiveSet([r.archive(a, _arch(platform)) for a in system.archives])
+        archives = ArchiveSet([r.archive(a, Platform.parse(platform).debian) for a in system.archives])
         installed = None
         if system.upgrade and env.base != "scratch":
             installed = installed_packages(_dpkg_status(r, base_pin, env.base, platform))

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from enginebuild.core.platforms import Platform
 from enginebuild.wire import JsonDoc
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -123,14 +124,7 @@ def index(manifests: list[JsonDoc], annotations: dict[str, str] | None = None) -
 
 
 def platform_of(platform: str) -> dict[str, str]:
-    os_name, _, arch = platform.partition("/")
-    arch, _, variant = arch.partition("/")
-    out = {"os": os_name, "architecture": arch}
-    if variant:
-        out["variant"] = variant
-    elif arch == "arm64":
-        out["variant"] = "v8"
-    return out
+    return Platform.parse(platform).oci()
 
 
 class DockerArchive:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from enginebuild.core.platforms import Platform
 from enginebuild.errors import RegistryError, RegistryUnreachable
 from enginebuild.io.http import MAX_WAIT_S, RETRY_STATUS, Http, HttpFailure, retry_after
 from enginebuild.oci.credentials import registry_credentials
@@ -164,11 +165,9 @@ class RegistryClient:
         doc = loads(body)
         if media_type not in INDEX_TYPES and "manifests" not in doc:
             return digest, doc, None
-        os_name, _, arch = platform.partition("/")
-        arch, _, variant = arch.partition("/")
+        wanted = Platform.parse(platform)
         for entry in doc.get("manifests", []):
-            p = entry.get("platform") or {}
-            if p.get("os") == os_name and p.get("architecture") == arch and (not variant or p.get("variant") == variant):
+            if wanted.named_by(entry.get("platform") or {}):
                 sub = ImageRef(ref.registry, ref.repository, None, entry["digest"])
                 sub_digest, _, sub_body = self.manifest(sub)
                 return sub_digest, loads(sub_body), digest

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from enginebuild.core import keys
+from enginebuild.core.platforms import Platform
 from enginebuild.errors import LockError, SpecError, command
 from enginebuild.io.recipefiles import read_recipe_file
 from enginebuild.layerkinds import Bytecode, Data, Files, LayerPayload, OutputTree, OverlayFiles, PatchedFiles, Wheel
@@ -277,7 +278,7 @@ def _tags(spec: ImageSpec, platform: str, options: Options) -> tuple[str, str]:
         flavour = f"on-{options.on.rsplit(':', 1)[-1][:12]}"
     if options.flavour:
         flavour = options.flavour
-    return f"enginebuild/{image}:{flavour}-{platform.split('/')[1]}", f"enginebuild/{image}:{flavour}"
+    return f"enginebuild/{image}:{flavour}-{Platform.parse(platform).arch}", f"enginebuild/{image}:{flavour}"
 
 
 def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Options) -> ImagePlan:

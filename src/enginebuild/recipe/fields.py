@@ -8,6 +8,7 @@ import re
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from enginebuild.core.platforms import PATTERN, platform_hint
 from enginebuild.core.schema import Bool, Enum, Int, ListOf, MapOf, OneOf, Record, Schema, Str
 from enginebuild.recipe.model import ImageSpec, spec_keys
 from enginebuild.sources import kinds
@@ -20,19 +21,7 @@ IMAGE_REF = (
     r"(?:[a-zA-Z0-9.-]+(?::[0-9]{1,5})?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@" + DIGEST + r")?"
 )
-PLATFORM = r"linux/(?:amd64|arm64|arm/v[5-8]|ppc64le|s390x|riscv64|386)"
-# what other tools and kernels call a platform (uname -m, Debian, Rust), and the one OCI names
-PLATFORM_ALIASES = {"aarch64": "arm64", "arm64/v8": "arm64", "x86_64": "amd64", "x86-64": "amd64", "x64": "amd64",
-                    "i386": "386", "i686": "386", "armhf": "arm/v7", "armv7": "arm/v7", "armv7l": "arm/v7"}
-
-
-def platform_hint(value: str) -> str | None:
-    """`did you mean linux/arm64?` for linux/aarch64, aarch64, arm64 and the like."""
-    text = value.strip().lower()
-    arch = text.removeprefix("linux/")
-    arch = PLATFORM_ALIASES.get(arch, arch)
-    guess = f"linux/{arch}"
-    return f"did you mean {guess}?" if guess != value and re.fullmatch(PLATFORM, guess) else None
+PLATFORM = PATTERN
 ABS_PATH = r"/(?:[A-Za-z0-9._@+=,-]+/?)*"
 DURATION = r"[0-9]{1,6}(?:ms|s|m|h)"
 CUDA_ARCH = r"[0-9]{1,2}\.[0-9][af]?(?:\+PTX)?"

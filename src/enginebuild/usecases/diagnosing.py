@@ -6,7 +6,6 @@ checks say whether credentials exist and whether the registry accepted them, nev
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -14,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from enginebuild.core.platforms import HOST, Platform
 from enginebuild.errors import EngineBuildError
 from enginebuild.execution.buildkit import candidates, client_version, detect_builder
 from enginebuild.execution.sites import BuilderSpec, builder_specs, native_platforms
@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 GB = 1000 ** 3
 MIN_FREE = 5 * GB  # below this, even the demo's builds are at risk
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
-QEMU_NAME = {"arm64": "aarch64", "amd64": "x86_64", "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
-HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 
 
 @dataclass
@@ -120,12 +118,11 @@ def builders(specs: list[BuilderSpec], targets: set[str]) -> list[Check]:
 def emulation(platforms: Iterable[str]) -> list[Check]:
     out = []
     for target in sorted(set(platforms)):
-        arch = target.split("/")[1]
-        name = f"platform {target}"
-        if arch == HOST_ARCH:
+        name, machine = f"platform {target}", Platform.parse(target)
+        if machine.arch == HOST.arch:
             out.append(Check(name, "ok", "native"))
             continue
-        entry = BINFMT / f"qemu-{QEMU_NAME.get(arch, arch)}"
+        entry = BINFMT / f"qemu-{machine.qemu}"
         if not (BINFMT / "register").exists():
             out.append(Check(name, "FAIL", f"{BINFMT} is not mounted: foreign binaries cannot run here",
                              "mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc (bash scripts/setup.sh)"))

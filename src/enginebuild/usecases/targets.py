@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
+from enginebuild.core.platforms import platform_hint
 from enginebuild.errors import UserError
 from enginebuild.execution.sites import BuilderSpec, builder_specs
 from enginebuild.oci.reference import ImageRef, parse_destination, parse_image_ref
-from enginebuild.recipe.fields import platform_hint
 from enginebuild.recipe.model import ImageSpec
 from enginebuild.recipe.repo_settings import load_repo_settings
 from enginebuild.workspace import Workspace
