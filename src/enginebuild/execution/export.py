@@ -18,6 +18,7 @@ from enginebuild.io.layertree import LayerTree
 from enginebuild.io.store import Store
 from enginebuild.io.tarrules import clean_name
 from enginebuild.oci.engine import EngineApi
+from enginebuild.recipe.model import Outputs, OutputsKind
 
 
 def parse_outputs(values: list[str]) -> tuple[Path | None, dict[str, Path]]:
@@ -77,15 +78,16 @@ def export_runtime(engine: EngineApi, image: str, target: Path) -> Path:
     return write_folder(target, fill)
 
 
-def export_component(store: Store, record: OutputRecord, kind: str, to: str, target: Path) -> Path:
+def export_component(store: Store, record: OutputRecord, outputs: Outputs, target: Path) -> Path:
     """A component's outputs: its files under the runtime's layout (`prefix` outputs under `to`),
     or its wheel files."""
     def fill(folder: Path) -> None:
-        if kind == "wheels":
+        if outputs.kind is OutputsKind.WHEELS:
             for filename, sha, _ in sorted(record.wheels):
                 shutil.copyfile(store.verified(sha, filename), folder / Path(filename).name)
             return
-        root = folder / clean_name(to) if kind == "prefix" and clean_name(to) else folder
+        to = clean_name(outputs.to) if outputs.kind is OutputsKind.PREFIX else ""
+        root = folder / to if to else folder
         root.mkdir(parents=True, exist_ok=True)
         tree = LayerTree(root)
         tree.add(store.verified(record.sha256, "outputs"))

@@ -19,12 +19,11 @@ from enginebuild.plan.model import ComponentNode, EnvNode
 from enginebuild.plan.render import TEMPLATES, render
 from enginebuild.plan.routes import Facts, FactsReader, Route, no_facts, route_patches
 from enginebuild.plan.writers import COMPONENT_WRITER, SOURCE_TREE_WRITER, code_digest
-from enginebuild.recipe.model import Component, PatchRef
+from enginebuild.recipe.model import Component, OutputsKind, PatchRef
 from enginebuild.sources import Pinned
 from enginebuild.sources.globs import declared_matcher
 from enginebuild.wire import JsonDoc
 
-ROUTED_OUTPUTS = ("wheels", "paths", "prefix")  # outputs a patch can be applied to as files (plan/routes.py)
 SOURCES = "/opt/enginebuild/sources"
 DEPS = "/opt/enginebuild/deps"
 CACHE_IN = "/opt/enginebuild/compiler-cache-in"  # a seed of each build.cache folder, from an earlier build
@@ -166,7 +165,7 @@ def _dockerfile(planner: EnvPlanner, comp: Component, builder: EnvNode, ctx: _Co
     """The component's Dockerfile; an editable install's hook and a compiler cache's folder join the context."""
     steps = _steps(planner, comp, ctx)
     editable: list[str] = []
-    if comp.outputs.kind == "editable":  # the tree is built where the image keeps it, then its editable wheel
+    if comp.outputs.kind is OutputsKind.EDITABLE:  # the tree is built where the image keeps it, then its editable wheel
         python = comp.builder.python
         editable = [python.interpreter if python else "python3", "/opt/enginebuild/editable_wheel.py", EDITABLE_WHEELS]
         hook = EDITABLE_HOOK.read_bytes()
@@ -219,7 +218,7 @@ def component_node(planner: EnvPlanner, comp: Component, builder: EnvNode, neede
     routes: tuple[Route, ...] = ()
     if source is not None and pinned_source is not None and comp.patches:
         why = refused or ("" if comp.patches_as_files else "patches-as-files: false") or \
-            ("" if comp.outputs.kind in ROUTED_OUTPUTS else f"its outputs are {comp.outputs.kind}")
+            ("" if comp.outputs.kind.routable else f"its outputs are {comp.outputs.kind}")
         # routed by what the build of the patches that go into it installs verbatim (as the routes
         # files say): a patch found to touch another file goes into the build, whose own facts are read next
         known: Facts | None = None
@@ -265,7 +264,7 @@ def release_node(planner: EnvPlanner, comp: Component) -> ComponentNode:
     dockerfile = (f"# enginebuild component {comp.name} for {planner.platform}: the release's wheel, built nowhere\n"
                   f"FROM scratch\nCOPY {arcname} {folder}/\n")
     key = keys.key_of("component-release", name=comp.name, platform=planner.platform,
-                      wheel=[pin.filename, pin.sha256] if pin else None, outputs=["wheels", [folder]])
+                      wheel=[pin.filename, pin.sha256] if pin else None, outputs=[OutputsKind.WHEELS, [folder]])
     empty = EnvNode("release", planner.platform, None, (), keys.key_of("base", ref="scratch", platform=planner.platform))
     inputs = {"release": pin.sha256 if pin else "not pinned"}
     return ComponentNode(comp.name, key, planner.platform, empty, dockerfile, context, (), (), comp.outputs, (),

@@ -31,7 +31,7 @@ from enginebuild.plan.model import (
 )
 from enginebuild.plan.routes import RoutesReader, no_routes
 from enginebuild.plan.writers import layer_key
-from enginebuild.recipe.model import ENV_REF, FileGroup, ImageSpec
+from enginebuild.recipe.model import ENV_REF, FileGroup, ImageSpec, OutputsKind
 from enginebuild.wire import JsonDoc
 
 MANIFEST_PATH = "/opt/enginebuild/manifest.json"
@@ -237,7 +237,7 @@ def _python_layers(stack: _Stack, spec: ImageSpec, pins: Pins, platform: str,
         if pin.origin != "component":
             continue
         node = components[pin.component]
-        editable = node.outputs.paths[0] if node.outputs.kind == "editable" else ""
+        editable = node.outputs.paths[0] if node.outputs.kind is OutputsKind.EDITABLE else ""
         if editable:  # its tree first, where the editable wheel points
             stack.add("output", f"tree of {pin.component} (editable, {node.outputs.paths[0]})",
                       OutputTree(pin.component, node.key, node.outputs, editable_tree=True),
@@ -260,7 +260,7 @@ def _installed_layers(stack: _Stack, spec: ImageSpec, components: dict[str, Comp
     site, interpreter = (python.site_packages, python.interpreter) if python else ("", "/usr/bin/python3")
     for name in spec.install:
         node = components[name]
-        if node.outputs.kind == "wheels" and not python:
+        if node.outputs.kind is OutputsKind.WHEELS and not python:
             raise SpecError(spec.where("install"), "install",
                             f"component {name} produces wheels; the runtime needs `python:` (its version and "
                             "site-packages) to install them")
@@ -375,9 +375,9 @@ def patched_files(node: ComponentNode, epoch: int, site: str, interpreter: str) 
     """The layer applying a component's file-routed patches to what its output layer installed."""
     assert node.tree is not None
     names = ", ".join(p.name.rsplit("/", 1)[-1] for p in node.file_patches)
-    wheels = node.outputs.kind == "wheels"
+    wheels = node.outputs.kind is OutputsKind.WHEELS
     payload = PatchedFiles(node.name, node.key, node.file_patches, node.tree, node.outputs.kind,
-                           node.outputs.to if node.outputs.kind == "prefix" else "", site if wheels else "",
+                           node.outputs.to if node.outputs.kind is OutputsKind.PREFIX else "", site if wheels else "",
                            interpreter if wheels else "", epoch)
     inputs = {f"component {node.name}": node.key, **{f"patches/{p.name}": p.patch.sha256 for p in node.file_patches}}
     return f"patches of {node.name} as files ({names})", payload, inputs

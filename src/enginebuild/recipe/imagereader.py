@@ -64,7 +64,7 @@ def _check_component_uses(r: Reader, components: tuple[m.Component, ...], instal
     for i, cname in enumerate(install):
         if cname not in by_name:
             raise SpecError(r.where("install"), f"install[{i}]", f"no component named {cname!r}")
-        if by_name[cname].outputs.kind == "editable":
+        if by_name[cname].outputs.kind is m.OutputsKind.EDITABLE:
             raise SpecError(r.where("install"), f"install[{i}]",
                             f"component {cname} is an editable install: the Python requirement naming it installs it "
                             "(its tree and its editable wheel)",
@@ -73,7 +73,7 @@ def _check_component_uses(r: Reader, components: tuple[m.Component, ...], instal
     for i, req in enumerate(runtime.python.requirements if runtime.python else ()):
         if req.component and req.component not in by_name:
             raise SpecError(req.where, f"python.requirements[{i}].component", f"no component named {req.component!r}")
-        if req.component and by_name[req.component].outputs.kind not in ("wheels", "editable"):
+        if req.component and not by_name[req.component].outputs.kind.installs_wheels:
             raise SpecError(req.where, f"python.requirements[{i}].component",
                             f"component {req.component} produces {by_name[req.component].outputs.kind}, not wheels")
 

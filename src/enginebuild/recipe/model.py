@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -152,16 +153,43 @@ class Build:
     secrets: tuple[str, ...] = ()
 
 
+class OutputsKind(StrEnum):
+    """What a component's build leaves (`outputs:` of its spec, one key each). A StrEnum: equal to
+    its value, so the writer modules that compare a kind with its value (layerkinds/outputs.py,
+    layerkinds/patchedfiles.py, execution/outputs.py) read it unchanged and keep their keys."""
+
+    WHEELS = "wheels"  # a folder of wheels, installed into the runtime's Python
+    PREFIX = "prefix"  # a folder copied under `to` in the runtime
+    PATHS = "paths"  # listed paths, each where it is in the build
+    EDITABLE = "editable"  # a source tree kept where the image keeps it, installed editable
+
+    @property
+    def installs_wheels(self) -> bool:
+        """Whether the runtime's Python installs what it leaves (wheels, an editable tree's wheel)."""
+        return self in (OutputsKind.WHEELS, OutputsKind.EDITABLE)
+
+    @property
+    def at_own_paths(self) -> bool:
+        """Whether each path lands where it is in the build (paths, and an editable tree)."""
+        return self in (OutputsKind.PATHS, OutputsKind.EDITABLE)
+
+    @property
+    def routable(self) -> bool:
+        """Whether a patch can be applied to what it leaves as files (plan/routes.py): not to an
+        editable tree, which is the source itself."""
+        return self is not OutputsKind.EDITABLE
+
+
 @dataclass(frozen=True)
 class Outputs:
-    kind: str  # wheels | prefix | paths | editable
+    kind: OutputsKind
     paths: tuple[str, ...]  # the folder (wheels, prefix), the listed paths, or the kept tree (editable)
     to: str = "/"  # where a prefix lands in the runtime
 
     @property
     def at_own_paths(self) -> bool:
         """Whether each path lands where it is in the build (paths, and an editable tree)."""
-        return self.kind in ("paths", "editable")
+        return self.kind.at_own_paths
 
 
 @dataclass(frozen=True)

@@ -239,17 +239,17 @@ class PartReader(Reader):
             raise SpecError(self.where(path), f"{path}.outputs", "required key is missing",
                             hint="what the build keeps: {wheels: DIR}, {prefix: DIR}, {paths: [...]} or {editable: DIR}")
         if out_node is None:
-            return m.Outputs("wheels", (RELEASE_WHEELS,))
+            return m.Outputs(m.OutputsKind.WHEELS, (RELEASE_WHEELS,))
         if from_release and "wheels" not in out_node:
             raise SpecError(self.where(f"{path}.outputs"), f"{path}.outputs",
                             "a component taken from a release wheel keeps that wheel: its outputs are {wheels: DIR}",
                             hint="drop outputs (the default is {wheels: /opt/enginebuild/out}) or write {wheels: DIR}")
         if "wheels" in out_node:
-            return m.Outputs("wheels", (out_node["wheels"],))
+            return m.Outputs(m.OutputsKind.WHEELS, (out_node["wheels"],))
         if "prefix" in out_node:
-            return m.Outputs("prefix", (out_node["prefix"],), out_node.get("to", "/"))
+            return m.Outputs(m.OutputsKind.PREFIX, (out_node["prefix"],), out_node.get("to", "/"))
         if "editable" not in out_node:
-            return m.Outputs("paths", tuple(out_node["paths"]))
+            return m.Outputs(m.OutputsKind.PATHS, tuple(out_node["paths"]))
         problem = editable_problem(out_node["editable"])
         if problem:
             raise SpecError(self.where(f"{path}.outputs.editable"), f"{path}.outputs.editable", problem,
@@ -258,7 +258,7 @@ class PartReader(Reader):
             raise SpecError(self.where(f"{path}.outputs.editable"), f"{path}.outputs.editable",
                             "an editable install keeps the component's source tree: it has no `source`",
                             hint="give the component the source it installs (git, pypi, path or url)")
-        return m.Outputs("editable", (out_node["editable"],))
+        return m.Outputs(m.OutputsKind.EDITABLE, (out_node["editable"],))
 
     def component(self, name: str, node: YMap, path: str, builder: m.Environment) -> m.Component:
         release = self.release(self.get(node, "release", path), f"{path}.release", name)

@@ -29,6 +29,5 @@ def write_outputs(ws: Workspace, plan: ImagePlan, tag: str, outputs: OutputFolde
                             "needs it", hint="add it to install:, or to the needs of a component installed")
         record = output_record(Store(ws.home), node.key)
         assert record is not None, f"component {name} was built but has no outputs record"
-        done = export_component(Store(ws.home), record, node.outputs.kind, node.outputs.to, folder / sub if sub
-                                else folder)
+        done = export_component(Store(ws.home), record, node.outputs, folder / sub if sub else folder)
         output().say(f"  component {name} outputs -> {done}")
