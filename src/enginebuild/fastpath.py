@@ -7,7 +7,7 @@ engine per image and platform, oci/probe.py, over its socket), with the standard
 Options that do not change the image are answered here too:
 `-q`/`--quiet` and `--progress` (how it is said), `--locked` and `--frozen` (a memo that matches
 was stored by a build whose spec and lock are the files as they are now, the lock unchanged by
-it: current). Any doubt (another option, a memo that does not match, an image missing, an engine
+it: current). Whatever is in doubt (another option, a memo that does not match, an image missing, an engine
 not on a unix socket) returns None and the full command runs.
 """
 

@@ -8,12 +8,13 @@ import argparse
 import difflib
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from enginebuild.errors import UserError
 
 if TYPE_CHECKING:
     from enginebuild.publish.keyless import KeylessSigner
+    from enginebuild.recipe.model import ImageSpec
     from enginebuild.trust.signkeys import Signer
 
 
@@ -93,7 +94,7 @@ def add_builder_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the buildx builder this machine's engine builds with (default: $BUILDX_BUILDER)")
 
 
-def parse_build_args(values: list[str], specs: Iterable[Any] = ()) -> dict[str, str]:
+def parse_build_args(values: list[str], specs: Iterable[ImageSpec] = ()) -> dict[str, str]:
     """NAME=VALUE pairs; with `specs`, each NAME must be a build argument of one of their
     components (an override of nothing would be ignored: a typo is refused, with a guess)."""
     out = {}

@@ -56,7 +56,9 @@ class Executor(ComponentWork):
             data = config.render(layers)
             self.outcome.image_id = image_id_of(data)
             self.outcome.config, self.outcome.layers = data, layers
-        self.history.record(plan.tag, plan)
+        # the nodes the image now consists of (state/history.py says what changed since)
+        nodes = [(f"component {comp.name}", comp.key, comp.inputs) for comp in plan.components]
+        self.history.record_nodes(plan.tag, nodes + [(n.name, n.chain, n.inputs) for n in plan.runtime.layers])
         if self.outcome.built or self.outcome.written:
             self.fill_cache()
         return self.outcome

@@ -13,7 +13,6 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -103,7 +102,7 @@ def _where_of_requirements(python: Python) -> dict[str, str]:
     return {name: "; ".join(places) for name, places in out.items()}
 
 
-def resolve_input(r: Resolvers, spec: ImageSpec, inp: AnyInput, done: dict[str, object]) -> Any:
+def resolve_input(r: Resolvers, spec: ImageSpec, inp: AnyInput, done: dict[str, object]) -> object:
     if isinstance(inp, SourceInput):
         return inp.source.resolve(r.context())
     if isinstance(inp, ToolInput):
@@ -198,7 +197,7 @@ def needs_again(spec: ImageSpec, inp: AnyInput, pin: object, done: dict[str, obj
     return False
 
 
-def _dpkg_status(r: Resolvers, base_pin: Any, base: str, platform: str) -> bytes:
+def _dpkg_status(r: Resolvers, base_pin: object, base: str, platform: str) -> bytes:
     if not isinstance(base_pin, ImagePin) or not base_pin.digest:
         raise ResolveError(f"system.upgrade needs the base {base} resolved first")
     ref = parse_image_ref(base_pin.ref)

@@ -6,7 +6,7 @@ is checked to be a descriptor (a digest, a size, types as text) before it is ret
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeGuard
 
 from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX, OCI_MANIFEST, canonical
@@ -75,7 +75,7 @@ def listed(client: RegistryApi, target: ImageRef, digest: str) -> list[JsonDoc]:
     return [e for e in entries if _descriptor(e)]
 
 
-def tagged_list(client: RegistryApi, target: ImageRef, tag: str, key: str, what: str) -> list[Any]:
+def tagged_list(client: RegistryApi, target: ImageRef, tag: str, key: str, what: str) -> list[object]:
     """The list `key` of the small manifest or index at `tag` ([] when the tag, the list or JSON
     is missing); one larger than MAX_INDEX is refused, as not the `what` it should be."""
     ref = ImageRef(target.registry, target.repository, tag, None)
@@ -96,7 +96,7 @@ def _tag_index(client: RegistryApi, target: ImageRef, digest: str) -> list[JsonD
     return [m for m in manifests if _descriptor(m)]
 
 
-def _descriptor(entry: Parsed) -> bool:
+def _descriptor(entry: Parsed) -> TypeGuard[JsonDoc]:
     return (isinstance(entry, dict) and isinstance(entry.get("digest"), str) and bool(DIGEST.fullmatch(entry["digest"]))
             and isinstance(entry.get("size"), int) and isinstance(entry.get("artifactType", ""), str)
             and isinstance(entry.get("annotations", {}), dict))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from enginebuild.core import keys
 from enginebuild.errors import LockError, SpecError, command
@@ -74,7 +74,7 @@ class Pins:
         return inp.decode(entry.resolved)
 
 
-def placeholder(inp: AnyInput) -> Any:
+def placeholder(inp: AnyInput) -> object:
     """What `render --unpinned` shows for an input the lock does not resolve."""
     return inp.placeholder()
 
@@ -245,7 +245,7 @@ class EnvPlanner:
             run, item = script_run(step.run, shell, "step-script")
             context += (item,)
             binds.append(("step-script", SCRIPT))
-        command = {"run": run, "mounts": mounts(cache=step.cache, secrets=step.secrets, binds=tuple(binds),
+        command: TemplateValues = {"run": run, "mounts": mounts(cache=step.cache, secrets=step.secrets, binds=tuple(binds),
                                                 sealed=self.spec.secret_names)}
         inputs = {"step": keys.sha(keys.canonical(command)), **{item.label: item.digest for item in context}}
         return self.run_layer(parent, layers, f"step {step.name}", [command], context, step.secrets, run_env,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jinja2
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import jinja2
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-TemplateValues = dict[str, Any]  # what a template is rendered with (named values for its placeholders)
+TemplateValues = dict[str, object]  # what a template is rendered with (named values for its placeholders)
 
 
 @lru_cache(maxsize=1)
@@ -28,5 +28,5 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render(template: str, **values: Any) -> str:
+def render(template: str, **values: object) -> str:
     return _environment().get_template(template).render(**values)

@@ -14,7 +14,7 @@ import binascii
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from enginebuild.errors import RegistryError
 from enginebuild.oci.image import OCI_INDEX
@@ -95,7 +95,10 @@ def _blobs_checked(client: RegistryClient, ref: ImageRef, layers: bool, where: s
     doc = _json(body, f"the manifest{where}")
     if media_type == OCI_INDEX or "manifests" in doc:
         for entry in _list(doc, "manifests", f"the index{where}"):
-            platform = entry.get("platform") or {}
+            if not isinstance(entry, dict):
+                raise _Bad(f"the index{where} has a manifest entry that is not an object")
+            platform = entry.get("platform")
+            platform = platform if isinstance(platform, dict) else {}
             name = f" of {platform.get('os')}/{platform.get('architecture')}"
             yield from _blobs_checked(client, ImageRef(ref.registry, ref.repository, None, _digest(entry, name)),
                                       layers, name)
@@ -156,7 +159,8 @@ def _signature(client: RegistryClient, ref: ImageRef, digest: str, trust: KeyTru
     return Check("signature", False, "; ".join(dict.fromkeys(found)))
 
 
-def _one_signature(client: RegistryClient, ref: ImageRef, layer: Any, digest: str, trust: KeyTrust | IdentityTrust) -> str | None:
+def _one_signature(client: RegistryClient, ref: ImageRef, layer: object, digest: str,
+                   trust: KeyTrust | IdentityTrust) -> str | None:
     """None when this layer is a signature of `digest` by `key`, else why not."""
     if not isinstance(layer, dict) or layer.get("mediaType") != formats.SIMPLE_SIGNING:
         return "a signature manifest's layer is not a simple-signing payload"
@@ -244,7 +248,7 @@ def _bundle(client: RegistryClient, ref: ImageRef, entry: JsonDoc, digest: str, 
     return kind, ""
 
 
-def _sbom_link(client: RegistryClient, ref: ImageRef, predicate: Any, sboms: list[JsonDoc]) -> str | None:
+def _sbom_link(client: RegistryClient, ref: ImageRef, predicate: object, sboms: list[JsonDoc]) -> str | None:
     """None when the full SBOM the signed statement names is attached to this image and hashes to
     what it names (format 2), or the statement carries the SBOM itself (format 1); else why not."""
     if isinstance(predicate, dict) and "components" in predicate and not predicate.get("externalReferences"):
@@ -283,7 +287,7 @@ def _json(body: bytes, what: str) -> JsonDoc:
     return doc
 
 
-def _list(doc: JsonDoc, key: str, what: str) -> list[Any]:
+def _list(doc: JsonDoc, key: str, what: str) -> list[object]:
     value = doc.get(key)
     if not isinstance(value, list):
         raise _Bad(f"{what} has no `{key}` list")

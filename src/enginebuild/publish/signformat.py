@@ -23,7 +23,7 @@ import binascii
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from enginebuild.trust.signkeys import Refused as Refused  # raised here, caught as formats.Refused
 from enginebuild.wire import JsonDoc, Parsed, loads
@@ -97,7 +97,7 @@ def subjects(repository: str, digest: str, platforms: dict[str, str]) -> list[Js
         for p, d in sorted(platforms.items()) if d != digest]
 
 
-def statement(subject: list[JsonDoc], predicate_type: str, predicate: Any) -> bytes:
+def statement(subject: list[JsonDoc], predicate_type: str, predicate: object) -> bytes:
     return canonical({"_type": STATEMENT, "subject": subject, "predicateType": predicate_type,
                       "predicate": predicate})
 
@@ -118,7 +118,7 @@ def bundle(signer: EnvelopeSigner, payload: bytes) -> bytes:
 class Statement:
     predicate_type: str
     digests: frozenset[str]  # "sha256:<hex>" of every subject
-    predicate: Any
+    predicate: object
 
 
 def open_bundle(data: bytes, trust: EnvelopeTrust) -> Statement:

@@ -64,8 +64,8 @@ def merge_trees(parent: Any, child: Any, schema: Schema | None = None) -> Any:
     return out
 
 
-def _strip_nulls(tree: Any) -> Any:
-    """Nulls left after merging (removing something no parent had) mean nothing."""
+def _strip_nulls(tree: object) -> None:
+    """Nulls left after merging (removing something no parent had) mean nothing: removed in place."""
     if isinstance(tree, YMap):
         for key in [k for k, v in tree.items() if v is None]:
             del tree[key]
@@ -74,7 +74,6 @@ def _strip_nulls(tree: Any) -> Any:
     elif isinstance(tree, list):
         for value in tree:
             _strip_nulls(value)
-    return tree
 
 
 def split_name(name: str) -> tuple[str, str | None]:
@@ -132,7 +131,7 @@ class Catalog:
             tree = merge_trees(tree, parse_override(override), fields.image())
         labels = tree.get("labels")  # a label still null after merging is one the base image has
         removed = tuple(sorted(k for k, v in labels.items() if v is None)) if isinstance(labels, dict) else ()
-        tree = _strip_nulls(tree)
+        _strip_nulls(tree)
         try:
             fields.image().check(tree, "", tree.where, partial=bool(tree.get("abstract")))
         except SpecError as exc:
@@ -177,12 +176,12 @@ class Catalog:
 _KEY = re.compile(r"\[([^\]]+)\]|([^.\[\]]+)")
 
 
-def _dotted_key(tree: Any, text: str) -> None:
+def _dotted_key(tree: object, text: str) -> None:
     """Refuse `--set components.llama.cpp.x=…` where the spec has a key `llama.cpp`, naming the
     bracketed form, rather than report an unknown key `llama`."""
     path = text.partition("=")[0]
     keys = [m.group(1) or m.group(2) for m in _KEY.finditer(path)]
-    node: Any = tree
+    node: object = tree
     done: list[str] = []
     for i, key in enumerate(keys):
         if not isinstance(node, dict):
@@ -237,7 +236,7 @@ def parse_override(text: str) -> YMap:
     value = load_yaml_text(value_text, display) if value_text.strip() else ""
     if not keys:
         raise UserError(f"--set {text!r}: no key path")
-    node: Any = value
+    node: object = value
     for key in reversed(keys):
         wrapper = YMap()
         wrapper.where, wrapper.key_where = Where(display), {key: Where(display)}

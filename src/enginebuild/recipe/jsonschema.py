@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from enginebuild.recipe import fields, patchchecks
 from enginebuild.wire import JsonDoc
 
@@ -28,12 +26,13 @@ def image_json_schema() -> JsonDoc:
         {"if": {"not": {"properties": {"abstract": {"const": True}}, "required": ["abstract"]}},
          "then": {"anyOf": [{"required": ["base"]}, {"required": ["extends"]}]}}]
     schema = relaxed(strict)
+    assert isinstance(schema, dict)  # a mapping stays a mapping
     schema["allOf"] = [{"if": {"not": {"required": ["extends"]}}, "then": strict}]
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
             "title": "enginebuild image spec (images/<name>/image.yaml)", **schema}
 
 
-def relaxed(node: Any) -> Any:
+def relaxed(node: object) -> object:
     """`node` without what an inherited value could satisfy: required keys, and "one of these
     keys must be given" (keys given together that exclude each other stay refused); any key may
     be null, which removes what the parent gave."""
@@ -59,6 +58,6 @@ def relaxed(node: Any) -> Any:
     return out
 
 
-def _needs_one_of(node: Any) -> bool:
+def _needs_one_of(node: object) -> bool:
     return isinstance(node, dict) and list(node) == ["anyOf"] and all(
         isinstance(alt, dict) and list(alt) == ["required"] for alt in node["anyOf"])

@@ -18,7 +18,7 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO
 
 from enginebuild.errors import RegistryError, UserError
 from enginebuild.io.files import opener
@@ -246,7 +246,7 @@ class LayerCache:
                         [(s, n, OCI_LAYER_TAR) for s, n in blobs], store, node.name)
 
 
-def _bytes(data: bytes) -> Any:
+def _bytes(data: bytes) -> IO[bytes]:
     return io.BytesIO(data)
 
 

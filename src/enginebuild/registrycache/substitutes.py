@@ -26,7 +26,7 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, cast
 
 import zstandard  # type: ignore[import-untyped,unused-ignore]
 
@@ -61,7 +61,7 @@ def describe(store: Store, node: LayerNode) -> JsonDoc | None:
     blobs = layer_blobs(store, node)
     if not blobs:
         return None
-    forms: dict[str, list[list[Any]]] = {}
+    forms: dict[str, list[list[str | int]]] = {}
     homes: dict[str, list[str]] = {}
     for kind in FORMS:
         made = [store.record(kind, sha) for sha, _ in blobs]
@@ -184,7 +184,7 @@ class _Counted:
             pass
 
 
-def _unpacking(kind: str, packed: _Counted) -> Any:
+def _unpacking(kind: str, packed: _Counted) -> gzip.GzipFile | zstandard.ZstdDecompressionReader:
     """A reader of what the compressed blob unpacks to, a bounded block at a time."""
     if kind.startswith("zstd"):
         return zstandard.ZstdDecompressor().stream_reader(cast(IO[bytes], packed), read_across_frames=True)

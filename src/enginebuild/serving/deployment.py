@@ -23,12 +23,12 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from enginebuild.core.schema import Int, ListOf, MapOf, Record, Str
 from enginebuild.core.yamlload import load_yaml_file
 from enginebuild.errors import SpecError, UserError, Where
 from enginebuild.io.files import write_atomic
+from enginebuild.wire import JsonDoc
 
 FORMAT = 1
 DIGEST_REF = r"[A-Za-z0-9._:/-]+@sha256:[0-9a-f]{64}"
@@ -95,10 +95,10 @@ def hub_names(path: str) -> tuple[str, str]:
 
 
 def to_json(lock: Deployment) -> str:
-    doc: dict[str, Any] = {"format": FORMAT, "image": lock.image,
+    doc: JsonDoc = {"format": FORMAT, "image": lock.image,
                            "nodes": [{"name": n, "address": a, "role": r} for n, a, r in lock.nodes]}
     if lock.model is not None:
-        model: dict[str, Any] = {"path": lock.model.path, "files": {
+        model: JsonDoc = {"path": lock.model.path, "files": {
             p: {"size": s, "sha256": h} for p, (s, h) in sorted(lock.model.files.items())}}
         if lock.model.repository:
             model.update(repository=lock.model.repository, revision=lock.model.revision)

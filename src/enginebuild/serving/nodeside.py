@@ -33,8 +33,8 @@ from typing import Any
 
 SIOCGIFFLAGS, SIOCGIFADDR, IFF_UP, IFF_RUNNING = 0x8913, 0x8915, 0x1, 0x40
 MARK = "enginebuild-serve:"
-Plan = dict[str, Any]  # what `join` reads
 Doc = dict[str, Any]  # a JSON document
+Plan = Doc  # what `join` reads
 
 
 def say(text: str) -> None:

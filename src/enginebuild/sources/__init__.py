@@ -20,10 +20,12 @@ if TYPE_CHECKING:
     from enginebuild.io.store import Blob
     from enginebuild.sources.trees import SourceTree
 
+SomeKind = Kind[Any, Any]  # a source kind, whatever its request and pin types: only the kind reads them
+
 
 @lru_cache(maxsize=1)
-def kinds() -> dict[str, Kind[Any, Any]]:
-    found: dict[str, Kind[Any, Any]] = {}
+def kinds() -> dict[str, SomeKind]:
+    found: dict[str, SomeKind] = {}
     for module in pkgutil.iter_modules(__path__):
         mod = importlib.import_module(f"{__name__}.{module.name}")
         kind = getattr(mod, "KIND", None)
@@ -32,7 +34,7 @@ def kinds() -> dict[str, Kind[Any, Any]]:
     return dict(sorted(found.items()))
 
 
-def kind(name: str) -> Kind[Any, Any]:
+def kind(name: str) -> SomeKind:
     return kinds()[name]
 
 
@@ -52,7 +54,7 @@ class Source:
     where: Where
 
     @property
-    def _impl(self) -> Kind[Any, Any]:
+    def _impl(self) -> SomeKind:
         return kind(self.kind)
 
     @property
@@ -112,7 +114,7 @@ class Pinned:
     pin: object | None
 
     @property
-    def _impl(self) -> Kind[Any, Any]:
+    def _impl(self) -> SomeKind:
         return kind(self.source.kind)
 
     @property

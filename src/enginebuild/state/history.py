@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any
 
 from enginebuild.io.files import write_atomic
 from enginebuild.wire import JsonDoc
@@ -28,13 +27,9 @@ class BuildHistory:
         except (OSError, ValueError):
             return {}
 
-    def record(self, tag: str, plan: Any) -> None:
-        """Remember the nodes an image now consists of; written only when something changed."""
-        nodes = [(f"component {comp.name}", comp.key, comp.inputs) for comp in plan.components]
-        nodes += [(layer.name, layer.chain, layer.inputs) for layer in plan.runtime.layers]
-        self.record_nodes(tag, nodes)
-
     def record_nodes(self, tag: str, nodes: list[tuple[str, str, dict[str, str]]]) -> None:
+        """Remember the nodes an image now consists of (name, key, inputs); written only when
+        something changed."""
         data = self.read(tag)
         fresh = dict(data)
         for name, key, inputs in nodes:

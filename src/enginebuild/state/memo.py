@@ -20,7 +20,6 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from enginebuild.settings import settings
 from enginebuild.wire import JsonDoc
@@ -60,7 +59,7 @@ class RunOptions:
         """What the memo is for: this checkout, this image, these options, the time stamp every
         layer carries (SOURCE_DATE_EPOCH) and the enginebuild at this place. What that enginebuild
         is, is among its inputs: every file of the package is stat'ed with the recipe's
-        (other_input_paths), so any change to its code means a full plan (whose keys say what its
+        (tool_paths), so any change to its code means a full plan (whose keys say what its
         writers changed)."""
         options = {"build_args": dict(self.build_args), "on": self.on, "only": list(self.only),
                    "platforms": list(self.platforms)}
@@ -171,43 +170,6 @@ class PlanMemo:
 
     def blobs_changed(self, record: RunRecord) -> bool:
         return any(_stat(self.blob_path(sha)) != stat for sha, stat in record.blobs.items())
-
-
-def copied_paths(root: Path, spec: Any) -> list[Path]:  # an ImageSpec (state/ is below spec/)
-    """The files `files:` copies and the folders that list them (a file added to a glob's folder)."""
-    paths = []
-    for group in spec.files:
-        folder = (root / group.where.file).parent
-        paths.append(folder)
-        real = folder.resolve()
-        for entry in group.entries:
-            if entry.src is None:
-                continue
-            paths.append(entry.src)
-            paths += [p for p in entry.src.parents if real in p.parents]  # the folders between
-    return paths
-
-
-def other_input_paths(root: Path, spec: Any, templates: Path) -> list[Path]:  # an ImageSpec
-    """Every other file and folder whose change could change the plan of this spec."""
-    paths = [root / "images" / name / "image.yaml" for name in spec.chain]
-    paths += [root / "lockfiles" / f"{spec.lock_name}.lock", root / "lockfiles" / f"{spec.lock_name}.routes.json",
-              root / "enginebuild.yaml"]
-    paths += [p.path for _, p in spec.all_patches]
-    paths += [p.checks_file for _, p in spec.all_patches]  # what `image` runs in the image it built
-    sources = []
-    for comp in spec.components:
-        if comp.build.script is not None and comp.build.script.src is not None:
-            paths.append(comp.build.script.src)
-        sources += ([comp.source] if comp.source else []) + [e.source for e in comp.sources]
-    sources += [o.source for o in spec.overlays]
-    steps = [*spec.steps, *(step for comp in spec.components for step in comp.steps)]
-    paths += [f.src for step in steps for f in step.files if f.src is not None]
-    for source in sources:
-        paths += source.watched_paths()
-    paths.append(templates)
-    paths += sorted(templates.iterdir())
-    return paths + tool_paths()
 
 
 def tool_paths() -> list[Path]:

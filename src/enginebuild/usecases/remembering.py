@@ -14,9 +14,10 @@ from enginebuild.oci.engine import EngineApi, holds
 from enginebuild.plan.image import Options
 from enginebuild.plan.model import ImagePlan
 from enginebuild.plan.render import TEMPLATES
+from enginebuild.recipe.inputfiles import copied_paths, other_input_paths
 from enginebuild.recipe.model import ImageSpec
 from enginebuild.state.decision import decide
-from enginebuild.state.memo import ImageRun, PlanMemo, RunOptions, copied_paths, other_input_paths
+from enginebuild.state.memo import ImageRun, PlanMemo, RunOptions, tool_paths
 from enginebuild.usecases.buildrequest import BuildRequest
 from enginebuild.usecases.targets import parse_local_tag
 from enginebuild.workspace import Workspace
@@ -49,7 +50,7 @@ class RunMemory:
             decision = decide(PlanMemo(ws.home), asked.key(ws.root, name), holds(ws.engine()))
             if decision.doc is not None:
                 output().say(f"{name}: {decision.describe()}")
-        copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES)
+        copied, others = copied_paths(ws.root, spec), other_input_paths(ws.root, spec, TEMPLATES) + tool_paths()
         only_copied = sorted({str(p) for p in copied} - {str(p) for p in others})
         return cls(ws, name, spec, asked, PlanMemo.snapshot(copied + others), only_copied)
 
