@@ -73,10 +73,12 @@ def test_a_patch_without_a_checks_file_has_none(ws):
     assert isinstance(PatchCheck, type)
 
 
-def test_checks_trust_the_images_bytecode_only_where_no_layer_above_it_may_hold_python_source():
-    """The checks of an image run its interpreter with `--check-hash-based-pycs never` where no layer
-    above the first bytecode layer may hold a `.py` file (the mission image: manifest and shell
-    scripts above it); a `.py` put there, or no bytecode at all, keeps the hashes checked."""
+def test_checks_trust_the_images_bytecode_only_where_every_source_above_it_is_compiled_above_it():
+    """The checks of an image run its interpreter with `--check-hash-based-pycs never` where every
+    layer above the first bytecode layer that may hold a `.py` file is compiled by a bytecode layer
+    above it (the mission image: the bytecode of everything an edit leaves alone sits below the
+    patched files, whose bytecode is above them; manifest and shell scripts on top); a `.py` put on
+    top, or no bytecode at all, keeps the hashes checked."""
     import dataclasses
 
     from conftest import ROOT
@@ -92,7 +94,9 @@ def test_checks_trust_the_images_bytecode_only_where_no_layer_above_it_may_hold_
     plan = plan_image(spec, ws.lock(spec), "linux/amd64", ws.plan_options(strict=False))
     kinds = [n.kind for n in plan.runtime.layers]
     above = kinds[kinds.index("bytecode") + 1:]
-    assert set(above) == {"bytecode", "manifest", "files"}, above
+    assert above[:3] == ["patched", "bytecode", "manifest"] and set(above[3:]) == {"files"}, above
+    patched, bytecode = (plan.runtime.layers[kinds.index("bytecode") + i] for i in (1, 2))
+    assert bytecode.payload.compiles() == (patched.stored_as,)  # the edited layer's bytecode, alone
     assert check_python(plan) == ("/usr/bin/python3", "--check-hash-based-pycs", "never")
 
     def with_file(dest: str) -> object:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from enginebuild.checks.verdicts import Verdicts
 from enginebuild.io.store import Store, sha256_bytes
 from enginebuild.oci.engine import EngineApi
-from enginebuild.plan.model import ImagePlan
+from enginebuild.plan.model import ImagePlan, LayerNode
 from enginebuild.recipe.model import ImportCheck
 from enginebuild.wire import JsonDoc, loads
 
@@ -115,15 +115,23 @@ def site_folders(plan: ImagePlan) -> tuple[str, list[str]]:
 def check_python(plan: ImagePlan) -> tuple[str, ...]:
     """How a check runs the image's interpreter: its bytecode trusted (`--check-hash-based-pycs
     never`, no source read and hashed as a module is imported) where the plan shows it cannot be
-    stale: the image has bytecode layers and no layer above the first of them may hold a `.py`
-    file (those below are all compiled, an edited file's bytecode above the stale one). A run of
-    the image itself keeps the checked hashes (a module mounted over the image's would not be)."""
+    stale: the image has bytecode layers, those below the first of them are all compiled, and
+    every layer above it that may hold a `.py` file is compiled by a bytecode layer above it (an
+    edited file's bytecode above the stale one). A run of the image itself keeps the checked
+    hashes (a module mounted over the image's would not be)."""
     interpreter = site_folders(plan)[0]
     layers = plan.runtime.layers
     first = next((i for i, n in enumerate(layers) if n.kind == "bytecode"), None)
-    if first is None or any(n.payload.may_hold_python_source() for n in layers[first + 1:]):
+    if first is None or any(n.payload.may_hold_python_source() and not _compiled_above(layers, i)
+                            for i, n in enumerate(layers) if i > first):
         return (interpreter,)
     return (interpreter, "--check-hash-based-pycs", "never")
+
+
+def _compiled_above(layers: tuple[LayerNode, ...], index: int) -> bool:
+    """Whether a bytecode layer above layer `index` compiles it."""
+    source = layers[index].stored_as
+    return any(source in n.payload.compiles() for n in layers[index + 1:])
 
 
 def check_imports(engine: EngineApi, tag: str, plan: ImagePlan, check: ImportCheck, store: Store | None = None) -> Imports:

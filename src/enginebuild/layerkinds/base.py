@@ -206,8 +206,9 @@ class LayerPayload:
         return None
 
     def may_hold_python_source(self) -> bool:
-        """Whether it may hold a `.py` file: an image's checks trust its bytecode only where no layer
-        above the bytecode may (checks/imports.py `check_python`). Known of a layer of bytecode
+        """Whether it may hold a `.py` file: an image's checks trust its bytecode only where each
+        layer above the first bytecode layer that may is compiled by one above it (checks/imports.py
+        `check_python`). Known of a layer of bytecode
         (`.pyc` files only) and of the tail's kinds, which list every file they write (the manifest,
         `files:`); any other kind may. Answered here, from what each kind already says, so that no
         writer's code (and so no layer's key) changes for it."""
@@ -215,6 +216,13 @@ class LayerPayload:
             return False
         tail = self.tail_files()
         return not tail or any(f.dest.endswith(".py") for f in tail)
+
+    def compiles(self) -> tuple[str, ...]:
+        """The record keys of the layers whose Python files it compiles (a layer of bytecode: the
+        `sources` it declares; none for any other kind). Answered here, as above, so that no
+        writer's code changes for it."""
+        sources = getattr(self, "sources", ()) if self.compiler() else ()
+        return tuple(str(s) for s in sources)
 
     def unpacked_packages(self) -> tuple[str, ...]:
         """The Debian packages it unpacks (without dpkg), by name."""

@@ -7,8 +7,10 @@ Pure: no builder, no network. `plan_image` is what `plan`, `render` and `image` 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from enginebuild.core import keys
@@ -176,17 +178,24 @@ def _file_layers(groups: tuple[FileGroup, ...], parent: str, epoch: int) -> list
     return layers
 
 
+EDITED = ("patched", "overlay")  # the layer kinds an edit of a patch or an overlay touches
+
+
 class _Stack:
     """The runtime's layers as they are planned, each keyed and chained on the one below."""
 
     def __init__(self, layers: list[LayerNode], root: str, epoch: int):
         self.layers, self.root, self.epoch = layers, root, epoch
+        self.before_edited: Callable[[], None] | None = None  # added once, below the first edited layer
 
     @property
     def top(self) -> str:
         return self.layers[-1].chain if self.layers else self.root
 
     def add(self, layer_kind: str, name: str, payload: LayerPayload, inputs: dict[str, str]) -> None:
+        if layer_kind in EDITED and self.before_edited is not None:
+            first, self.before_edited = self.before_edited, None
+            first()
         key = layer_key(payload, self.epoch)
         self.layers.append(LayerNode(layer_kind, name, key, keys.chain(self.top, key), payload, inputs))
 
@@ -297,6 +306,9 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
     image_env = tuple({**dict(run_env), **dict(own)}.items())
     runtime = planner.environment("runtime", spec.runtime, on=options.on, parts=only, run_env=run_env)
     stack = _Stack(list(runtime.layers), runtime.root, planner.epoch)
+    interpreter = runtime_interpreter(spec, planner, base_pin) if spec.bytecode else None
+    if interpreter:
+        stack.before_edited = functools.partial(_bytecode_below, stack, interpreter, runtime)
     if spec.runtime.python and "python" in only and "components" in only:
         _python_layers(stack, spec, pins, platform, components)
     if "components" in only:
@@ -313,9 +325,8 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
             prefix = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)
             made = planner.step_layer(prefix, layers, step, run_env)
             layers.append(dataclasses.replace(made, where=str(spec.where(f"steps[{i}]"))))
-    interpreter = runtime_interpreter(spec, planner, base_pin) if spec.bytecode and layers else None
-    if interpreter:
-        _bytecode_layers(stack, interpreter, runtime)
+    if interpreter and layers:
+        _bytecode_above(stack, interpreter, runtime)
     unused = tuple(c.name for c in spec.components if c.name not in spec.used_components())
     created = keys.created_of(options.source_date_epoch)
     manifest = manifest_of(spec, lock, platform, created, unused)
@@ -339,21 +350,35 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
                      config, manifest, _tags(spec, platform, options), spec.cuda_archs, options.on, unused)
 
 
-def _bytecode_layers(stack: _Stack, interpreter: tuple[str, str], runtime: EnvNode) -> None:
-    """The bytecode of the layers below in two layers: what an edit does not touch, then what it
-    does (patches as files, overlays), so an edit's bytecode is a layer of its own whose key moves
-    alone. Each is compiled in the chain up to the runtime's last system layer (else its base),
-    which holds the interpreter: a CI runner that stands the rest in loads only that."""
-    layers = list(stack.layers)
+def _bytecode_below(stack: _Stack, interpreter: tuple[str, str], runtime: EnvNode) -> None:
+    """The bytecode of every layer below the first one an edit touches (patches applied as files,
+    overlays), added just below it: an edit then changes no layer under that one, so the engine
+    registers only the small layers from there up, never this one again (a layer's place in the
+    chain is part of what the engine stores it as, however its bytes are unchanged)."""
+    _bytecode(stack, "bytecode", interpreter, runtime, list(stack.layers), edited=())
+
+
+def _bytecode_above(stack: _Stack, interpreter: tuple[str, str], runtime: EnvNode) -> None:
+    """The bytecode of the layers above the last bytecode layer (all of them when an image has no
+    edited layer): each edited layer's alone, the others together, so an edit's bytecode moves
+    alone. Compiled, like the one below, in the chain up to the runtime's last system layer (else
+    its base), which holds the interpreter: a CI runner that stands the rest in loads only that."""
+    last = max((i for i, n in enumerate(stack.layers) if n.kind == "bytecode"), default=None)
+    above = list(stack.layers[last + 1:] if last is not None else stack.layers)
+    what = "bytecode of the edited layers" if last is not None and all(n.kind in EDITED for n in above) else \
+        "bytecode of the edited layers and those above them" if last is not None else "bytecode"
+    _bytecode(stack, what, interpreter, runtime, above, edited=EDITED if last is not None else ())
+
+
+def _bytecode(stack: _Stack, what: str, interpreter: tuple[str, str], runtime: EnvNode, sources: list[LayerNode],
+              edited: tuple[str, ...]) -> None:
+    if not sources:
+        return
     at = next((n.chain for n in reversed(runtime.layers) if n.kind == "system"), runtime.root)
-    edited = [n.kind in ("patched", "overlay") for n in layers]
-    for volatile, what in ((False, "bytecode"), (True, "bytecode of the edited layers")):
-        sources = [n for n, e in zip(layers, edited, strict=True) if e == volatile]
-        if sources:
-            stack.add("bytecode", f"{what} (Python {interpreter[0]}, checked hashes)",
-                      Bytecode(tuple(n.stored_as for n in sources), tuple(n.name for n in sources), *interpreter,
-                               (volatile,) * len(sources), at),
-                      {"layers below": keys.sha(keys.canonical([n.stored_as for n in sources]))})
+    stack.add("bytecode", f"{what} (Python {interpreter[0]}, checked hashes)",
+              Bytecode(tuple(n.stored_as for n in sources), tuple(n.name for n in sources), *interpreter,
+                       tuple(n.kind in edited for n in sources), at),
+              {"layers below": keys.sha(keys.canonical([n.stored_as for n in sources]))})
 
 
 def runtime_interpreter(spec: ImageSpec, planner: EnvPlanner, base: object) -> tuple[str, str] | None:

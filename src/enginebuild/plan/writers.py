@@ -35,9 +35,21 @@ def code_digest(paths: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
     for path in sorted(set(paths)):
         digest.update(f"{path}\n".encode())
-        digest.update(code_of((PACKAGE / path).read_bytes(), path))
+        digest.update(_module_code(path))
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+def _module_code(path: str) -> bytes:
+    """`code_of` a module of the package, parsed once a run while the file is unchanged (the lists of
+    several kinds share modules)."""
+    found = (PACKAGE / path).stat()
+    return _parsed(path, found.st_mtime_ns, found.st_size)
+
+
+@functools.cache
+def _parsed(path: str, mtime_ns: int, size: int) -> bytes:
+    return code_of((PACKAGE / path).read_bytes(), path)
 
 
 def code_of(source: bytes, path: str) -> bytes:
