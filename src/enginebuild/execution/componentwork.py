@@ -28,11 +28,13 @@ from enginebuild.plan.model import ComponentNode, ImagePlan
 
 class ComponentWork(ChainWork):
     def output_record(self, comp: ComponentNode) -> OutputRecord | None:
-        """The outputs of `comp` kept in the store, when they are whole (and not to be made again)."""
+        """The outputs of `comp` kept in the store, when they are whole (and not to be made again):
+        re-hashed only when their file's stat moved since it was last found whole, as a layer's are
+        (hashing a vLLM package's 248 MB twice a build was a second of every patch edit)."""
         if self.rebuild and comp.key not in self.remade:
             return None
         record = output_record(self.store, comp.key)
-        if record and self.store.check(record.sha256, f"outputs of {comp.name}") and all(
+        if record and self.store.intact(record.sha256, f"outputs of {comp.name}") and all(
                 self.store.has(sha) for _, sha, _ in record.wheels):
             return record
         return None
