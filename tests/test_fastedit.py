@@ -426,6 +426,19 @@ def test_a_change_to_the_config_alone_says_so(ws, on):
     assert "nothing to build" in out  # and the next run has nothing to say but that
 
 
+def test_an_image_of_layers_made_before_but_not_the_same_ones_says_so(ws, on):
+    """A spec change that drops a `files:` entry makes no layer: what changed is which layers the
+    image has, not its config, and the build says that rather than "only the config"."""
+    image(on, ws)
+    spec = folder(ws) / "image.yaml"
+    spec.write_text(spec.read_text().replace('  /etc/app-secret.conf: {src: secret.conf, mode: "0600"}\n', ""))
+    out = image(on, ws)
+    assert "no layer made: a new image of layers made before (not those of the image it replaces" in out, out
+    assert "only the image's config changed" not in out, out
+    files = on.filesystem(ref(ws))
+    assert "etc/app-secret.conf" not in files and "opt/app/run.sh" in files
+
+
 def test_each_answer_of_image_comes_from_the_one_decision_that_plan_shows(ws, on):
     name = (ws / "name").read_text()
 

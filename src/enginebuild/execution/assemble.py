@@ -55,6 +55,7 @@ class Assembler:
         self._bases: dict[str, Base] = {}
         self.rendered: tuple[bytes, list[Layer]] = (b"", [])
         self.before: str | None = None  # the image the last `load`'s first tag named before it
+        self.before_layers: list[str] = []  # its layers (diff IDs), when it is not the image loaded
 
     # -- bases -------------------------------------------------------------------------------
     def base(self, pin: ImagePin | None) -> Base:
@@ -194,6 +195,9 @@ class Assembler:
         enginetags.made(self.store, all_tags[-1])  # the chain tag: this store's to collect (`gc`)
         first = self.engine.image_id(all_tags[0])
         self.before = first if tags else None  # the image the image's tag named until now
+        if self.before and self.before != image_id:  # its layers, to say whether only the config changed
+            held = (self.engine.inspect(self.before) or {}).get("RootFS") or {}
+            self.before_layers = [str(d) for d in held.get("Layers") or []]
         if first == image_id and all(self.engine.image_id(t) == image_id for t in all_tags):
             return image_id
         chain_before = self.engine.image_id(all_tags[-1])  # a chain image this load takes the tag of

@@ -51,6 +51,8 @@ class Executor(ComponentWork):
             before = self.assembler.before
             self.outcome.replaced = before if before and before != self.outcome.image_id else None
             self.outcome.config, self.outcome.layers = self.assembler.rendered
+            if self.outcome.replaced:  # the same layers as the image it replaces, or others (in another order)?
+                self.outcome.same_layers = self.assembler.before_layers == [la.diff_id for la in self.outcome.layers]
         else:
             layers = self.assembler.layers(plan.runtime)
             data = config.render(layers)

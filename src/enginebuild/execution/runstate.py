@@ -44,6 +44,7 @@ class Outcome:
     seconds: dict[str, float] = field(default_factory=dict)
     output_sizes: dict[str, int] = field(default_factory=dict)
     replaced: str | None = None  # the image the tag named before, when this build loaded another
+    same_layers: bool = True  # whether that image had this one's layers, in this order
     config: bytes = b""  # the image's config as loaded, and its layers
     layers: list[Layer] = field(default_factory=list)
 

@@ -117,8 +117,11 @@ def what_was_done(plan: ImagePlan, outcome: Outcome, cache: LayerCache | None) -
         done.append(f"pulled {len(outcome.pulled)} from the cache")
     if outcome.substituted and cache is not None:
         done.append(f"took {len(outcome.substituted)} layer(s) from {cache.name} without their bytes")
-    if not done and outcome.replaced:  # every layer there: what changed is the configuration
+    if not done and outcome.replaced and outcome.same_layers:  # every layer there: what changed is the configuration
         done.append("only the image's config changed (env, labels, entrypoint...): a new image, no layer made")
+    elif not done and outcome.replaced:
+        done.append("no layer made: a new image of layers made before (not those of the image it replaces, or "
+                    "not in their order)")
     return done
 
 
