@@ -65,7 +65,8 @@ def packed_kind(head: bytes) -> str | None:
     return None
 
 
-def _stream_decoder(kind: str, handle: IO[bytes]) -> Any:
+def _stream_decoder(kind: str, handle: IO[bytes]) -> (gzip.GzipFile | lzma.LZMAFile | bz2.BZ2File
+                                                      | zstandard.ZstdDecompressionReader):
     if kind == "gzip":
         return gzip.GzipFile(fileobj=handle, mode="rb")
     if kind == "xz":

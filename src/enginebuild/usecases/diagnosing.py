@@ -7,22 +7,16 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from enginebuild.core.platforms import HOST, Platform
 from enginebuild.errors import EngineBuildError
-from enginebuild.execution.buildkit import candidates, client_version, detect_builder
-from enginebuild.execution.sites import BuilderSpec, builder_specs, native_platforms
-from enginebuild.io import proc
+from enginebuild.execution.sites import builder_specs
 from enginebuild.io.progress import human_bytes
 from enginebuild.io.store import Store
-from enginebuild.lock.python import uv_binary
 from enginebuild.oci.credentials import has_credentials
-from enginebuild.oci.engine import Engine
 from enginebuild.oci.reference import parse_image_ref
 from enginebuild.oci.registry import RegistryClient
 from enginebuild.plan.stored import layer_blobs
@@ -32,6 +26,17 @@ from enginebuild.serving.driver import has_nvidia, reach_one
 from enginebuild.settings import settings
 from enginebuild.trust import cachetrust
 from enginebuild.usecases.collecting import catalogue_plans, store_size
+from enginebuild.usecases.machinechecks import (
+    Check,
+    builders,
+    buildkit,
+    docker_client,
+    emulation,
+    engine,
+    git,
+    run_check,
+    uv,
+)
 from enginebuild.wire import JsonDoc
 
 if TYPE_CHECKING:
@@ -39,126 +44,6 @@ if TYPE_CHECKING:
 
 GB = 1000 ** 3
 MIN_FREE = 5 * GB  # below this, even the demo's builds are at risk
-BINFMT = Path("/proc/sys/fs/binfmt_misc")
-
-
-@dataclass
-class Check:
-    name: str
-    status: str  # ok | warn | FAIL
-    detail: str
-    fix: str = ""
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "FAIL"
-
-
-def _run(name: str, probe: Callable[[], Check]) -> Check:
-    try:
-        return probe()
-    except EngineBuildError as exc:
-        return Check(name, "FAIL", exc.message, exc.hint or "")
-
-
-def docker_client() -> Check:
-    found = candidates()
-    if not found:
-        return Check("docker client", "FAIL", "no docker client found (PATH, or ENGINEBUILD_DOCKER)",
-                     "install docker (bash scripts/setup.sh), or set ENGINEBUILD_DOCKER to a client")
-    versions = {c: ".".join(map(str, client_version(c))) for c in found}
-    detail = ", ".join(f"{c} {v or '(does not run)'}" for c, v in versions.items())
-    if not any(versions.values()):
-        return Check("docker client", "FAIL", detail, "install docker (bash scripts/setup.sh), or point "
-                                                      "ENGINEBUILD_DOCKER at a client that runs")
-    return Check("docker client", "ok", detail)
-
-
-def buildkit() -> Check:
-    return Check("BuildKit", "ok", detect_builder().describe())
-
-
-def engine() -> tuple[Check, JsonDoc]:
-    eng = Engine(timeout=10)
-    if not eng.ping():
-        return Check("docker engine", "FAIL", f"nothing answers at {settings().docker_host}",
-                     "start dockerd (bash scripts/setup.sh), or set DOCKER_HOST to a running engine"), {}
-    info = eng.info()
-    return Check("docker engine", "ok", f"{info.get('ServerVersion', '?')} at {settings().docker_host}, "
-                                        f"{info.get('Driver', '?')} storage"), info
-
-
-def builders(specs: list[BuilderSpec], targets: set[str]) -> list[Check]:
-    """Every builder named (enginebuild.yaml or --builder): does it answer, what it builds natively,
-    and whether each platform the catalogue targets has a native builder."""
-
-    out: list[Check] = []
-    native: set[str] = set()
-    for spec in specs:
-        name = f"builder {spec.name}"
-        eng = Engine(spec.endpoint, timeout=15)
-        why = eng.unreachable()
-        if why is not None:
-            out.append(Check(name, "FAIL", f"nothing answers at {spec.endpoint.describe()} ({why})",
-                             "start its engine; check `docker -H ADDRESS version` (ssh: keys, and docker on the "
-                             "other machine); a build skips it and says so"))
-            continue
-        info = eng.info()
-        platforms = tuple(spec.platforms) or native_platforms(eng)
-        native.update(platforms)
-        how = "stated" if spec.platforms else "read from the engine"
-        out.append(Check(name, "ok", f"{info.get('ServerVersion', '?')} at {spec.endpoint.describe()}, "
-                                     f"{info.get('NCPU', '?')} CPUs, builds {', '.join(platforms)} natively ({how})"))
-    for target in sorted(targets - native):
-        out.append(Check(f"builders for {target}", "warn", "no builder builds it natively: it will be emulated",
-                         "add a builder of that architecture (builders: in enginebuild.yaml)"))
-    return out
-
-
-def emulation(platforms: Iterable[str]) -> list[Check]:
-    out = []
-    for target in sorted(set(platforms)):
-        name, machine = f"platform {target}", Platform.parse(target)
-        if machine.arch == HOST.arch:
-            out.append(Check(name, "ok", "native"))
-            continue
-        entry = BINFMT / f"qemu-{machine.qemu}"
-        if not (BINFMT / "register").exists():
-            out.append(Check(name, "FAIL", f"{BINFMT} is not mounted: foreign binaries cannot run here",
-                             "mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc (bash scripts/setup.sh)"))
-            continue
-        try:
-            text = entry.read_text()
-        except OSError:
-            out.append(Check(name, "FAIL", f"no {entry.name} handler registered with binfmt_misc",
-                             "install qemu-user-static and binfmt-support (bash scripts/setup.sh)"))
-            continue
-        flags = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("flags:")), "")
-        if not text.startswith("enabled"):
-            out.append(Check(name, "FAIL", f"{entry.name} is registered but disabled",
-                             f"update-binfmts --enable {entry.name}"))
-        elif "F" not in flags:
-            out.append(Check(name, "FAIL", f"{entry.name} lacks the fix-binary flag (F): containers cannot find "
-                                           "the emulator", "reinstall qemu-user-static (its handlers set F)"))
-        else:
-            out.append(Check(name, "ok", f"emulated by {entry.name} (flags {flags})"))
-    return out
-
-
-def tool(name: str, find: Callable[[], str | None], version_args: list[str]) -> Check:
-    path = find()
-    if not path:
-        return Check(name, "FAIL", f"{name} not found", "bash scripts/setup.sh (pip install -r requirements.txt)")
-    out = proc.run([path, *version_args], check=False, timeout=20)
-    return Check(name, "ok" if out.returncode == 0 else "FAIL", f"{path}: {(out.out or out.err).strip()[:60]}")
-
-
-def uv() -> Check:
-    return tool("uv", uv_binary, ["--version"])
-
-
-def git() -> Check:
-    return tool("git", lambda: shutil.which("git"), ["--version"])
 
 
 def registry(repo: str, why: str) -> Check:
@@ -234,13 +119,13 @@ def registries(ws: Workspace, extra: list[str]) -> list[tuple[str, str]]:
 
 
 def run_checks(ws: Workspace, extra_registries: list[str], builder_values: list[str] | None = None) -> list[Check]:
-    checks = [_run("docker client", docker_client)]
+    checks = [run_check("docker client", docker_client)]
     try:
         engine_check, info = engine()
     except EngineBuildError as exc:
         engine_check, info = Check("docker engine", "FAIL", exc.message, exc.hint or ""), {}
     checks.append(engine_check)
-    checks.append(_run("BuildKit", buildkit))
+    checks.append(run_check("BuildKit", buildkit))
     targets: set[str] = set()
     for name in ws.buildable():
         try:
@@ -251,17 +136,17 @@ def run_checks(ws: Workspace, extra_registries: list[str], builder_values: list[
     checks += _builder_checks(ws, builder_values or [], targets)
     checks += [Check(f"spec {name}", "warn", f"does not load: {exc.message}", exc.hint or "")
                for name, exc in ws.broken().items()]
-    checks.append(_run("uv", uv))
-    checks.append(_run("git", git))
+    checks.append(run_check("uv", uv))
+    checks.append(run_check("git", git))
     for repo, why in registries(ws, extra_registries):
-        check = _run(f"registry {repo.split('/')[0]}", partial(registry, repo, why))
+        check = run_check(f"registry {repo.split('/')[0]}", partial(registry, repo, why))
         if why == "a push target" and check.status == "FAIL":  # named only by an earlier push's record
             check = Check(check.name, "warn", f"{check.detail} (an earlier push's target, named by its record in "
                                               "lockfiles/; nothing needs it to build)", check.fix)
         checks.append(check)
     checks += node_checks(ws)
-    checks.append(_run("store", partial(store, ws)))
-    checks.append(_run("cache keys", partial(cache_keys, ws)))
+    checks.append(run_check("store", partial(store, ws)))
+    checks.append(run_check("cache keys", partial(cache_keys, ws)))
     largest = largest_image(ws)
     need = max(MIN_FREE, 3 * largest)
     why = f"needs 3x the largest image built here ({largest / GB:.2f} GB), at least" if largest else "needs at least"
