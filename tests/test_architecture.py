@@ -218,11 +218,11 @@ def test_the_no_op_path_loads_only_the_decision_the_memo_the_probe_and_the_setti
                                                  "enginebuild.state.memo", "enginebuild.wire"]
 
 
-def test_the_planner_loads_no_writer_and_at_most_42_modules():
+def test_the_planner_loads_no_writer_and_at_most_43_modules():
     """plan/image.py and what it imports describe layers; the code that writes them (the tar
     writer, the wheel installer, the patch applier, the store, the engine, registries) loads only
     when a layer is written (was 75 modules with every writer; 40 before the bytecode kind, 41 before
-    the platform type)."""
+    the platform type, 42 before the image config's settings table)."""
     import json
     import subprocess
     import sys
@@ -236,7 +236,7 @@ def test_the_planner_loads_no_writer_and_at_most_42_modules():
         "io.tars", "io.store", "io.http", "io.unpack", "oci", "patches", "execution", "layerkinds.installer",
         "layerkinds.debfile", "layerkinds.filelayer", "layerkinds.basefiles", "sources.trees", "lock.python"))]
     assert writers == []
-    assert len(loaded) <= 42, loaded
+    assert len(loaded) <= 43, loaded
 
 
 def test_no_verb_imports_another():

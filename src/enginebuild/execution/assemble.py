@@ -14,6 +14,7 @@ import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from enginebuild.core.imagesettings import laid_over, of_base
 from enginebuild.core.platforms import Platform
 from enginebuild.errors import BuildFailed, EngineBuildError
 from enginebuild.execution import enginetags
@@ -27,7 +28,6 @@ from enginebuild.oci.reference import parse_image_ref
 from enginebuild.plan.envs import CHAIN_REPO
 from enginebuild.plan.model import EnvNode, ImageSettings
 from enginebuild.plan.stored import layer_blobs
-from enginebuild.recipe.model import Healthcheck
 from enginebuild.wire import JsonDoc
 
 
@@ -157,25 +157,22 @@ class Assembler:
             count += len(layer_blobs(self.store, node) or [])
         return count
 
-    def config_for(self, env: EnvNode, settings: ImageSettings | None = None, base: Base | None = None) -> ImageConfig:
-        """The config of `env` with the spec's `settings` over its base's (`base`: in its stead,
+    def config_for(self, env: EnvNode, settings_given: ImageSettings | None = None,
+                   base: Base | None = None) -> ImageConfig:
+        """The config of `env` with the spec's settings (`settings_given`) over its base's (`base`: in its stead,
         SCRATCH for what the spec alone sets, known before anything is built or pulled)."""
         base = self.base(env.base) if base is None else base
         body = dict(base.config.get("config") or {})
         named = Platform.parse(env.platform).oci()
-        env_vars = dict(item.split("=", 1) for item in body.get("Env") or [] if "=" in item)
+        settings = of_base(body)
+        env_vars = dict(str(item).split("=", 1) for item in settings.get("Env") or [] if "=" in str(item))
         env_vars.update(dict(env.env))
         env_vars.setdefault("PATH", DEFAULT_PATH)  # as BuildKit sets it on an image that has none
-        config = ImageConfig(architecture=named["architecture"], variant=named.get("variant"),
-                             env=[f"{k}={v}" for k, v in env_vars.items()],
-                             entrypoint=body.get("Entrypoint"), cmd=body.get("Cmd"), workdir=body.get("WorkingDir", ""),
-                             user=body.get("User", ""), labels=dict(body.get("Labels") or {}),
-                             exposed=sorted(body.get("ExposedPorts") or {}), stopsignal=body.get("StopSignal"),
-                             shell=body.get("Shell"), healthcheck=body.get("Healthcheck"),
-                             base_history=base.history)
-        if settings:
-            apply_settings(config, settings)
-        return config
+        settings["Env"] = [f"{k}={v}" for k, v in env_vars.items()]
+        if settings_given:
+            settings = laid_over(settings, settings_given.values, settings_given.labels_removed)
+        return ImageConfig(architecture=named["architecture"], variant=named.get("variant"), settings=settings,
+                           base_history=base.history)
 
     def load(self, env: EnvNode, config: ImageConfig, tags: list[str], known: set[str], quiet: bool = False) -> str:
         """Load the chain as an image with these tags (and its chain tag); returns its image ID.
@@ -212,53 +209,6 @@ class Assembler:
             self.engine.remove(chain_before)
         known.add(env.tip)
         return image_id
-
-
-def apply_settings(config: ImageConfig, settings: ImageSettings) -> None:
-    """The image's own settings over the base's, with Dockerfile semantics (a new ENTRYPOINT
-    resets the base's CMD)."""
-    if settings.env:  # the image's variables, after the chain's (which its commands saw)
-        merged = dict(item.split("=", 1) for item in config.env if "=" in item)
-        merged.update(dict(settings.env))
-        config.env = [f"{k}={v}" for k, v in merged.items()]
-    if settings.entrypoint is not None:
-        config.entrypoint = list(settings.entrypoint)
-        config.cmd = list(settings.cmd) if settings.cmd is not None else None
-    elif settings.cmd is not None:
-        config.cmd = list(settings.cmd)
-    if settings.workdir:
-        config.workdir = settings.workdir
-    if settings.user:
-        config.user = settings.user
-    config.labels.update(settings.labels)
-    for key in settings.labels_removed:  # a base's label the spec sets to null
-        config.labels.pop(key, None)
-    config.exposed = sorted(set(config.exposed) | set(settings.expose))
-    if settings.stopsignal:
-        config.stopsignal = settings.stopsignal
-    if settings.shell:
-        config.shell = list(settings.shell)
-    if settings.healthcheck is not None:
-        config.healthcheck = healthcheck(settings.healthcheck)
-
-
-def healthcheck(check: Healthcheck) -> JsonDoc:
-    """A spec's healthcheck as the image config says it (durations in nanoseconds)."""
-    doc: JsonDoc = {"Test": list(check.test)}
-    for field, name in (("interval", "Interval"), ("timeout", "Timeout"), ("start_period", "StartPeriod")):
-        if getattr(check, field):
-            doc[name] = duration_ns(getattr(check, field))
-    if check.retries is not None:
-        doc["Retries"] = check.retries
-    return doc
-
-
-def duration_ns(text: str) -> int:
-    units = {"ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
-    for suffix in ("ms", "s", "m", "h"):
-        if text.endswith(suffix):
-            return int(text[: -len(suffix)]) * units[suffix]
-    return int(text)
 
 
 def counted(chunks: Iterator[bytes | memoryview], work: Work | None, total: int) -> Iterator[bytes | memoryview]:

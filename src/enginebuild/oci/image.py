@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from enginebuild.core.imagesettings import kept
 from enginebuild.core.platforms import Platform
 from enginebuild.wire import JsonDoc
 
@@ -49,49 +50,26 @@ class Layer:
 
 @dataclass
 class ImageConfig:
+    """An image's config: its platform, `created`, its settings (the `config` object, keyed as the
+    config keys them: core/imagesettings.py) and its history."""
+
     architecture: str
     os: str = "linux"
     variant: str | None = None
     created: str = "1970-01-01T00:00:00Z"
-    env: list[str] = field(default_factory=list)
-    entrypoint: list[str] | None = None
-    cmd: list[str] | None = None
-    workdir: str = ""
-    user: str = ""
-    labels: dict[str, str] = field(default_factory=dict)
-    exposed: list[str] = field(default_factory=list)
-    stopsignal: str | None = None
-    shell: list[str] | None = None
-    healthcheck: JsonDoc | None = None
+    settings: JsonDoc = field(default_factory=dict)
     base_history: list[JsonDoc] = field(default_factory=list)
     config_history: list[str] = field(default_factory=list)  # settings without a layer, for `docker history`
 
     def document(self, layers: list[Layer]) -> JsonDoc:
-        body: JsonDoc = {"Env": self.env, "Labels": self.labels or None}
-        if self.entrypoint is not None:
-            body["Entrypoint"] = self.entrypoint
-        if self.cmd is not None:
-            body["Cmd"] = self.cmd
-        if self.workdir:
-            body["WorkingDir"] = self.workdir
-        if self.user:
-            body["User"] = self.user
-        if self.exposed:
-            body["ExposedPorts"] = {p: {} for p in self.exposed}
-        if self.stopsignal:
-            body["StopSignal"] = self.stopsignal
-        if self.shell:
-            body["Shell"] = self.shell
-        if self.healthcheck:
-            body["Healthcheck"] = self.healthcheck
         history = list(self.base_history)
         own = [layer for layer in layers if layer.blob is not None]
         history += [{"created": self.created, "created_by": layer.created_by} for layer in own]
         history += [{"created": self.created, "created_by": text, "empty_layer": True} for text in self.config_history]
         doc: JsonDoc = {"architecture": self.architecture, "os": self.os, "created": self.created,
-                               "config": {k: v for k, v in body.items() if v is not None},
-                               "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
-                               "history": history}
+                        "config": kept(self.settings),
+                        "rootfs": {"type": "layers", "diff_ids": [layer.diff_id for layer in layers]},
+                        "history": history}
         if self.variant:
             doc["variant"] = self.variant
         return doc

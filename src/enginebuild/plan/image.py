@@ -340,11 +340,9 @@ def plan_image(spec: ImageSpec, lock: Lock | None, platform: str, options: Optio
         layers += _file_layers(spec.files, stack.top, stack.epoch)
     labels = {k: v for k, v in labels_of(spec, lock, manifest, pins, options.on, in_label, created).items()
               if k not in spec.labels_removed}
-    config = ImageSettings(
-        image_env, spec.entrypoint, spec.cmd, spec.workdir, spec.user, labels, spec.expose, spec.stopsignal, spec.shell,
-        spec.healthcheck, "the base is not pinned: its variables ($NAME) are shown as written, `lock` reads their "
-                          "values from its config" if unknown and any("$" in v for _, v in image_env) else "",
-        spec.labels_removed)
+    note = ("the base is not pinned: its variables ($NAME) are shown as written, `lock` reads their values from its "
+            "config") if unknown and any("$" in v for _, v in image_env) else ""
+    config = ImageSettings.of(spec, image_env, labels, note, spec.labels_removed)
     final = EnvNode("runtime", platform, runtime.base, tuple(layers), runtime.root, run_env)  # config: image_env
     return ImagePlan(spec.name, platform, created, stack.epoch, tuple(components.values()), final,
                      config, manifest, _tags(spec, platform, options), spec.cuda_archs, options.on, unused)

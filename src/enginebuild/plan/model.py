@@ -7,13 +7,16 @@ depends only on its own inputs; a layer a command writes depends on everything b
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import cast
 
+from enginebuild.core.imagesettings import SETTINGS
 from enginebuild.layerkinds.base import LayerPayload
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.lock.pins import ImagePin, PyPin
 from enginebuild.plan.routes import Route
-from enginebuild.recipe.model import Healthcheck, Outputs, PatchRef
+from enginebuild.recipe.model import Outputs, PatchRef
 from enginebuild.wire import JsonDoc
 
 
@@ -88,21 +91,34 @@ class ComponentNode:
 
 @dataclass(frozen=True)
 class ImageSettings:
-    """The image's own settings, laid over its base's (Dockerfile semantics: a new entrypoint
-    resets the base's cmd)."""
+    """The image's own settings as its spec gives them, one per setting of the image config
+    (core/imagesettings.py `SETTINGS`), named by its field; laid over its base's when the config is made
+    (Dockerfile semantics: a new entrypoint resets the base's cmd)."""
 
-    env: tuple[tuple[str, str], ...]
-    entrypoint: tuple[str, ...] | None
-    cmd: tuple[str, ...] | None
-    workdir: str | None
-    user: str | None
-    labels: dict[str, str]
-    expose: tuple[str, ...]  # PORT/PROTOCOL
-    stopsignal: str | None
-    shell: tuple[str, ...] | None
-    healthcheck: Healthcheck | None
+    values: dict[str, object]  # field -> the spec's value (env and labels as the plan completed them)
     env_note: str = ""  # what a reader of the rendered Dockerfile should know about the variables
     labels_removed: tuple[str, ...] = ()  # the base's labels the image drops (`labels: {KEY: null}`)
+
+    @classmethod
+    def of(cls, spec: object, env: tuple[tuple[str, str], ...], labels: dict[str, str], env_note: str = "",
+           labels_removed: tuple[str, ...] = ()) -> ImageSettings:
+        """Every setting's value from the spec's field of its name; env and labels as the plan made them."""
+        values = {s.field: getattr(spec, s.field) for s in SETTINGS}
+        return cls({**values, "env": env, "labels": labels}, env_note, labels_removed)
+
+    @property
+    def env(self) -> tuple[tuple[str, str], ...]:
+        return cast("tuple[tuple[str, str], ...]", self.values["env"])
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return cast("dict[str, str]", self.values["labels"])
+
+    def fields(self) -> JsonDoc:
+        """Its values as plain data (what the content tag hashes: publish/changed.py)."""
+        plain = {k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) and not isinstance(v, type) else v
+                 for k, v in self.values.items()}
+        return {**plain, "labels_removed": self.labels_removed}
 
 
 @dataclass(frozen=True)

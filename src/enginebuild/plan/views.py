@@ -3,29 +3,71 @@ its last part (manifest, files, settings), as a buildable context (`render --out
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
+from enginebuild.core.imagesettings import SETTINGS
 from enginebuild.plan.envs import CHAIN_REPO
-from enginebuild.plan.model import ImagePlan, LayerNode
-from enginebuild.plan.render import TemplateValues, render
+from enginebuild.plan.model import ImagePlan, ImageSettings, LayerNode
+from enginebuild.plan.quote import dockerfile_string, exec_form
+from enginebuild.plan.render import render
 
 if TYPE_CHECKING:
     from enginebuild.recipe.model import Healthcheck
 
 
-def _healthcheck(check: Healthcheck | None) -> TemplateValues | None:
-    if check is None:
-        return None
+def _healthcheck(instruction: str, value: object, settings: ImageSettings) -> list[str]:
+    check = cast("Healthcheck", value)
+    if check.test[0] == "NONE":
+        return [f"{instruction} NONE"]
     options = ""
-    for field, flag in (("interval", "interval"), ("timeout", "timeout"), ("start_period", "start-period")):
-        if getattr(check, field):
-            options += f" --{flag}={getattr(check, field)}"
+    for text, flag in ((check.interval, "interval"), (check.timeout, "timeout"), (check.start_period, "start-period")):
+        if text:
+            options += f" --{flag}={text}"
     if check.retries is not None:
         options += f" --retries={check.retries}"
-    if check.test[0] == "NONE":
-        return {"options": "", "test": None}
     test = list(check.test[1:]) if check.test[0] == "CMD" else ["/bin/sh", "-c", check.test[1]]
-    return {"options": options, "test": test}
+    return [f"{instruction}{options} CMD {exec_form(test)}"]
+
+
+def _pairs(instruction: str, value: object, settings: ImageSettings) -> list[str]:
+    pairs = cast("tuple[tuple[str, str], ...]", value)
+    return [instruction + "".join(f" {name}={dockerfile_string(v)}" for name, v in pairs)] if pairs else []
+
+
+def _labels(instruction: str, value: object, settings: ImageSettings) -> list[str]:
+    labels = sorted(cast("dict[str, str]", value).items())
+    line = instruction + "".join(f" {dockerfile_string(k)}={dockerfile_string(v)}" for k, v in labels)
+    return ([line] if labels else []) + [
+        f"# label {name} removed by enginebuild: a Dockerfile cannot remove a base's label (LABEL sets it)"
+        for name in settings.labels_removed]
+
+
+def _ports(instruction: str, value: object, settings: ImageSettings) -> list[str]:
+    return [f"{instruction} {port.removesuffix('/tcp')}" for port in cast("tuple[str, ...]", value)]  # 8000 is TCP
+
+
+def _word(instruction: str, value: object, settings: ImageSettings) -> list[str]:
+    return [f"{instruction} {value}"]
+
+
+def _exec(instruction: str, value: object, settings: ImageSettings) -> list[str]:
+    return [f"{instruction} {exec_form(cast('tuple[str, ...]', value))}"]
+
+
+# how each form of instruction is written (core/imagesettings.py names a setting's form)
+FORMS: dict[str, Callable[[str, object, ImageSettings], list[str]]] = {
+    "pairs": _pairs, "labels": _labels, "ports": _ports, "word": _word, "exec": _exec, "healthcheck": _healthcheck}
+
+
+def settings_lines(settings: ImageSettings) -> list[str]:
+    """The image's settings as Dockerfile instructions, in the table's order."""
+    lines = [f"# {settings.env_note}"] if settings.env_note else []
+    for setting in SETTINGS:
+        value = settings.values.get(setting.field)
+        if setting.sets(value):
+            lines += FORMS[setting.form](setting.instruction, value, settings)
+    return lines
 
 
 def layer_line(node: LayerNode, index: int) -> str:
@@ -40,20 +82,11 @@ def tail_folder(node: LayerNode, index: int) -> str:
     return f"files/{index:02d}-{node.key[:12]}"
 
 
-def settings_values(plan: ImagePlan) -> TemplateValues:
-    c = plan.config
-    return {"env": list(c.env), "env_note": c.env_note, "labels": sorted(c.labels.items()),
-            "expose": [p.removesuffix("/tcp") for p in c.expose],  # EXPOSE 8000 is TCP
-            "labels_removed": list(c.labels_removed),
-            "workdir": c.workdir, "user": c.user, "shell": c.shell, "stopsignal": c.stopsignal,
-            "healthcheck": _healthcheck(c.healthcheck), "entrypoint": c.entrypoint, "cmd": c.cmd}
-
-
 def runtime_dockerfile(plan: ImagePlan) -> str:
     lines = [layer_line(node, i) for i, node in enumerate(plan.runtime.layers)]
     base = plan.runtime.base.ref if plan.runtime.base else "scratch"
     return render("runtime.Dockerfile", image=plan.image, platform=plan.platform, base=base, layers=lines,
-                  **settings_values(plan))
+                  settings=settings_lines(plan.config))
 
 
 def tail_start(plan: ImagePlan) -> int:
@@ -68,4 +101,4 @@ def tail_dockerfile(plan: ImagePlan) -> str:
     base = f"{CHAIN_REPO}:{parent}" if start else (plan.runtime.base.ref if plan.runtime.base else "scratch")
     lines = [layer_line(node, i).split("   #")[0] for i, node in enumerate(plan.runtime.layers) if i >= start]
     return render("runtime.Dockerfile", image=plan.image, platform=plan.platform, base=base, layers=lines,
-                  **settings_values(plan))
+                  settings=settings_lines(plan.config))

@@ -7,7 +7,6 @@ CI builds and pushes only those."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from enginebuild.core.keys import canonical, sha
@@ -33,7 +32,7 @@ def content_tag(plans: list[ImagePlan], compression: str = "gzip") -> str:
 def _settings(plan: ImagePlan) -> object:
     """The image's own settings as its config will carry them (the note for readers of a rendered
     Dockerfile left out)."""
-    return {k: v for k, v in dataclasses.asdict(plan.config).items() if k != "env_note"}
+    return plan.config.fields()
 
 
 def published(client: RegistryApi, repository: str, tag: str) -> str | None:

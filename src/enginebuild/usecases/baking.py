@@ -37,9 +37,8 @@ from enginebuild.io.store import Store
 from enginebuild.layerkinds.context import ContextItem
 from enginebuild.plan.model import ComponentNode, EnvNode, ImagePlan, LayerNode
 from enginebuild.plan.quote import dockerfile_string
-from enginebuild.plan.render import render
 from enginebuild.plan.stored import layer_blobs
-from enginebuild.plan.views import settings_values
+from enginebuild.plan.views import settings_lines
 from enginebuild.recipe.model import Outputs
 from enginebuild.usecases.rendering import fresh, stamp_by_content
 from enginebuild.workspace import Workspace
@@ -91,9 +90,7 @@ class Stages:
         for comp in plan.components:
             self.component(comp)
         self.env(plan.runtime, "runtime")
-        settings = render("runtime.Dockerfile", image=plan.image, platform=plan.platform, base="scratch", layers=[],
-                          **settings_values(plan)).splitlines()
-        self.lines += [line for line in settings[settings.index("FROM scratch") + 1:]]
+        self.lines += settings_lines(plan.config)
         (self.root / "Dockerfile").write_text("\n".join(self.lines) + "\n")
         if (self.root / "ctx").is_dir():  # BuildKit sends what changed (see usecases/rendering.py)
             stamp_by_content(self.root / "ctx", plan.epoch)

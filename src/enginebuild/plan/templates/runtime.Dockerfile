@@ -5,41 +5,6 @@ FROM {{ base }}
 {% for layer in layers -%}
 {{ layer }}
 {% endfor -%}
-{% if env_note -%}
-# {{ env_note }}
-{% endif -%}
-{% if env -%}
-ENV{% for name, value in env %} {{ name }}={{ value|dq }}{% endfor %}
-{% endif -%}
-{% if labels -%}
-LABEL{% for name, value in labels %} {{ name|dq }}={{ value|dq }}{% endfor %}
-{% endif -%}
-{% for name in labels_removed -%}
-# label {{ name }} removed by enginebuild: a Dockerfile cannot remove a base's label (LABEL sets it)
+{% for line in settings -%}
+{{ line }}
 {% endfor -%}
-{% for port in expose -%}
-EXPOSE {{ port }}
-{% endfor -%}
-{% if workdir -%}
-WORKDIR {{ workdir }}
-{% endif -%}
-{% if user -%}
-USER {{ user }}
-{% endif -%}
-{% if shell -%}
-SHELL {{ shell|json }}
-{% endif -%}
-{% if stopsignal -%}
-STOPSIGNAL {{ stopsignal }}
-{% endif -%}
-{% if healthcheck and healthcheck.test is none -%}
-HEALTHCHECK NONE
-{% elif healthcheck -%}
-HEALTHCHECK{{ healthcheck.options }} CMD {{ healthcheck.test|json }}
-{% endif -%}
-{% if entrypoint is not none -%}
-ENTRYPOINT {{ entrypoint|json }}
-{% endif -%}
-{% if cmd is not none -%}
-CMD {{ cmd|json }}
-{% endif -%}
