@@ -47,11 +47,11 @@ def _labels_over(base: object, labels: object) -> object:
     return {**(base if isinstance(base, dict) else {}), **(labels if isinstance(labels, dict) else {})}
 
 
-def _ports_over(base: object, ports: object) -> object:
+def _union_of_keys(base: object, ports: object) -> object:
     return {port: {} for port in sorted({*(base if isinstance(base, dict) else {}), *_items(ports)})}
 
 
-def _ports_of_base(base: object) -> object:
+def _keys_of_base(base: object) -> object:
     return {str(port): {} for port in sorted(str(p) for p in _items(base))}
 
 
@@ -110,7 +110,7 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("env", "Env", "ENV", "pairs", over=_env_over, kept=_always),
     Setting("labels", "Labels", "LABEL", "labels", sets=_always, over=_labels_over),
-    Setting("expose", "ExposedPorts", "EXPOSE", "ports", sets=_always, over=_ports_over, of_base=_ports_of_base),
+    Setting("expose", "ExposedPorts", "EXPOSE", "ports", sets=_always, over=_union_of_keys, of_base=_keys_of_base),
     Setting("workdir", "WorkingDir", "WORKDIR", "word"),
     Setting("user", "User", "USER", "word"),
     Setting("shell", "Shell", "SHELL", "exec"),
