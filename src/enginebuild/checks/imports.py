@@ -27,7 +27,7 @@ from enginebuild.recipe.model import ImportCheck
 from enginebuild.wire import JsonDoc, loads
 
 SCRIPT = r"""
-import importlib, importlib.metadata as md, json, sys, traceback
+import importlib, importlib.metadata as md, json, os, sys, traceback
 roots, skip, done = (json.loads(a) for a in sys.argv[1:4])
 def tops(dist):
     names = (dist.read_text("top_level.txt") or "").split()
@@ -56,6 +56,8 @@ for name in sorted(found):
     except BaseException as exc:
         text = traceback.format_exception_only(type(exc), exc)[-1].strip().splitlines()
         print(json.dumps({"failed": name, "error": text[0] if text else type(exc).__name__}), flush=True)
+sys.stdout.flush(); sys.stderr.flush()
+os._exit(0)  # every module answered: tearing down an interpreter that imported them all takes seconds
 """
 _MAX_CRASHES = 20
 
