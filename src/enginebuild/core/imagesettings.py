@@ -28,10 +28,6 @@ def _always(value: object) -> bool:
     return True
 
 
-def _replace(base: object, value: object) -> object:
-    return value
-
-
 def _as_list(base: object, value: object) -> object:
     return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
 
@@ -47,12 +43,13 @@ def _labels_over(base: object, labels: object) -> object:
     return {**(base if isinstance(base, dict) else {}), **(labels if isinstance(labels, dict) else {})}
 
 
-def _union_of_keys(base: object, ports: object) -> object:
-    return {port: {} for port in sorted({*(base if isinstance(base, dict) else {}), *_items(ports)})}
+def _union_of_keys(base: object, names: object) -> object:
+    """A set as the config writes one (ExposedPorts: {"8000/tcp": {}}): the base's and the image's."""
+    return {name: {} for name in sorted({*(base if isinstance(base, dict) else {}), *_items(names)})}
 
 
 def _keys_of_base(base: object) -> object:
-    return {str(port): {} for port in sorted(str(p) for p in _items(base))}
+    return {name: {} for name in sorted(str(key) for key in _items(base))}
 
 
 class Healthcheck(Protocol):
