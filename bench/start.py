@@ -89,7 +89,7 @@ def _size_mib(image: str) -> float:
 
 
 def bench_start(ws: Path, env: dict, rows: list) -> None:
-    """About 25 GB of disk and 20 min: a store of its own, four images."""
+    """About 25 GB of disk and 30 min (9 rounds): a store of its own, four images."""
     home = Path(tempfile.mkdtemp(prefix="eb-bench-start-home-"))
     env = {**env, "ENGINEBUILD_HOME": str(home)}
     hand = Path(tempfile.mkdtemp(prefix="eb-bench-start-")) / "ctx"
@@ -115,7 +115,7 @@ def bench_start(ws: Path, env: dict, rows: list) -> None:
         print(f"  w1: {timed.paired(OURS, BARE)}", flush=True)
         print(f"  w2: {timed.paired(OURS, HAND_PIP)}", flush=True)
         rows.append(Row("w1. fresh container to the model runner imported", imports[OURS], imports[BARE], "s",
-                        f"docker run {IMAGE} (bytecode: one checked-hash .pyc layer per Python layer) "
+                        f"docker run {IMAGE} (bytecode: the checked-hash .pyc of every Python layer) "
                         f"python3 -c '{IMPORT}', median of {ROUNDS}",
                         "the same image built with bytecode: false (no .pyc: what every image shipped before)"))
         rows.append(Row("w2. the same, vs the hand-written image compiled by pip", imports[OURS], imports[HAND_PIP], "s",
