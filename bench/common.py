@@ -1,6 +1,7 @@
 """Shared helpers for the benchmarks: timing commands, scratch workspaces, the result table."""
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 import shutil
@@ -25,6 +26,7 @@ def share_cache_key() -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     path = Path(tempfile.mkdtemp(prefix="eb-bench-key-")) / "cache-signing.pem"
+    atexit.register(shutil.rmtree, path.parent, True)  # a throw-away private key: not left in /tmp
     path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     path.chmod(0o600)
